@@ -1,0 +1,47 @@
+// Command cachenode is the distcache data-plane binary.
+//
+//	cachenode serve   run a cache node (mTLS chunk API + plain metrics port)
+//	cachenode bench   measure hit throughput against MinIO and a raw TLS ceiling
+//	cachenode certs   issue certificates for running outside Kubernetes
+package main
+
+import (
+	"fmt"
+	"os"
+)
+
+const usage = `usage: cachenode <command> [flags]
+
+commands:
+  serve    run a cache node
+  bench    measure hit throughput and latency (see docs/benchmarks.md)
+  certs    issue a CA and server, peer and tenant certificates (outside Kubernetes)
+
+Run 'cachenode <command> -h' for the flags of a command.
+`
+
+func main() {
+	if len(os.Args) < 2 {
+		fmt.Fprint(os.Stderr, usage)
+		os.Exit(2)
+	}
+	var err error
+	switch os.Args[1] {
+	case "serve":
+		err = runServe(os.Args[2:])
+	case "bench":
+		err = runBench(os.Args[2:])
+	case "certs":
+		err = runCerts(os.Args[2:])
+	case "-h", "--help", "help":
+		fmt.Print(usage)
+		return
+	default:
+		fmt.Fprintf(os.Stderr, "cachenode: unknown command %q\n\n%s", os.Args[1], usage)
+		os.Exit(2)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "cachenode:", err)
+		os.Exit(1)
+	}
+}

@@ -1,0 +1,215 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/distcache/distcache/internal/metrics"
+	"github.com/distcache/distcache/internal/node"
+	"github.com/distcache/distcache/internal/pki"
+	"github.com/distcache/distcache/internal/s3backend"
+	"github.com/distcache/distcache/internal/store"
+	"github.com/distcache/distcache/internal/tenancy"
+)
+
+// serveFlags are the settings of `cachenode serve`. Every flag can also be
+// given as an environment variable (DISTCACHE_ + upper-case name with
+// underscores), which is how the operator configures pods.
+type serveFlags struct {
+	listen, metricsListen          string
+	tlsCert, tlsKey, clientCA      string
+	dataDir                        string
+	diskBytes, ramBytes, chunkSize byteSize
+	writeCacheBytes                byteSize
+	metaTTL                        time.Duration
+	immutable                      bool
+	tenantsFile                    string
+	s3Endpoint, s3Region           string
+	s3PathStyle                    bool
+	s3MaxConcurrent, s3MaxAttempts int
+	s3Timeout                      time.Duration
+	logLevel                       string
+	shutdownGrace                  time.Duration
+}
+
+func parseServeFlags(args []string) (*serveFlags, error) {
+	f := &serveFlags{diskBytes: 10 << 30, ramBytes: 1 << 30, chunkSize: 4 << 20, writeCacheBytes: 64 << 20}
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.StringVar(&f.listen, "listen", ":8443", "address of the mTLS chunk API")
+	fs.StringVar(&f.metricsListen, "metrics-listen", ":9090", "address of the plain HTTP port for /metrics, /healthz and /readyz")
+	fs.StringVar(&f.tlsCert, "tls-cert", "", "server certificate (PEM); reloaded when the file changes")
+	fs.StringVar(&f.tlsKey, "tls-key", "", "server private key (PEM)")
+	fs.StringVar(&f.clientCA, "client-ca", "", "CA bundle that client certificates must chain to")
+	fs.StringVar(&f.dataDir, "data-dir", "/var/lib/distcache", "directory of the disk tier (local NVMe)")
+	fs.Var(&f.diskBytes, "disk-bytes", "hard bound on disk usage of data-dir, e.g. 800Gi")
+	fs.Var(&f.ramBytes, "ram-bytes", "size of the RAM tier, e.g. 8Gi (0 disables it)")
+	fs.Var(&f.chunkSize, "chunk-size", "chunk size; the same on every node of a cache, e.g. 4Mi")
+	fs.Var(&f.writeCacheBytes, "write-cache-bytes", "how much of one write-through upload is kept to be cached")
+	fs.DurationVar(&f.metaTTL, "meta-ttl", 30*time.Second, "how long object metadata is trusted before revalidation")
+	fs.BoolVar(&f.immutable, "immutable", false, "never revalidate metadata (object keys are never overwritten, as with ClickHouse)")
+	fs.StringVar(&f.tenantsFile, "tenants-file", "", "tenants configuration (YAML); hot-reloaded")
+	fs.StringVar(&f.s3Endpoint, "s3-endpoint", "", "S3 endpoint URL (empty: AWS)")
+	fs.StringVar(&f.s3Region, "s3-region", "us-east-1", "S3 region")
+	fs.BoolVar(&f.s3PathStyle, "s3-path-style", false, "use path-style S3 addressing (MinIO)")
+	fs.IntVar(&f.s3MaxConcurrent, "s3-max-concurrent", 64, "cap on in-flight S3 requests")
+	fs.IntVar(&f.s3MaxAttempts, "s3-max-attempts", 4, "attempts per S3 request (retries back off with jitter)")
+	fs.DurationVar(&f.s3Timeout, "s3-timeout", 30*time.Second, "timeout of one S3 request")
+	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
+	fs.DurationVar(&f.shutdownGrace, "shutdown-grace", 20*time.Second, "time to finish in-flight requests on SIGTERM")
+	if err := applyEnv(fs, "DISTCACHE_"); err != nil {
+		return nil, err
+	}
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	for name, v := range map[string]string{"tls-cert": f.tlsCert, "tls-key": f.tlsKey, "client-ca": f.clientCA, "tenants-file": f.tenantsFile} {
+		if v == "" {
+			return nil, fmt.Errorf("--%s is required", name)
+		}
+	}
+	if f.chunkSize < 64<<10 || f.chunkSize > 64<<20 {
+		return nil, fmt.Errorf("--chunk-size %s is outside 64Ki..64Mi", f.chunkSize)
+	}
+	if f.diskBytes < 4*f.chunkSize {
+		return nil, fmt.Errorf("--disk-bytes %s must hold at least four chunks", f.diskBytes)
+	}
+	return f, nil
+}
+
+func runServe(args []string) error {
+	f, err := parseServeFlags(args)
+	if err != nil {
+		return err
+	}
+	log := newLogger(f.logLevel)
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m := metrics.NewNode(reg)
+
+	tenants, err := tenancy.Watch(ctx, f.tenantsFile, log)
+	if err != nil {
+		return fmt.Errorf("loading tenants: %w", err)
+	}
+	st, err := store.Open(store.Options{
+		Dir: f.dataDir, DiskBytes: int64(f.diskBytes), RAMBytes: int64(f.ramBytes), Logger: log,
+		TenantQuota: func(name string) int64 {
+			if t, ok := tenants.Current().Tenant(name); ok {
+				return t.QuotaBytes
+			}
+			return 0
+		},
+	})
+	if err != nil {
+		return fmt.Errorf("opening store in %s: %w", f.dataDir, err)
+	}
+	defer st.Close()
+	metrics.RegisterStore(reg, st.Stats)
+
+	be, err := s3backend.New(s3backend.Config{
+		Endpoint: f.s3Endpoint, Region: f.s3Region, UsePathStyle: f.s3PathStyle,
+		Default:       s3backend.Credentials{AccessKeyID: os.Getenv("AWS_ACCESS_KEY_ID"), SecretAccessKey: os.Getenv("AWS_SECRET_ACCESS_KEY"), SessionToken: os.Getenv("AWS_SESSION_TOKEN")},
+		MaxConcurrent: f.s3MaxConcurrent, MaxAttempts: f.s3MaxAttempts, RequestTimeout: f.s3Timeout,
+		Observer: m,
+	})
+	if err != nil {
+		return fmt.Errorf("S3 backend: %w", err)
+	}
+	srv, err := node.New(node.Config{
+		ChunkSize: int64(f.chunkSize), MetaTTL: f.metaTTL, Immutable: f.immutable,
+		WriteCacheBytes: int64(f.writeCacheBytes),
+	}, st, be, tenants, m, log)
+	if err != nil {
+		return err
+	}
+	tlsConfig, err := pki.ServerTLSConfig(f.tlsCert, f.tlsKey, f.clientCA)
+	if err != nil {
+		return fmt.Errorf("TLS: %w", err)
+	}
+
+	api := &http.Server{
+		Addr: f.listen, Handler: srv.Handler(), TLSConfig: tlsConfig,
+		ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
+		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelDebug), // handshake failures are the client's problem
+		// An empty, non-nil map turns HTTP/2 off: HTTP/1.1 moves bulk bytes faster in Go.
+		TLSNextProto: map[string]func(*http.Server, *tls.Conn, http.Handler){},
+	}
+	// Ready while serving; not ready once shutdown starts, so endpoints drain.
+	var draining atomic.Bool
+	ready := func() error {
+		if draining.Load() {
+			return errors.New("shutting down")
+		}
+		return nil
+	}
+	ops := &http.Server{Addr: f.metricsListen, Handler: opsHandler(reg, ready), ReadHeaderTimeout: 10 * time.Second}
+
+	errc := make(chan error, 2)
+	go func() { errc <- listenTLS(api) }()
+	go func() { errc <- ops.ListenAndServe() }()
+	log.Info("cache node serving", "listen", f.listen, "metrics", f.metricsListen, "dataDir", f.dataDir,
+		"diskBytes", f.diskBytes.String(), "ramBytes", f.ramBytes.String(), "chunkSize", f.chunkSize.String())
+
+	select {
+	case <-ctx.Done():
+	case err := <-errc:
+		if !errors.Is(err, http.ErrServerClosed) {
+			return err
+		}
+	}
+	log.Info("shutting down")
+	draining.Store(true)
+	sctx, cancel := context.WithTimeout(context.Background(), f.shutdownGrace)
+	defer cancel()
+	_ = api.Shutdown(sctx)
+	_ = ops.Shutdown(sctx)
+	return nil
+}
+
+func listenTLS(s *http.Server) error {
+	ln, err := net.Listen("tcp", s.Addr)
+	if err != nil {
+		return err
+	}
+	return s.Serve(tls.NewListener(ln, s.TLSConfig))
+}
+
+// opsHandler serves the plain port: metrics, liveness and readiness.
+func opsHandler(reg *prometheus.Registry, ready func() error) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if err := ready(); err != nil {
+			http.Error(w, err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		fmt.Fprintln(w, "ok")
+	})
+	return mux
+}
+
+func newLogger(level string) *slog.Logger {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(level)); err != nil {
+		l = slog.LevelInfo
+	}
+	return slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: l}))
+}

@@ -1,0 +1,101 @@
+#!/usr/bin/env bash
+# Builds Kubernetes binaries (kube-apiserver for envtest, kubectl for the real
+# test cluster) from the k8s.io/kubernetes Go module at a pinned version, into
+# bin/ as NAME-VERSION plus a stable symlink bin/NAME. A second run is a no-op.
+#
+# k8s.io/kubernetes cannot be built with a plain `go install mod@version`: its
+# go.mod requires the staging modules (k8s.io/api, k8s.io/client-go, ...) at
+# v0.0.0 and replaces them with ./staging/... directories. So we generate a
+# small wrapper module that requires k8s.io/kubernetes and replaces every
+# staging module with its published v0.MINOR.PATCH tag; the list of staging
+# modules is read from k8s.io/kubernetes's own go.mod, never hand-maintained.
+#
+# Why 1.36 and not the newest: this project's build and CI machines run cgroup
+# v1, which upstream has deprecated, and kubelet 1.38 will likely want
+# containerd 2.x (Debian ships 1.x). The main module's client libraries
+# (k8s.io/* v0.37) are fine against a 1.36 server (client-go supports +/-1
+# minor). Keep internal/testutil/envtestassets.KubeVersion in sync (a unit test
+# there checks it).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+KUBE_VERSION="${KUBE_VERSION:-v1.36.3}"
+# Binaries to build (package k8s.io/kubernetes/cmd/NAME). Add kube-controller-manager,
+# kube-scheduler, kubelet, kube-proxy here when the real-cluster scripts need them.
+KUBE_BINARIES="${KUBE_BINARIES:-kube-apiserver kubectl}"
+
+missing=()
+for name in $KUBE_BINARIES; do
+  [ -x "bin/${name}-${KUBE_VERSION}" ] || missing+=("$name")
+done
+
+if [ "${#missing[@]}" -gt 0 ]; then
+  echo ">> building Kubernetes ${KUBE_VERSION}: ${missing[*]} (first run only, several minutes)"
+  mkdir -p bin
+  root=$(pwd)
+
+  # Where k8s.io/kubernetes's own go.mod lands in the module cache.
+  info=$(GOFLAGS=-mod=mod go mod download -json "k8s.io/kubernetes@${KUBE_VERSION}")
+  kube_gomod=$(printf '%s\n' "$info" | sed -n 's/^[[:space:]]*"GoMod": "\(.*\)",\{0,1\}$/\1/p')
+  release_time=$(printf '%s\n' "$info" | sed -n 's/^[[:space:]]*"Time": "\(.*\)",\{0,1\}$/\1/p')
+  [ -f "$kube_gomod" ] || { echo "cannot find go.mod of k8s.io/kubernetes@${KUBE_VERSION}" >&2; exit 1; }
+
+  # v1.36.3 -> staging modules are tagged v0.36.3.
+  ver="${KUBE_VERSION#v}"
+  major="${ver%%.*}"
+  rest="${ver#*.}"
+  minor="${rest%%.*}"
+  staging_version="v0.${rest}"
+
+  wrapper="bin/.build/kube-wrapper-${KUBE_VERSION}"
+  rm -rf "$wrapper"
+  mkdir -p "$wrapper"
+  {
+    echo "module distcache.local/kube-wrapper"
+    echo
+    sed -n 's/^go \(.*\)$/go \1/p' "$kube_gomod" | head -n1
+    # Kubernetes builds with its own go.mod as the main module, so carry over its
+    # godebug settings (only the main module's apply).
+    sed -n '/^godebug /p' "$kube_gomod"
+    echo
+    echo "require k8s.io/kubernetes ${KUBE_VERSION}"
+    echo
+    echo "replace ("
+    sed -n 's#^[[:space:]]*\(k8s\.io/[^[:space:]]*\) => \./staging/.*$#\t\1 => \1 '"${staging_version}"'#p' "$kube_gomod"
+    echo ")"
+    echo
+    for name in $KUBE_BINARIES; do
+      echo "tool k8s.io/kubernetes/cmd/${name}"
+    done
+  } >"$wrapper/go.mod"
+  grep -q '=> k8s.io/api ' "$wrapper/go.mod" || { echo "no staging replace lines found in $kube_gomod" >&2; exit 1; }
+
+  # Same version stamping as Kubernetes's hack/lib/version.sh; without it kubectl
+  # cannot parse the server version. buildDate is the release tag's time, so the
+  # build is reproducible.
+  ldflags="-s -w"
+  for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+    ldflags+=" -X ${pkg}.gitVersion=${KUBE_VERSION}"
+    ldflags+=" -X ${pkg}.gitMajor=${major}"
+    ldflags+=" -X ${pkg}.gitMinor=${minor}"
+    ldflags+=" -X ${pkg}.gitTreeState=clean"
+    ldflags+=" -X ${pkg}.buildDate=${release_time:-1970-01-01T00:00:00Z}"
+  done
+
+  pkgs=()
+  for name in "${missing[@]}"; do pkgs+=("k8s.io/kubernetes/cmd/${name}"); done
+  tmp=$(mktemp -d)
+  trap 'rm -rf "$tmp"' EXIT
+  (
+    cd "$wrapper"
+    GOFLAGS=-mod=mod go mod tidy
+    CGO_ENABLED=0 GOFLAGS=-mod=mod go build -trimpath -ldflags "$ldflags" -o "$tmp/" "${pkgs[@]}"
+  )
+  for name in "${missing[@]}"; do
+    mv "$tmp/${name}" "${root}/bin/${name}-${KUBE_VERSION}"
+  done
+fi
+
+for name in $KUBE_BINARIES; do
+  ln -sfn "${name}-${KUBE_VERSION}" "bin/${name}"
+done

@@ -1,0 +1,58 @@
+package node
+
+import (
+	"net/http"
+
+	"github.com/distcache/distcache/internal/pki"
+	"github.com/distcache/distcache/internal/s3backend"
+	"github.com/distcache/distcache/internal/tenancy"
+)
+
+// HeaderTenant is how a peer (another cache node or a gateway holding a peer
+// certificate) says which tenant it acts for. Tenant certificates cannot use it.
+const HeaderTenant = "X-Distcache-Tenant"
+
+// caller is the tenant a request acts for, with the backend credentials to use.
+type caller struct {
+	tenant *tenancy.Tenant
+	creds  s3backend.Credentials
+}
+
+// authorize resolves the tenant from the verified client identity and checks
+// the bucket against the tenant's list before anything touches S3 or the store.
+func (s *Server) authorize(r *http.Request, bucket string) (caller, *apiError) {
+	id, ok := pki.FromContext(r.Context())
+	if !ok {
+		return caller{}, newError(http.StatusForbidden, CodeAccessDenied, "no verified client identity")
+	}
+	name := id.Name
+	switch id.Kind {
+	case pki.KindTenant:
+		if h := r.Header.Get(HeaderTenant); h != "" && h != name {
+			return caller{}, newError(http.StatusForbidden, CodeAccessDenied, "a tenant certificate cannot act for another tenant")
+		}
+	case pki.KindPeer:
+		name = r.Header.Get(HeaderTenant)
+		if name == "" {
+			return caller{}, newError(http.StatusBadRequest, CodeBadRequest, "peer requests must name a tenant in "+HeaderTenant)
+		}
+	default:
+		return caller{}, newError(http.StatusForbidden, CodeAccessDenied, "unknown identity kind")
+	}
+	t, ok := s.tenants.Current().Tenant(name)
+	if !ok {
+		return caller{}, newError(http.StatusForbidden, CodeAccessDenied, "tenant "+name+" is not configured on this cache")
+	}
+	if !t.AllowsBucket(bucket) {
+		return caller{}, newError(http.StatusForbidden, CodeAccessDenied, "bucket "+bucket+" is not allowed for tenant "+name)
+	}
+	c := caller{tenant: t}
+	if t.Credentials != nil {
+		c.creds = s3backend.Credentials{
+			AccessKeyID:     t.Credentials.AccessKeyID,
+			SecretAccessKey: t.Credentials.SecretAccessKey,
+			SessionToken:    t.Credentials.SessionToken,
+		}
+	}
+	return c, nil
+}

@@ -1,0 +1,64 @@
+package node
+
+import (
+	"encoding/json"
+	"errors"
+	"net/http"
+
+	"github.com/distcache/distcache/internal/s3backend"
+)
+
+// Error codes in node API error bodies. They follow S3's names where one
+// exists so the gateway can pass them through.
+const (
+	CodeBadRequest         = "BadRequest"
+	CodeAccessDenied       = "AccessDenied"
+	CodeNoSuchKey          = "NoSuchKey"
+	CodeInvalidRange       = "InvalidRange"
+	CodePreconditionFailed = "PreconditionFailed"
+	CodeServiceUnavailable = "ServiceUnavailable"
+	CodeBadGateway         = "BadGateway"
+	CodeInternal           = "InternalError"
+)
+
+// apiError is an error with the HTTP status and code a client should see.
+type apiError struct {
+	Status  int    `json:"-"`
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+func (e *apiError) Error() string { return e.Code + ": " + e.Message }
+
+func newError(status int, code, msg string) *apiError {
+	return &apiError{Status: status, Code: code, Message: msg}
+}
+
+// asAPIError maps backend and internal errors to what the client sees. S3
+// being unreachable is a 503 with a message saying so, never a hang or a 500.
+func asAPIError(err error) *apiError {
+	var ae *apiError
+	switch {
+	case errors.As(err, &ae):
+		return ae
+	case errors.Is(err, s3backend.ErrNotFound):
+		return newError(http.StatusNotFound, CodeNoSuchKey, "object not found in S3")
+	case errors.Is(err, s3backend.ErrAccessDenied):
+		return newError(http.StatusForbidden, CodeAccessDenied, "S3 denied access with this tenant's backend credentials")
+	case errors.Is(err, s3backend.ErrPreconditionFailed):
+		return newError(http.StatusPreconditionFailed, CodePreconditionFailed, "object changed in S3 (ETag no longer matches)")
+	case errors.Is(err, s3backend.ErrInvalidRange):
+		return newError(http.StatusRequestedRangeNotSatisfiable, CodeInvalidRange, "range not satisfiable")
+	case errors.Is(err, s3backend.ErrUnavailable):
+		return newError(http.StatusServiceUnavailable, CodeServiceUnavailable, "S3 backend unavailable and the data is not cached: "+err.Error())
+	default:
+		return newError(http.StatusBadGateway, CodeBadGateway, "S3 request failed: "+err.Error())
+	}
+}
+
+func writeError(w http.ResponseWriter, e *apiError) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("X-Distcache-Error", e.Code)
+	w.WriteHeader(e.Status)
+	_ = json.NewEncoder(w).Encode(e)
+}

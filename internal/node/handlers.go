@@ -1,0 +1,327 @@
+package node
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/distcache/distcache/internal/chunk"
+	"github.com/distcache/distcache/internal/metrics"
+)
+
+// Response headers of the node API.
+const (
+	HeaderObjectSize = "X-Distcache-Object-Size"
+	HeaderChunkSize  = "X-Distcache-Chunk-Size"
+	HeaderCache      = "X-Distcache-Cache" // hit_ram, hit_disk or miss
+)
+
+// Operation labels.
+const (
+	opGetChunk  = "get_chunk"
+	opGetObject = "get_object"
+	opHead      = "head"
+	opPut       = "put"
+	opDelete    = "delete"
+)
+
+// maxKeyLen is S3's limit on object key length in bytes.
+const maxKeyLen = 1024
+
+// request is the parsed, authorized target of a call.
+type request struct {
+	caller
+	obj   chunk.Object
+	start time.Time
+}
+
+// begin parses and authorizes; on failure it has already answered.
+func (s *Server) begin(w http.ResponseWriter, r *http.Request, op string) (request, bool) {
+	start := time.Now()
+	bucket, key := r.PathValue("bucket"), r.PathValue("key")
+	if key == "" || len(key) > maxKeyLen {
+		s.fail(w, op, "", start, newError(http.StatusBadRequest, CodeBadRequest, "object key must be 1 to 1024 bytes"))
+		return request{}, false
+	}
+	c, aerr := s.authorize(r, bucket)
+	if aerr != nil {
+		s.fail(w, op, "", start, aerr)
+		return request{}, false
+	}
+	return request{caller: c, obj: chunk.Object{Tenant: c.tenant.Name, Bucket: bucket, Key: key}, start: start}, true
+}
+
+func (s *Server) fail(w http.ResponseWriter, op, tenant string, start time.Time, e *apiError) {
+	writeError(w, e)
+	s.observe(op, tenant, metrics.ResultError, 0, start)
+}
+
+func (s *Server) observe(op, tenant, result string, n int, start time.Time) {
+	s.metrics.Requests.WithLabelValues(tenant, op, result).Inc()
+	s.metrics.ResponseBytes.WithLabelValues(tenant, op, result).Add(float64(n))
+	s.metrics.RequestDuration.WithLabelValues(op, result).Observe(time.Since(start).Seconds())
+}
+
+func (s *Server) countChunk(tenant, result string) {
+	s.metrics.ChunkReads.WithLabelValues(tenant, result).Inc()
+}
+
+func (s *Server) handleGet(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Query().Has("chunk") {
+		s.getChunk(w, r)
+		return
+	}
+	s.getObject(w, r)
+}
+
+// getChunk serves one chunk, or a sub-range of it given by Range relative to
+// the chunk's first byte.
+func (s *Server) getChunk(w http.ResponseWriter, r *http.Request) {
+	q, ok := s.begin(w, r, opGetChunk)
+	if !ok {
+		return
+	}
+	tenant := q.tenant.Name
+	idx, err := strconv.ParseInt(r.URL.Query().Get("chunk"), 10, 64)
+	if err != nil || idx < 0 {
+		s.fail(w, opGetChunk, tenant, q.start, newError(http.StatusBadRequest, CodeBadRequest, "chunk must be a non-negative integer"))
+		return
+	}
+	m, data, result, err := s.readVersion(r.Context(), q.caller, q.obj, r.URL.Query().Get("etag"), idx)
+	if err != nil {
+		s.countChunk(tenant, metrics.ResultError)
+		s.fail(w, opGetChunk, tenant, q.start, asAPIError(err))
+		return
+	}
+	s.countChunk(tenant, result)
+	rng, partial, aerr := parseRange(r.Header.Get("Range"), int64(len(data)))
+	if aerr != nil {
+		s.fail(w, opGetChunk, tenant, q.start, aerr)
+		return
+	}
+	body := data
+	h := w.Header()
+	setMetaHeaders(h, m)
+	h.Set(HeaderChunkSize, strconv.FormatInt(s.cfg.ChunkSize, 10))
+	h.Set(HeaderCache, result)
+	h.Set("Content-Type", "application/octet-stream")
+	status := http.StatusOK
+	if partial {
+		body = data[rng.Off : rng.Off+rng.Len]
+		h.Set("Content-Range", contentRange(rng, int64(len(data))))
+		status = http.StatusPartialContent
+	}
+	h.Set("Content-Length", strconv.Itoa(len(body)))
+	w.WriteHeader(status)
+	n, _ := w.Write(body)
+	s.observe(opGetChunk, tenant, result, n, q.start)
+}
+
+// getObject streams a whole object (or a Range of it) chunk by chunk, for
+// simple clients. A failure after the headers went out aborts the connection
+// so the client sees a short body, never silently wrong bytes.
+func (s *Server) getObject(w http.ResponseWriter, r *http.Request) {
+	q, ok := s.begin(w, r, opGetObject)
+	if !ok {
+		return
+	}
+	tenant := q.tenant.Name
+	m, err := s.pinnedMeta(r.Context(), q.caller, q.obj, r.URL.Query().Get("etag"))
+	if err != nil {
+		s.fail(w, opGetObject, tenant, q.start, asAPIError(err))
+		return
+	}
+	rng, partial, aerr := parseRange(r.Header.Get("Range"), m.Size)
+	if aerr != nil {
+		s.fail(w, opGetObject, tenant, q.start, aerr)
+		return
+	}
+	if !partial {
+		rng = byteRange{Off: 0, Len: m.Size}
+	}
+	h := w.Header()
+	setMetaHeaders(h, m)
+	h.Set("Content-Length", strconv.FormatInt(rng.Len, 10))
+	h.Set(HeaderChunkSize, strconv.FormatInt(s.cfg.ChunkSize, 10))
+	if partial {
+		h.Set("Content-Range", contentRange(rng, m.Size))
+	}
+	if rng.Len == 0 {
+		w.WriteHeader(http.StatusOK)
+		s.observe(opGetObject, tenant, metrics.ResultHitRAM, 0, q.start)
+		return
+	}
+	first, last := chunk.Span(rng.Off, rng.Len, s.cfg.ChunkSize)
+	overall, written := metrics.ResultHitRAM, 0
+	for idx := first; idx <= last; idx++ {
+		data, result, err := s.readChunk(r.Context(), q.caller, q.obj, m, idx)
+		if err != nil {
+			s.countChunk(tenant, metrics.ResultError)
+			if idx == first {
+				s.fail(w, opGetObject, tenant, q.start, asAPIError(err))
+				return
+			}
+			s.observe(opGetObject, tenant, metrics.ResultError, written, q.start)
+			s.log.Warn("aborting object read mid-stream", "object", q.obj.String(), "chunk", idx, "err", err)
+			panic(http.ErrAbortHandler)
+		}
+		s.countChunk(tenant, result)
+		overall = worse(overall, result)
+		if idx == first {
+			h.Set(HeaderCache, result)
+			status := http.StatusOK
+			if partial {
+				status = http.StatusPartialContent
+			}
+			w.WriteHeader(status)
+		}
+		chunkOff := idx * s.cfg.ChunkSize
+		lo := max(rng.Off, chunkOff) - chunkOff
+		hi := min(rng.Off+rng.Len, chunkOff+int64(len(data))) - chunkOff
+		n, err := w.Write(data[lo:hi])
+		written += n
+		if err != nil {
+			break // client went away
+		}
+	}
+	s.observe(opGetObject, tenant, overall, written, q.start)
+}
+
+// worse orders request results so an object read reports its slowest tier.
+func worse(a, b string) string {
+	rank := map[string]int{metrics.ResultHitRAM: 0, metrics.ResultHitDisk: 1, metrics.ResultMiss: 2}
+	if rank[b] > rank[a] {
+		return b
+	}
+	return a
+}
+
+func setMetaHeaders(h http.Header, m chunk.Meta) {
+	h.Set("ETag", m.ETag)
+	h.Set(HeaderObjectSize, strconv.FormatInt(m.Size, 10))
+	if !m.LastModified.IsZero() {
+		h.Set("Last-Modified", m.LastModified.UTC().Format(http.TimeFormat))
+	}
+	if m.ContentType != "" {
+		h.Set("X-Distcache-Content-Type", m.ContentType)
+	}
+}
+
+func (s *Server) handleHead(w http.ResponseWriter, r *http.Request) {
+	q, ok := s.begin(w, r, opHead)
+	if !ok {
+		return
+	}
+	m, err := s.meta(r.Context(), q.caller, q.obj, false)
+	if err != nil {
+		s.fail(w, opHead, q.tenant.Name, q.start, asAPIError(err))
+		return
+	}
+	h := w.Header()
+	setMetaHeaders(h, m)
+	if m.ContentType != "" {
+		h.Set("Content-Type", m.ContentType)
+	}
+	h.Set("Content-Length", strconv.FormatInt(m.Size, 10))
+	h.Set(HeaderChunkSize, strconv.FormatInt(s.cfg.ChunkSize, 10))
+	w.WriteHeader(http.StatusOK)
+	s.observe(opHead, q.tenant.Name, metrics.ResultHitRAM, 0, q.start)
+}
+
+// MetaResponse is the JSON body of GET /v1/meta and of a successful PUT.
+type MetaResponse struct {
+	Bucket       string    `json:"bucket"`
+	Key          string    `json:"key"`
+	Size         int64     `json:"size"`
+	ETag         string    `json:"etag"`
+	ContentType  string    `json:"contentType,omitempty"`
+	LastModified time.Time `json:"lastModified"`
+	ChunkSize    int64     `json:"chunkSize"`
+}
+
+func (s *Server) metaResponse(o chunk.Object, m chunk.Meta) MetaResponse {
+	return MetaResponse{Bucket: o.Bucket, Key: o.Key, Size: m.Size, ETag: m.ETag, ContentType: m.ContentType,
+		LastModified: m.LastModified, ChunkSize: s.cfg.ChunkSize}
+}
+
+func (s *Server) handleMeta(w http.ResponseWriter, r *http.Request) {
+	q, ok := s.begin(w, r, opHead)
+	if !ok {
+		return
+	}
+	m, err := s.meta(r.Context(), q.caller, q.obj, false)
+	if err != nil {
+		s.fail(w, opHead, q.tenant.Name, q.start, asAPIError(err))
+		return
+	}
+	writeJSON(w, http.StatusOK, s.metaResponse(q.obj, m))
+	s.observe(opHead, q.tenant.Name, metrics.ResultHitRAM, 0, q.start)
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+// handlePut writes through: the body streams to S3 (multipart when large),
+// the client is answered only after S3 has the object, and only then are the
+// chunks cached under the new ETag.
+func (s *Server) handlePut(w http.ResponseWriter, r *http.Request) {
+	q, ok := s.begin(w, r, opPut)
+	if !ok {
+		return
+	}
+	tenant := q.tenant.Name
+	col := newCollector(s.cfg.ChunkSize, s.cfg.WriteCacheBytes)
+	body := io.TeeReader(r.Body, col)
+	contentType := r.Header.Get("Content-Type")
+	etag, err := s.s3.Put(r.Context(), q.creds, q.obj.Bucket, q.obj.Key, body, r.ContentLength, contentType)
+	if err != nil {
+		s.fail(w, opPut, tenant, q.start, asAPIError(err))
+		return
+	}
+	// S3 has it: whatever was cached for this key is now stale.
+	s.invalidate(q.obj)
+	m, err := s.s3.Head(r.Context(), q.creds, q.obj.Bucket, q.obj.Key)
+	if err != nil || m.ETag != etag {
+		// Acknowledge (S3 has the object) but cache nothing we cannot vouch for.
+		s.log.Warn("write-through: could not confirm metadata; not caching", "object", q.obj.String(), "err", err)
+		writeJSON(w, http.StatusOK, s.metaResponse(q.obj, chunk.Meta{Size: col.total, ETag: etag, ContentType: contentType}))
+		s.observe(opPut, tenant, metrics.ResultMiss, 0, q.start)
+		return
+	}
+	m.FetchedAt = s.cfg.Now()
+	if err := s.store.PutMeta(q.obj, m); err != nil {
+		s.storeFailed("put_meta", err)
+	}
+	if col.total == m.Size {
+		for i, data := range col.chunks() {
+			id := chunk.ID{Object: q.obj, ETag: etag, Size: s.cfg.ChunkSize, Index: int64(i)}
+			if err := s.store.PutChunk(id, data); err != nil {
+				s.storeFailed("put_chunk", err)
+				break
+			}
+		}
+	}
+	writeJSON(w, http.StatusOK, s.metaResponse(q.obj, m))
+	s.observe(opPut, tenant, metrics.ResultMiss, 0, q.start)
+}
+
+// handleDelete deletes in S3 first, then invalidates, so a failed delete
+// leaves the cache consistent with S3.
+func (s *Server) handleDelete(w http.ResponseWriter, r *http.Request) {
+	q, ok := s.begin(w, r, opDelete)
+	if !ok {
+		return
+	}
+	if err := s.s3.Delete(r.Context(), q.creds, q.obj.Bucket, q.obj.Key); err != nil {
+		s.fail(w, opDelete, q.tenant.Name, q.start, asAPIError(err))
+		return
+	}
+	s.invalidate(q.obj)
+	w.WriteHeader(http.StatusNoContent)
+	s.observe(opDelete, q.tenant.Name, metrics.ResultMiss, 0, q.start)
+}

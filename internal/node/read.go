@@ -1,0 +1,173 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"net/http"
+
+	"github.com/distcache/distcache/internal/chunk"
+	"github.com/distcache/distcache/internal/metrics"
+	"github.com/distcache/distcache/internal/s3backend"
+	"github.com/distcache/distcache/internal/store"
+)
+
+// fresh reports whether cached metadata may be used without asking S3.
+func (s *Server) fresh(m chunk.Meta) bool {
+	return s.cfg.Immutable || s.cfg.Now().Sub(m.FetchedAt) < s.cfg.MetaTTL
+}
+
+// meta returns the object's metadata: from the store while fresh, else from
+// S3 (one HEAD however many callers miss at once). When S3 is unreachable,
+// stale metadata is still used so cached chunks keep being served.
+func (s *Server) meta(ctx context.Context, c caller, o chunk.Object, force bool) (chunk.Meta, error) {
+	cached, err := s.store.GetMeta(o)
+	have := err == nil
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		s.metrics.StoreFailures.WithLabelValues("get_meta", "error").Inc()
+	}
+	if have && !force && s.fresh(cached) {
+		return cached, nil
+	}
+	ran := false
+	v, err, _ := s.metas.Do(o.String(), func() (any, error) {
+		ran = true
+		m, err := s.s3.Head(context.WithoutCancel(ctx), c.creds, o.Bucket, o.Key)
+		if err != nil {
+			return chunk.Meta{}, err
+		}
+		m.FetchedAt = s.cfg.Now()
+		if have {
+			outcome := "unchanged"
+			if m.ETag != cached.ETag {
+				outcome = "changed"
+				s.invalidate(o)
+			}
+			s.metrics.MetaRevalidations.WithLabelValues(outcome).Inc()
+		}
+		if err := s.store.PutMeta(o, m); err != nil {
+			s.storeFailed("put_meta", err)
+		}
+		return m, nil
+	})
+	if !ran {
+		s.metrics.SingleflightJoins.Inc()
+	}
+	if err != nil {
+		switch {
+		case have && errors.Is(err, s3backend.ErrUnavailable):
+			s.metrics.MetaRevalidations.WithLabelValues("stale_served").Inc()
+			return cached, nil
+		case have && errors.Is(err, s3backend.ErrNotFound):
+			s.invalidate(o) // deleted behind our back
+		case have:
+			s.metrics.MetaRevalidations.WithLabelValues("error").Inc()
+		}
+		return chunk.Meta{}, err
+	}
+	return v.(chunk.Meta), nil
+}
+
+// readChunk returns chunk idx of the object version m, and which tier (or a
+// miss) answered. The payload must not be modified.
+func (s *Server) readChunk(ctx context.Context, c caller, o chunk.Object, m chunk.Meta, idx int64) ([]byte, string, error) {
+	off, length, ok := chunk.Bounds(m.Size, s.cfg.ChunkSize, idx)
+	if !ok {
+		return nil, metrics.ResultError, newError(http.StatusRequestedRangeNotSatisfiable, CodeInvalidRange,
+			"chunk index is outside the object")
+	}
+	id := chunk.ID{Object: o, ETag: m.ETag, Size: s.cfg.ChunkSize, Index: idx}
+	if data, tier, err := s.lookup(id); err == nil {
+		return data, hitResult(tier), nil
+	}
+	ran := false
+	v, err, _ := s.chunks.Do(id.String(), func() (any, error) {
+		ran = true
+		// Re-check: a fetch that just finished may have stored it.
+		if data, _, err := s.lookup(id); err == nil {
+			return data, nil
+		}
+		data, err := s.s3.GetRange(context.WithoutCancel(ctx), c.creds, o.Bucket, o.Key, m.ETag, off, length)
+		if err != nil {
+			return nil, err
+		}
+		if err := s.store.PutChunk(id, data); err != nil {
+			s.storeFailed("put_chunk", err) // still serve it: pass-through
+		}
+		return data, nil
+	})
+	if !ran {
+		s.metrics.SingleflightJoins.Inc()
+	}
+	if err != nil {
+		return nil, metrics.ResultError, err
+	}
+	return v.([]byte), metrics.ResultMiss, nil
+}
+
+// lookup reads the local store; store errors count and read as a miss.
+func (s *Server) lookup(id chunk.ID) ([]byte, store.Tier, error) {
+	data, tier, err := s.store.GetChunk(id)
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		s.storeFailed("get_chunk", err)
+	}
+	return data, tier, err
+}
+
+// invalidate drops an object's metadata and chunks after it changed.
+func (s *Server) invalidate(o chunk.Object) {
+	if err := s.store.DeleteObject(o); err != nil {
+		s.storeFailed("delete_object", err)
+	}
+}
+
+func (s *Server) storeFailed(op string, err error) {
+	reason := "error"
+	if errors.Is(err, store.ErrNoSpace) {
+		reason = "no_space"
+	} else {
+		s.log.Warn("local store failed; serving from S3", "op", op, "err", err)
+	}
+	s.metrics.StoreFailures.WithLabelValues(op, reason).Inc()
+}
+
+func hitResult(t store.Tier) string {
+	if t == store.TierRAM {
+		return metrics.ResultHitRAM
+	}
+	return metrics.ResultHitDisk
+}
+
+// readVersion resolves metadata and reads one chunk. If S3 says the object
+// changed since the metadata was cached (a 412 on If-Match), the metadata is
+// refreshed and the read retried once, unless the caller pinned an ETag.
+func (s *Server) readVersion(ctx context.Context, c caller, o chunk.Object, pinned string, idx int64) (chunk.Meta, []byte, string, error) {
+	m, err := s.pinnedMeta(ctx, c, o, pinned)
+	if err != nil {
+		return m, nil, metrics.ResultError, err
+	}
+	data, result, err := s.readChunk(ctx, c, o, m, idx)
+	if errors.Is(err, s3backend.ErrPreconditionFailed) && pinned == "" {
+		if m, err = s.meta(ctx, c, o, true); err != nil {
+			return m, nil, metrics.ResultError, err
+		}
+		data, result, err = s.readChunk(ctx, c, o, m, idx)
+	}
+	return m, data, result, err
+}
+
+// pinnedMeta is meta, checked against an ETag the client pinned (the gateway
+// pins the version it saw so all chunks of one read are of one version).
+func (s *Server) pinnedMeta(ctx context.Context, c caller, o chunk.Object, pinned string) (chunk.Meta, error) {
+	m, err := s.meta(ctx, c, o, false)
+	if err != nil || pinned == "" || m.ETag == pinned {
+		return m, err
+	}
+	if m, err = s.meta(ctx, c, o, true); err != nil {
+		return m, err
+	}
+	if m.ETag != pinned {
+		return m, newError(http.StatusPreconditionFailed, CodePreconditionFailed,
+			"object changed: ETag is now "+m.ETag)
+	}
+	return m, nil
+}

@@ -1,0 +1,110 @@
+// Package node is the cache node's HTTP data plane: chunk reads, metadata,
+// write-through puts and deletes for tenants identified by their client
+// certificate. A read goes parse -> check -> store -> (miss) singleflight ->
+// S3 -> store, as in etcd's request handlers.
+package node
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"golang.org/x/sync/singleflight"
+
+	"github.com/distcache/distcache/internal/chunk"
+	"github.com/distcache/distcache/internal/metrics"
+	"github.com/distcache/distcache/internal/pki"
+	"github.com/distcache/distcache/internal/s3backend"
+	"github.com/distcache/distcache/internal/store"
+	"github.com/distcache/distcache/internal/tenancy"
+)
+
+// Store is the local cache the node reads and fills (store.Store).
+type Store interface {
+	GetChunk(id chunk.ID) ([]byte, store.Tier, error)
+	PutChunk(id chunk.ID, data []byte) error
+	GetMeta(o chunk.Object) (chunk.Meta, error)
+	PutMeta(o chunk.Object, m chunk.Meta) error
+	DeleteObject(o chunk.Object) error
+}
+
+// Backend is the S3 the node fills misses from and writes through to
+// (s3backend.Backend).
+type Backend interface {
+	Head(ctx context.Context, cr s3backend.Credentials, bucket, key string) (chunk.Meta, error)
+	GetRange(ctx context.Context, cr s3backend.Credentials, bucket, key, etag string, off, length int64) ([]byte, error)
+	Put(ctx context.Context, cr s3backend.Credentials, bucket, key string, body io.Reader, size int64, contentType string) (string, error)
+	Delete(ctx context.Context, cr s3backend.Credentials, bucket, key string) error
+}
+
+// Tenants yields the current, hot-reloaded tenant configuration.
+type Tenants interface {
+	Current() *tenancy.Config
+}
+
+// Config holds the node's data-plane settings.
+type Config struct {
+	// ChunkSize is the layout objects are cut into; every node of a cache
+	// must use the same value.
+	ChunkSize int64
+	// MetaTTL is how long object metadata is trusted before it is
+	// revalidated with a HEAD; an object overwritten behind the cache's back
+	// is served stale for at most this long.
+	MetaTTL time.Duration
+	// Immutable never revalidates metadata (ClickHouse never overwrites keys).
+	Immutable bool
+	// WriteCacheBytes bounds how much of one write-through upload is kept in
+	// memory to be cached once S3 acknowledges it; the rest fills on read.
+	WriteCacheBytes int64
+	// Now is the clock (tests move it past the TTL); defaults to time.Now.
+	Now func() time.Time
+}
+
+// Server serves the node API. Create it with New and mount Handler behind a
+// TLS listener that requires client certificates.
+type Server struct {
+	cfg     Config
+	store   Store
+	s3      Backend
+	tenants Tenants
+	metrics *metrics.Node
+	log     *slog.Logger
+
+	chunks singleflight.Group
+	metas  singleflight.Group
+}
+
+// New wires a Server. All dependencies are required.
+func New(cfg Config, st Store, be Backend, tenants Tenants, m *metrics.Node, log *slog.Logger) (*Server, error) {
+	if cfg.ChunkSize <= 0 {
+		return nil, errors.New("node: chunk size must be positive")
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.WriteCacheBytes == 0 {
+		cfg.WriteCacheBytes = 64 << 20
+	}
+	return &Server{cfg: cfg, store: st, s3: be, tenants: tenants, metrics: m, log: log}, nil
+}
+
+// Handler is the node API; every route needs a verified client identity.
+//
+//	GET    /v1/objects/{bucket}/{key...}?chunk=N[&etag=E]  one chunk, Range relative to the chunk
+//	GET    /v1/objects/{bucket}/{key...}                   the whole object (Range over the object)
+//	HEAD   /v1/objects/{bucket}/{key...}                   metadata as headers
+//	GET    /v1/meta/{bucket}/{key...}                      metadata as JSON
+//	PUT    /v1/objects/{bucket}/{key...}                   write-through
+//	DELETE /v1/objects/{bucket}/{key...}                   delete in S3, then invalidate
+func (s *Server) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /v1/objects/{bucket}/{key...}", s.handleGet)
+	mux.HandleFunc("HEAD /v1/objects/{bucket}/{key...}", s.handleHead)
+	mux.HandleFunc("GET /v1/meta/{bucket}/{key...}", s.handleMeta)
+	mux.HandleFunc("PUT /v1/objects/{bucket}/{key...}", s.handlePut)
+	mux.HandleFunc("DELETE /v1/objects/{bucket}/{key...}", s.handleDelete)
+	return pki.Middleware(mux)
+}

@@ -1,0 +1,243 @@
+package pki
+
+import (
+	"bytes"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// nextProtos is the only ALPN protocol offered and accepted: HTTP/1.1. Go's
+// HTTP/2 is much slower for bulk bytes, and cache traffic is bulk bytes.
+var nextProtos = []string{"http/1.1"}
+
+// ServerTLSConfig returns the TLS configuration of a cache node: TLS 1.3
+// only, client certificates required and verified against clientCAFile, ALPN
+// http/1.1 only (even if the http.Server would offer h2).
+//
+// The key pair and the client CA bundle are re-read when their files change
+// (checked on each handshake with a stat of each file; this follows symlinks,
+// so Kubernetes' atomic ..data swap in a mounted Secret works), so rotation
+// needs no restart. If the new files are unreadable or inconsistent (for
+// instance the certificate was replaced but not yet the key), the last good
+// configuration stays in use and loading is retried on the next handshake.
+//
+// TLS session tickets are disabled so that every connection is verified
+// against the current client CAs: a rotated-out CA stops working at once.
+// Connections are long-lived, so full handshakes cost little.
+func ServerTLSConfig(certFile, keyFile, clientCAFile string) (*tls.Config, error) {
+	if clientCAFile == "" {
+		return nil, errors.New("pki: server TLS needs a client CA file")
+	}
+	r := &reloader{files: []string{certFile, keyFile, clientCAFile}, parse: parseServerMaterial}
+	if _, err := r.get(); err != nil {
+		return nil, err
+	}
+	return &tls.Config{
+		MinVersion:             tls.VersionTLS13,
+		NextProtos:             nextProtos,
+		ClientAuth:             tls.RequireAndVerifyClientCert,
+		SessionTicketsDisabled: true,
+		// The per-handshake configuration carries the current certificate
+		// and client CAs. GetCertificate is set too so that code checking
+		// "has a certificate" (http.Server.ServeTLS) is satisfied.
+		GetConfigForClient: func(*tls.ClientHelloInfo) (*tls.Config, error) {
+			m, err := r.get()
+			if err != nil {
+				return nil, err
+			}
+			return m.server, nil
+		},
+		GetCertificate: func(*tls.ClientHelloInfo) (*tls.Certificate, error) {
+			m, err := r.get()
+			if err != nil {
+				return nil, err
+			}
+			return m.cert, nil
+		},
+	}, nil
+}
+
+// ClientTLSConfig returns the TLS configuration for calling cache nodes: TLS
+// 1.3, ALPN http/1.1, server verified against caFile, and the client
+// certificate from certFile/keyFile, re-read when those files change (same
+// rules as ServerTLSConfig). The CA bundle is read once: a process that must
+// follow a CA rotation builds a new configuration.
+func ClientTLSConfig(certFile, keyFile, caFile string) (*tls.Config, error) {
+	pool, err := loadPool(caFile)
+	if err != nil {
+		return nil, err
+	}
+	r := &reloader{files: []string{certFile, keyFile}, parse: parseKeyPair}
+	if _, err := r.get(); err != nil {
+		return nil, err
+	}
+	return &tls.Config{
+		MinVersion: tls.VersionTLS13,
+		NextProtos: nextProtos,
+		RootCAs:    pool,
+		GetClientCertificate: func(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
+			m, err := r.get()
+			if err != nil {
+				return nil, err
+			}
+			return m.cert, nil
+		},
+	}, nil
+}
+
+func loadPool(file string) (*x509.CertPool, error) {
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return nil, fmt.Errorf("pki: read CA file: %w", err)
+	}
+	return parsePool(file, data)
+}
+
+func parsePool(file string, data []byte) (*x509.CertPool, error) {
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(data) {
+		return nil, fmt.Errorf("pki: no certificates in CA file %s", file)
+	}
+	return pool, nil
+}
+
+// material is one consistent load of a set of files.
+type material struct {
+	raw    [][]byte
+	stamps []os.FileInfo
+	// checked is when stamps were taken; a file modified shortly before
+	// may be modified again with an identical stamp (coarse timestamps),
+	// so such "racy" files are re-read until they are old enough.
+	checked time.Time
+
+	cert   *tls.Certificate
+	server *tls.Config // for ServerTLSConfig only
+}
+
+// racyWindow bounds file timestamp granularity plus the lag of the file
+// system clock behind time.Now.
+const racyWindow = 2 * time.Second
+
+func parseKeyPair(files []string, raw [][]byte) (*material, error) {
+	cert, err := tls.X509KeyPair(raw[0], raw[1])
+	if err != nil {
+		return nil, fmt.Errorf("pki: load key pair %s, %s: %w", files[0], files[1], err)
+	}
+	return &material{cert: &cert}, nil
+}
+
+func parseServerMaterial(files []string, raw [][]byte) (*material, error) {
+	m, err := parseKeyPair(files, raw)
+	if err != nil {
+		return nil, err
+	}
+	pool, err := parsePool(files[2], raw[2])
+	if err != nil {
+		return nil, err
+	}
+	m.server = &tls.Config{
+		MinVersion:             tls.VersionTLS13,
+		NextProtos:             nextProtos,
+		ClientAuth:             tls.RequireAndVerifyClientCert,
+		ClientCAs:              pool,
+		Certificates:           []tls.Certificate{*m.cert},
+		SessionTicketsDisabled: true,
+	}
+	return m, nil
+}
+
+// reloader keeps the parsed contents of a set of files current. get costs
+// one stat per file when nothing changed.
+type reloader struct {
+	files []string
+	parse func(files []string, raw [][]byte) (*material, error)
+
+	mu  sync.Mutex // serializes loads
+	cur atomic.Pointer[material]
+}
+
+func (r *reloader) get() (*material, error) {
+	if m := r.cur.Load(); m != nil && r.fresh(m) {
+		return m, nil
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	old := r.cur.Load()
+	if old != nil && r.fresh(old) {
+		return old, nil
+	}
+	m, err := r.load(old)
+	if err != nil {
+		if old != nil {
+			return old, nil // keep the last good material; retry next time
+		}
+		return nil, err
+	}
+	r.cur.Store(m)
+	return m, nil
+}
+
+// fresh reports whether m still reflects the files on disk.
+func (r *reloader) fresh(m *material) bool {
+	limit := m.checked.Add(-racyWindow)
+	for i, f := range r.files {
+		fi, err := os.Stat(f)
+		if err != nil {
+			return false
+		}
+		prev := m.stamps[i]
+		if !os.SameFile(prev, fi) || !fi.ModTime().Equal(prev.ModTime()) ||
+			fi.Size() != prev.Size() || fi.ModTime().After(limit) {
+			return false
+		}
+	}
+	return true
+}
+
+// load reads and parses the files. If their bytes equal old's, old's parsed
+// contents are reused with new stamps.
+func (r *reloader) load(old *material) (*material, error) {
+	checked := time.Now()
+	stamps := make([]os.FileInfo, len(r.files))
+	raw := make([][]byte, len(r.files))
+	for i, f := range r.files {
+		fi, err := os.Stat(f)
+		if err != nil {
+			return nil, fmt.Errorf("pki: %w", err)
+		}
+		data, err := os.ReadFile(f)
+		if err != nil {
+			return nil, fmt.Errorf("pki: %w", err)
+		}
+		stamps[i], raw[i] = fi, data
+	}
+	if old != nil && equalAll(old.raw, raw) {
+		m := *old
+		m.stamps, m.checked = stamps, checked
+		return &m, nil
+	}
+	m, err := r.parse(r.files, raw)
+	if err != nil {
+		return nil, err
+	}
+	m.raw, m.stamps, m.checked = raw, stamps, checked
+	return m, nil
+}
+
+func equalAll(a, b [][]byte) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if !bytes.Equal(a[i], b[i]) {
+			return false
+		}
+	}
+	return true
+}

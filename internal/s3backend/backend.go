@@ -1,0 +1,425 @@
+// Package s3backend is a cache node's connection to S3 (or any S3-compatible
+// store), built on aws-sdk-go-v2.
+//
+// One Backend serves a whole node. Tenants may bring their own credentials;
+// the Backend keeps one SDK client per set of credentials, and all of them
+// share one HTTP transport, one cap on in-flight requests (MaxConcurrent) and
+// one retryer, so the node as a whole backs off when S3 is struggling.
+//
+// Every request attempt is bounded by RequestTimeout and retried by the SDK's
+// standard retryer (5xx, SlowDown and other throttling codes, connection
+// errors, timeouts) with exponential backoff and jitter, at most MaxAttempts
+// attempts. Failures are classified into the sentinel errors below.
+//
+// ETags are passed around exactly as S3 returns them, quotes included.
+package s3backend
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/feature/s3/manager"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+
+	"github.com/distcache/distcache/internal/chunk"
+)
+
+// Defaults for zero Config fields.
+const (
+	DefaultRegion         = "us-east-1"
+	DefaultMaxConcurrent  = 64
+	DefaultMaxAttempts    = 4
+	DefaultMaxBackoff     = 2 * time.Second
+	DefaultRequestTimeout = 30 * time.Second
+	DefaultPartSize       = 16 << 20
+)
+
+// Operation names reported to the Observer.
+const (
+	OpHead   = "head"
+	OpGet    = "get"
+	OpPut    = "put"
+	OpDelete = "delete"
+)
+
+// Credentials are S3 credentials. The zero value means the Backend's
+// default credentials.
+type Credentials struct {
+	AccessKeyID     string
+	SecretAccessKey string
+	SessionToken    string
+}
+
+// Config configures a Backend. Zero fields take the defaults above.
+type Config struct {
+	// Endpoint is the S3 endpoint URL, e.g. http://minio:9000; empty means
+	// AWS S3 for Region.
+	Endpoint     string
+	Region       string
+	UsePathStyle bool
+
+	// Default credentials, used for tenants that have none. When these are
+	// empty too, the SDK's default chain is used (environment, web
+	// identity/IRSA, instance metadata).
+	Default Credentials
+
+	// MaxConcurrent caps the S3 requests in flight from this node (all
+	// tenants, all operations, multipart parts included).
+	MaxConcurrent int
+	// MaxAttempts is the number of attempts per S3 request, first included.
+	MaxAttempts int
+	// MaxBackoff caps the delay between attempts.
+	MaxBackoff time.Duration
+	// RequestTimeout bounds each attempt: the time until the response
+	// headers arrive, and then each pause while reading the body.
+	RequestTimeout time.Duration
+	// PartSize is the multipart part size for Put; objects larger than it
+	// are uploaded in parts. At least 5 MiB (S3's minimum).
+	PartSize int64
+
+	// Observer receives one observation per operation; it may be nil. If it
+	// also implements RetryObserver it is told about every retry.
+	Observer Observer
+	// HTTPClient replaces the default HTTP client (tests).
+	HTTPClient *http.Client
+}
+
+// Observer receives one observation per Backend operation (OpHead, OpGet,
+// OpPut, OpDelete), whatever the number of HTTP requests behind it: status is
+// StatusOK or the error's class (see Class), d the operation's duration
+// including retries and waiting for a free slot.
+type Observer interface {
+	ObserveS3(op string, status string, d time.Duration)
+}
+
+// RetryObserver is implemented by Observers that want to count retries:
+// ObserveRetry is called once before each retried HTTP attempt, with the
+// operation name (for requests made through Client directly, the SDK
+// operation name in lower case).
+type RetryObserver interface {
+	ObserveRetry(op string)
+}
+
+// Backend talks to S3 for one cache node. It is safe for concurrent use.
+type Backend struct {
+	cfg  Config
+	base s3.Options // shared by every client; Credentials set per client
+
+	mu      sync.Mutex
+	clients map[Credentials]*s3.Client
+	dflt    *s3.Client
+}
+
+// New creates a Backend. It makes no network requests.
+func New(cfg Config) (*Backend, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	hc := cfg.HTTPClient
+	if hc == nil {
+		tr := http.DefaultTransport.(*http.Transport).Clone()
+		tr.MaxIdleConns = cfg.MaxConcurrent
+		tr.MaxIdleConnsPerHost = cfg.MaxConcurrent
+		hc = &http.Client{Transport: tr}
+	}
+	var retryObs RetryObserver
+	if ro, ok := cfg.Observer.(RetryObserver); ok {
+		retryObs = ro
+	}
+	b := &Backend{
+		cfg: cfg,
+		base: s3.Options{
+			Region:       cfg.Region,
+			UsePathStyle: cfg.UsePathStyle,
+			HTTPClient: &limitedClient{
+				http:    hc,
+				slots:   make(chan struct{}, cfg.MaxConcurrent),
+				timeout: cfg.RequestTimeout,
+			},
+			Retryer: newRetryer(cfg, retryObs),
+			// Range reads carry no checksum; don't log that on every read.
+			DisableLogOutputChecksumValidationSkipped: true,
+		},
+		clients: make(map[Credentials]*s3.Client),
+	}
+	if cfg.Endpoint != "" {
+		b.base.BaseEndpoint = aws.String(cfg.Endpoint)
+	}
+
+	var provider aws.CredentialsProvider
+	if cfg.Default != (Credentials{}) {
+		provider = staticProvider(cfg.Default)
+	} else {
+		awsCfg, err := config.LoadDefaultConfig(context.Background(), config.WithRegion(cfg.Region))
+		if err != nil {
+			return nil, fmt.Errorf("s3backend: default credentials: %w", err)
+		}
+		provider = awsCfg.Credentials
+	}
+	b.dflt = b.newClient(provider)
+	return b, nil
+}
+
+func (c Config) withDefaults() (Config, error) {
+	if c.Region == "" {
+		c.Region = DefaultRegion
+	}
+	if c.MaxConcurrent == 0 {
+		c.MaxConcurrent = DefaultMaxConcurrent
+	}
+	if c.MaxAttempts == 0 {
+		c.MaxAttempts = DefaultMaxAttempts
+	}
+	if c.MaxBackoff == 0 {
+		c.MaxBackoff = DefaultMaxBackoff
+	}
+	if c.RequestTimeout == 0 {
+		c.RequestTimeout = DefaultRequestTimeout
+	}
+	if c.PartSize == 0 {
+		c.PartSize = DefaultPartSize
+	}
+	switch {
+	case c.MaxConcurrent < 0, c.MaxAttempts < 0, c.MaxBackoff < 0, c.RequestTimeout < 0:
+		return c, errors.New("s3backend: negative MaxConcurrent, MaxAttempts, MaxBackoff or RequestTimeout")
+	case c.PartSize < manager.MinUploadPartSize:
+		return c, fmt.Errorf("s3backend: PartSize %d is below S3's minimum of %d", c.PartSize, manager.MinUploadPartSize)
+	}
+	return c, nil
+}
+
+func staticProvider(cr Credentials) aws.CredentialsProvider {
+	return credentials.NewStaticCredentialsProvider(cr.AccessKeyID, cr.SecretAccessKey, cr.SessionToken)
+}
+
+func (b *Backend) newClient(provider aws.CredentialsProvider) *s3.Client {
+	o := b.base.Copy()
+	o.Credentials = provider
+	return s3.New(o)
+}
+
+// Client returns the S3 client for cr (the default client when cr is zero),
+// for operations the Backend does not wrap. It shares the Backend's
+// in-flight cap, timeouts and retryer; a response body it returns holds an
+// in-flight slot until it is closed. Clients are cached per credentials.
+func (b *Backend) Client(cr Credentials) *s3.Client {
+	if cr == (Credentials{}) {
+		return b.dflt
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	c, ok := b.clients[cr]
+	if !ok {
+		c = b.newClient(staticProvider(cr))
+		b.clients[cr] = c
+	}
+	return c
+}
+
+// Head returns the object's metadata, FetchedAt set to now.
+func (b *Backend) Head(ctx context.Context, cr Credentials, bucket, key string) (chunk.Meta, error) {
+	var meta chunk.Meta
+	err := b.do(ctx, OpHead, bucket, key, func(ctx context.Context) error {
+		out, err := b.Client(cr).HeadObject(ctx, &s3.HeadObjectInput{Bucket: &bucket, Key: &key})
+		if err != nil {
+			return err
+		}
+		meta = chunk.Meta{
+			Size:         aws.ToInt64(out.ContentLength),
+			ETag:         aws.ToString(out.ETag),
+			ContentType:  aws.ToString(out.ContentType),
+			LastModified: aws.ToTime(out.LastModified),
+			FetchedAt:    time.Now(),
+		}
+		return nil
+	})
+	return meta, err
+}
+
+// GetRange returns exactly length bytes of the object starting at off, in
+// one buffer of that size. When etag is not empty the read is conditional
+// (If-Match) and fails with ErrPreconditionFailed if the object has changed.
+//
+// A range that is not entirely inside the object fails with ErrInvalidRange
+// (S3 answers 416 when off is at or past the end, and a short body when the
+// range runs past the end; both are reported the same way), as do a
+// negative off or length. A length of 0 returns an empty slice without
+// asking S3, so it neither checks etag nor that the object exists.
+//
+// If the body breaks off midway, the range is requested again, within the
+// same MaxAttempts budget as the SDK's retries.
+func (b *Backend) GetRange(ctx context.Context, cr Credentials, bucket, key, etag string, off, length int64) ([]byte, error) {
+	if off < 0 || length < 0 {
+		return nil, &Error{Op: OpGet, Bucket: bucket, Key: key, Kind: ErrInvalidRange,
+			Err: fmt.Errorf("offset %d, length %d", off, length)}
+	}
+	if length == 0 {
+		return []byte{}, nil
+	}
+	in := &s3.GetObjectInput{
+		Bucket: &bucket,
+		Key:    &key,
+		Range:  aws.String(fmt.Sprintf("bytes=%d-%d", off, off+length-1)),
+	}
+	if etag != "" {
+		in.IfMatch = &etag
+	}
+	var buf []byte
+	err := b.do(ctx, OpGet, bucket, key, func(ctx context.Context) error {
+		for attempt := 1; ; attempt++ {
+			out, err := b.Client(cr).GetObject(ctx, in)
+			if err != nil {
+				return err // the SDK has retried what it could
+			}
+			buf, err = readBody(out, length)
+			if err == nil || errors.Is(err, ErrInvalidRange) || ctx.Err() != nil || attempt >= b.cfg.MaxAttempts {
+				return err
+			}
+			if ro, ok := b.cfg.Observer.(RetryObserver); ok {
+				ro.ObserveRetry(OpGet)
+			}
+			if err := sleep(ctx, backoff(b.cfg.MaxBackoff, attempt)); err != nil {
+				return err
+			}
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	return buf, nil
+}
+
+// readBody reads and closes a ranged GET's body, which must hold exactly
+// length bytes.
+func readBody(out *s3.GetObjectOutput, length int64) ([]byte, error) {
+	defer out.Body.Close()
+	if n := aws.ToInt64(out.ContentLength); out.ContentLength != nil && n != length {
+		return nil, fmt.Errorf("%w: asked for %d bytes, S3 sent %d (Content-Range %q)",
+			ErrInvalidRange, length, n, aws.ToString(out.ContentRange))
+	}
+	buf := make([]byte, length)
+	if _, err := io.ReadFull(out.Body, buf); err != nil {
+		return nil, fmt.Errorf("reading body: %w", err)
+	}
+	return buf, nil
+}
+
+// Put uploads the object and returns its ETag once S3 has it. body is
+// streamed; objects larger than PartSize go up in parts (multipart upload,
+// aborted on failure). size is the body's length, or -1 when unknown; a
+// body that turns out shorter or longer than a known size fails the upload
+// rather than storing a truncated object.
+func (b *Backend) Put(ctx context.Context, cr Credentials, bucket, key string, body io.Reader, size int64, contentType string) (string, error) {
+	if size < 0 {
+		size = -1
+	}
+	var etag string
+	err := b.do(ctx, OpPut, bucket, key, func(ctx context.Context) error {
+		body := io.Reader(&callerBody{r: body, left: size})
+		if size >= 0 && size <= b.cfg.PartSize {
+			// One PUT. The uploader would buffer this much anyway, but given
+			// a plain reader it cannot tell that exactly PartSize bytes is
+			// all there is, and would make that a one-part multipart upload.
+			buf := make([]byte, size)
+			if _, err := io.ReadFull(body, buf); err != nil {
+				return err
+			}
+			if _, err := body.Read(make([]byte, 1)); err != io.EOF {
+				return err
+			}
+			body = bytes.NewReader(buf)
+		}
+		in := &s3.PutObjectInput{Bucket: &bucket, Key: &key, Body: body}
+		if contentType != "" {
+			in.ContentType = &contentType
+		}
+		up := manager.NewUploader(b.Client(cr), func(u *manager.Uploader) {
+			u.PartSize = b.cfg.PartSize
+		})
+		out, err := up.Upload(ctx, in)
+		if err != nil {
+			return err
+		}
+		if out.ETag == nil {
+			return errors.New("S3 returned no ETag")
+		}
+		etag = *out.ETag
+		return nil
+	})
+	return etag, err
+}
+
+// BodyError wraps an error reading the body given to Put (including a body
+// whose length differs from the size given). It is the caller's failure, not
+// S3's, so it is never classified as ErrUnavailable.
+type BodyError struct{ Err error }
+
+func (e *BodyError) Error() string { return "reading the body to upload: " + e.Err.Error() }
+func (e *BodyError) Unwrap() error { return e.Err }
+
+// callerBody passes the caller's body through, marking its errors as
+// BodyErrors and, when the size is known (left >= 0), failing on a body of
+// any other length.
+type callerBody struct {
+	r    io.Reader
+	left int64
+}
+
+func (c *callerBody) Read(p []byte) (int, error) {
+	if c.left == 0 {
+		var one [1]byte
+		n, err := io.ReadFull(c.r, one[:])
+		switch {
+		case n > 0:
+			return 0, &BodyError{Err: errors.New("body is longer than the given size")}
+		case err == io.EOF:
+			return 0, io.EOF
+		default:
+			return 0, &BodyError{Err: err}
+		}
+	}
+	if c.left > 0 && int64(len(p)) > c.left {
+		p = p[:c.left]
+	}
+	n, err := c.r.Read(p)
+	if c.left > 0 {
+		c.left -= int64(n)
+	}
+	switch {
+	case err == io.EOF && c.left > 0:
+		return n, &BodyError{Err: fmt.Errorf("body ended %d bytes short of the given size", c.left)}
+	case err != nil && err != io.EOF:
+		return n, &BodyError{Err: err}
+	}
+	return n, err
+}
+
+// Delete removes the object. Deleting an object that does not exist
+// succeeds, as in S3.
+func (b *Backend) Delete(ctx context.Context, cr Credentials, bucket, key string) error {
+	return b.do(ctx, OpDelete, bucket, key, func(ctx context.Context) error {
+		_, err := b.Client(cr).DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: &bucket, Key: &key})
+		return err
+	})
+}
+
+// do runs one operation: it tags the context with op (for retry
+// observations), classifies the error and reports to the Observer.
+func (b *Backend) do(ctx context.Context, op, bucket, key string, fn func(context.Context) error) error {
+	start := time.Now()
+	err := wrapError(ctx, op, bucket, key, fn(withOp(ctx, op)))
+	if b.cfg.Observer != nil {
+		b.cfg.Observer.ObserveS3(op, Class(err), time.Since(start))
+	}
+	return err
+}

@@ -1,0 +1,17 @@
+//go:build unix
+
+package store
+
+import (
+	"io/fs"
+	"syscall"
+)
+
+// allocated is the space a file occupies on disk (st_blocks*512, what du
+// reports), so sparse, preallocated badger files count only what is written.
+func allocated(fi fs.FileInfo) int64 {
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		return int64(st.Blocks) * 512
+	}
+	return fi.Size()
+}

@@ -1,0 +1,795 @@
+// Package store is the cache node's local storage: a bounded RAM tier
+// (ristretto) in front of badger on local NVMe, with a hard byte bound on the
+// disk, per-tenant quotas, a checksum per chunk verified on every disk hit,
+// and warm restarts.
+//
+// Layouts: the badger key layout is documented in keys.go, the value layout
+// in value.go. How the disk bound is kept, value-log garbage included, is
+// documented in space.go.
+//
+// Tiers: GetChunk looks in RAM, then on disk. A disk hit is verified (CRC-32C)
+// and then promoted to RAM, so the RAM tier only ever holds verified payloads
+// (or payloads handed to PutChunk by the caller). Every chunk in RAM is also
+// in the disk index: evicting or deleting a chunk on disk removes its RAM
+// copy, which is how DeleteObject also invalidates RAM.
+//
+// Tenants: the tenant is the first component of every key and of the index,
+// and quotas evict only the tenant's own chunks.
+package store
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/dgraph-io/badger/v4"
+	"github.com/dgraph-io/ristretto/v2"
+
+	"github.com/distcache/distcache/internal/chunk"
+)
+
+// Tier says where GetChunk found a chunk.
+type Tier string
+
+const (
+	TierRAM  Tier = "ram"
+	TierDisk Tier = "disk"
+)
+
+var (
+	// ErrNotFound is returned on a miss, including for a chunk that failed
+	// verification (it has been deleted; refetch it).
+	ErrNotFound = errors.New("store: not found")
+	// ErrNoSpace means the chunk was not admitted: storing it would break the
+	// disk bound, or it is larger than the quota or capacity allows. The node
+	// serves the bytes pass-through instead.
+	ErrNoSpace = errors.New("store: no space")
+	// ErrClosed is returned by every operation after Close.
+	ErrClosed = errors.New("store: closed")
+)
+
+// Options configures Open.
+type Options struct {
+	Dir string // badger directory
+	// DiskBytes is the hard bound on bytes used under Dir: st_blocks of all
+	// files (what du reports), value-log garbage included.
+	DiskBytes int64
+	RAMBytes  int64 // RAM tier size (0 disables it)
+	// TenantQuota is the number of disk bytes (chunk payload) a tenant may
+	// hold; 0 means no quota beyond DiskBytes. It is called on each put (and
+	// by maintenance), so hot-reloaded quotas apply. May be nil.
+	TenantQuota func(tenant string) int64
+	Logger      *slog.Logger
+	// MaintenanceInterval is the period of usage measurement and value-log
+	// GC (default 10s).
+	MaintenanceInterval time.Duration
+	// LiveFraction is the share of DiskBytes that live chunk payload may
+	// use (default 0.6); the rest is headroom for value-log garbage waiting
+	// for GC, the LSM tree and GC's own rewrites.
+	LiveFraction float64
+}
+
+// DefaultLiveFraction is the default Options.LiveFraction.
+const DefaultLiveFraction = 0.6
+
+// MinDiskBytes is the smallest DiskBytes Open accepts: below it badger's
+// fixed overheads leave no room for a useful cache.
+const MinDiskBytes = 16 << 20
+
+// TenantStats is one tenant's share of the disk tier.
+type TenantStats struct {
+	Bytes  int64 // payload bytes
+	Chunks int64
+}
+
+// Stats is a snapshot of the store's gauges and cumulative counters.
+type Stats struct {
+	DiskBytes    int64 // bytes of live chunk payload accounted by the store
+	DiskUsage    int64 // last measured bytes on disk under Dir (du-like)
+	DiskCapacity int64 // Options.DiskBytes
+	RAMBytes     int64
+	Chunks       int64
+	Tenants      map[string]TenantStats
+
+	Evictions        uint64 // chunks evicted from disk to make room (LRU or quota)
+	ChecksumFailures uint64 // corrupt or unreadable entries found (and deleted)
+	Errors           uint64 // badger and filesystem errors
+	Rejected         uint64 // PutChunk calls that returned ErrNoSpace
+	RAMHits          uint64
+	DiskHits         uint64
+	Misses           uint64
+}
+
+// Store is safe for concurrent use.
+type Store struct {
+	opts Options
+	log  *slog.Logger
+	db   *badger.DB
+	ram  *ristretto.Cache[string, []byte] // nil when RAMBytes is 0
+
+	liveTarget int64 // LiveFraction*DiskBytes: bound on idx.bytes+idx.reserved
+	vlogFile   int64 // badger ValueLogFileSize
+	memTable   int64 // badger MemTableSize
+
+	// closeMu is held shared by every operation and exclusively by Close.
+	closeMu sync.RWMutex
+	closed  bool
+
+	// mu guards the index, inflight and the usage estimate. It is never held
+	// across badger calls, only across quick ristretto calls.
+	mu       sync.Mutex
+	idx      *index
+	inflight map[string]struct{} // chunk keys being written or deleted
+	usage    usage
+
+	// writeGate is held shared around every badger write and exclusively by
+	// forceFlush, because badger's DropPrefix makes concurrent writes fail.
+	writeGate sync.RWMutex
+	// gcMu serializes measurement, forced flushes and value-log GC.
+	gcMu        sync.Mutex
+	lastFlatten time.Time // guarded by gcMu
+
+	garbage  atomic.Int64 // payload bytes deleted since the last forced flush
+	maxChunk atomic.Int64 // largest value written, for the GC reserve
+
+	kick chan struct{}
+	done chan struct{}
+	wg   sync.WaitGroup
+
+	evictions, checksumFailures, errors, rejected atomic.Uint64
+	ramHits, diskHits, misses                     atomic.Uint64
+}
+
+// Open opens (or creates) the store in opts.Dir and rebuilds its index from
+// what is on disk.
+func Open(opts Options) (*Store, error) {
+	if opts.Dir == "" {
+		return nil, errors.New("store: Options.Dir is required")
+	}
+	if opts.DiskBytes < MinDiskBytes {
+		return nil, fmt.Errorf("store: Options.DiskBytes %d is below the minimum %d", opts.DiskBytes, MinDiskBytes)
+	}
+	if opts.RAMBytes < 0 {
+		return nil, fmt.Errorf("store: negative Options.RAMBytes %d", opts.RAMBytes)
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.MaintenanceInterval <= 0 {
+		opts.MaintenanceInterval = 10 * time.Second
+	}
+	if opts.LiveFraction == 0 {
+		opts.LiveFraction = DefaultLiveFraction
+	}
+	if opts.LiveFraction <= 0 || opts.LiveFraction >= 1 {
+		return nil, fmt.Errorf("store: Options.LiveFraction %v outside (0, 1)", opts.LiveFraction)
+	}
+	if err := os.MkdirAll(opts.Dir, 0o750); err != nil {
+		return nil, fmt.Errorf("store: %w", err)
+	}
+	log := opts.Logger.With("component", "store")
+	db, err := badger.Open(badgerOptions(opts.Dir, opts.DiskBytes, log))
+	if err != nil {
+		return nil, fmt.Errorf("store: open badger in %s: %w", opts.Dir, err)
+	}
+	s := &Store{
+		opts:       opts,
+		log:        log,
+		db:         db,
+		liveTarget: int64(float64(opts.DiskBytes) * opts.LiveFraction),
+		vlogFile:   vlogFileSize(opts.DiskBytes),
+		memTable:   memTableSize(opts.DiskBytes),
+		idx:        newIndex(),
+		inflight:   make(map[string]struct{}),
+		kick:       make(chan struct{}, 1),
+		done:       make(chan struct{}),
+	}
+	if err := s.rebuildIndex(); err != nil {
+		return nil, errors.Join(fmt.Errorf("store: rebuild index: %w", err), db.Close())
+	}
+	if opts.RAMBytes > 0 {
+		s.ram, err = ristretto.NewCache(&ristretto.Config[string, []byte]{
+			NumCounters:        max(1000, opts.RAMBytes/(32<<10)), // ~10x the chunks that fit
+			MaxCost:            opts.RAMBytes,
+			BufferItems:        64,
+			IgnoreInternalCost: true, // cost is exactly len(payload)
+		})
+		if err != nil {
+			return nil, errors.Join(fmt.Errorf("store: ram tier: %w", err), db.Close())
+		}
+	}
+	s.gcMu.Lock()
+	s.measure()
+	s.gcMu.Unlock()
+	s.wg.Add(1)
+	go s.maintenance()
+	return s, nil
+}
+
+// rebuildIndex indexes every chunk on disk with a key-only iteration,
+// ordered by badger version so the LRU order after a restart follows write
+// order.
+func (s *Store) rebuildIndex() error {
+	type rec struct {
+		key       string
+		prefixLen int
+		tenant    string
+		version   uint64
+		size      int64 // payload bytes, -1 if unknown
+	}
+	var recs []rec
+	var bad [][]byte
+	err := s.db.View(func(txn *badger.Txn) error {
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{typeChunk}})
+		defer it.Close()
+		for it.Rewind(); it.Valid(); it.Next() {
+			item := it.Item()
+			k := item.KeyCopy(nil)
+			p, err := parseChunkKey(k)
+			if err != nil {
+				bad = append(bad, k)
+				continue
+			}
+			size := int64(-1)
+			if n, ok := storedValueLen(len(k), item.EstimatedSize(), item.ValueSize()); ok && n >= valueHeaderLen {
+				size = n - valueHeaderLen
+			}
+			recs = append(recs, rec{string(k), p.prefixLen, p.id.Tenant, item.Version(), size})
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	for i := range recs {
+		if recs[i].size < 0 {
+			// The entry does not fit badger's format as we know it: read it.
+			n, err := s.readValueLen([]byte(recs[i].key))
+			if err != nil {
+				s.log.Warn("unreadable chunk at open; deleting it", "key", recs[i].key, "err", err)
+				bad = append(bad, []byte(recs[i].key))
+				continue
+			}
+			recs[i].size = n
+		}
+	}
+	if len(bad) > 0 {
+		s.checksumFailures.Add(uint64(len(bad)))
+		if err := s.deleteKeys(bad); err != nil {
+			return err
+		}
+	}
+	sort.SliceStable(recs, func(i, j int) bool { return recs[i].version < recs[j].version })
+	for _, r := range recs {
+		if r.size >= 0 {
+			s.idx.add(r.key, r.prefixLen, r.tenant, r.size)
+		}
+	}
+	return nil
+}
+
+func (s *Store) readValueLen(key []byte) (int64, error) {
+	var n int64
+	err := s.db.View(func(txn *badger.Txn) error {
+		item, err := txn.Get(key)
+		if err != nil {
+			return err
+		}
+		return item.Value(func(v []byte) error {
+			p, err := decodeChunkValue(key, v)
+			n = int64(len(p))
+			return err
+		})
+	})
+	return n, err
+}
+
+func (s *Store) enter() error {
+	s.closeMu.RLock()
+	if s.closed {
+		s.closeMu.RUnlock()
+		return ErrClosed
+	}
+	return nil
+}
+
+func (s *Store) leave() { s.closeMu.RUnlock() }
+
+// GetChunk returns a chunk's payload and the tier it came from. The slice is
+// read-only and may be shared with other callers. It returns ErrNotFound on
+// a miss; a chunk that fails verification is deleted, counted and reported
+// as ErrNotFound. Other errors are badger errors; treat them as a miss.
+func (s *Store) GetChunk(id chunk.ID) ([]byte, Tier, error) {
+	if err := s.enter(); err != nil {
+		return nil, "", err
+	}
+	defer s.leave()
+	key := chunkKey(id)
+	ks := string(key)
+
+	s.mu.Lock()
+	e := s.idx.entries[ks]
+	if e == nil {
+		s.mu.Unlock()
+		s.misses.Add(1)
+		return nil, "", ErrNotFound
+	}
+	s.idx.touch(e)
+	gen := e.gen
+	if s.ram != nil {
+		if v, ok := s.ram.Get(ks); ok {
+			s.mu.Unlock()
+			s.ramHits.Add(1)
+			return v, TierRAM, nil
+		}
+	}
+	s.mu.Unlock()
+
+	val, err := s.readValue(key)
+	switch {
+	case errors.Is(err, badger.ErrKeyNotFound):
+		// Deleted under us (or by a DeleteObject racing a put).
+		s.forget(ks, gen)
+		s.misses.Add(1)
+		return nil, "", ErrNotFound
+	case errors.Is(err, errCorrupt):
+		s.dropCorrupt(id, key, gen, err)
+		return nil, "", ErrNotFound
+	case err != nil:
+		s.errors.Add(1)
+		return nil, "", fmt.Errorf("store: get chunk %s: %w", id, err)
+	}
+	payload, err := decodeChunkValue(key, val)
+	if err != nil {
+		s.dropCorrupt(id, key, gen, err)
+		return nil, "", ErrNotFound
+	}
+	s.diskHits.Add(1)
+	if s.ram != nil {
+		s.mu.Lock()
+		if e := s.idx.entries[ks]; e != nil && e.gen == gen {
+			s.ram.Set(ks, payload, int64(len(payload)))
+		}
+		s.mu.Unlock()
+	}
+	return payload, TierDisk, nil
+}
+
+// readValue copies a value out of badger. An error reading the value bytes
+// of a key the LSM tree has (a value-log read failure, or a panic in
+// badger's decoding of a damaged entry) is retried once in a new
+// transaction, because value-log GC may have moved the value, and then
+// reported as errCorrupt. Errors from the key lookup itself are returned as
+// they are.
+func (s *Store) readValue(key []byte) ([]byte, error) {
+	var val []byte
+	var err error
+	for range 2 {
+		val, err = s.readOnce(key)
+		if err == nil || !errors.Is(err, errCorrupt) {
+			break
+		}
+	}
+	return val, err
+}
+
+func (s *Store) readOnce(key []byte) (val []byte, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("%w: badger panicked reading the value: %v", errCorrupt, r)
+		}
+	}()
+	err = s.db.View(func(txn *badger.Txn) error {
+		item, err := txn.Get(key)
+		if err != nil {
+			return err
+		}
+		val, err = item.ValueCopy(nil)
+		if err != nil {
+			return fmt.Errorf("%w: value log read: %v", errCorrupt, err)
+		}
+		return nil
+	})
+	return val, err
+}
+
+// forget drops an index entry whose key badger no longer has.
+func (s *Store) forget(ks string, gen uint64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if e := s.idx.entries[ks]; e != nil && e.gen == gen {
+		s.removeLocked(e)
+	}
+}
+
+// dropCorrupt deletes an entry that failed verification.
+func (s *Store) dropCorrupt(id chunk.ID, key []byte, gen uint64, cause error) {
+	s.checksumFailures.Add(1)
+	s.misses.Add(1)
+	ks := string(key)
+	s.mu.Lock()
+	e := s.idx.entries[ks]
+	if e == nil || e.gen != gen {
+		s.mu.Unlock() // already replaced or removed by someone else
+		return
+	}
+	if _, busy := s.inflight[ks]; busy {
+		s.mu.Unlock()
+		return
+	}
+	s.removeLocked(e)
+	s.inflight[ks] = struct{}{}
+	s.mu.Unlock()
+	s.log.Warn("corrupt chunk deleted", "chunk", id.String(), "err", cause)
+	if err := s.deleteKeys([][]byte{key}); err != nil {
+		s.errors.Add(1)
+		s.log.Error("delete corrupt chunk", "chunk", id.String(), "err", err)
+	} else {
+		s.noteGarbage(e.size)
+	}
+	s.mu.Lock()
+	delete(s.inflight, ks)
+	s.mu.Unlock()
+}
+
+// removeLocked removes e from the index and its payload from RAM.
+func (s *Store) removeLocked(e *entry) {
+	s.idx.remove(e)
+	if s.ram != nil {
+		s.ram.Del(e.key)
+	}
+}
+
+// PutChunk stores a chunk on disk (and in RAM). It evicts least recently
+// used chunks to make room, the tenant's own first when the tenant is over
+// its quota, and returns ErrNoSpace when the chunk cannot be stored within
+// the disk bound. A chunk that is already stored is only touched.
+func (s *Store) PutChunk(id chunk.ID, data []byte) error {
+	if err := s.enter(); err != nil {
+		return err
+	}
+	defer s.leave()
+	if len(data) > maxPayload {
+		return fmt.Errorf("store: chunk %s: %d bytes is too large", id, len(data))
+	}
+	key := chunkKey(id)
+	ks := string(key)
+	size := int64(len(data))
+	var quota int64
+	if s.opts.TenantQuota != nil {
+		quota = s.opts.TenantQuota(id.Tenant)
+	}
+	if size > s.liveTarget || (quota > 0 && size > quota) {
+		s.rejected.Add(1)
+		return fmt.Errorf("%w: chunk %s of %d bytes exceeds the capacity or tenant quota", ErrNoSpace, id, size)
+	}
+	val := encodeChunkValue(key, data)
+	payload := val[valueHeaderLen:]
+	cost := putCost(len(key), len(val))
+
+	s.mu.Lock()
+	if e := s.idx.entries[ks]; e != nil && e.size == size {
+		s.idx.touch(e)
+		if s.ram != nil {
+			s.ram.Set(ks, payload, size)
+		}
+		s.mu.Unlock()
+		return nil
+	}
+	if _, busy := s.inflight[ks]; busy {
+		s.mu.Unlock()
+		return nil // another caller is writing or deleting this very chunk
+	}
+	// Reserve first, so the tenant stays pinned and concurrent puts see
+	// the room this one takes.
+	t := s.idx.tenant(id.Tenant)
+	t.reserved += size
+	s.idx.reserved += size
+	var replaced int64
+	if e := s.idx.entries[ks]; e != nil {
+		// Same ID, different length: the new value supersedes it.
+		replaced = e.size
+		s.removeLocked(e)
+	}
+	victims, ok := s.makeRoomLocked(t, quota)
+	if ok {
+		s.inflight[ks] = struct{}{}
+	} else {
+		t.reserved -= size
+		s.idx.reserved -= size
+		s.idx.dropTenantIfEmpty(t)
+	}
+	s.mu.Unlock()
+
+	s.evict(victims)
+	if !ok {
+		s.rejected.Add(1)
+		return fmt.Errorf("%w: chunk %s: no room within the capacity or tenant quota", ErrNoSpace, id)
+	}
+	s.notePut(len(val))
+	admitted := s.admit(cost)
+	var err error
+	if admitted {
+		s.writeGate.RLock()
+		err = s.db.Update(func(txn *badger.Txn) error { return txn.SetEntry(badger.NewEntry(key, val)) })
+		s.writeGate.RUnlock()
+	}
+
+	s.mu.Lock()
+	if admitted && err == nil {
+		if old := s.idx.entries[ks]; old != nil { // cannot happen while ks is in flight
+			s.removeLocked(old)
+		}
+		s.idx.add(ks, len(chunkPrefix(id.Object)), id.Tenant, size)
+		if s.ram != nil {
+			s.ram.Set(ks, payload, size)
+		}
+	}
+	t.reserved -= size
+	s.idx.reserved -= size
+	delete(s.inflight, ks)
+	s.idx.dropTenantIfEmpty(t)
+	s.mu.Unlock()
+	if admitted && err == nil && replaced > 0 {
+		s.noteGarbage(replaced)
+	}
+	switch {
+	case !admitted:
+		s.rejected.Add(1)
+		return fmt.Errorf("%w: chunk %s: the disk is at its bound", ErrNoSpace, id)
+	case err != nil:
+		s.errors.Add(1)
+		return fmt.Errorf("store: put chunk %s: %w", id, err)
+	}
+	return nil
+}
+
+// popLocked unindexes e and marks it in flight for evict.
+func (s *Store) popLocked(e *entry) *entry {
+	s.removeLocked(e)
+	s.inflight[e.key] = struct{}{}
+	return e
+}
+
+// makeRoomLocked unindexes the chunks to evict so that the reserved bytes
+// fit: first the tenant's own least recently used chunks while it is over
+// its quota, then the globally least recently used ones while live bytes are
+// over the live target. ok is false if the room is held by puts in flight.
+// The victims are for evict.
+func (s *Store) makeRoomLocked(t *tenantState, quota int64) (victims []*entry, ok bool) {
+	if quota > 0 {
+		for t.bytes+t.reserved > quota && t.lru.tail != nil {
+			victims = append(victims, s.popLocked(t.lru.tail))
+		}
+		if t.bytes+t.reserved > quota {
+			return victims, false
+		}
+	}
+	for s.idx.bytes+s.idx.reserved > s.liveTarget && s.idx.lru.tail != nil {
+		victims = append(victims, s.popLocked(s.idx.lru.tail))
+	}
+	return victims, s.idx.bytes+s.idx.reserved <= s.liveTarget
+}
+
+// evict deletes unindexed victims from badger.
+func (s *Store) evict(victims []*entry) {
+	if len(victims) == 0 {
+		return
+	}
+	s.evictions.Add(uint64(len(victims)))
+	keys := make([][]byte, len(victims))
+	var bytes int64
+	for i, v := range victims {
+		keys[i] = []byte(v.key)
+		bytes += v.size
+	}
+	if err := s.deleteKeys(keys); err != nil {
+		// The bytes stay on disk unaccounted until the next restart; the
+		// measured usage still covers them, so the bound holds.
+		s.errors.Add(1)
+		s.log.Error("evict chunks", "chunks", len(keys), "err", err)
+	} else {
+		s.noteGarbage(bytes)
+	}
+	s.mu.Lock()
+	for _, v := range victims {
+		delete(s.inflight, v.key)
+	}
+	s.mu.Unlock()
+}
+
+// deleteKeys writes tombstones for keys, in as many transactions as needed.
+func (s *Store) deleteKeys(keys [][]byte) error {
+	var cost int64
+	for _, k := range keys {
+		cost += deleteCost(len(k))
+	}
+	s.charge(cost)
+	s.writeGate.RLock()
+	defer s.writeGate.RUnlock()
+	txn := s.db.NewTransaction(true)
+	defer func() { txn.Discard() }()
+	for _, k := range keys {
+		err := txn.Delete(k)
+		if errors.Is(err, badger.ErrTxnTooBig) {
+			if err := txn.Commit(); err != nil {
+				return err
+			}
+			txn = s.db.NewTransaction(true)
+			err = txn.Delete(k)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return txn.Commit()
+}
+
+// GetMeta returns an object's metadata, or ErrNotFound.
+func (s *Store) GetMeta(o chunk.Object) (chunk.Meta, error) {
+	if err := s.enter(); err != nil {
+		return chunk.Meta{}, err
+	}
+	defer s.leave()
+	key := metaKey(o)
+	val, err := s.readValue(key)
+	switch {
+	case errors.Is(err, badger.ErrKeyNotFound):
+		return chunk.Meta{}, ErrNotFound
+	case errors.Is(err, errCorrupt):
+	case err != nil:
+		s.errors.Add(1)
+		return chunk.Meta{}, fmt.Errorf("store: get metadata %s: %w", o, err)
+	default:
+		var m chunk.Meta
+		if m, err = decodeMeta(val); err == nil {
+			return m, nil
+		}
+	}
+	s.checksumFailures.Add(1)
+	s.log.Warn("corrupt metadata deleted", "object", o.String(), "err", err)
+	if err := s.deleteKeys([][]byte{key}); err != nil {
+		s.errors.Add(1)
+	}
+	return chunk.Meta{}, ErrNotFound
+}
+
+// PutMeta stores an object's metadata. Metadata is small, lives in the LSM
+// tree and counts toward no quota, but its bytes are measured with the rest.
+func (s *Store) PutMeta(o chunk.Object, m chunk.Meta) error {
+	if err := s.enter(); err != nil {
+		return err
+	}
+	defer s.leave()
+	key := metaKey(o)
+	val, err := encodeMeta(m)
+	if err != nil {
+		return fmt.Errorf("store: encode metadata %s: %w", o, err)
+	}
+	s.charge(metaCost(len(key), len(val)))
+	s.writeGate.RLock()
+	err = s.db.Update(func(txn *badger.Txn) error { return txn.Set(key, val) })
+	s.writeGate.RUnlock()
+	if err != nil {
+		s.errors.Add(1)
+		return fmt.Errorf("store: put metadata %s: %w", o, err)
+	}
+	return nil
+}
+
+// DeleteObject removes an object's metadata and every chunk of every ETag
+// and chunk size of it, on disk and in RAM.
+func (s *Store) DeleteObject(o chunk.Object) error {
+	if err := s.enter(); err != nil {
+		return err
+	}
+	defer s.leave()
+	prefix := chunkPrefix(o)
+	keys := map[string]struct{}{string(metaKey(o)): {}}
+
+	s.mu.Lock()
+	var bytes int64
+	for _, e := range s.idx.objectEntries(string(prefix)) {
+		s.removeLocked(e)
+		keys[e.key] = struct{}{}
+		bytes += e.size
+	}
+	marked := make([]string, 0, len(keys))
+	for k := range keys {
+		if _, busy := s.inflight[k]; !busy {
+			s.inflight[k] = struct{}{}
+			marked = append(marked, k)
+		}
+	}
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		for _, k := range marked {
+			delete(s.inflight, k)
+		}
+		s.mu.Unlock()
+	}()
+
+	// Chunks on disk the index does not know (a put that raced an earlier
+	// delete, or a delete that failed) go too.
+	err := s.db.View(func(txn *badger.Txn) error {
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix})
+		defer it.Close()
+		for it.Rewind(); it.Valid(); it.Next() {
+			keys[string(it.Item().Key())] = struct{}{}
+		}
+		return nil
+	})
+	if err != nil {
+		s.errors.Add(1)
+		return fmt.Errorf("store: delete object %s: list chunks: %w", o, err)
+	}
+	del := make([][]byte, 0, len(keys))
+	for k := range keys {
+		del = append(del, []byte(k))
+	}
+	if err := s.deleteKeys(del); err != nil {
+		s.errors.Add(1)
+		return fmt.Errorf("store: delete object %s: %w", o, err)
+	}
+	s.noteGarbage(bytes)
+	return nil
+}
+
+// Stats returns a snapshot of the store's gauges and counters.
+func (s *Store) Stats() Stats {
+	s.mu.Lock()
+	st := Stats{
+		DiskBytes:    s.idx.bytes,
+		DiskUsage:    s.usage.measured,
+		DiskCapacity: s.opts.DiskBytes,
+		Chunks:       int64(len(s.idx.entries)),
+		Tenants:      make(map[string]TenantStats, len(s.idx.tenants)),
+	}
+	for name, t := range s.idx.tenants {
+		if t.chunks > 0 {
+			st.Tenants[name] = TenantStats{Bytes: t.bytes, Chunks: t.chunks}
+		}
+	}
+	s.mu.Unlock()
+	if s.ram != nil {
+		st.RAMBytes = s.ram.MaxCost() - s.ram.RemainingCost()
+	}
+	st.Evictions = s.evictions.Load()
+	st.ChecksumFailures = s.checksumFailures.Load()
+	st.Errors = s.errors.Load()
+	st.Rejected = s.rejected.Load()
+	st.RAMHits = s.ramHits.Load()
+	st.DiskHits = s.diskHits.Load()
+	st.Misses = s.misses.Load()
+	return st
+}
+
+// Close stops maintenance, waits for operations in flight and closes badger
+// (which flushes its memtable so the next Open is warm).
+func (s *Store) Close() error {
+	s.closeMu.Lock()
+	if s.closed {
+		s.closeMu.Unlock()
+		return ErrClosed
+	}
+	s.closed = true
+	s.closeMu.Unlock()
+	close(s.done)
+	s.wg.Wait()
+	s.gcMu.Lock()
+	defer s.gcMu.Unlock()
+	err := s.db.Close()
+	if s.ram != nil {
+		s.ram.Close()
+	}
+	if err != nil {
+		return fmt.Errorf("store: close badger: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,248 @@
+package tenancy
+
+import (
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// waitTimeout bounds every wait. It is generous on purpose: tests wait for
+// behaviour and never assert on timing.
+const waitTimeout = 20 * time.Second
+
+func tenantsYAML(names ...string) []byte {
+	var b strings.Builder
+	b.WriteString("tenants:\n")
+	for _, n := range names {
+		fmt.Fprintf(&b, "  - name: %s\n    buckets: [bkt-%s]\n", n, n)
+	}
+	return []byte(b.String())
+}
+
+func writeFile(t *testing.T, path string, data []byte) {
+	t.Helper()
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// syncBuffer is a goroutine-safe log sink.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func startWatcher(t *testing.T, path string) (*Watcher, *syncBuffer) {
+	t.Helper()
+	logs := &syncBuffer{}
+	w, err := Watch(t.Context(), path, slog.New(slog.NewTextHandler(logs, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = w.Close() })
+	return w, logs
+}
+
+func hasTenant(w *Watcher, name string) bool {
+	_, ok := w.Current().Tenant(name)
+	return ok
+}
+
+// waitFor polls cond until it holds or waitTimeout passes.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(waitTimeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func TestWatchInitialLoad(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "tenants.yaml")
+
+	if _, err := Watch(t.Context(), path, nil); err == nil {
+		t.Error("missing file: no error")
+	}
+	writeFile(t, path, []byte("tenants: [{name: Bad, buckets: [bkt]}]"))
+	if _, err := Watch(t.Context(), path, nil); err == nil || !strings.Contains(err.Error(), "name") {
+		t.Errorf("invalid file: err = %v", err)
+	}
+	if _, err := Watch(t.Context(), filepath.Join(dir, "missing-dir", "tenants.yaml"), nil); err == nil {
+		t.Error("missing directory: no error")
+	}
+
+	writeFile(t, path, tenantsYAML("a"))
+	w, _ := startWatcher(t, path)
+	if !hasTenant(w, "a") {
+		t.Errorf("Current() = %+v", w.Current())
+	}
+	if ok, failed := w.Reloads(); ok != 0 || failed != 0 {
+		t.Errorf("Reloads() = %d, %d before any change", ok, failed)
+	}
+}
+
+func TestWatchInPlaceRewrite(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "tenants.yaml")
+	writeFile(t, path, tenantsYAML("a"))
+	w, _ := startWatcher(t, path)
+
+	writeFile(t, path, tenantsYAML("a", "b"))
+	waitFor(t, "tenant b", func() bool { return hasTenant(w, "b") })
+	select {
+	case <-w.Changed():
+	case <-time.After(waitTimeout):
+		t.Error("no Changed notification")
+	}
+	if ok, failed := w.Reloads(); ok == 0 || failed != 0 {
+		t.Errorf("Reloads() = %d, %d", ok, failed)
+	}
+}
+
+func TestWatchRenameOver(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "tenants.yaml")
+	writeFile(t, path, tenantsYAML("a"))
+	w, _ := startWatcher(t, path)
+
+	for i, names := range [][]string{{"b"}, {"c"}} {
+		tmp := filepath.Join(dir, fmt.Sprintf(".tenants.yaml.tmp%d", i))
+		writeFile(t, tmp, tenantsYAML(names...))
+		if err := os.Rename(tmp, path); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, "tenant "+names[0], func() bool { return hasTenant(w, names[0]) })
+		if hasTenant(w, "a") {
+			t.Error("tenant a still present after being removed")
+		}
+	}
+}
+
+// kubeSecretDir mimics how the kubelet publishes a mounted Secret: files in
+// a timestamped directory, a ..data symlink to it, and user-visible symlinks
+// through ..data. An update writes a new timestamped directory, swaps ..data
+// atomically (symlink + rename) and removes the old directory.
+type kubeSecretDir struct {
+	t   *testing.T
+	dir string
+	gen int
+	cur string
+}
+
+func (k *kubeSecretDir) publish(files map[string][]byte) {
+	t := k.t
+	k.gen++
+	ts := fmt.Sprintf("..2026_01_02_03_04_%02d.%09d", k.gen, k.gen)
+	if err := os.Mkdir(filepath.Join(k.dir, ts), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for name, data := range files {
+		writeFile(t, filepath.Join(k.dir, ts, name), data)
+	}
+	tmp := filepath.Join(k.dir, "..data_tmp")
+	if err := os.Symlink(ts, tmp); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, filepath.Join(k.dir, "..data")); err != nil {
+		t.Fatal(err)
+	}
+	if k.cur == "" {
+		for name := range files {
+			if err := os.Symlink(filepath.Join("..data", name), filepath.Join(k.dir, name)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	} else if err := os.RemoveAll(filepath.Join(k.dir, k.cur)); err != nil {
+		t.Fatal(err)
+	}
+	k.cur = ts
+}
+
+func TestWatchKubernetesSecretSwap(t *testing.T) {
+	k := &kubeSecretDir{t: t, dir: t.TempDir()}
+	k.publish(map[string][]byte{"tenants.yaml": tenantsYAML("a"), "other": []byte("x")})
+	w, _ := startWatcher(t, filepath.Join(k.dir, "tenants.yaml"))
+	if !hasTenant(w, "a") {
+		t.Fatalf("initial config %+v", w.Current())
+	}
+
+	k.publish(map[string][]byte{"tenants.yaml": tenantsYAML("b"), "other": []byte("x")})
+	waitFor(t, "tenant b", func() bool { return hasTenant(w, "b") })
+
+	k.publish(map[string][]byte{"tenants.yaml": tenantsYAML("c"), "other": []byte("y")})
+	waitFor(t, "tenant c", func() bool { return hasTenant(w, "c") })
+	if hasTenant(w, "a") || hasTenant(w, "b") {
+		t.Errorf("old tenants still present: %+v", w.Current())
+	}
+}
+
+func TestWatchInvalidReloadKeepsPrevious(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "tenants.yaml")
+	writeFile(t, path, tenantsYAML("a"))
+	w, logs := startWatcher(t, path)
+	before := w.Current()
+
+	// Invalid: a field unknown to the schema.
+	writeFile(t, path, []byte("tenants:\n  - name: b\n    buckets: [bkt]\n    quota: 1\n"))
+	waitFor(t, "a failed reload", func() bool { _, failed := w.Reloads(); return failed >= 1 })
+	if w.Current() != before {
+		t.Errorf("config replaced by an invalid file: %+v", w.Current())
+	}
+	if !strings.Contains(logs.String(), "reload failed") || !strings.Contains(logs.String(), `unknown field \"quota\"`) {
+		t.Errorf("failure not logged with its reason: %s", logs.String())
+	}
+
+	// Removed: also kept.
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "a second failed reload", func() bool { _, failed := w.Reloads(); return failed >= 2 })
+	if w.Current() != before {
+		t.Errorf("config replaced after the file was removed: %+v", w.Current())
+	}
+
+	// A valid file is picked up again.
+	writeFile(t, path, tenantsYAML("c"))
+	waitFor(t, "tenant c", func() bool { return hasTenant(w, "c") })
+	if ok, _ := w.Reloads(); ok != 1 {
+		t.Errorf("ok reloads = %d, want 1", ok)
+	}
+}
+
+func TestWatchStopsWithContext(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "tenants.yaml")
+	writeFile(t, path, tenantsYAML("a"))
+	w, _ := startWatcher(t, path)
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-w.done:
+	default:
+		t.Fatal("watch goroutine still running after Close")
+	}
+	if !hasTenant(w, "a") {
+		t.Error("Current() lost after Close")
+	}
+}

@@ -1,0 +1,7 @@
+//go:build !linux
+
+package miniotest
+
+import "os/exec"
+
+func setProcAttrs(*exec.Cmd) {}
