@@ -26,12 +26,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/distcache/distcache/internal/metrics"
+	"github.com/distcache/distcache/internal/minioproc"
 	"github.com/distcache/distcache/internal/node"
 	"github.com/distcache/distcache/internal/pki"
 	"github.com/distcache/distcache/internal/s3backend"
 	"github.com/distcache/distcache/internal/store"
 	"github.com/distcache/distcache/internal/tenancy"
-	"github.com/distcache/distcache/internal/minioproc"
 )
 
 // runBench measures, in one run and on one machine, cache hits over mTLS

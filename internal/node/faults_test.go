@@ -2,8 +2,8 @@ package node_test
 
 import (
 	"bytes"
-	"errors"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"io/fs"
 	"math/rand/v2"
