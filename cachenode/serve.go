@@ -108,6 +108,7 @@ func runServe(args []string) error {
 	if err != nil {
 		return fmt.Errorf("loading tenants: %w", err)
 	}
+	metrics.RegisterTenantReloads(reg, tenants.Reloads)
 	st, err := store.Open(store.Options{
 		Dir: f.dataDir, DiskBytes: int64(f.diskBytes), RAMBytes: int64(f.ramBytes), Logger: log,
 		TenantQuota: func(name string) int64 {

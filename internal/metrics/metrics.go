@@ -31,7 +31,6 @@ type Node struct {
 	SingleflightJoins prometheus.Counter
 	StoreFailures     *prometheus.CounterVec
 	MetaRevalidations *prometheus.CounterVec
-	TenantReloads     *prometheus.CounterVec
 }
 
 // latencyBuckets span a RAM hit (tens of microseconds) to a slow S3 miss.
@@ -84,13 +83,9 @@ func NewNode(reg prometheus.Registerer) *Node {
 			Namespace: namespace, Name: "metadata_revalidations_total",
 			Help: "Object metadata revalidations against S3 by outcome (unchanged, changed, stale_served, error).",
 		}, []string{"outcome"}),
-		TenantReloads: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: namespace, Name: "tenant_config_reloads_total",
-			Help: "Tenant configuration reloads by outcome (ok, failed).",
-		}, []string{"outcome"}),
 	}
 	reg.MustRegister(m.Requests, m.ResponseBytes, m.RequestDuration, m.ChunkReads, m.S3Requests,
-		m.S3Duration, m.S3Retries, m.SingleflightJoins, m.StoreFailures, m.MetaRevalidations, m.TenantReloads)
+		m.S3Duration, m.S3Retries, m.SingleflightJoins, m.StoreFailures, m.MetaRevalidations)
 	return m
 }
 
@@ -102,3 +97,18 @@ func (m *Node) ObserveS3(op, status string, d time.Duration) {
 
 // ObserveRetry records one retried S3 attempt.
 func (m *Node) ObserveRetry(op string) { m.S3Retries.WithLabelValues(op).Inc() }
+
+// RegisterTenantReloads exports the tenants file watcher's reload counts.
+func RegisterTenantReloads(reg prometheus.Registerer, reloads func() (ok, failed uint64)) {
+	opts := func(outcome string) prometheus.CounterOpts {
+		return prometheus.CounterOpts{
+			Namespace: namespace, Name: "tenant_config_reloads_total",
+			Help:        "Reloads of the tenants file by outcome; a failed reload keeps the previous configuration.",
+			ConstLabels: prometheus.Labels{"outcome": outcome},
+		}
+	}
+	reg.MustRegister(
+		prometheus.NewCounterFunc(opts("ok"), func() float64 { ok, _ := reloads(); return float64(ok) }),
+		prometheus.NewCounterFunc(opts("failed"), func() float64 { _, failed := reloads(); return float64(failed) }),
+	)
+}

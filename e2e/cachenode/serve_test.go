@@ -1,0 +1,205 @@
+// Package cachenode_test runs the real `cachenode serve` binary as a process,
+// configured the way the operator will configure pods (flags and DISTCACHE_*
+// environment variables), against a real MinIO.
+package cachenode_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+
+	"github.com/distcache/distcache/internal/pki"
+	"github.com/distcache/distcache/internal/testutil/miniotest"
+)
+
+var binary string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "cachenode-e2e-")
+	if err != nil {
+		panic(err)
+	}
+	binary = filepath.Join(dir, "cachenode")
+	build := exec.Command("go", "build", "-o", binary, "github.com/distcache/distcache/cachenode")
+	build.Stdout, build.Stderr = os.Stdout, os.Stderr
+	if err := build.Run(); err != nil {
+		panic("building cachenode: " + err.Error())
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+func freePort(t *testing.T) string {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+func waitFor(t *testing.T, url string, want int) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for time.Now().Before(deadline) {
+		resp, err := http.Get(url)
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == want {
+				return
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("%s did not answer %d in time", url, want)
+}
+
+func TestServeProcess(t *testing.T) {
+	minio := miniotest.Start(t)
+	minio.CreateBucket(t, "data")
+	payload := make([]byte, 5<<20+123)
+	_, _ = rand.Read(payload)
+	if _, err := minio.Client(t).PutObject(context.Background(), &s3.PutObjectInput{
+		Bucket: aws.String("data"), Key: aws.String("dir/table.bin"), Body: bytes.NewReader(payload),
+	}); err != nil {
+		t.Fatal(err)
+	}
+
+	dir := t.TempDir()
+	ca, err := pki.NewCA("e2e CA", time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	server, err := ca.IssueServer("localhost", []string{"localhost"}, []net.IP{net.IPv4(127, 0, 0, 1)}, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	client, err := ca.IssueClient(pki.Identity{Kind: pki.KindTenant, Name: "analytics"}, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, l := range map[string]*pki.Leaf{"server": server, "client": client} {
+		if err := pki.WriteFiles(dir, name, l); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(dir, "ca.crt"), ca.CertPEM, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tenants := filepath.Join(dir, "tenants.yaml")
+	if err := os.WriteFile(tenants, []byte("tenants:\n  - name: analytics\n    buckets: [data]\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	api, ops := freePort(t), freePort(t)
+	cmd := exec.Command(binary, "serve",
+		"--listen", api, "--metrics-listen", ops,
+		"--tls-cert", filepath.Join(dir, "server.crt"), "--tls-key", filepath.Join(dir, "server.key"),
+		"--client-ca", filepath.Join(dir, "ca.crt"), "--tenants-file", tenants,
+		"--s3-endpoint", minio.Endpoint, "--s3-path-style")
+	// Sizes and the data dir come from the environment, as in a pod spec.
+	cmd.Env = append(os.Environ(),
+		"AWS_ACCESS_KEY_ID="+minio.AccessKey, "AWS_SECRET_ACCESS_KEY="+minio.SecretKey,
+		"DISTCACHE_DATA_DIR="+filepath.Join(dir, "store"), "DISTCACHE_DISK_BYTES=256Mi",
+		"DISTCACHE_RAM_BYTES=64Mi", "DISTCACHE_CHUNK_SIZE=1Mi")
+	var logs bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &logs, &logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		if t.Failed() {
+			t.Logf("cachenode output:\n%s", logs.String())
+		}
+	})
+	waitFor(t, "http://"+ops+"/readyz", http.StatusOK)
+
+	tlsConfig, err := pki.ClientTLSConfig(filepath.Join(dir, "client.crt"), filepath.Join(dir, "client.key"), filepath.Join(dir, "ca.crt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &http.Client{Transport: &http.Transport{TLSClientConfig: tlsConfig}}
+	for _, want := range []string{"miss", "hit_ram"} {
+		resp, err := c.Get("https://" + api + "/v1/objects/data/dir/table.bin")
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 || !bytes.Equal(body, payload) {
+			t.Fatalf("read: status %d, %d bytes", resp.StatusCode, len(body))
+		}
+		if got := resp.Header.Get("X-Distcache-Cache"); got != want {
+			t.Fatalf("cache result %q, want %q", got, want)
+		}
+		if got := resp.Header.Get("X-Distcache-Chunk-Size"); got != "1048576" {
+			t.Fatalf("chunk size from DISTCACHE_CHUNK_SIZE not applied: %q", got)
+		}
+	}
+
+	resp, err := http.Get("http://" + ops + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	metrics, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, series := range []string{
+		`distcache_chunk_reads_total{result="hit_ram",tenant="analytics"} 6`,
+		`distcache_chunk_reads_total{result="miss",tenant="analytics"} 6`,
+		`distcache_s3_requests_total{op="get",status="ok"} 6`,
+		`distcache_store_disk_capacity_bytes 2.68435456e+08`,
+		`distcache_tenant_config_reloads_total{outcome="ok"}`,
+	} {
+		if !strings.Contains(string(metrics), series) {
+			t.Errorf("metrics lack %s", series)
+		}
+	}
+
+	// SIGTERM: readiness drops, in-flight work drains, the process exits 0.
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-exited:
+		if err != nil {
+			t.Fatalf("cachenode exited with %v after SIGTERM", err)
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("cachenode did not exit after SIGTERM")
+	}
+}
+
+func TestServeRefusesBadFlags(t *testing.T) {
+	for name, args := range map[string][]string{
+		"missing certificates": {"serve", "--tenants-file", "x"},
+		"chunk size too large": {"serve", "--tls-cert", "a", "--tls-key", "b", "--client-ca", "c", "--tenants-file", "d", "--chunk-size", "1Gi"},
+		"bad size":             {"serve", "--disk-bytes", "lots"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			out, err := exec.Command(binary, args...).CombinedOutput()
+			if err == nil {
+				t.Fatalf("cachenode accepted %v", args)
+			}
+			if !strings.Contains(string(out), "--") && !strings.Contains(string(out), "byte size") {
+				t.Fatalf("error does not name the flag: %s", out)
+			}
+		})
+	}
+}
