@@ -256,8 +256,9 @@ func (b *Backend) Head(ctx context.Context, cr Credentials, bucket, key string) 
 // negative off or length. A length of 0 returns an empty slice without
 // asking S3, so it neither checks etag nor that the object exists.
 //
-// If the body breaks off midway, the range is requested again, within the
-// same MaxAttempts budget as the SDK's retries.
+// The SDK retries the request itself; if the body then breaks off midway
+// (which the SDK does not retry), the range is requested again, up to
+// MaxAttempts requests in all, each reported to the RetryObserver.
 func (b *Backend) GetRange(ctx context.Context, cr Credentials, bucket, key, etag string, off, length int64) ([]byte, error) {
 	if off < 0 || length < 0 {
 		return nil, &Error{Op: OpGet, Bucket: bucket, Key: key, Kind: ErrInvalidRange,

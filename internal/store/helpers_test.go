@@ -56,22 +56,32 @@ func testID(tenant, bucket, key, etag string, index int64) chunk.ID {
 	return chunk.ID{Object: chunk.Object{Tenant: tenant, Bucket: bucket, Key: key}, ETag: etag, Size: 1 << 20, Index: index}
 }
 
-// payload returns n deterministic bytes derived from id, so any mix-up
-// between chunks shows.
-func payload(id chunk.ID, n int) []byte {
-	b := make([]byte, n)
-	h := fnv.New64a()
-	h.Write([]byte(id.String()))
-	x := h.Sum64() ^ uint64(n) | 1
-	for i := 0; i+8 <= n; i += 8 {
+// pool is random bytes that payloads are cut from.
+var pool = func() []byte {
+	b := make([]byte, 9<<20)
+	x := uint64(0x9E3779B97F4A7C15)
+	for i := 0; i+8 <= len(b); i += 8 {
 		x ^= x << 13
 		x ^= x >> 7
 		x ^= x << 17
 		binary.LittleEndian.PutUint64(b[i:], x)
 	}
-	for i := n &^ 7; i < n; i++ {
-		b[i] = byte(x >> (8 * (i & 7)))
-	}
+	return b
+}()
+
+// payload returns n (at most 8 MiB) deterministic bytes derived from id, so
+// any mix-up between chunks shows: a window of pool chosen by a hash of the
+// id, stamped with that hash.
+func payload(id chunk.ID, n int) []byte {
+	h := fnv.New64a()
+	h.Write([]byte(id.String()))
+	sum := h.Sum64()
+	off := int(sum % uint64(len(pool)-n+1))
+	b := make([]byte, n)
+	copy(b, pool[off:off+n])
+	var stamp [8]byte
+	binary.LittleEndian.PutUint64(stamp[:], sum)
+	copy(b, stamp[:])
 	return b
 }
 

@@ -35,7 +35,8 @@ package store
 // that compaction, the stale versions are dropped and the discard stats of
 // their value-log files are updated; RunValueLogGC then picks those files.
 // DropPrefix makes concurrent badger writes fail with ErrBlockedWrites, so
-// every write holds writeGate shared and forceFlush holds it exclusively.
+// every write holds writeGate shared and forceFlush holds it exclusively;
+// RunValueLogGC holds it exclusively too (see runGC). Reads never wait.
 // If the LSM tree has grown past a single level, tombstones can sit above
 // the values they shadow; under pressure the store then also runs
 // DB.Flatten (at most once a minute).
@@ -313,7 +314,13 @@ func (s *Store) runGC(ratio float64) {
 		if !room {
 			return
 		}
+		// Writes are held off during GC: badger v4.9.6's rewrite reads
+		// DB.MaxVersion, which reads the memtable's maxVersion while the
+		// write goroutine updates it without a lock (memTable.Put), a data
+		// race the race detector reports. GC's own rewrites are unaffected.
+		s.writeGate.Lock()
 		err := s.db.RunValueLogGC(ratio)
+		s.writeGate.Unlock()
 		if err != nil {
 			if !errors.Is(err, badger.ErrNoRewrite) && !errors.Is(err, badger.ErrRejected) {
 				s.errors.Add(1)

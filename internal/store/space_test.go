@@ -13,7 +13,7 @@ func TestDiskBoundUnderChurn(t *testing.T) {
 	const (
 		bound     = 64 << 20
 		chunkSize = 1 << 20
-		puts      = 12 * bound / chunkSize // 12x the capacity
+		puts      = 10 * bound / chunkSize // 10x the capacity
 	)
 	s := newTestStore(t, func(o *Options) {
 		o.DiskBytes = bound
@@ -34,7 +34,7 @@ func TestDiskBoundUnderChurn(t *testing.T) {
 			select {
 			case <-stop:
 				return
-			case <-time.After(2 * time.Millisecond):
+			case <-time.After(5 * time.Millisecond):
 			}
 			if u := du(t, dir); u > peak.Load() {
 				peak.Store(u)

@@ -1,7 +1,0 @@
-//go:build !linux
-
-package miniotest
-
-import "os/exec"
-
-func setProcAttrs(*exec.Cmd) {}
