@@ -17,6 +17,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/pprof"
 	"slices"
 	"sync"
 	"time"
@@ -45,6 +46,7 @@ func runBench(args []string) error {
 	fs.Var(&chunkSize, "chunk-size", "cache chunk size")
 	fs.Var(&objectSize, "object-size", "size of the object read (its chunks are the working set)")
 	duration := fs.Duration("duration", 3*time.Second, "measuring time per cell")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
 	var clients listFlag
 	fs.Var(&clients, "clients", "concurrent clients per cell (default 1,8,32)")
 	if err := fs.Parse(args); err != nil {
@@ -60,6 +62,17 @@ func runBench(args []string) error {
 			return fmt.Errorf("--clients %q is not a positive number", c)
 		}
 		conc = append(conc, n)
+	}
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
 	}
 	ctx := context.Background()
 	env, err := startBenchEnv(ctx, *minioBin, int64(chunkSize), int64(objectSize))

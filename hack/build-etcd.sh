@@ -15,6 +15,13 @@ cd "$(dirname "$0")/.."
 ETCD_VERSION="${ETCD_VERSION:-v3.6.16}"
 out="bin/etcd-${ETCD_VERSION}"
 
+if [ ! -x "$out" ] && command -v flock >/dev/null; then
+  # Concurrent callers (make -j, parallel test setups) wait for one build.
+  mkdir -p bin/.build
+  exec 9>bin/.build/etcd.lock
+  flock 9
+fi
+
 if [ ! -x "$out" ]; then
   echo ">> building etcd ${ETCD_VERSION} (first run only, a minute or two)"
   mkdir -p bin
@@ -45,7 +52,7 @@ GO
   (
     cd "$wrapper"
     GOFLAGS=-mod=mod go mod tidy
-    CGO_ENABLED=0 GOFLAGS=-mod=mod go build -trimpath -ldflags "-s -w" -o "$tmp/etcd" .
+    CGO_ENABLED=0 GOFLAGS=-mod=mod go build -trimpath -buildvcs=false -ldflags "-s -w" -o "$tmp/etcd" .
   )
   mv "$tmp/etcd" "${root}/${out}"
 fi

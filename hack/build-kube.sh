@@ -24,20 +24,34 @@ KUBE_VERSION="${KUBE_VERSION:-v1.36.3}"
 # kube-scheduler, kubelet, kube-proxy here when the real-cluster scripts need them.
 KUBE_BINARIES="${KUBE_BINARIES:-kube-apiserver kubectl}"
 
-missing=()
-for name in $KUBE_BINARIES; do
-  [ -x "bin/${name}-${KUBE_VERSION}" ] || missing+=("$name")
-done
+missing_binaries() {
+  missing=()
+  for name in $KUBE_BINARIES; do
+    [ -x "bin/${name}-${KUBE_VERSION}" ] || missing+=("$name")
+  done
+}
+
+missing_binaries
+if [ "${#missing[@]}" -gt 0 ] && command -v flock >/dev/null; then
+  # Concurrent callers (make -j, parallel test setups) wait for one build.
+  mkdir -p bin/.build
+  exec 9>bin/.build/kube.lock
+  flock 9
+  missing_binaries
+fi
 
 if [ "${#missing[@]}" -gt 0 ]; then
   echo ">> building Kubernetes ${KUBE_VERSION}: ${missing[*]} (first run only, several minutes)"
   mkdir -p bin
   root=$(pwd)
+  tmp=$(mktemp -d)
+  trap 'rm -rf "$tmp"' EXIT
 
-  # Where k8s.io/kubernetes's own go.mod lands in the module cache.
-  info=$(GOFLAGS=-mod=mod go mod download -json "k8s.io/kubernetes@${KUBE_VERSION}")
-  kube_gomod=$(printf '%s\n' "$info" | sed -n 's/^[[:space:]]*"GoMod": "\(.*\)",\{0,1\}$/\1/p')
-  release_time=$(printf '%s\n' "$info" | sed -n 's/^[[:space:]]*"Time": "\(.*\)",\{0,1\}$/\1/p')
+  # k8s.io/kubernetes's own go.mod, from the module cache, and its release time.
+  # Queried from an empty directory so that no go.mod around us is involved.
+  kube_gomod=$(cd "$tmp" && go mod download "k8s.io/kubernetes@${KUBE_VERSION}" &&
+    go list -m -f '{{.GoMod}}' "k8s.io/kubernetes@${KUBE_VERSION}")
+  release_time=$(cd "$tmp" && go list -m -f '{{.Time.UTC.Format "2006-01-02T15:04:05Z"}}' "k8s.io/kubernetes@${KUBE_VERSION}")
   [ -f "$kube_gomod" ] || { echo "cannot find go.mod of k8s.io/kubernetes@${KUBE_VERSION}" >&2; exit 1; }
 
   # v1.36.3 -> staging modules are tagged v0.36.3.
@@ -61,7 +75,7 @@ if [ "${#missing[@]}" -gt 0 ]; then
     echo "require k8s.io/kubernetes ${KUBE_VERSION}"
     echo
     echo "replace ("
-    sed -n 's#^[[:space:]]*\(k8s\.io/[^[:space:]]*\) => \./staging/.*$#\t\1 => \1 '"${staging_version}"'#p' "$kube_gomod"
+    sed -n 's#^\(replace\)\{0,1\}[[:space:]]*\(k8s\.io/[^[:space:]]*\) => \./staging/.*$#\t\2 => \2 '"${staging_version}"'#p' "$kube_gomod"
     echo ")"
     echo
     for name in $KUBE_BINARIES; do
@@ -70,26 +84,27 @@ if [ "${#missing[@]}" -gt 0 ]; then
   } >"$wrapper/go.mod"
   grep -q '=> k8s.io/api ' "$wrapper/go.mod" || { echo "no staging replace lines found in $kube_gomod" >&2; exit 1; }
 
-  # Same version stamping as Kubernetes's hack/lib/version.sh; without it kubectl
-  # cannot parse the server version. buildDate is the release tag's time, so the
-  # build is reproducible.
+  # Version stamping as Kubernetes's hack/lib/version.sh does it; without it
+  # kubectl cannot parse the server version. buildDate is the release's time, so
+  # the build is reproducible.
   ldflags="-s -w"
   for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
     ldflags+=" -X ${pkg}.gitVersion=${KUBE_VERSION}"
     ldflags+=" -X ${pkg}.gitMajor=${major}"
     ldflags+=" -X ${pkg}.gitMinor=${minor}"
     ldflags+=" -X ${pkg}.gitTreeState=clean"
-    ldflags+=" -X ${pkg}.buildDate=${release_time:-1970-01-01T00:00:00Z}"
+    # The commit is unknown from the module proxy; empty beats the "$Format:%H$"
+    # placeholder in the source.
+    ldflags+=" -X ${pkg}.gitCommit="
+    ldflags+=" -X ${pkg}.buildDate=${release_time}"
   done
 
   pkgs=()
   for name in "${missing[@]}"; do pkgs+=("k8s.io/kubernetes/cmd/${name}"); done
-  tmp=$(mktemp -d)
-  trap 'rm -rf "$tmp"' EXIT
   (
     cd "$wrapper"
     GOFLAGS=-mod=mod go mod tidy
-    CGO_ENABLED=0 GOFLAGS=-mod=mod go build -trimpath -ldflags "$ldflags" -o "$tmp/" "${pkgs[@]}"
+    CGO_ENABLED=0 GOFLAGS=-mod=mod go build -trimpath -buildvcs=false -ldflags "$ldflags" -o "$tmp/" "${pkgs[@]}"
   )
   for name in "${missing[@]}"; do
     mv "$tmp/${name}" "${root}/bin/${name}-${KUBE_VERSION}"

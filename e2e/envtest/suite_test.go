@@ -7,6 +7,7 @@
 package envtest_test
 
 import (
+	"os"
 	"testing"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -37,6 +38,10 @@ var _ = BeforeSuite(func() {
 	assets, err := envtestassets.Path()
 	Expect(err).NotTo(HaveOccurred())
 	GinkgoWriter.Printf("envtest assets: %s\n", assets)
+	// envtest looks KUBEBUILDER_ASSETS up before BinaryAssetsDirectory and takes
+	// a set-but-empty value as the directory "" (then searches $PATH), so make
+	// the environment agree with what we found.
+	Expect(os.Setenv(envtestassets.EnvVar, assets)).To(Succeed())
 
 	testEnv = &envtest.Environment{
 		BinaryAssetsDirectory: assets,

@@ -73,6 +73,7 @@ type harness struct {
 	metrics  *metrics.Node
 	store    *store.Store
 	server   *http.Server
+	handler  http.Handler
 	addr     string
 	clients  map[string]*http.Client
 	serverCA string
@@ -168,8 +169,9 @@ func (h *harness) startNode() {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	must(t, err)
 	h.addr = ln.Addr().String()
+	h.handler = srv.Handler()
 	h.server = &http.Server{
-		Handler: srv.Handler(), TLSConfig: tlsConfig,
+		Handler: h.handler, TLSConfig: tlsConfig,
 		TLSNextProto: map[string]func(*http.Server, *tls.Conn, http.Handler){},
 		ErrorLog:     log.New(io.Discard, "", 0), // refused handshakes are expected in tests
 	}

@@ -40,7 +40,7 @@ func DirName() string {
 func Path() (string, error) {
 	if dir := os.Getenv(EnvVar); dir != "" {
 		if err := check(dir); err != nil {
-			return "", fmt.Errorf("%s=%s: %w", EnvVar, dir, err)
+			return "", fmt.Errorf("%s=%s: %w; unset it to use the project's own build (`make envtest-assets`)", EnvVar, dir, err)
 		}
 		return dir, nil
 	}
