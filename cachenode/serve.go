@@ -85,8 +85,8 @@ func parseServeFlags(args []string) (*serveFlags, error) {
 	if f.chunkSize < 64<<10 || f.chunkSize > 64<<20 {
 		return nil, fmt.Errorf("--chunk-size %s is outside 64Ki..64Mi", f.chunkSize)
 	}
-	if f.diskBytes < 4*f.chunkSize {
-		return nil, fmt.Errorf("--disk-bytes %s must hold at least four chunks", f.diskBytes)
+	if f.diskBytes < 4*f.chunkSize || f.diskBytes < store.MinDiskBytes {
+		return nil, fmt.Errorf("--disk-bytes %s must hold at least four chunks and %s", f.diskBytes, byteSize(store.MinDiskBytes))
 	}
 	return f, nil
 }

@@ -30,7 +30,7 @@ func memTableSize(diskBytes int64) int64 { return clamp(diskBytes/256, minMemTab
 
 func badgerOptions(dir string, diskBytes int64, log *slog.Logger) badger.Options {
 	return badger.DefaultOptions(dir).
-		WithLogger(badgerLogger{log.With("component", "badger")}).
+		WithLogger(badgerLogger{log}).
 		WithValueThreshold(valueThreshold).
 		WithNumVersionsToKeep(1).
 		WithValueLogFileSize(vlogFileSize(diskBytes)).

@@ -16,8 +16,9 @@ package store
 //     entry), a compaction rewriting the whole LSM tree, a memtable flush and
 //     slack. A put is admitted only if estimate+its bytes <= DiskBytes, so the
 //     measured usage cannot exceed DiskBytes. If it does not fit, the put
-//     reclaims synchronously (below) and is refused with ErrNoSpace if it
-//     still does not fit.
+//     reclaims synchronously (below); if that is not enough it evicts least
+//     recently used chunks worth a value-log file and reclaims again, and
+//     is refused with ErrNoSpace only if it still does not fit.
 //
 // Reclaiming value-log garbage in badger v4. RunValueLogGC only rewrites a
 // value-log file whose discard statistics show enough garbage, and those
@@ -36,14 +37,18 @@ package store
 // their value-log files are updated; RunValueLogGC then picks those files.
 // DropPrefix makes concurrent badger writes fail with ErrBlockedWrites, so
 // every write holds writeGate shared and forceFlush holds it exclusively;
-// RunValueLogGC holds it exclusively too (see runGC). Reads never wait.
+// RunValueLogGC holds it exclusively too (see runGC). Reads do not take
+// writeGate; they can wait briefly on badger's own lock while DropPrefix
+// flushes the memtable.
 // If the LSM tree has grown past a single level, tombstones can sit above
 // the values they shadow; under pressure the store then also runs
 // DB.Flatten (at most once a minute).
 //
 // The maintenance goroutine measures usage every MaintenanceInterval and
-// when kicked (after half a value-log file of garbage), and runs forceFlush
-// and RunValueLogGC in a loop while GC reclaims files. TestDiskBoundUnderChurn
+// when kicked (after a value-log file's worth of garbage), and then runs
+// forceFlush and RunValueLogGC in a loop while GC reclaims files (on a
+// plain tick only once there is a quarter file of garbage, so an idle or
+// lightly loaded store is not flushed needlessly). TestDiskBoundUnderChurn
 // proves the bound and the continued admission.
 
 import (
@@ -143,9 +148,9 @@ func (s *Store) notePut(valLen int) {
 }
 
 // noteGarbage records payload bytes that became value-log garbage and kicks
-// maintenance once there is half a value-log file of it.
+// maintenance once there is a value-log file's worth of it.
 func (s *Store) noteGarbage(n int64) {
-	if s.garbage.Add(n) >= s.vlogFile/2 {
+	if s.garbage.Add(n) >= s.vlogFile {
 		s.poke()
 	}
 }
@@ -231,7 +236,7 @@ func (s *Store) maintain(periodic bool) {
 	high := s.estimateLocked() > s.opts.DiskBytes/10*9
 	s.mu.Unlock()
 	g := s.garbage.Load()
-	if high || g >= s.vlogFile/2 || (periodic && g > 0) {
+	if high || g >= s.vlogFile || (periodic && g >= s.vlogFile/4) {
 		s.reclaimLocked(high, 0)
 	}
 }
@@ -261,7 +266,7 @@ func (s *Store) enforceQuotas() {
 			}
 		}
 		s.mu.Unlock()
-		s.evict(victims)
+		s.drop(victims, true)
 	}
 }
 
@@ -328,6 +333,7 @@ func (s *Store) runGC(ratio float64) {
 			}
 			return
 		}
+		s.gcs.Add(1)
 		s.measure()
 	}
 }
@@ -343,6 +349,7 @@ func (s *Store) forceFlush() error {
 	if err := s.db.Update(func(txn *badger.Txn) error { return txn.Set(sentinel, nil) }); err != nil {
 		return err
 	}
+	s.flushes.Add(1)
 	return s.db.DropPrefix(sentinel)
 }
 

@@ -103,6 +103,8 @@ type Stats struct {
 	RAMHits          uint64
 	DiskHits         uint64
 	Misses           uint64
+	ForcedFlushes    uint64 // memtable flush + L0 compaction forced for value-log GC
+	ValueLogGCs      uint64 // value-log files rewritten and removed by GC
 }
 
 // Store is safe for concurrent use.
@@ -143,6 +145,7 @@ type Store struct {
 
 	evictions, checksumFailures, errors, rejected atomic.Uint64
 	ramHits, diskHits, misses                     atomic.Uint64
+	flushes, gcs                                  atomic.Uint64
 }
 
 // Open opens (or creates) the store in opts.Dir and rebuilds its index from
@@ -173,7 +176,7 @@ func Open(opts Options) (*Store, error) {
 		return nil, fmt.Errorf("store: %w", err)
 	}
 	log := opts.Logger.With("component", "store")
-	db, err := badger.Open(badgerOptions(opts.Dir, opts.DiskBytes, log))
+	db, err := badger.Open(badgerOptions(opts.Dir, opts.DiskBytes, opts.Logger.With("component", "badger")))
 	if err != nil {
 		return nil, fmt.Errorf("store: open badger in %s: %w", opts.Dir, err)
 	}
@@ -213,7 +216,8 @@ func Open(opts Options) (*Store, error) {
 
 // rebuildIndex indexes every chunk on disk with a key-only iteration,
 // ordered by badger version so the LRU order after a restart follows write
-// order.
+// order (chunks moved by value-log GC got a new version and count as recent;
+// reads since the last write are not remembered).
 func (s *Store) rebuildIndex() error {
 	type rec struct {
 		key       string
@@ -448,7 +452,9 @@ func (s *Store) removeLocked(e *entry) {
 // PutChunk stores a chunk on disk (and in RAM). It evicts least recently
 // used chunks to make room, the tenant's own first when the tenant is over
 // its quota, and returns ErrNoSpace when the chunk cannot be stored within
-// the disk bound. A chunk that is already stored is only touched.
+// the disk bound. A chunk that is already stored is only touched; a put
+// that races another put or a delete of the same chunk is dropped (nil).
+// data is copied; the caller may reuse it.
 func (s *Store) PutChunk(id chunk.ID, data []byte) error {
 	if err := s.enter(); err != nil {
 		return err
@@ -473,29 +479,35 @@ func (s *Store) PutChunk(id chunk.ID, data []byte) error {
 	cost := putCost(len(key), len(val))
 
 	s.mu.Lock()
-	if e := s.idx.entries[ks]; e != nil && e.size == size {
-		s.idx.touch(e)
-		if s.ram != nil {
-			s.ram.Set(ks, payload, size)
+	for {
+		e := s.idx.entries[ks]
+		if e != nil && e.size == size {
+			s.idx.touch(e)
+			if s.ram != nil {
+				s.ram.Set(ks, payload, size)
+			}
+			s.mu.Unlock()
+			return nil
 		}
+		if _, busy := s.inflight[ks]; busy {
+			s.mu.Unlock()
+			return nil // another caller is writing or deleting this very chunk
+		}
+		if e == nil {
+			break
+		}
+		// Same ID, different length (a caller bug or an ETag reused for
+		// different bytes): drop the old version first.
+		s.popLocked(e)
 		s.mu.Unlock()
-		return nil
-	}
-	if _, busy := s.inflight[ks]; busy {
-		s.mu.Unlock()
-		return nil // another caller is writing or deleting this very chunk
+		s.drop([]*entry{e}, false)
+		s.mu.Lock()
 	}
 	// Reserve first, so the tenant stays pinned and concurrent puts see
 	// the room this one takes.
 	t := s.idx.tenant(id.Tenant)
 	t.reserved += size
 	s.idx.reserved += size
-	var replaced int64
-	if e := s.idx.entries[ks]; e != nil {
-		// Same ID, different length: the new value supersedes it.
-		replaced = e.size
-		s.removeLocked(e)
-	}
 	victims, ok := s.makeRoomLocked(t, quota)
 	if ok {
 		s.inflight[ks] = struct{}{}
@@ -506,13 +518,18 @@ func (s *Store) PutChunk(id chunk.ID, data []byte) error {
 	}
 	s.mu.Unlock()
 
-	s.evict(victims)
+	s.drop(victims, true)
 	if !ok {
 		s.rejected.Add(1)
 		return fmt.Errorf("%w: chunk %s: no room within the capacity or tenant quota", ErrNoSpace, id)
 	}
 	s.notePut(len(val))
 	admitted := s.admit(cost)
+	if !admitted && s.evictForSpace(cost) {
+		// Nothing left to reclaim: displace old chunks, as a cache
+		// should, rather than refuse every put from now on.
+		admitted = s.admit(cost)
+	}
 	var err error
 	if admitted {
 		s.writeGate.RLock()
@@ -535,9 +552,6 @@ func (s *Store) PutChunk(id chunk.ID, data []byte) error {
 	delete(s.inflight, ks)
 	s.idx.dropTenantIfEmpty(t)
 	s.mu.Unlock()
-	if admitted && err == nil && replaced > 0 {
-		s.noteGarbage(replaced)
-	}
 	switch {
 	case !admitted:
 		s.rejected.Add(1)
@@ -549,7 +563,7 @@ func (s *Store) PutChunk(id chunk.ID, data []byte) error {
 	return nil
 }
 
-// popLocked unindexes e and marks it in flight for evict.
+// popLocked unindexes e and marks it in flight for drop.
 func (s *Store) popLocked(e *entry) *entry {
 	s.removeLocked(e)
 	s.inflight[e.key] = struct{}{}
@@ -560,7 +574,7 @@ func (s *Store) popLocked(e *entry) *entry {
 // fit: first the tenant's own least recently used chunks while it is over
 // its quota, then the globally least recently used ones while live bytes are
 // over the live target. ok is false if the room is held by puts in flight.
-// The victims are for evict.
+// The victims are for drop.
 func (s *Store) makeRoomLocked(t *tenantState, quota int64) (victims []*entry, ok bool) {
 	if quota > 0 {
 		for t.bytes+t.reserved > quota && t.lru.tail != nil {
@@ -576,12 +590,34 @@ func (s *Store) makeRoomLocked(t *tenantState, quota int64) (victims []*entry, o
 	return victims, s.idx.bytes+s.idx.reserved <= s.liveTarget
 }
 
-// evict deletes unindexed victims from badger.
-func (s *Store) evict(victims []*entry) {
+// evictForSpace evicts least recently used chunks worth about one
+// value-log file (at least need bytes) when the disk is at its bound with
+// nothing left to reclaim, which happens when the live target is too large
+// for the bound (or LSM and metadata grew). It reports whether it evicted.
+func (s *Store) evictForSpace(need int64) bool {
+	target := max(need, s.vlogFile)
+	var victims []*entry
+	var freed int64
+	s.mu.Lock()
+	for freed < target && s.idx.lru.tail != nil {
+		v := s.popLocked(s.idx.lru.tail)
+		victims = append(victims, v)
+		freed += v.size
+	}
+	s.mu.Unlock()
+	s.drop(victims, true)
+	return len(victims) > 0
+}
+
+// drop deletes entries unindexed by popLocked from badger and clears their
+// in-flight marks; evicted says whether to count them as evictions.
+func (s *Store) drop(victims []*entry, evicted bool) {
 	if len(victims) == 0 {
 		return
 	}
-	s.evictions.Add(uint64(len(victims)))
+	if evicted {
+		s.evictions.Add(uint64(len(victims)))
+	}
 	keys := make([][]byte, len(victims))
 	var bytes int64
 	for i, v := range victims {
@@ -592,7 +628,7 @@ func (s *Store) evict(victims []*entry) {
 		// The bytes stay on disk unaccounted until the next restart; the
 		// measured usage still covers them, so the bound holds.
 		s.errors.Add(1)
-		s.log.Error("evict chunks", "chunks", len(keys), "err", err)
+		s.log.Error("delete chunks", "chunks", len(keys), "err", err)
 	} else {
 		s.noteGarbage(bytes)
 	}
@@ -767,6 +803,8 @@ func (s *Store) Stats() Stats {
 	st.RAMHits = s.ramHits.Load()
 	st.DiskHits = s.diskHits.Load()
 	st.Misses = s.misses.Load()
+	st.ForcedFlushes = s.flushes.Load()
+	st.ValueLogGCs = s.gcs.Load()
 	return st
 }
 

@@ -1,0 +1,93 @@
+package store
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/distcache/distcache/internal/chunk"
+)
+
+// TestCorruptionOnDisk flips bytes inside the value-log files of a closed
+// store and reopens it: every read returns the original bytes or
+// ErrNotFound, never damaged bytes, and the damage is counted.
+func TestCorruptionOnDisk(t *testing.T) {
+	const n = 64 << 10
+	s := newTestStore(t)
+	var ids []chunk.ID
+	for i := range 96 { // 6 MiB: two value-log files of 4 MiB
+		id := testID(fmt.Sprintf("t%d", i%2), "b", fmt.Sprintf("k%d", i), "e", 0)
+		ids = append(ids, id)
+		mustPut(t, s, id, payload(id, n))
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	vlogs, err := filepath.Glob(filepath.Join(s.opts.Dir, "*.vlog"))
+	if err != nil || len(vlogs) < 2 {
+		t.Fatalf("value-log files: %v, %v; want at least 2", vlogs, err)
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	for _, f := range vlogs {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		const header = 20 // badger's vlog file header (key id, IV)
+		if len(b) <= header {
+			continue
+		}
+		for range 12 {
+			b[header+rng.IntN(len(b)-header)] ^= byte(1 + rng.IntN(255))
+		}
+		if err := os.WriteFile(f, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	s2, err := Open(s.opts)
+	if err != nil {
+		t.Fatalf("reopen after corruption: %v", err)
+	}
+	t.Cleanup(func() { _ = s2.Close() })
+	var good, bad int
+	lost := map[chunk.ID]bool{}
+	for _, id := range ids {
+		got, _, err := s2.GetChunk(id)
+		switch {
+		case err == nil:
+			if !bytes.Equal(got, payload(id, n)) {
+				t.Fatalf("GetChunk(%v) returned damaged bytes", id)
+			}
+			good++
+		case errors.Is(err, ErrNotFound):
+			bad++
+			lost[id] = true
+		default:
+			t.Fatalf("GetChunk(%v): %v, want the bytes or ErrNotFound", id, err)
+		}
+	}
+	st := s2.Stats()
+	t.Logf("%d chunks intact, %d detected as damaged; %d checksum failures", good, bad, st.ChecksumFailures)
+	if bad == 0 || st.ChecksumFailures == 0 {
+		t.Fatalf("no damage detected (%d lost, %d checksum failures)", bad, st.ChecksumFailures)
+	}
+	if good == 0 {
+		t.Fatal("no chunk survived: the test damaged too much to say anything")
+	}
+	// Damaged entries were deleted; intact ones are now served from RAM.
+	for _, id := range ids {
+		if lost[id] {
+			wantMiss(t, s2, id)
+		} else {
+			wantChunk(t, s2, id, payload(id, n), "")
+		}
+	}
+	if st := s2.Stats(); st.Chunks != int64(good) {
+		t.Errorf("%d chunks indexed, want the %d intact ones", st.Chunks, good)
+	}
+}
