@@ -1,0 +1,346 @@
+package ring
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// waitTimeout bounds every wait. It is generous on purpose: tests wait for
+// behaviour and never assert on timing.
+const waitTimeout = 20 * time.Second
+
+func TestHolder(t *testing.T) {
+	var h Holder
+	if h.Load() != nil {
+		t.Fatal("zero Holder not empty")
+	}
+	ch := h.Changed()
+	r1 := mustNew(t, specOf(1, members(3)))
+	if !h.StoreIfNewer(r1) || h.Load() != r1 {
+		t.Fatal("StoreIfNewer into an empty holder did not store")
+	}
+	select {
+	case <-ch:
+	default:
+		t.Fatal("Changed not closed by a store")
+	}
+
+	ch = h.Changed()
+	if h.Changed() != ch {
+		t.Error("Changed returned two channels without a store in between")
+	}
+	for _, epoch := range []int64{0, 1} {
+		if h.StoreIfNewer(mustNew(t, specOf(epoch, members(4)))) || h.Load() != r1 {
+			t.Errorf("StoreIfNewer stored epoch %d over epoch 1", epoch)
+		}
+	}
+	select {
+	case <-ch:
+		t.Fatal("Changed closed without a store")
+	default:
+	}
+
+	r0 := mustNew(t, specOf(0, members(2)))
+	h.Store(r0) // Store does not look at epochs
+	if h.Load() != r0 {
+		t.Error("Store did not store")
+	}
+	select {
+	case <-ch:
+	default:
+		t.Fatal("Changed not closed by Store")
+	}
+}
+
+func TestHolderConcurrent(t *testing.T) {
+	var rings []*Ring
+	for epoch := range int64(50) {
+		rings = append(rings, mustNew(t, specOf(epoch, members(3))))
+	}
+	var h Holder
+	h.Store(rings[0])
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			for epoch, r := range rings {
+				ch := h.Changed()
+				_ = h.Load().Owner(testIDs()[epoch])
+				h.StoreIfNewer(r)
+				select {
+				case <-ch:
+				default:
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if h.Load().Epoch() != 49 {
+		t.Errorf("epoch %d after concurrent stores, want 49", h.Load().Epoch())
+	}
+}
+
+func ringJSON(t *testing.T, epoch int64, n int) []byte {
+	t.Helper()
+	data, err := json.Marshal(specOf(epoch, members(n)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
+}
+
+func writeFile(t *testing.T, path string, data []byte) {
+	t.Helper()
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// syncBuffer is a goroutine-safe log sink.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// startWatch runs WatchFile until the test ends and checks that it then
+// returns nil.
+func startWatch(t *testing.T, path string, h *Holder) *syncBuffer {
+	t.Helper()
+	logs := &syncBuffer{}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	logger := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	go func() { done <- WatchFile(ctx, path, h, logger) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("WatchFile returned %v", err)
+			}
+		case <-time.After(waitTimeout):
+			t.Error("WatchFile did not return after its context was canceled")
+		}
+	})
+	return logs
+}
+
+// waitFor polls cond until it holds or waitTimeout passes.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(waitTimeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func epochIs(h *Holder, epoch int64) func() bool {
+	return func() bool { r := h.Load(); return r != nil && r.Epoch() == epoch }
+}
+
+func TestLoadFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "ring.json")
+	if _, err := LoadFile(path); err == nil || !strings.Contains(err.Error(), "no such file") {
+		t.Errorf("LoadFile of a missing file: %v", err)
+	}
+	writeFile(t, path, []byte(`{"epoch":1}`))
+	if _, err := LoadFile(path); err == nil || !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), "hash.algorithm") {
+		t.Errorf("LoadFile of an invalid file: %v", err)
+	}
+	writeFile(t, path, ringJSON(t, 4, 3))
+	r, err := LoadFile(path)
+	if err != nil || r.Epoch() != 4 || len(r.Members()) != 3 {
+		t.Fatalf("LoadFile = %v, %v", r, err)
+	}
+}
+
+func TestWatchFileLoadsAndFollowsRenames(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "ring.json")
+	writeFile(t, path, ringJSON(t, 1, 3))
+	var h Holder
+	startWatch(t, path, &h)
+	waitFor(t, "the initial load", epochIs(&h, 1))
+
+	for epoch := int64(2); epoch <= 3; epoch++ {
+		tmp := filepath.Join(dir, fmt.Sprintf(".ring.json.tmp%d", epoch))
+		writeFile(t, tmp, ringJSON(t, epoch, int(epoch)+2))
+		if err := os.Rename(tmp, path); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, fmt.Sprintf("epoch %d", epoch), epochIs(&h, epoch))
+		if n := len(h.Load().Members()); n != int(epoch)+2 {
+			t.Errorf("epoch %d has %d members, want %d", epoch, n, epoch+2)
+		}
+	}
+
+	// In-place rewrite too.
+	writeFile(t, path, ringJSON(t, 4, 3))
+	waitFor(t, "epoch 4", epochIs(&h, 4))
+}
+
+// kubeConfigMapDir mimics how the kubelet publishes a mounted ConfigMap:
+// files in a timestamped directory, a ..data symlink to it, and
+// user-visible symlinks through ..data. An update writes a new timestamped
+// directory, swaps ..data atomically (symlink + rename) and removes the old
+// directory.
+type kubeConfigMapDir struct {
+	t   *testing.T
+	dir string
+	gen int
+	cur string
+}
+
+func (k *kubeConfigMapDir) publish(files map[string][]byte) {
+	t := k.t
+	k.gen++
+	ts := fmt.Sprintf("..2026_01_02_03_04_%02d.%09d", k.gen, k.gen)
+	if err := os.Mkdir(filepath.Join(k.dir, ts), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for name, data := range files {
+		writeFile(t, filepath.Join(k.dir, ts, name), data)
+	}
+	tmp := filepath.Join(k.dir, "..data_tmp")
+	if err := os.Symlink(ts, tmp); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, filepath.Join(k.dir, "..data")); err != nil {
+		t.Fatal(err)
+	}
+	if k.cur == "" {
+		for name := range files {
+			if err := os.Symlink(filepath.Join("..data", name), filepath.Join(k.dir, name)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	} else if err := os.RemoveAll(filepath.Join(k.dir, k.cur)); err != nil {
+		t.Fatal(err)
+	}
+	k.cur = ts
+}
+
+func TestWatchFileKubernetesSymlinkSwap(t *testing.T) {
+	k := &kubeConfigMapDir{t: t, dir: t.TempDir()}
+	k.publish(map[string][]byte{"ring.json": ringJSON(t, 1, 3)})
+	path := filepath.Join(k.dir, "ring.json")
+	r, err := LoadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var h Holder
+	h.Store(r)
+	startWatch(t, path, &h)
+
+	for epoch := int64(2); epoch <= 4; epoch++ {
+		ch := h.Changed()
+		k.publish(map[string][]byte{"ring.json": ringJSON(t, epoch, int(epoch)+2)})
+		select {
+		case <-ch:
+		case <-time.After(waitTimeout):
+			t.Fatalf("no change notification for epoch %d", epoch)
+		}
+		waitFor(t, fmt.Sprintf("epoch %d", epoch), epochIs(&h, epoch))
+	}
+}
+
+func TestWatchFileKeepsRingOnInvalidContent(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "ring.json")
+	writeFile(t, path, ringJSON(t, 1, 3))
+	var h Holder
+	logs := startWatch(t, path, &h)
+	waitFor(t, "the initial load", epochIs(&h, 1))
+	before := h.Load()
+
+	writeFile(t, path, []byte(`{"epoch":2,"hash":{"algorithm":"rendezvous-xxhash64"},"members":[{"name":"cache-a-0","address":"a:1","weight":0}]}`))
+	waitFor(t, "the invalid file to be reported", func() bool { return strings.Contains(logs.String(), "ring file invalid") })
+	if h.Load() != before {
+		t.Errorf("ring replaced by an invalid file: epoch %d", h.Load().Epoch())
+	}
+	if !strings.Contains(logs.String(), "members[0].weight: must be > 0") {
+		t.Errorf("failure logged without its reason: %s", logs.String())
+	}
+
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the missing file to be reported", func() bool { return strings.Contains(logs.String(), "ring file unreadable") })
+	if h.Load() != before {
+		t.Error("ring replaced after the file was removed")
+	}
+
+	writeFile(t, path, ringJSON(t, 2, 4))
+	waitFor(t, "epoch 2", epochIs(&h, 2))
+}
+
+func TestWatchFileIgnoresEpochRegression(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "ring.json")
+	writeFile(t, path, ringJSON(t, 5, 3))
+	var h Holder
+	logs := startWatch(t, path, &h)
+	waitFor(t, "the initial load", epochIs(&h, 5))
+	inForce := h.Load()
+	ignored := func(n int) func() bool {
+		return func() bool { return strings.Count(logs.String(), "is not higher than the ring in force") == n }
+	}
+
+	// A lower epoch.
+	writeFile(t, path, ringJSON(t, 4, 6))
+	waitFor(t, "epoch 4 to be ignored", ignored(1))
+	// The same epoch with other members.
+	writeFile(t, path, ringJSON(t, 5, 7))
+	waitFor(t, "a different epoch 5 to be ignored", ignored(2))
+	if h.Load() != inForce {
+		t.Fatalf("ring replaced by epoch %d with %d members", h.Load().Epoch(), len(h.Load().Members()))
+	}
+	if !strings.Contains(logs.String(), "fileEpoch=4 epoch=5") || !strings.Contains(logs.String(), "fileEpoch=5 epoch=5") {
+		t.Errorf("regressions logged without their epochs: %s", logs.String())
+	}
+
+	// The ring in force written again, reformatted: same content, no warning.
+	spec := inForce.Spec()
+	data, err := json.MarshalIndent(&spec, "", "    ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, path, data)
+	waitFor(t, "the rewrite to be seen", func() bool { return strings.Contains(logs.String(), "ring file rewritten with the ring in force") })
+	if !ignored(2)() || h.Load() != inForce {
+		t.Errorf("the ring in force rewritten was reported as a regression or replaced the ring: %s", logs.String())
+	}
+
+	// A higher epoch is taken.
+	writeFile(t, path, ringJSON(t, 6, 4))
+	waitFor(t, "epoch 6", epochIs(&h, 6))
+}
+
+func TestWatchFileBadDirectory(t *testing.T) {
+	err := WatchFile(t.Context(), filepath.Join(t.TempDir(), "missing", "ring.json"), new(Holder), nil)
+	if err == nil {
+		t.Fatal("WatchFile of a file in a missing directory succeeded")
+	}
+}
