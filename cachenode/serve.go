@@ -22,6 +22,7 @@ import (
 	"github.com/distcache/distcache/internal/metrics"
 	"github.com/distcache/distcache/internal/node"
 	"github.com/distcache/distcache/internal/pki"
+	"github.com/distcache/distcache/internal/ring"
 	"github.com/distcache/distcache/internal/s3backend"
 	"github.com/distcache/distcache/internal/store"
 	"github.com/distcache/distcache/internal/tenancy"
@@ -45,6 +46,9 @@ type serveFlags struct {
 	s3Timeout                      time.Duration
 	logLevel                       string
 	shutdownGrace                  time.Duration
+	ringFile, nodeName             string
+	peerCert, peerKey              string
+	candidates                     int
 }
 
 func parseServeFlags(args []string) (*serveFlags, error) {
@@ -70,6 +74,11 @@ func parseServeFlags(args []string) (*serveFlags, error) {
 	fs.IntVar(&f.s3MaxAttempts, "s3-max-attempts", 4, "attempts per S3 request (retries back off with jitter)")
 	fs.DurationVar(&f.s3Timeout, "s3-timeout", 30*time.Second, "timeout of one S3 request")
 	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
+	fs.StringVar(&f.ringFile, "ring-file", "", "ring document (JSON, docs/ring.md); watched. Empty: run alone")
+	fs.StringVar(&f.nodeName, "node-name", os.Getenv("POD_NAME"), "this node's member name in the ring (default $POD_NAME)")
+	fs.StringVar(&f.peerCert, "peer-cert", "", "certificate with this node's peer identity for calls to other nodes (default --tls-cert)")
+	fs.StringVar(&f.peerKey, "peer-key", "", "key of --peer-cert (default --tls-key)")
+	fs.IntVar(&f.candidates, "candidates", 3, "members tried, owner first, before a node reads S3 itself")
 	fs.DurationVar(&f.shutdownGrace, "shutdown-grace", 20*time.Second, "time to finish in-flight requests on SIGTERM")
 	if err := applyEnv(fs, "DISTCACHE_"); err != nil {
 		return nil, err
@@ -81,6 +90,12 @@ func parseServeFlags(args []string) (*serveFlags, error) {
 		if v == "" {
 			return nil, fmt.Errorf("--%s is required", name)
 		}
+	}
+	if f.ringFile != "" && f.nodeName == "" {
+		return nil, errors.New("--ring-file needs --node-name (or $POD_NAME)")
+	}
+	if f.peerCert == "" {
+		f.peerCert, f.peerKey = f.tlsCert, f.tlsKey
 	}
 	if f.chunkSize < 64<<10 || f.chunkSize > 64<<20 {
 		return nil, fmt.Errorf("--chunk-size %s is outside 64Ki..64Mi", f.chunkSize)
@@ -133,10 +148,25 @@ func runServe(args []string) error {
 	if err != nil {
 		return fmt.Errorf("S3 backend: %w", err)
 	}
-	srv, err := node.New(node.Config{
+	cfg := node.Config{
 		ChunkSize: int64(f.chunkSize), MetaTTL: f.metaTTL, Immutable: f.immutable,
 		WriteCacheBytes: int64(f.writeCacheBytes),
-	}, st, be, tenants, m, log)
+	}
+	if f.ringFile != "" {
+		if cfg.Ring, err = watchRing(ctx, f.ringFile, m, log); err != nil {
+			return err
+		}
+		peerTLS, err := pki.ClientTLSConfig(f.peerCert, f.peerKey, f.clientCA)
+		if err != nil {
+			return fmt.Errorf("peer TLS: %w", err)
+		}
+		cfg.Self, cfg.Candidates = f.nodeName, f.candidates
+		cfg.Peers = &node.Peers{Client: &http.Client{Transport: &http.Transport{
+			TLSClientConfig: peerTLS, MaxIdleConnsPerHost: 64, IdleConnTimeout: 90 * time.Second,
+			DialContext: (&net.Dialer{Timeout: 2 * time.Second}).DialContext,
+		}}}
+	}
+	srv, err := node.New(cfg, st, be, tenants, m, log)
 	if err != nil {
 		return err
 	}
@@ -213,4 +243,33 @@ func newLogger(level string) *slog.Logger {
 		l = slog.LevelInfo
 	}
 	return slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: l}))
+}
+
+// watchRing loads the ring file and keeps the node's ring current with it.
+func watchRing(ctx context.Context, path string, m *metrics.Node, log *slog.Logger) (*ring.Holder, error) {
+	r, err := ring.LoadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("ring: %w", err)
+	}
+	h := &ring.Holder{}
+	h.Store(r)
+	m.RingEpoch.Set(float64(r.Epoch()))
+	go func() {
+		if err := ring.WatchFile(ctx, path, h, log); err != nil && ctx.Err() == nil {
+			log.Error("ring watch stopped", "err", err)
+		}
+	}()
+	go func() {
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-h.Changed():
+				r := h.Load()
+				m.RingEpoch.Set(float64(r.Epoch()))
+				log.Info("ring changed", "epoch", r.Epoch(), "members", len(r.Members()))
+			}
+		}
+	}()
+	return h, nil
 }

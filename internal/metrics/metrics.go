@@ -17,6 +17,10 @@ const (
 	ResultHitDisk = "hit_disk"
 	ResultMiss    = "miss"
 	ResultError   = "error"
+	// ResultForwarded is a chunk this node does not own, served by asking
+	// its owner; the owner counts the hit or miss, so cluster hit ratios
+	// leave forwarded reads out.
+	ResultForwarded = "forwarded"
 )
 
 // Node holds a cache node's request-path metrics.
@@ -31,6 +35,8 @@ type Node struct {
 	SingleflightJoins prometheus.Counter
 	StoreFailures     *prometheus.CounterVec
 	MetaRevalidations *prometheus.CounterVec
+	PeerRequests      *prometheus.CounterVec
+	RingEpoch         prometheus.Gauge
 }
 
 // latencyBuckets span a RAM hit (tens of microseconds) to a slow S3 miss.
@@ -83,8 +89,16 @@ func NewNode(reg prometheus.Registerer) *Node {
 			Namespace: namespace, Name: "metadata_revalidations_total",
 			Help: "Object metadata revalidations against S3 by outcome (unchanged, changed, stale_served, error).",
 		}, []string{"outcome"}),
+		PeerRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace, Name: "peer_requests_total",
+			Help: "Requests to other cache nodes by kind (forward: to a chunk's owner; handoff: to its owner of the previous ring epoch) and result (ok, miss, changed, error, unreachable, skipped_down).",
+		}, []string{"kind", "result"}),
+		RingEpoch: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: namespace, Name: "ring_epoch",
+			Help: "Epoch of the ring this node routes by (0 when it runs alone).",
+		}),
 	}
-	reg.MustRegister(m.Requests, m.ResponseBytes, m.RequestDuration, m.ChunkReads, m.S3Requests,
+	reg.MustRegister(m.PeerRequests, m.RingEpoch, m.Requests, m.ResponseBytes, m.RequestDuration, m.ChunkReads, m.S3Requests,
 		m.S3Duration, m.S3Retries, m.SingleflightJoins, m.StoreFailures, m.MetaRevalidations)
 	return m
 }

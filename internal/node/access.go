@@ -16,6 +16,13 @@ const HeaderTenant = "X-Distcache-Tenant"
 type caller struct {
 	tenant *tenancy.Tenant
 	creds  s3backend.Credentials
+	// hop: another node sent this; serve it here, never forward again.
+	hop bool
+	// localOnly: answer from this node's store only (handoff probe).
+	localOnly bool
+	// peer: the request comes from another node (trusted for hints such
+	// as the object size of a pinned version).
+	peer bool
 }
 
 // authorize resolves the tenant from the verified client identity and checks
@@ -46,7 +53,8 @@ func (s *Server) authorize(r *http.Request, bucket string) (caller, *apiError) {
 	if !t.AllowsBucket(bucket) {
 		return caller{}, newError(http.StatusForbidden, CodeAccessDenied, "bucket "+bucket+" is not allowed for tenant "+name)
 	}
-	c := caller{tenant: t}
+	c := caller{tenant: t, hop: r.Header.Get(HeaderHop) != "", localOnly: r.Header.Get(HeaderLocalOnly) != "",
+		peer: id.Kind == pki.KindPeer}
 	if t.Credentials != nil {
 		c.creds = s3backend.Credentials{
 			AccessKeyID:     t.Credentials.AccessKeyID,

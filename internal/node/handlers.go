@@ -89,7 +89,7 @@ func (s *Server) getChunk(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, opGetChunk, tenant, q.start, newError(http.StatusBadRequest, CodeBadRequest, "chunk must be a non-negative integer"))
 		return
 	}
-	m, data, result, err := s.readVersion(r.Context(), q.caller, q.obj, r.URL.Query().Get("etag"), idx)
+	m, data, result, err := s.readPinned(r, q, idx)
 	if err != nil {
 		s.countChunk(tenant, metrics.ResultError)
 		s.fail(w, opGetChunk, tenant, q.start, asAPIError(err))
@@ -103,7 +103,11 @@ func (s *Server) getChunk(w http.ResponseWriter, r *http.Request) {
 	}
 	body := data
 	h := w.Header()
-	setMetaHeaders(h, m)
+	if m.Size >= 0 {
+		setMetaHeaders(h, m)
+	} else {
+		h.Set("ETag", m.ETag) // a pinned hit: the version is known, the rest was not needed
+	}
 	h.Set(HeaderChunkSize, strconv.FormatInt(s.cfg.ChunkSize, 10))
 	h.Set(HeaderCache, result)
 	h.Set("Content-Type", "application/octet-stream")
@@ -117,6 +121,27 @@ func (s *Server) getChunk(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(status)
 	n, _ := w.Write(body)
 	s.observe(opGetChunk, tenant, result, n, q.start)
+}
+
+// readPinned reads one chunk. A read pinned to an ETag (as gateways and
+// peers send) is answered from the store without resolving metadata when the
+// chunk is there; a peer also passes the object size, so even its misses
+// need no HEAD. Size -1 in the returned Meta means metadata was not needed.
+func (s *Server) readPinned(r *http.Request, q request, idx int64) (chunk.Meta, []byte, string, error) {
+	pinned := r.URL.Query().Get("etag")
+	if pinned == "" {
+		return s.readVersion(r.Context(), q.caller, q.obj, "", idx)
+	}
+	id := chunk.ID{Object: q.obj, ETag: pinned, Size: s.cfg.ChunkSize, Index: idx}
+	if data, tier, err := s.lookup(id); err == nil {
+		return chunk.Meta{Size: -1, ETag: pinned}, data, hitResult(tier), nil
+	}
+	if size, err := strconv.ParseInt(r.URL.Query().Get("size"), 10, 64); err == nil && q.peer && size >= 0 {
+		m := chunk.Meta{Size: size, ETag: pinned}
+		data, result, err := s.readChunk(r.Context(), q.caller, q.obj, m, idx)
+		return m, data, result, err
+	}
+	return s.readVersion(r.Context(), q.caller, q.obj, pinned, idx)
 }
 
 // getObject streams a whole object (or a Range of it) chunk by chunk, for
@@ -324,4 +349,16 @@ func (s *Server) handleDelete(w http.ResponseWriter, r *http.Request) {
 	s.invalidate(q.obj)
 	w.WriteHeader(http.StatusNoContent)
 	s.observe(opDelete, q.tenant.Name, metrics.ResultMiss, 0, q.start)
+}
+
+// handleRing serves the ring this node routes by, so gateways and clients
+// can route to owners directly and refresh when the epoch changes.
+func (s *Server) handleRing(w http.ResponseWriter, r *http.Request) {
+	rg := s.currentRing()
+	if rg == nil {
+		writeError(w, newError(http.StatusNotFound, "NoRing", "this node runs alone, without a ring"))
+		return
+	}
+	w.Header().Set("X-Distcache-Ring-Epoch", strconv.FormatInt(rg.Epoch(), 10))
+	writeJSON(w, http.StatusOK, rg)
 }

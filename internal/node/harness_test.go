@@ -53,6 +53,7 @@ type options struct {
 	tenantsYAML         string
 	s3Attempts          int
 	s3Timeout           time.Duration
+	noNode              bool // cluster tests start their own nodes
 }
 
 // harness runs one cache node over real mTLS against a real MinIO, with a
@@ -140,8 +141,10 @@ func newHarness(t testing.TB, opts options) *harness {
 		RequestTimeout: opts.s3Timeout, PartSize: 5 << 20, Observer: h.metrics,
 	})
 	must(t, err)
-	h.startNode()
-	t.Cleanup(h.stopNode)
+	if !opts.noNode {
+		h.startNode()
+		t.Cleanup(h.stopNode)
+	}
 	return h
 }
 

@@ -7,6 +7,7 @@ import (
 
 	"github.com/distcache/distcache/internal/chunk"
 	"github.com/distcache/distcache/internal/metrics"
+	"github.com/distcache/distcache/internal/ring"
 	"github.com/distcache/distcache/internal/s3backend"
 	"github.com/distcache/distcache/internal/store"
 )
@@ -68,7 +69,8 @@ func (s *Server) meta(ctx context.Context, c caller, o chunk.Object, force bool)
 }
 
 // readChunk returns chunk idx of the object version m, and which tier (or a
-// miss) answered. The payload must not be modified.
+// miss, or the owner when forwarded) answered. The payload must not be
+// modified.
 func (s *Server) readChunk(ctx context.Context, c caller, o chunk.Object, m chunk.Meta, idx int64) ([]byte, string, error) {
 	off, length, ok := chunk.Bounds(m.Size, s.cfg.ChunkSize, idx)
 	if !ok {
@@ -79,6 +81,17 @@ func (s *Server) readChunk(ctx context.Context, c caller, o chunk.Object, m chun
 	if data, tier, err := s.lookup(id); err == nil {
 		return data, hitResult(tier), nil
 	}
+	if c.localOnly {
+		return nil, metrics.ResultMiss, newError(http.StatusNotFound, CodeNotCached, "chunk not cached on this node")
+	}
+	r := s.currentRing()
+	if r != nil && !c.hop && r.Owner(id).Name != s.cfg.Self {
+		if data, forwarded, err := s.forward(ctx, r, c, id, m.Size); forwarded {
+			return data, metrics.ResultForwarded, err
+		}
+		// No owner could answer: read S3 here, so a read never fails
+		// because members are down.
+	}
 	ran := false
 	v, err, _ := s.chunks.Do(id.String(), func() (any, error) {
 		ran = true
@@ -86,12 +99,21 @@ func (s *Server) readChunk(ctx context.Context, c caller, o chunk.Object, m chun
 		if data, _, err := s.lookup(id); err == nil {
 			return data, nil
 		}
-		data, err := s.s3.GetRange(context.WithoutCancel(ctx), c.creds, o.Bucket, o.Key, m.ETag, off, length)
-		if err != nil {
-			return nil, err
+		bg := context.WithoutCancel(ctx)
+		data, handedOff := []byte(nil), false
+		if r != nil {
+			data, handedOff = s.fromPrevious(bg, r, c, id, m.Size)
 		}
-		if err := s.store.PutChunk(id, data); err != nil {
-			s.storeFailed("put_chunk", err) // still serve it: pass-through
+		if !handedOff {
+			var err error
+			if data, err = s.s3.GetRange(bg, c.creds, o.Bucket, o.Key, m.ETag, off, length); err != nil {
+				return nil, err
+			}
+		}
+		if s.shouldStore(r, id) {
+			if err := s.store.PutChunk(id, data); err != nil {
+				s.storeFailed("put_chunk", err) // still serve it: pass-through
+			}
 		}
 		return data, nil
 	})
@@ -102,6 +124,42 @@ func (s *Server) readChunk(ctx context.Context, c caller, o chunk.Object, m chun
 		return nil, metrics.ResultError, err
 	}
 	return v.([]byte), metrics.ResultMiss, nil
+}
+
+// forward reads a chunk this node does not own from its owner (or the next
+// candidates). Concurrent reads of one chunk make one forwarded request.
+// forwarded=false means no member answered.
+func (s *Server) forward(ctx context.Context, r *ring.Ring, c caller, id chunk.ID, objectSize int64) (data []byte, forwarded bool, err error) {
+	type result struct {
+		data []byte
+		ok   bool
+	}
+	ran := false
+	v, err, _ := s.chunks.Do("forward "+id.String(), func() (any, error) {
+		ran = true
+		data, ok, err := s.fromOwners(context.WithoutCancel(ctx), r, c, id, objectSize)
+		return result{data, ok}, err
+	})
+	if !ran {
+		s.metrics.SingleflightJoins.Inc()
+	}
+	res, _ := v.(result)
+	return res.data, res.ok, err
+}
+
+// shouldStore keeps chunks on the members that serve them: the owner and the
+// next candidates (which take over when the owner is down), not every node
+// a read happened to pass through.
+func (s *Server) shouldStore(r *ring.Ring, id chunk.ID) bool {
+	if r == nil {
+		return true
+	}
+	for _, m := range r.Candidates(id, s.cfg.Candidates) {
+		if m.Name == s.cfg.Self {
+			return true
+		}
+	}
+	return false
 }
 
 // lookup reads the local store; store errors count and read as a miss.

@@ -17,6 +17,7 @@ import (
 	"github.com/distcache/distcache/internal/chunk"
 	"github.com/distcache/distcache/internal/metrics"
 	"github.com/distcache/distcache/internal/pki"
+	"github.com/distcache/distcache/internal/ring"
 	"github.com/distcache/distcache/internal/s3backend"
 	"github.com/distcache/distcache/internal/store"
 	"github.com/distcache/distcache/internal/tenancy"
@@ -61,6 +62,18 @@ type Config struct {
 	WriteCacheBytes int64
 	// Now is the clock (tests move it past the TTL); defaults to time.Now.
 	Now func() time.Time
+
+	// Ring, when set, makes this node one member of a cache: chunks it does
+	// not own are read from their owner, and after a ring change the new
+	// owner asks the previous one before S3. Nil runs the node alone.
+	Ring *ring.Holder
+	// Self is this node's member name in the ring.
+	Self string
+	// Peers reaches the other members (required with Ring).
+	Peers *Peers
+	// Candidates is how many members are tried, owner first, before a
+	// node reads S3 itself (default 3).
+	Candidates int
 }
 
 // Server serves the node API. Create it with New and mount Handler behind a
@@ -75,6 +88,15 @@ type Server struct {
 
 	chunks singleflight.Group
 	metas  singleflight.Group
+	peers  *Peers
+}
+
+// currentRing is the ring in force, or nil when the node runs alone.
+func (s *Server) currentRing() *ring.Ring {
+	if s.cfg.Ring == nil {
+		return nil
+	}
+	return s.cfg.Ring.Load()
 }
 
 // New wires a Server. All dependencies are required.
@@ -88,7 +110,21 @@ func New(cfg Config, st Store, be Backend, tenants Tenants, m *metrics.Node, log
 	if cfg.WriteCacheBytes == 0 {
 		cfg.WriteCacheBytes = 64 << 20
 	}
-	return &Server{cfg: cfg, store: st, s3: be, tenants: tenants, metrics: m, log: log}, nil
+	if cfg.Ring != nil {
+		if cfg.Self == "" || cfg.Peers == nil || cfg.Peers.Client == nil {
+			return nil, errors.New("node: a ring needs Self and Peers")
+		}
+		if cfg.Candidates <= 0 {
+			cfg.Candidates = 3
+		}
+		if cfg.Peers.Timeout <= 0 {
+			cfg.Peers.Timeout = 10 * time.Second
+		}
+		if cfg.Peers.DownFor <= 0 {
+			cfg.Peers.DownFor = 5 * time.Second
+		}
+	}
+	return &Server{cfg: cfg, store: st, s3: be, tenants: tenants, metrics: m, log: log, peers: cfg.Peers}, nil
 }
 
 // Handler is the node API; every route needs a verified client identity.
@@ -99,6 +135,7 @@ func New(cfg Config, st Store, be Backend, tenants Tenants, m *metrics.Node, log
 //	GET    /v1/meta/{bucket}/{key...}                      metadata as JSON
 //	PUT    /v1/objects/{bucket}/{key...}                   write-through
 //	DELETE /v1/objects/{bucket}/{key...}                   delete in S3, then invalidate
+//	GET    /v1/ring                                        the ring this node routes by
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /v1/objects/{bucket}/{key...}", s.handleGet)
@@ -106,5 +143,6 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /v1/meta/{bucket}/{key...}", s.handleMeta)
 	mux.HandleFunc("PUT /v1/objects/{bucket}/{key...}", s.handlePut)
 	mux.HandleFunc("DELETE /v1/objects/{bucket}/{key...}", s.handleDelete)
+	mux.HandleFunc("GET /v1/ring", s.handleRing)
 	return pki.Middleware(mux)
 }

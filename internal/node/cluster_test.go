@@ -1,0 +1,296 @@
+package node_test
+
+import (
+	"bytes"
+	"crypto/tls"
+	"fmt"
+	"io"
+	"log"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/distcache/distcache/internal/chunk"
+	"github.com/distcache/distcache/internal/metrics"
+	"github.com/distcache/distcache/internal/node"
+	"github.com/distcache/distcache/internal/pki"
+	"github.com/distcache/distcache/internal/ring"
+	"github.com/distcache/distcache/internal/store"
+)
+
+// member is one cache node of a loopback cluster.
+type member struct {
+	name    string
+	addr    string
+	store   *store.Store
+	server  *http.Server
+	reg     *prometheus.Registry
+	metrics *metrics.Node
+	ring    *ring.Holder
+}
+
+// cluster runs several nodes sharing one MinIO (behind the counting proxy),
+// one CA and one tenants file, each with its own store and ring holder.
+type cluster struct {
+	*harness
+	members []*member
+	epoch   int64
+}
+
+func newCluster(t *testing.T, n int) *cluster {
+	h := newHarness(t, options{noNode: true, immutable: true})
+	c := &cluster{harness: h}
+	for i := 0; i < n; i++ {
+		c.add()
+	}
+	c.publish(false)
+	return c
+}
+
+// add starts one more node (not yet in the ring: call publish).
+func (c *cluster) add() *member {
+	t := c.t
+	name := fmt.Sprintf("cache-%d", len(c.members))
+	m := &member{name: name, reg: prometheus.NewRegistry(), ring: &ring.Holder{}}
+	m.metrics = metrics.NewNode(m.reg)
+	var err error
+	m.store, err = store.Open(store.Options{Dir: filepath.Join(c.dir, name), DiskBytes: 256 << 20, RAMBytes: 64 << 20,
+		Logger: slog.New(slog.DiscardHandler)})
+	must(t, err)
+	peerLeaf, err := c.ca.IssueClient(pki.Identity{Kind: pki.KindPeer, Name: name}, time.Hour)
+	must(t, err)
+	must(t, pki.WriteFiles(c.dir, "peer-"+name, peerLeaf))
+	peerTLS, err := pki.ClientTLSConfig(filepath.Join(c.dir, "peer-"+name+".crt"), filepath.Join(c.dir, "peer-"+name+".key"), c.serverCA)
+	must(t, err)
+	peers := &node.Peers{Client: &http.Client{Transport: &http.Transport{TLSClientConfig: peerTLS,
+		DialContext: (&net.Dialer{Timeout: time.Second}).DialContext}}, Timeout: 5 * time.Second}
+	srv, err := node.New(node.Config{ChunkSize: testChunk, Immutable: true, Now: c.clock.Now,
+		Ring: m.ring, Self: name, Peers: peers}, m.store, c.backend, c.tenants, m.metrics, slog.New(slog.DiscardHandler))
+	must(t, err)
+	tlsConfig, err := pki.ServerTLSConfig(filepath.Join(c.dir, "server.crt"), filepath.Join(c.dir, "server.key"), c.serverCA)
+	must(t, err)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	must(t, err)
+	m.addr = ln.Addr().String()
+	m.server = &http.Server{Handler: srv.Handler(), TLSConfig: tlsConfig, ErrorLog: log.New(io.Discard, "", 0),
+		TLSNextProto: map[string]func(*http.Server, *tls.Conn, http.Handler){}}
+	go func() { _ = m.server.Serve(tls.NewListener(ln, tlsConfig)) }()
+	t.Cleanup(func() { _ = m.server.Close(); _ = m.store.Close() })
+	c.members = append(c.members, m)
+	return m
+}
+
+// publish gives every node a new ring epoch with all members; withPrevious
+// carries the membership of the epoch before (warm handoff).
+func (c *cluster) publish(withPrevious bool) *ring.Ring {
+	var prev *ring.Ring
+	if withPrevious {
+		prev = c.members[0].ring.Load()
+	}
+	c.epoch++
+	spec := ring.Spec{Epoch: c.epoch, Zone: "test", Hash: ring.HashParams{Algorithm: ring.AlgorithmRendezvousXXHash64}}
+	for i, m := range c.members {
+		spec.Members = append(spec.Members, ring.Member{Name: m.name, Address: m.addr, Ordinal: i, Weight: 100, State: ring.StateActive})
+	}
+	if prev != nil {
+		spec.Previous = &ring.PreviousRing{Epoch: prev.Epoch(), Members: prev.Members()}
+	}
+	r, err := ring.New(spec)
+	must(c.t, err)
+	for _, m := range c.members {
+		m.ring.Store(r)
+	}
+	return r
+}
+
+func (c *cluster) objectURL(m *member, bucket, key, query string) string {
+	u := fmt.Sprintf("https://%s/v1/objects/%s/%s", m.addr, bucket, key)
+	if query != "" {
+		u += "?" + query
+	}
+	return u
+}
+
+func (c *cluster) read(cl *http.Client, m *member, bucket, key string) response {
+	c.t.Helper()
+	return c.do(cl, http.MethodGet, c.objectURL(m, bucket, key, ""), nil, nil)
+}
+
+// holds reports whether m has the chunk on disk or in RAM.
+func holds(m *member, id chunk.ID) bool {
+	_, _, err := m.store.GetChunk(id)
+	return err == nil
+}
+
+func TestClusterReadsThroughAnyNodeAreByteExactAndStoredOnTheOwner(t *testing.T) {
+	c := newCluster(t, 3)
+	a := c.client(tenant("team-a"))
+	r := rand.New(rand.NewPCG(31, 32))
+	data := randomBytes(r, 12*testChunk+5)
+	c.putDirect("bucket-a", "table.bin", data)
+	for _, m := range c.members {
+		if got := c.read(a, m, "bucket-a", "table.bin"); got.status != http.StatusOK || !bytes.Equal(got.body, data) {
+			t.Fatalf("read through %s: status %d, equal %v", m.name, got.status, bytes.Equal(got.body, data))
+		}
+	}
+	if n := c.proxy.Count(http.MethodGet, "/bucket-a/table.bin"); n != 13 {
+		t.Fatalf("3 reads of a 13-chunk object through 3 nodes made %d S3 GETs, want 13 (one per chunk)", n)
+	}
+	rg := c.members[0].ring.Load()
+	etag := c.read(a, c.members[0], "bucket-a", "table.bin").header.Get("ETag")
+	for idx := int64(0); idx < 13; idx++ {
+		id := chunk.ID{Object: chunk.Object{Tenant: "team-a", Bucket: "bucket-a", Key: "table.bin"}, ETag: etag, Size: testChunk, Index: idx}
+		owner := rg.Owner(id).Name
+		for _, m := range c.members {
+			if got, want := holds(m, id), m.name == owner; got != want {
+				t.Fatalf("chunk %d: %s holds it = %v, want %v (owner %s)", idx, m.name, got, want, owner)
+			}
+		}
+	}
+	// The ring is served to clients, with its epoch.
+	resp := c.do(a, http.MethodGet, "https://"+c.members[1].addr+"/v1/ring", nil, nil)
+	if resp.status != http.StatusOK || resp.header.Get("X-Distcache-Ring-Epoch") != "1" {
+		t.Fatalf("/v1/ring: %d epoch %q", resp.status, resp.header.Get("X-Distcache-Ring-Epoch"))
+	}
+	if _, err := ring.Parse(resp.body); err != nil {
+		t.Fatalf("/v1/ring does not parse: %v", err)
+	}
+}
+
+func TestClusterReadsSurviveAMemberDyingMidRead(t *testing.T) {
+	c := newCluster(t, 3)
+	a := c.client(tenant("team-a"))
+	r := rand.New(rand.NewPCG(33, 34))
+	data := randomBytes(r, 24*testChunk)
+	c.putDirect("bucket-a", "big.bin", data)
+	c.read(a, c.members[0], "bucket-a", "big.bin") // warm: chunks spread over all three
+
+	c.proxy.SetDelay(5 * time.Millisecond) // keep reads in flight while the node dies
+	var wg sync.WaitGroup
+	failures := make(chan string, 16)
+	for _, via := range []*member{c.members[0], c.members[2]} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < 4; i++ {
+				got := c.read(a, via, "bucket-a", "big.bin")
+				if got.status != http.StatusOK || !bytes.Equal(got.body, data) {
+					failures <- fmt.Sprintf("read %d via %s: status %d, %d bytes", i, via.name, got.status, len(got.body))
+				}
+			}
+		}()
+	}
+	time.Sleep(20 * time.Millisecond) // let the readers start; correctness does not depend on it
+	_ = c.members[1].server.Close()
+	wg.Wait()
+	close(failures)
+	for f := range failures {
+		t.Error(f)
+	}
+	unreachable := c.counterOn(c.members[0], "distcache_peer_requests_total", map[string]string{"result": "unreachable"}) +
+		c.counterOn(c.members[2], "distcache_peer_requests_total", map[string]string{"result": "unreachable"})
+	skipped := c.counterOn(c.members[0], "distcache_peer_requests_total", map[string]string{"result": "skipped_down"}) +
+		c.counterOn(c.members[2], "distcache_peer_requests_total", map[string]string{"result": "skipped_down"})
+	if unreachable == 0 {
+		t.Fatal("no read noticed the dead member: the test did not exercise failover")
+	}
+	t.Logf("dead member: %v unreachable peer requests, %v skipped while marked down", unreachable, skipped)
+}
+
+func (c *cluster) counterOn(m *member, name string, want map[string]string) float64 {
+	saved := c.reg
+	c.reg = m.reg
+	defer func() { c.reg = saved }()
+	return c.counter(name, want)
+}
+
+// growAndReread warms a 3-node cluster, adds a 4th and re-reads everything,
+// returning the fraction of chunks whose owner changed and the S3 GETs the
+// re-read made.
+func growAndReread(t *testing.T, handoff bool) (moved float64, gets, chunks int) {
+	c := newCluster(t, 3)
+	a := c.client(tenant("team-a"))
+	r := rand.New(rand.NewPCG(35, 36))
+	type object struct {
+		key  string
+		data []byte
+	}
+	var objects []object
+	for i := 0; i < 10; i++ {
+		o := object{key: fmt.Sprintf("part-%d.bin", i), data: randomBytes(r, 20*testChunk)}
+		c.putDirect("bucket-a", o.key, o.data)
+		c.read(a, c.members[i%3], "bucket-a", o.key)
+		objects = append(objects, o)
+	}
+	before := c.members[0].ring.Load()
+	c.add()
+	after := c.publish(handoff)
+	c.proxy.Reset()
+	for i, o := range objects {
+		got := c.read(a, c.members[i%4], "bucket-a", o.key)
+		if !bytes.Equal(got.body, o.data) {
+			t.Fatalf("%s differs after growing the cluster", o.key)
+		}
+		etag := got.header.Get("ETag")
+		for idx := int64(0); idx < 20; idx++ {
+			id := chunk.ID{Object: chunk.Object{Tenant: "team-a", Bucket: "bucket-a", Key: o.key}, ETag: etag, Size: testChunk, Index: idx}
+			if before.Owner(id).Name != after.Owner(id).Name {
+				moved++
+			}
+			chunks++
+		}
+	}
+	return moved / float64(chunks), c.proxy.Count(http.MethodGet, "/bucket-a/"), chunks
+}
+
+func TestClusterGrowthWithWarmHandoffRefetchesAlmostNothing(t *testing.T) {
+	moved, gets, chunks := growAndReread(t, true)
+	t.Logf("3 -> 4 nodes with warm handoff: %.1f%% of %d chunks changed owner; re-reading everything made %d S3 GETs", 100*moved, chunks, gets)
+	if moved < 0.15 || moved > 0.35 {
+		t.Fatalf("%.2f of chunks moved, want about 1/4", moved)
+	}
+	if gets > chunks/50 {
+		t.Fatalf("%d S3 GETs for %d chunks after growth; warm handoff should make it close to zero", gets, chunks)
+	}
+	_, coldGets, _ := growAndReread(t, false)
+	t.Logf("same growth without the previous ring: %d S3 GETs", coldGets)
+	if coldGets <= gets {
+		t.Fatalf("without handoff the re-read made %d GETs, not more than the %d with it: the comparison is not measuring handoff", coldGets, gets)
+	}
+}
+
+func TestClusterForwardingKeepsTenantsApart(t *testing.T) {
+	c := newCluster(t, 3)
+	a, b := c.client(tenant("team-a")), c.client(tenant("team-b"))
+	data := randomBytes(rand.New(rand.NewPCG(37, 38)), 6*testChunk)
+	c.putDirect("shared", "x", data)
+	c.putDirect("bucket-b", "secret", data)
+	c.read(b, c.members[0], "shared", "x") // team-b's chunks now on their owners
+	c.proxy.Reset()
+	for _, m := range c.members {
+		_ = c.read(a, m, "shared", "x")
+	}
+	if n := c.proxy.Count(http.MethodGet, "/shared/x"); n != 6 {
+		t.Fatalf("team-a's reads made %d S3 GETs, want 6 of its own (never team-b's cached chunks)", n)
+	}
+	c.proxy.Reset()
+	for _, m := range c.members {
+		if got := c.read(a, m, "bucket-b", "secret"); got.status != http.StatusForbidden {
+			t.Fatalf("team-a reading team-b's bucket via %s: %d, want 403", m.name, got.status)
+		}
+		if got := c.do(a, http.MethodGet, c.objectURL(m, "bucket-b", "secret", "chunk=0"), nil,
+			map[string]string{"X-Distcache-Tenant": "team-b", "X-Distcache-Hop": "1"}); got.status != http.StatusForbidden {
+			t.Fatalf("team-a posing as a forwarded request for team-b via %s: %d, want 403", m.name, got.status)
+		}
+	}
+	if n := c.proxy.Count("", "/"); n != 0 {
+		t.Fatalf("refused requests reached S3 %d times", n)
+	}
+}

@@ -1,0 +1,186 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/distcache/distcache/internal/chunk"
+	"github.com/distcache/distcache/internal/ring"
+	"github.com/distcache/distcache/internal/s3backend"
+)
+
+// Headers of node-to-node requests.
+const (
+	// HeaderHop marks a request another node sent: it is answered from this
+	// node's store or S3 and never forwarded again (no loops).
+	HeaderHop = "X-Distcache-Hop"
+	// HeaderLocalOnly asks for the chunk only if this node has it (warm
+	// handoff probes): a miss is 404 NotCached, never an S3 fetch.
+	HeaderLocalOnly = "X-Distcache-Local-Only"
+)
+
+// CodeNotCached answers a local-only probe that missed.
+const CodeNotCached = "NotCached"
+
+// errNotCached is a local-only probe's miss.
+var errNotCached = errors.New("not cached on that node")
+
+// Peers is how a node reaches the other members of its ring.
+type Peers struct {
+	// Client carries this node's peer certificate.
+	Client *http.Client
+	// Timeout bounds one peer request (default 10s).
+	Timeout time.Duration
+	// DownFor is how long a member that failed is skipped (default 5s), so
+	// a dead member costs one failed connection, not one per request.
+	DownFor time.Duration
+
+	mu   sync.Mutex
+	down map[string]time.Time
+}
+
+func (p *Peers) isDown(name string, now time.Time) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return now.Before(p.down[name])
+}
+
+func (p *Peers) markDown(name string, now time.Time) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.down == nil {
+		p.down = map[string]time.Time{}
+	}
+	p.down[name] = now.Add(p.DownFor)
+}
+
+func (p *Peers) markUp(name string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	delete(p.down, name)
+}
+
+// get fetches a whole chunk of version id.ETag from member, acting for the
+// caller's tenant. The member checks that tenant's bucket list itself.
+//
+// The object size travels along so the member need not HEAD the object to
+// find the chunk's bounds.
+func (p *Peers) get(ctx context.Context, m ring.Member, tenant string, id chunk.ID, objectSize int64, localOnly bool) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(ctx, p.Timeout)
+	defer cancel()
+	q := url.Values{"chunk": {strconv.FormatInt(id.Index, 10)}, "etag": {id.ETag}, "size": {strconv.FormatInt(objectSize, 10)}}
+	u := url.URL{Scheme: "https", Host: m.Address, Path: "/v1/objects/" + id.Bucket + "/" + id.Key, RawQuery: q.Encode()}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set(HeaderTenant, tenant)
+	req.Header.Set(HeaderHop, "1")
+	if localOnly {
+		req.Header.Set(HeaderLocalOnly, "1")
+	}
+	resp, err := p.Client.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	switch {
+	case resp.StatusCode == http.StatusOK:
+	case resp.Header.Get("X-Distcache-Error") == CodeNotCached:
+		return nil, errNotCached
+	case resp.StatusCode == http.StatusPreconditionFailed:
+		return nil, s3backend.ErrPreconditionFailed
+	default:
+		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+		return nil, &peerError{status: resp.StatusCode, msg: string(msg)}
+	}
+	if resp.ContentLength < 0 || resp.ContentLength > id.Size {
+		return nil, fmt.Errorf("peer %s sent a chunk of %d bytes", m.Name, resp.ContentLength)
+	}
+	data := make([]byte, resp.ContentLength)
+	if _, err := io.ReadFull(resp.Body, data); err != nil {
+		return nil, err
+	}
+	return data, nil
+}
+
+// peerError is a peer's HTTP error answer. 4xx answers are the request's
+// fault (the same would happen anywhere) and do not mark the peer down.
+type peerError struct {
+	status int
+	msg    string
+}
+
+func (e *peerError) Error() string { return fmt.Sprintf("peer answered %d: %s", e.status, e.msg) }
+
+func peerIsHealthy(err error) bool {
+	var pe *peerError
+	return errors.Is(err, errNotCached) || errors.Is(err, s3backend.ErrPreconditionFailed) ||
+		(errors.As(err, &pe) && pe.status < 500)
+}
+
+// fromOwners asks the chunk's owner, then the next candidates, for a chunk
+// this node does not own. ok=false means no member could answer (all down):
+// the caller then reads S3 itself, so a dead member never fails a read.
+func (s *Server) fromOwners(ctx context.Context, r *ring.Ring, c caller, id chunk.ID, objectSize int64) ([]byte, bool, error) {
+	for _, m := range r.Candidates(id, s.cfg.Candidates) {
+		if m.Name == s.cfg.Self {
+			return nil, false, nil // we are a candidate: read it ourselves
+		}
+		now := time.Now()
+		if s.peers.isDown(m.Name, now) {
+			s.metrics.PeerRequests.WithLabelValues("forward", "skipped_down").Inc()
+			continue
+		}
+		data, err := s.peers.get(ctx, m, c.tenant.Name, id, objectSize, false)
+		switch {
+		case err == nil:
+			s.peers.markUp(m.Name)
+			s.metrics.PeerRequests.WithLabelValues("forward", "ok").Inc()
+			return data, true, nil
+		case errors.Is(err, s3backend.ErrPreconditionFailed):
+			s.metrics.PeerRequests.WithLabelValues("forward", "changed").Inc()
+			return nil, true, err
+		case peerIsHealthy(err):
+			// The owner answered with an error about the request itself;
+			// asking others would give the same answer.
+			s.metrics.PeerRequests.WithLabelValues("forward", "error").Inc()
+			return nil, false, nil
+		default:
+			s.log.Warn("peer unreachable; trying the next candidate", "peer", m.Name, "err", err)
+			s.peers.markDown(m.Name, now)
+			s.metrics.PeerRequests.WithLabelValues("forward", "unreachable").Inc()
+		}
+	}
+	return nil, false, nil
+}
+
+// fromPrevious is the warm handoff: after a ring change, the new owner asks
+// the chunk's owner of the previous epoch before going to S3.
+func (s *Server) fromPrevious(ctx context.Context, r *ring.Ring, c caller, id chunk.ID, objectSize int64) ([]byte, bool) {
+	prev, ok := r.PreviousOwner(id)
+	if !ok || prev.Name == s.cfg.Self || s.peers.isDown(prev.Name, time.Now()) {
+		return nil, false
+	}
+	data, err := s.peers.get(ctx, prev, c.tenant.Name, id, objectSize, true)
+	switch {
+	case err == nil:
+		s.metrics.PeerRequests.WithLabelValues("handoff", "ok").Inc()
+		return data, true
+	case errors.Is(err, errNotCached):
+		s.metrics.PeerRequests.WithLabelValues("handoff", "miss").Inc()
+	case peerIsHealthy(err):
+		s.metrics.PeerRequests.WithLabelValues("handoff", "error").Inc()
+	default:
+		s.peers.markDown(prev.Name, time.Now())
+		s.metrics.PeerRequests.WithLabelValues("handoff", "unreachable").Inc()
+	}
+	return nil, false
+}
