@@ -32,11 +32,12 @@ func (l *listFlag) Set(s string) error {
 func runCerts(args []string) error {
 	fs := flag.NewFlagSet("certs", flag.ContinueOnError)
 	dir := fs.String("dir", "certs", "output directory")
-	var dns, ips, tenants, peers listFlag
+	var dns, ips, tenants, peers, nodes listFlag
 	fs.Var(&dns, "server-dns", "DNS names for the server certificate (repeatable)")
 	fs.Var(&ips, "server-ip", "IP addresses for the server certificate (repeatable)")
 	fs.Var(&tenants, "tenant", "issue a client certificate for this tenant (repeatable)")
-	fs.Var(&peers, "peer", "issue a peer certificate for this node or gateway name (repeatable)")
+	fs.Var(&peers, "peer", "issue a peer client certificate for this node or gateway name (repeatable)")
+	fs.Var(&nodes, "node", "issue node-NAME.crt: a server certificate (the server names above) that is also NAME's peer identity for calls to other nodes (repeatable)")
 	validity := fs.Duration("validity", 365*24*time.Hour, "validity of the issued certificates")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -78,6 +79,15 @@ func runCerts(args []string) error {
 			}
 		}
 		return nil
+	}
+	for _, name := range nodes {
+		leaf, err := ca.IssueServer(name, dns, addrs, *validity, pki.WithIdentity(pki.Identity{Kind: pki.KindPeer, Name: name}))
+		if err != nil {
+			return err
+		}
+		if err := pki.WriteFiles(*dir, "node-"+name, leaf); err != nil {
+			return err
+		}
 	}
 	if err := issue(pki.KindTenant, tenants); err != nil {
 		return err

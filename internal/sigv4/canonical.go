@@ -1,0 +1,268 @@
+package sigv4
+
+import (
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// This file builds the parts of the SigV4 canonical request:
+//
+//	Method \n CanonicalURI \n CanonicalQuery \n CanonicalHeaders \n SignedHeaders \n HashedPayload
+//
+// S3 differs from other services in one way that matters here: the path is
+// URI-encoded once (never twice) and not normalised ("//" and "/./" stay).
+
+const upperHex = "0123456789ABCDEF"
+
+// unreserved reports the RFC 3986 unreserved characters SigV4 leaves as they
+// are: A-Z a-z 0-9 - _ . ~. Everything else is %XX-encoded, uppercase hex,
+// byte by byte (so UTF-8 sequences become several escapes).
+func unreserved(c byte) bool {
+	return 'A' <= c && c <= 'Z' || 'a' <= c && c <= 'z' || '0' <= c && c <= '9' ||
+		c == '-' || c == '_' || c == '.' || c == '~'
+}
+
+// uriEncode is the SigV4 UriEncode function. With keepSlash, '/' is left as
+// is (for the path); otherwise it becomes %2F (for query names and values).
+func uriEncode(s string, keepSlash bool) string {
+	n := 0
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; !unreserved(c) && !(keepSlash && c == '/') {
+			n++
+		}
+	}
+	if n == 0 {
+		return s
+	}
+	var b strings.Builder
+	b.Grow(len(s) + 2*n)
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if unreserved(c) || keepSlash && c == '/' {
+			b.WriteByte(c)
+			continue
+		}
+		b.WriteByte('%')
+		b.WriteByte(upperHex[c>>4])
+		b.WriteByte(upperHex[c&15])
+	}
+	return b.String()
+}
+
+// canonicalURIs returns the canonical URIs to try, best first (only the
+// first unless all is set, which is all a conforming client needs). The first
+// is the spec's form: the decoded path, URI-encoded once with '/' kept,
+// which is what the AWS SDKs send and sign. The second, when different, is
+// the path exactly as it appeared on the request line, for clients (curl)
+// that leave sub-delimiters such as ( ) ! * ' unencoded on the wire and sign
+// them that way. Both decode to the same path, so accepting either lets no
+// one change what the request addresses.
+func canonicalURIs(r *http.Request, all bool) []string {
+	p := r.URL.Path
+	if p == "" {
+		p = "/"
+	}
+	first := uriEncode(p, true)
+	if !all {
+		return []string{first}
+	}
+	if raw := rawPath(r); raw != first {
+		return []string{first, raw}
+	}
+	return []string{first}
+}
+
+// rawPath is the path as sent: from RequestURI when the server filled it in
+// (origin-form), otherwise Go's escaped form of the URL path.
+func rawPath(r *http.Request) string {
+	if u := r.RequestURI; strings.HasPrefix(u, "/") {
+		if i := strings.IndexByte(u, '?'); i >= 0 {
+			u = u[:i]
+		}
+		return u
+	}
+	if p := r.URL.EscapedPath(); p != "" {
+		return p
+	}
+	return "/"
+}
+
+// queryParam is one name=value pair of the query string, raw (as on the
+// wire) and decoded.
+type queryParam struct {
+	rawName, rawValue string
+	name, value       string
+}
+
+// parseQuery splits a raw query string into its pairs, keeping order and
+// duplicates. Pairs are separated by '&' only; a pair without '=' has an
+// empty value. '+' decodes to a space, as url.ParseQuery (and so the SDKs'
+// own canonicalisation) does; an undecodable escape is kept raw.
+func parseQuery(raw string) []queryParam {
+	if raw == "" {
+		return nil
+	}
+	ps := make([]queryParam, 0, strings.Count(raw, "&")+1)
+	for part := range strings.SplitSeq(raw, "&") {
+		if part == "" {
+			continue
+		}
+		rn, rv, _ := strings.Cut(part, "=")
+		ps = append(ps, queryParam{rawName: rn, rawValue: rv, name: queryUnescape(rn), value: queryUnescape(rv)})
+	}
+	return ps
+}
+
+func queryUnescape(s string) string {
+	if !strings.ContainsAny(s, "%+") {
+		return s
+	}
+	if u, err := url.QueryUnescape(s); err == nil {
+		return u
+	}
+	return s
+}
+
+// lookup returns the decoded value of the first parameter named name.
+func lookup(ps []queryParam, name string) (string, bool) {
+	for _, p := range ps {
+		if p.name == name {
+			return p.value, true
+		}
+	}
+	return "", false
+}
+
+// canonicalQueries returns the canonical query strings to try, best first
+// (only the first unless all is set); parameters named skip (X-Amz-Signature for presigned URLs) are left out.
+// The first is the spec's: every name and value decoded, URI-encoded with
+// the SigV4 rules, sorted by name then value. The others serve clients that
+// sign their wire form without re-encoding it: the pairs as sent, sorted,
+// and (curl before 8.0) the query string exactly as sent. All of them
+// decode to the same parameters, which is what the gateway acts on.
+func canonicalQueries(ps []queryParam, rawQuery, skip string, all bool) []string {
+	if len(ps) == 0 {
+		return []string{""}
+	}
+	type pair struct{ n, v string }
+	enc := make([]pair, 0, len(ps))
+	raw := make([]pair, 0, len(ps))
+	for _, p := range ps {
+		if skip != "" && p.name == skip {
+			continue
+		}
+		enc = append(enc, pair{uriEncode(p.name, false), uriEncode(p.value, false)})
+		if all {
+			raw = append(raw, pair{p.rawName, p.rawValue})
+		}
+	}
+	join := func(s []pair) string {
+		slices.SortFunc(s, func(a, b pair) int {
+			if c := strings.Compare(a.n, b.n); c != 0 {
+				return c
+			}
+			return strings.Compare(a.v, b.v)
+		})
+		var b strings.Builder
+		for i, p := range s {
+			if i > 0 {
+				b.WriteByte('&')
+			}
+			b.WriteString(p.n)
+			b.WriteByte('=')
+			b.WriteString(p.v)
+		}
+		return b.String()
+	}
+	out := []string{join(enc)}
+	if !all {
+		return out
+	}
+	for _, q := range []string{join(raw), rawQuery} {
+		if skip != "" && q == rawQuery {
+			continue // the signature itself is in there
+		}
+		if !slices.Contains(out, q) {
+			out = append(out, q)
+		}
+	}
+	return out
+}
+
+// headerValue returns the canonical value of the header named name
+// (lowercase) as the client sent it: all its values trimmed, inner runs of
+// spaces collapsed, joined with ','. It reports false when the request does
+// not carry the header. Go's server moves Host to r.Host and
+// Transfer-Encoding to r.TransferEncoding, and drops Content-Length when the
+// body is chunked; those are read from where Go put them.
+func headerValue(r *http.Request, name string) (string, bool) {
+	switch name {
+	case "host":
+		return trimAll(r.Host), r.Host != ""
+	case "transfer-encoding":
+		if len(r.TransferEncoding) > 0 {
+			return strings.Join(r.TransferEncoding, ","), true
+		}
+	case "content-length":
+		if vs := r.Header["Content-Length"]; len(vs) > 0 {
+			return joinValues(vs), true
+		}
+		if r.ContentLength > 0 {
+			return strconv.FormatInt(r.ContentLength, 10), true
+		}
+		return "", false
+	}
+	vs, ok := r.Header[http.CanonicalHeaderKey(name)]
+	if !ok {
+		// Header names Go could not canonicalise are stored as sent.
+		for k, v := range r.Header {
+			if strings.EqualFold(k, name) {
+				vs, ok = v, true
+				break
+			}
+		}
+	}
+	if !ok {
+		return "", false
+	}
+	return joinValues(vs), true
+}
+
+func joinValues(vs []string) string {
+	if len(vs) == 1 {
+		return trimAll(vs[0])
+	}
+	out := make([]string, len(vs))
+	for i, v := range vs {
+		out[i] = trimAll(v)
+	}
+	return strings.Join(out, ",")
+}
+
+// trimAll trims leading and trailing spaces and collapses inner runs of
+// spaces to one, the SigV4 Trimall function.
+func trimAll(s string) string {
+	s = strings.Trim(s, " \t")
+	if !strings.Contains(s, "  ") {
+		return s
+	}
+	var b strings.Builder
+	b.Grow(len(s))
+	space := false
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c == ' ' {
+			if space {
+				continue
+			}
+			space = true
+		} else {
+			space = false
+		}
+		b.WriteByte(c)
+	}
+	return b.String()
+}

@@ -1,0 +1,537 @@
+// Package sigv4 verifies AWS Signature Version 4 on requests an S3 gateway
+// receives from unmodified S3 clients, and reads their bodies safely.
+//
+// Verify checks the Authorization header or presigned-URL query parameters
+// against a CredentialStore, then installs a body reader that enforces the
+// payload mode the client chose in x-amz-content-sha256:
+//
+//   - a hex SHA-256: the body is hashed while the caller streams it; at EOF a
+//     mismatch is returned as XAmzContentSHA256Mismatch instead of io.EOF.
+//   - UNSIGNED-PAYLOAD: the body is passed through.
+//   - STREAMING-AWS4-HMAC-SHA256-PAYLOAD[-TRAILER]: the aws-chunked body is
+//     decoded; every chunk (and the trailer) signature is checked before its
+//     bytes are handed out.
+//   - STREAMING-UNSIGNED-PAYLOAD-TRAILER: the aws-chunked body is decoded and
+//     the trailing checksum checked at EOF.
+//
+// In every mode the checksums the request declares for its body
+// (Content-MD5, x-amz-checksum-crc32, -crc32c, -crc64nvme, -sha1, -sha256,
+// as headers or aws-chunked trailers) are checked at EOF too, giving BadDigest
+// on mismatch. Callers must therefore read the body to EOF, and treat every
+// read error as fatal, before acting on the data (for example before
+// committing an upload).
+package sigv4
+
+import (
+	"bytes"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"io"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// DefaultMaxSkew is how far a request's signing time may be from the
+// verifier's clock when Verifier.MaxSkew is zero, as in S3.
+const DefaultMaxSkew = 15 * time.Minute
+
+// Verifier checks SigV4 signatures. Its exported fields are configuration,
+// set before first use; a Verifier is safe for concurrent use and must not
+// be copied after first use (it caches derived signing keys).
+type Verifier struct {
+	Store   CredentialStore
+	Region  string        // expected region; "" accepts any region in the scope
+	Service string        // expected service; "" means "s3"
+	MaxSkew time.Duration // 0 means DefaultMaxSkew
+	Now     func() time.Time
+
+	keys keyCache
+}
+
+// Result describes a verified request.
+type Result struct {
+	AccessKeyID string
+	Region      string    // from the credential scope
+	SignedTime  time.Time // X-Amz-Date (or Date), UTC
+	PayloadMode string    // one of the Payload* constants
+	Presigned   bool      // authenticated by query parameters
+}
+
+func (v *Verifier) now() time.Time {
+	if v.Now != nil {
+		return v.Now()
+	}
+	return time.Now()
+}
+
+func (v *Verifier) service() string {
+	if v.Service == "" {
+		return "s3"
+	}
+	return v.Service
+}
+
+func (v *Verifier) maxSkew() time.Duration {
+	if v.MaxSkew <= 0 {
+		return DefaultMaxSkew
+	}
+	return v.MaxSkew
+}
+
+// request is one verification in progress.
+type request struct {
+	r         *http.Request
+	query     []queryParam
+	params    authParams
+	t         time.Time
+	payload   string // the HashedPayload line of the canonical request
+	presigned bool
+}
+
+// Verify authenticates r. On success it returns who signed it and how the
+// payload is protected, and may replace r.Body (and, for aws-chunked bodies,
+// r.ContentLength, the Content-Length and Content-Encoding headers and
+// r.Trailer) so that reading r.Body yields the object bytes and fails with
+// an *Error if they do not match what was signed or declared. Every error it
+// returns is an *Error.
+func (v *Verifier) Verify(r *http.Request) (*Result, error) {
+	res, err := v.verify(r)
+	if err != nil {
+		return nil, err // never a typed nil
+	}
+	return res, nil
+}
+
+func (v *Verifier) verify(r *http.Request) (*Result, *Error) {
+	if v.Store == nil {
+		return nil, newError(CodeAccessDenied, "No credentials are configured.")
+	}
+	q := parseQuery(r.URL.RawQuery)
+	authz := r.Header.Values("Authorization")
+	_, hasAlg := lookup(q, qAlgorithm)
+	_, hasSig := lookup(q, qSignature)
+	_, hasCred := lookup(q, qCredential)
+	presigned := hasAlg || hasSig || hasCred
+	switch {
+	case len(authz) > 1:
+		return nil, malformedHeader("more than one Authorization header")
+	case len(authz) == 1 && presigned:
+		return nil, newError(CodeInvalidArgument,
+			"Only one auth mechanism allowed; only the X-Amz-Algorithm query parameter or the Authorization header should be specified")
+	case len(authz) == 1:
+		return v.verifyHeader(r, q, authz[0])
+	case presigned:
+		return v.verifyPresigned(r, q)
+	default:
+		return nil, newError(CodeAccessDenied, "Access Denied")
+	}
+}
+
+func (v *Verifier) verifyHeader(r *http.Request, q []queryParam, authz string) (*Result, *Error) {
+	params, err := parseAuthorization(authz)
+	if err != nil {
+		return nil, err
+	}
+	t, err := requestTime(r)
+	if err != nil {
+		return nil, err
+	}
+	if err := v.checkScope(params.scope, t, malformedHeader); err != nil {
+		return nil, err
+	}
+	creds, ok := v.Store.Lookup(params.scope.accessKeyID)
+	if !ok {
+		return nil, unknownKey()
+	}
+	if d := v.now().Sub(t); d > v.maxSkew() || d < -v.maxSkew() {
+		return nil, newError(CodeRequestTimeTooSkewed, "The difference between the request time and the current time is too large.")
+	}
+	payload := r.Header.Get("X-Amz-Content-Sha256")
+	if payload == "" {
+		if payload, err = hashWholeBody(r); err != nil {
+			return nil, err
+		}
+	}
+	mode, err := payloadMode(payload)
+	if err != nil {
+		return nil, err
+	}
+	req := &request{r: r, query: q, params: params, t: t, payload: payload}
+	sig, err := v.checkSignature(req, creds)
+	if err != nil {
+		return nil, err
+	}
+	if err := v.installBody(req, mode, creds, sig); err != nil {
+		return nil, err
+	}
+	return &Result{AccessKeyID: params.scope.accessKeyID, Region: params.scope.region, SignedTime: t, PayloadMode: mode}, nil
+}
+
+func (v *Verifier) verifyPresigned(r *http.Request, q []queryParam) (*Result, *Error) {
+	params, t, expires, err := parsePresigned(q)
+	if err != nil {
+		return nil, err
+	}
+	if err := v.checkScope(params.scope, t, malformedQuery); err != nil {
+		return nil, err
+	}
+	creds, ok := v.Store.Lookup(params.scope.accessKeyID)
+	if !ok {
+		return nil, unknownKey()
+	}
+	now := v.now()
+	if now.Add(v.maxSkew()).Before(t) {
+		return nil, newError(CodeAccessDenied, "Request is not valid yet")
+	}
+	if now.After(t.Add(expires)) {
+		return nil, newError(CodeAccessDenied, "Request has expired")
+	}
+	// A presigned URL cannot know its body: the payload line is
+	// UNSIGNED-PAYLOAD unless the URL itself carries a hash.
+	payload := PayloadUnsigned
+	if h, ok := lookup(q, qContentSHA256); ok {
+		payload = h
+	}
+	mode, err := payloadMode(payload)
+	if err != nil {
+		return nil, err
+	}
+	if mode != PayloadUnsigned && mode != PayloadSHA256 {
+		return nil, newError(CodeInvalidRequest, "aws-chunked payloads cannot be used with presigned URLs")
+	}
+	req := &request{r: r, query: q, params: params, t: t, payload: payload, presigned: true}
+	sig, err := v.checkSignature(req, creds)
+	if err != nil {
+		return nil, err
+	}
+	if err := v.installBody(req, mode, creds, sig); err != nil {
+		return nil, err
+	}
+	return &Result{AccessKeyID: params.scope.accessKeyID, Region: params.scope.region, SignedTime: t, PayloadMode: mode, Presigned: true}, nil
+}
+
+func unknownKey() *Error {
+	return newError(CodeInvalidAccessKeyID, "The AWS Access Key Id you provided does not exist in our records.")
+}
+
+// requestTime reads X-Amz-Date, or Date when there is none.
+func requestTime(r *http.Request) (time.Time, *Error) {
+	if s := r.Header.Get("X-Amz-Date"); s != "" {
+		t, err := time.Parse(amzDateFormat, s)
+		if err != nil {
+			return time.Time{}, newError(CodeAccessDenied, "AWS authentication requires a valid Date or x-amz-date header")
+		}
+		return t, nil
+	}
+	if s := r.Header.Get("Date"); s != "" {
+		t, err := http.ParseTime(s)
+		if err != nil {
+			return time.Time{}, newError(CodeAccessDenied, "AWS authentication requires a valid Date or x-amz-date header")
+		}
+		return t.UTC(), nil
+	}
+	return time.Time{}, newError(CodeAccessDenied, "AWS authentication requires a valid Date or x-amz-date header")
+}
+
+func (v *Verifier) checkScope(s scope, t time.Time, fail func(string, ...any) *Error) *Error {
+	if s.date != t.Format(scopeDateFormat) {
+		return fail("Invalid credential date %q. Date is not the same as X-Amz-Date.", s.date)
+	}
+	if v.Region != "" && s.region != v.Region {
+		return fail("the region %q is wrong; expecting %q", s.region, v.Region)
+	}
+	if s.service != v.service() {
+		return fail("the service %q is wrong; expecting %q", s.service, v.service())
+	}
+	return nil
+}
+
+// payloadMode classifies an x-amz-content-sha256 value.
+func payloadMode(h string) (string, *Error) {
+	switch h {
+	case PayloadUnsigned, PayloadStreamingSigned, PayloadStreamingSignedTrailer, PayloadStreamingUnsignedTrailer:
+		return h, nil
+	}
+	var b [32]byte
+	if decodeSignature(h, &b) {
+		return PayloadSHA256, nil
+	}
+	return "", newError(CodeInvalidArgument,
+		"x-amz-content-sha256 must be UNSIGNED-PAYLOAD, STREAMING-UNSIGNED-PAYLOAD-TRAILER, STREAMING-AWS4-HMAC-SHA256-PAYLOAD, STREAMING-AWS4-HMAC-SHA256-PAYLOAD-TRAILER, or a valid sha256 value.")
+}
+
+// checkSignature rebuilds the canonical request and compares signatures in
+// constant time. It returns the request's signature (the seed of an
+// aws-chunked body).
+func (v *Verifier) checkSignature(req *request, creds Credentials) ([]byte, *Error) {
+	r, p := req.r, req.params
+	headers, err := canonicalHeaders(r, p, req.presigned)
+	if err != nil {
+		return nil, err
+	}
+	key := v.keys.get(creds.SecretAccessKey, p.scope.date, p.scope.region, p.scope.service)
+	skip := ""
+	if req.presigned {
+		skip = qSignature
+	}
+	amzDate := req.t.Format(amzDateFormat)
+	scope := p.scope.String()
+	try := func(uri, query string) []byte {
+		sig := signature(key, amzDate, scope, r.Method, uri, query, headers, p.signedHeaders, req.payload)
+		if hmac.Equal(sig, p.signature[:]) {
+			return sig
+		}
+		return nil
+	}
+	// The spec's canonical form first; the alternatives only when it fails.
+	uri := canonicalURIs(r, false)[0]
+	query := canonicalQueries(req.query, r.URL.RawQuery, skip, false)[0]
+	if sig := try(uri, query); sig != nil {
+		return sig, nil
+	}
+	for i, uri := range canonicalURIs(r, true) {
+		for j, query := range canonicalQueries(req.query, r.URL.RawQuery, skip, true) {
+			if i == 0 && j == 0 {
+				continue // tried above
+			}
+			if sig := try(uri, query); sig != nil {
+				return sig, nil
+			}
+		}
+	}
+	return nil, errSignatureMismatch()
+}
+
+// signature computes the SigV4 signature of a canonical request.
+func signature(key []byte, amzDate, scope, method, uri, query, headers, signedHeaders, payload string) []byte {
+	var b strings.Builder
+	b.Grow(len(method) + len(uri) + len(query) + len(headers) + len(signedHeaders) + len(payload) + 8)
+	b.WriteString(method)
+	b.WriteByte('\n')
+	b.WriteString(uri)
+	b.WriteByte('\n')
+	b.WriteString(query)
+	b.WriteByte('\n')
+	b.WriteString(headers)
+	b.WriteByte('\n')
+	b.WriteString(signedHeaders)
+	b.WriteByte('\n')
+	b.WriteString(payload)
+	crHash := sha256.Sum256([]byte(b.String()))
+
+	m := hmac.New(sha256.New, key)
+	m.Write([]byte(algorithm + "\n" + amzDate + "\n" + scope + "\n"))
+	var hx [64]byte
+	hex.Encode(hx[:], crHash[:])
+	m.Write(hx[:])
+	return m.Sum(nil)
+}
+
+// canonicalHeaders builds the CanonicalHeaders block (each line
+// name:value\n) for the signed headers. It insists that host is signed, that
+// every signed header is present, and that every x-amz-* header present is
+// signed, so nothing that changes the meaning of an S3 request can be added
+// in transit.
+func canonicalHeaders(r *http.Request, p authParams, presigned bool) (string, *Error) {
+	var b strings.Builder
+	hostSigned := false
+	for _, name := range p.headerNames {
+		lower := strings.ToLower(name)
+		hostSigned = hostSigned || lower == "host"
+		val, ok := headerValue(r, lower)
+		if !ok {
+			return "", newError(CodeAccessDenied, "The signed header %q is not present in the request.", lower)
+		}
+		b.WriteString(name)
+		b.WriteByte(':')
+		b.WriteString(val)
+		b.WriteByte('\n')
+	}
+	if !hostSigned {
+		if presigned {
+			return "", malformedQuery("X-Amz-SignedHeaders must include host")
+		}
+		return "", malformedHeader("SignedHeaders must include host")
+	}
+	var unsigned []string
+	for k := range r.Header {
+		if !hasPrefixFold(k, "x-amz-") || isSigned(p.headerNames, k) {
+			continue
+		}
+		if presigned && strings.EqualFold(k, "x-amz-content-sha256") {
+			continue // not part of a presigned URL's canonical request
+		}
+		unsigned = append(unsigned, strings.ToLower(k))
+	}
+	if len(unsigned) > 0 {
+		slices.Sort(unsigned)
+		return "", newError(CodeAccessDenied, "There were headers present in the request which were not signed: %s",
+			strings.Join(unsigned, ", "))
+	}
+	return b.String(), nil
+}
+
+func hasPrefixFold(s, prefix string) bool {
+	return len(s) >= len(prefix) && strings.EqualFold(s[:len(prefix)], prefix)
+}
+
+func isSigned(names []string, header string) bool {
+	for _, n := range names {
+		if strings.EqualFold(n, header) {
+			return true
+		}
+	}
+	return false
+}
+
+// installBody replaces r.Body with a reader that enforces the payload mode.
+func (v *Verifier) installBody(req *request, mode string, creds Credentials, seed []byte) *Error {
+	r := req.r
+	if r.Body == nil {
+		r.Body = http.NoBody
+	}
+	ds, err := headerDigests(r, req.query)
+	if err != nil {
+		return err
+	}
+	switch mode {
+	case PayloadSHA256:
+		var want [32]byte
+		decodeSignature(req.payload, &want)
+		if r.ContentLength == 0 && req.payload != emptySHA256 {
+			return newError(CodeXAmzContentSHA256Mismatch,
+				"The provided 'x-amz-content-sha256' header does not match what was computed.")
+		}
+		if r.ContentLength == 0 && r.Body == http.NoBody && len(ds) == 0 {
+			return nil // nothing to read, nothing to check
+		}
+		r.Body = &verifyingBody{body: r.Body, sha: newSHA256(), want: want, digests: ds}
+	case PayloadUnsigned:
+		if len(ds) > 0 {
+			r.Body = &verifyingBody{body: r.Body, digests: ds}
+		}
+	default:
+		return v.installChunked(req, mode, creds, seed, ds)
+	}
+	return nil
+}
+
+func (v *Verifier) installChunked(req *request, mode string, creds Credentials, seed []byte, ds digests) *Error {
+	r, p := req.r, req.params
+	want := int64(-1)
+	if s := r.Header.Get("X-Amz-Decoded-Content-Length"); s != "" {
+		n, ok := parseDecimal(strings.TrimSpace(s))
+		if !ok {
+			return newError(CodeInvalidArgument, "x-amz-decoded-content-length must be a non-negative integer")
+		}
+		want = n
+	}
+	trailers := mode != PayloadStreamingSigned
+	declared := map[string]bool{}
+	var trailer http.Header
+	if trailers {
+		for _, list := range r.Header.Values("X-Amz-Trailer") {
+			for name := range strings.SplitSeq(list, ",") {
+				name = strings.ToLower(strings.TrimSpace(name))
+				if name == "" {
+					continue
+				}
+				declared[name] = true
+				if trailer == nil {
+					trailer = make(http.Header)
+				}
+				trailer[http.CanonicalHeaderKey(name)] = nil
+				if h := newChecksum(name); h != nil && strings.HasPrefix(name, checksumPrefix) && ds.find(name) == nil {
+					ds = append(ds, &digest{name: name, h: h, trailer: true})
+				}
+			}
+		}
+	}
+	var signer *chunkSigner
+	if mode == PayloadStreamingSigned || mode == PayloadStreamingSignedTrailer {
+		signer = &chunkSigner{
+			key:     v.keys.get(creds.SecretAccessKey, p.scope.date, p.scope.region, p.scope.service),
+			amzDate: req.t.Format(amzDateFormat),
+			scope:   p.scope.String(),
+			prev:    hex.EncodeToString(seed),
+		}
+	}
+	if trailer != nil {
+		if r.Trailer == nil {
+			r.Trailer = make(http.Header)
+		}
+		for k := range trailer {
+			r.Trailer[k] = nil
+		}
+		trailer = r.Trailer
+	}
+	r.Body = newChunkedReader(r.Body, signer, trailers, ds, declared, trailer, want)
+	r.ContentLength = want
+	if want >= 0 {
+		r.Header.Set("Content-Length", strconv.FormatInt(want, 10))
+	} else {
+		r.Header.Del("Content-Length")
+	}
+	stripAWSChunked(r.Header)
+	return nil
+}
+
+// stripAWSChunked removes the aws-chunked coding from Content-Encoding: it
+// describes the framing this package removes, not the object.
+func stripAWSChunked(h http.Header) {
+	vs := h.Values("Content-Encoding")
+	if len(vs) == 0 {
+		return
+	}
+	var keep []string
+	for _, v := range vs {
+		for c := range strings.SplitSeq(v, ",") {
+			if c = strings.TrimSpace(c); c != "" && !strings.EqualFold(c, "aws-chunked") {
+				keep = append(keep, c)
+			}
+		}
+	}
+	if len(keep) == 0 {
+		h.Del("Content-Encoding")
+		return
+	}
+	h.Set("Content-Encoding", strings.Join(keep, ","))
+}
+
+// maxBufferedBody bounds the body hashWholeBody reads into memory.
+const maxBufferedBody = 8 << 20
+
+// hashWholeBody serves clients that sign without sending
+// x-amz-content-sha256 (plain SigV4, as curl --aws-sigv4 before 8.x does):
+// the canonical request then ends with the hex SHA-256 of the body, which
+// can only be known by reading it first. An empty body needs no reading;
+// other bodies are buffered when their declared length is at most
+// maxBufferedBody and refused with MissingSecurityHeader otherwise. It runs
+// after the access key and the clock were checked, so only requests naming a
+// valid key get this far.
+func hashWholeBody(r *http.Request) (string, *Error) {
+	missing := func() *Error {
+		return newError(CodeMissingSecurityHeader, "Missing required header for this request: x-amz-content-sha256")
+	}
+	if r.ContentLength == 0 || r.Body == nil || r.Body == http.NoBody {
+		return emptySHA256, nil
+	}
+	if r.ContentLength < 0 || r.ContentLength > maxBufferedBody {
+		return "", missing()
+	}
+	buf := make([]byte, r.ContentLength)
+	if _, err := io.ReadFull(r.Body, buf); err != nil {
+		if e, ok := bodyError(err).(*Error); ok {
+			return "", e
+		}
+		return "", newError(CodeIncompleteBody, "The request body could not be read: %v", err)
+	}
+	r.Body.Close()
+	r.Body = io.NopCloser(bytes.NewReader(buf))
+	sum := sha256.Sum256(buf)
+	return hex.EncodeToString(sum[:]), nil
+}
