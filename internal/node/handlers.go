@@ -362,3 +362,5 @@ func (s *Server) handleRing(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("X-Distcache-Ring-Epoch", strconv.FormatInt(rg.Epoch(), 10))
 	writeJSON(w, http.StatusOK, rg)
 }
+
+func itoa(n int64) string { return strconv.FormatInt(n, 10) }

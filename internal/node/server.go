@@ -39,6 +39,8 @@ type Backend interface {
 	GetRange(ctx context.Context, cr s3backend.Credentials, bucket, key, etag string, off, length int64) ([]byte, error)
 	Put(ctx context.Context, cr s3backend.Credentials, bucket, key string, body io.Reader, size int64, contentType string) (string, error)
 	Delete(ctx context.Context, cr s3backend.Credentials, bucket, key string) error
+	Forward(ctx context.Context, cr s3backend.Credentials, method, bucket, key, rawQuery string,
+		header http.Header, body io.Reader, contentLength int64) (*http.Response, error)
 }
 
 // Tenants yields the current, hot-reloaded tenant configuration.
@@ -136,6 +138,7 @@ func New(cfg Config, st Store, be Backend, tenants Tenants, m *metrics.Node, log
 //	PUT    /v1/objects/{bucket}/{key...}                   write-through
 //	DELETE /v1/objects/{bucket}/{key...}                   delete in S3, then invalidate
 //	GET    /v1/ring                                        the ring this node routes by
+//	*      /v1/s3/{bucket}[/{key...}]                      any other S3 operation, passed through to S3
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /v1/objects/{bucket}/{key...}", s.handleGet)
@@ -144,5 +147,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("PUT /v1/objects/{bucket}/{key...}", s.handlePut)
 	mux.HandleFunc("DELETE /v1/objects/{bucket}/{key...}", s.handleDelete)
 	mux.HandleFunc("GET /v1/ring", s.handleRing)
+	mux.HandleFunc("/v1/s3/{bucket}", s.handlePassthrough)
+	mux.HandleFunc("/v1/s3/{bucket}/{key...}", s.handlePassthrough)
 	return pki.Middleware(mux)
 }
