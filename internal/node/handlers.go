@@ -234,14 +234,24 @@ func setMetaHeaders(h http.Header, m chunk.Meta) {
 	}
 }
 
-func (s *Server) handleHead(w http.ResponseWriter, r *http.Request) {
+// metaFor parses, authorizes and resolves an object's metadata; on failure
+// it has already answered.
+func (s *Server) metaFor(w http.ResponseWriter, r *http.Request) (request, chunk.Meta, bool) {
 	q, ok := s.begin(w, r, opHead)
 	if !ok {
-		return
+		return q, chunk.Meta{}, false
 	}
 	m, err := s.meta(r.Context(), q.caller, q.obj, false)
 	if err != nil {
 		s.fail(w, opHead, q.tenant.Name, q.start, asAPIError(err))
+		return q, m, false
+	}
+	return q, m, true
+}
+
+func (s *Server) handleHead(w http.ResponseWriter, r *http.Request) {
+	q, m, ok := s.metaFor(w, r)
+	if !ok {
 		return
 	}
 	h := w.Header()
@@ -272,13 +282,8 @@ func (s *Server) metaResponse(o chunk.Object, m chunk.Meta) MetaResponse {
 }
 
 func (s *Server) handleMeta(w http.ResponseWriter, r *http.Request) {
-	q, ok := s.begin(w, r, opHead)
+	q, m, ok := s.metaFor(w, r)
 	if !ok {
-		return
-	}
-	m, err := s.meta(r.Context(), q.caller, q.obj, false)
-	if err != nil {
-		s.fail(w, opHead, q.tenant.Name, q.start, asAPIError(err))
 		return
 	}
 	writeJSON(w, http.StatusOK, s.metaResponse(q.obj, m))
