@@ -33,8 +33,12 @@ bin/minio: hack/build-minio.sh
 envtest-assets: ## kube-apiserver + etcd (+ kubectl) for envtest, in bin/k8s/<version>.
 	hack/envtest-assets.sh >/dev/null
 
+.PHONY: chdb
+chdb: ## ClickHouse's engine (chdb, from PyPI) in a virtualenv at bin/chdb-venv.
+	hack/chdb-venv.sh >/dev/null
+
 .PHONY: tools
-tools: bin/minio envtest-assets
+tools: bin/minio envtest-assets chdb
 
 ##@ Test
 

@@ -7,13 +7,14 @@ package envtestassets
 
 import (
 	"bufio"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
+
+	"github.com/distcache/distcache/internal/testutil/repo"
 )
 
 // KubeVersion is the Kubernetes version the project pins for its test control
@@ -44,7 +45,7 @@ func Path() (string, error) {
 		}
 		return dir, nil
 	}
-	root, err := RepoRoot()
+	root, err := repo.Root()
 	if err != nil {
 		return "", err
 	}
@@ -79,25 +80,6 @@ func check(dir string) error {
 		return fmt.Errorf("missing or not executable: %s", strings.Join(missing, ", "))
 	}
 	return nil
-}
-
-// RepoRoot walks up from the working directory (go test runs in the package's
-// directory) to the directory whose go.mod declares this module.
-func RepoRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		if isModuleRoot(filepath.Join(dir, "go.mod")) {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", errors.New("cannot find the root of module " + modulePath + " above the working directory")
-		}
-		dir = parent
-	}
 }
 
 func isModuleRoot(gomod string) bool {

@@ -5,13 +5,15 @@ import (
 	"path/filepath"
 	"regexp"
 	"testing"
+
+	"github.com/distcache/distcache/internal/testutil/repo"
 )
 
 // The version is pinned in hack/build-kube.sh (which builds the binaries) and in
 // KubeVersion (which finds them and which the envtest smoke test compares the
 // server's version against); they must not drift apart.
 func TestKubeVersionMatchesBuildScript(t *testing.T) {
-	root, err := RepoRoot()
+	root, err := repo.Root()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,7 +52,7 @@ func TestPathHonoursEnv(t *testing.T) {
 
 func TestPathErrorSaysWhatToRun(t *testing.T) {
 	t.Setenv(EnvVar, "")
-	root, err := RepoRoot()
+	root, err := repo.Root()
 	if err != nil {
 		t.Fatal(err)
 	}

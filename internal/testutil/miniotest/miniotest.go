@@ -10,7 +10,6 @@ package miniotest
 
 import (
 	"context"
-	"errors"
 	"os"
 	"path/filepath"
 	"testing"
@@ -19,6 +18,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/distcache/distcache/internal/minioproc"
+	"github.com/distcache/distcache/internal/testutil/repo"
 )
 
 // Server is one running (or stopped) MinIO process.
@@ -74,30 +74,9 @@ func findBinary(t testing.TB) string {
 	if p := os.Getenv("MINIO_BIN"); p != "" {
 		return p
 	}
-	root, err := moduleRoot()
+	root, err := repo.Root()
 	if err != nil {
 		t.Fatalf("miniotest: %v; %s", err, hint)
 	}
 	return filepath.Join(root, "bin", "minio")
-}
-
-// moduleRoot walks up from the working directory to the directory holding
-// go.mod.
-func moduleRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir, nil
-		} else if !errors.Is(err, os.ErrNotExist) {
-			return "", err
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", errors.New("no go.mod above the working directory")
-		}
-		dir = parent
-	}
 }

@@ -1,0 +1,472 @@
+// Package nodecluster runs a loopback cluster of real cache nodes for tests:
+// every node is a node.Server over real mTLS (certificates from a test CA)
+// with its own store and ring holder, all reading one real MinIO through a
+// counting, fault-injecting proxy (s3proxy) and sharing one tenants file, as
+// `cachenode serve` wires them.
+//
+//	c := nodecluster.Start(t, 3)
+//	tlsA := c.TenantTLS("team-a")               // a tenant's client certificate
+//	c.PutDirect("bucket-a", "k", data)          // behind the cache's back
+//	c.Kill(1)                                   // a member dies
+//	c.Add(); c.Publish(true)                    // grow, with warm handoff
+//	n := c.Sum("distcache_peer_requests_total", map[string]string{"kind": "forward"})
+//
+// Tests never assert on time: nodes use Clock (Advance moves it past the
+// metadata TTL).
+package nodecluster
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"fmt"
+	"io"
+	"log"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/distcache/distcache/internal/chunk"
+	"github.com/distcache/distcache/internal/metrics"
+	"github.com/distcache/distcache/internal/node"
+	"github.com/distcache/distcache/internal/pki"
+	"github.com/distcache/distcache/internal/ring"
+	"github.com/distcache/distcache/internal/s3backend"
+	"github.com/distcache/distcache/internal/store"
+	"github.com/distcache/distcache/internal/tenancy"
+	"github.com/distcache/distcache/internal/testutil/miniotest"
+	"github.com/distcache/distcache/internal/testutil/s3proxy"
+)
+
+// DefaultChunkSize is the nodes' chunk size unless Options say otherwise.
+const DefaultChunkSize = 256 << 10
+
+// DefaultTenants is the tenants file unless Options say otherwise: two
+// tenants with a bucket each and one bucket they share.
+const DefaultTenants = `tenants:
+  - name: team-a
+    buckets: [bucket-a, shared]
+  - name: team-b
+    buckets: [bucket-b, shared]
+`
+
+// DefaultBuckets are created in MinIO unless Options say otherwise.
+var DefaultBuckets = []string{"bucket-a", "bucket-b", "shared"}
+
+// Options tune the cluster; the zero value is usable.
+type Options struct {
+	ChunkSize int64         // default DefaultChunkSize
+	MetaTTL   time.Duration // default 1 minute (of Clock time)
+	Immutable bool          // never revalidate metadata
+	Tenants   string        // tenants file YAML; default DefaultTenants
+	Buckets   []string      // created in MinIO; default DefaultBuckets
+	RAMBytes  int64         // per node RAM tier; default 64 MiB
+	DiskBytes int64         // per node disk bound; default 256 MiB
+	// PeerTimeout bounds a node-to-node request (default 5s).
+	PeerTimeout time.Duration
+}
+
+// Clock is the nodes' clock; tests move it instead of sleeping.
+type Clock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+// Now is the current fake time.
+func (c *Clock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
+
+// Advance moves the clock forward.
+func (c *Clock) Advance(d time.Duration) { c.mu.Lock(); c.now = c.now.Add(d); c.mu.Unlock() }
+
+// Member is one cache node.
+type Member struct {
+	Name     string
+	Addr     string // host:port of the mTLS API
+	Store    *store.Store
+	Server   *http.Server
+	Registry *prometheus.Registry // this node's metrics
+	Metrics  *metrics.Node
+	Ring     *ring.Holder
+
+	mu   sync.Mutex
+	dead bool
+}
+
+// URL is https://Addr.
+func (m *Member) URL() string { return "https://" + m.Addr }
+
+// Dead reports whether Kill stopped this member.
+func (m *Member) Dead() bool { m.mu.Lock(); defer m.mu.Unlock(); return m.dead }
+
+// Holds reports whether the member has the chunk in its store (RAM or disk).
+func (m *Member) Holds(id chunk.ID) bool {
+	_, _, err := m.Store.GetChunk(id)
+	return err == nil
+}
+
+// Cluster is a running set of cache nodes.
+type Cluster struct {
+	T     testing.TB
+	Opts  Options
+	MinIO *miniotest.Server
+	// Direct talks to MinIO itself (root credentials), bypassing the cache.
+	Direct *s3.Client
+	// Proxy sits between the nodes and MinIO: it counts S3 requests and
+	// injects faults.
+	Proxy  *s3proxy.Proxy
+	CA     *pki.CA
+	CAFile string // PEM of the CA that signed the nodes' and the clients' certificates
+	Dir    string
+	Clock  *Clock
+	// Backend is the S3 backend every node shares; S3Registry holds its
+	// metrics.
+	Backend    *s3backend.Backend
+	S3Registry *prometheus.Registry
+	Tenants    *tenancy.Watcher
+
+	mu      sync.Mutex
+	members []*Member
+	epoch   int64
+	tls     map[string]*tls.Config
+}
+
+// Start runs n nodes with default options and publishes a ring of all of
+// them (epoch 1).
+func Start(t testing.TB, n int) *Cluster { return StartWith(t, n, Options{}) }
+
+// StartWith runs n nodes with opts and publishes a ring of all of them.
+// Everything stops when the test ends.
+func StartWith(t testing.TB, n int, opts Options) *Cluster {
+	t.Helper()
+	if opts.ChunkSize == 0 {
+		opts.ChunkSize = DefaultChunkSize
+	}
+	if opts.MetaTTL == 0 {
+		opts.MetaTTL = time.Minute
+	}
+	if opts.Tenants == "" {
+		opts.Tenants = DefaultTenants
+	}
+	if opts.Buckets == nil {
+		opts.Buckets = DefaultBuckets
+	}
+	if opts.RAMBytes == 0 {
+		opts.RAMBytes = 64 << 20
+	}
+	if opts.DiskBytes == 0 {
+		opts.DiskBytes = 256 << 20
+	}
+	if opts.PeerTimeout == 0 {
+		opts.PeerTimeout = 5 * time.Second
+	}
+	c := &Cluster{T: t, Opts: opts, Dir: t.TempDir(), Clock: &Clock{now: time.Now()}, tls: map[string]*tls.Config{}}
+	c.MinIO = miniotest.Start(t)
+	for _, b := range opts.Buckets {
+		c.MinIO.CreateBucket(t, b)
+	}
+	c.Direct = c.MinIO.Client(t)
+	c.Proxy = s3proxy.New(t, c.MinIO.Endpoint)
+
+	var err error
+	c.CA, err = pki.NewCA("distcache test CA", time.Hour)
+	must(t, err)
+	c.CAFile = filepath.Join(c.Dir, "ca.crt")
+	must(t, os.WriteFile(c.CAFile, c.CA.CertPEM, 0o600))
+	leaf, err := c.CA.IssueServer("cache", []string{"localhost"}, []net.IP{net.ParseIP("127.0.0.1")}, time.Hour)
+	must(t, err)
+	must(t, pki.WriteFiles(c.Dir, "server", leaf))
+
+	tenantsPath := filepath.Join(c.Dir, "tenants.yaml")
+	must(t, os.WriteFile(tenantsPath, []byte(opts.Tenants), 0o600))
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	c.Tenants, err = tenancy.Watch(ctx, tenantsPath, slog.New(slog.DiscardHandler))
+	must(t, err)
+	t.Cleanup(func() { _ = c.Tenants.Close() })
+
+	c.S3Registry = prometheus.NewRegistry()
+	c.Backend, err = s3backend.New(s3backend.Config{
+		Endpoint: c.Proxy.URL(), Region: c.MinIO.Region, UsePathStyle: true,
+		Default:       s3backend.Credentials{AccessKeyID: c.MinIO.AccessKey, SecretAccessKey: c.MinIO.SecretKey},
+		MaxConcurrent: 32, MaxAttempts: 3, MaxBackoff: 100 * time.Millisecond,
+		RequestTimeout: 10 * time.Second, PartSize: 5 << 20, Observer: metrics.NewNode(c.S3Registry),
+	})
+	must(t, err)
+	for i := 0; i < n; i++ {
+		c.Add()
+	}
+	if n > 0 {
+		c.Publish(false)
+	}
+	return c
+}
+
+// Members returns the members started so far, dead ones included, in the
+// order they were added.
+func (c *Cluster) Members() []*Member {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]*Member(nil), c.members...)
+}
+
+// Member returns member i.
+func (c *Cluster) Member(i int) *Member { return c.Members()[i] }
+
+// Seeds returns https://addr of every member, for client configurations.
+func (c *Cluster) Seeds() []string {
+	var s []string
+	for _, m := range c.Members() {
+		s = append(s, m.URL())
+	}
+	return s
+}
+
+// Add starts one more node. It is not in the ring until Publish.
+func (c *Cluster) Add() *Member {
+	t := c.T
+	t.Helper()
+	c.mu.Lock()
+	name := fmt.Sprintf("cache-%d", len(c.members))
+	c.mu.Unlock()
+	m := &Member{Name: name, Registry: prometheus.NewRegistry(), Ring: &ring.Holder{}}
+	m.Metrics = metrics.NewNode(m.Registry)
+	var err error
+	m.Store, err = store.Open(store.Options{
+		Dir: filepath.Join(c.Dir, name), DiskBytes: c.Opts.DiskBytes, RAMBytes: c.Opts.RAMBytes,
+		Logger: slog.New(slog.DiscardHandler),
+		TenantQuota: func(tenant string) int64 {
+			if tn, ok := c.Tenants.Current().Tenant(tenant); ok {
+				return tn.QuotaBytes
+			}
+			return 0
+		},
+	})
+	must(t, err)
+	peers := &node.Peers{Client: &http.Client{Transport: &http.Transport{
+		TLSClientConfig: c.PeerTLS(name), MaxIdleConnsPerHost: 64,
+		DialContext: (&net.Dialer{Timeout: time.Second}).DialContext,
+	}}, Timeout: c.Opts.PeerTimeout}
+	srv, err := node.New(node.Config{
+		ChunkSize: c.Opts.ChunkSize, MetaTTL: c.Opts.MetaTTL, Immutable: c.Opts.Immutable, Now: c.Clock.Now,
+		Ring: m.Ring, Self: name, Peers: peers,
+	}, m.Store, c.Backend, c.Tenants, m.Metrics, slog.New(slog.DiscardHandler))
+	must(t, err)
+	serverTLS, err := pki.ServerTLSConfig(filepath.Join(c.Dir, "server.crt"), filepath.Join(c.Dir, "server.key"), c.CAFile)
+	must(t, err)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	must(t, err)
+	m.Addr = ln.Addr().String()
+	m.Server = &http.Server{
+		Handler: srv.Handler(), TLSConfig: serverTLS,
+		TLSNextProto: map[string]func(*http.Server, *tls.Conn, http.Handler){},
+		ErrorLog:     log.New(io.Discard, "", 0), // refused handshakes and killed connections are expected
+	}
+	go func() { _ = m.Server.Serve(tls.NewListener(ln, serverTLS)) }()
+	t.Cleanup(func() {
+		_ = m.Server.Close()
+		_ = m.Store.Close()
+	})
+	c.mu.Lock()
+	c.members = append(c.members, m)
+	c.mu.Unlock()
+	return m
+}
+
+// Kill stops member i at once: its listener and every open connection are
+// closed, so requests in flight fail mid-stream. It stays in the ring until
+// the next Publish that leaves it out (PublishWithout).
+func (c *Cluster) Kill(i int) {
+	m := c.Member(i)
+	m.mu.Lock()
+	m.dead = true
+	m.mu.Unlock()
+	_ = m.Server.Close()
+}
+
+// Publish gives every live member a new ring epoch holding all members that
+// are alive; withPrevious carries the membership of the epoch before, for
+// warm handoff.
+func (c *Cluster) Publish(withPrevious bool) *ring.Ring {
+	return c.publish(withPrevious, func(m *Member) bool { return !m.Dead() })
+}
+
+// PublishWithout is Publish leaving out the named members as well as dead
+// ones.
+func (c *Cluster) PublishWithout(withPrevious bool, names ...string) *ring.Ring {
+	return c.publish(withPrevious, func(m *Member) bool {
+		for _, n := range names {
+			if m.Name == n {
+				return false
+			}
+		}
+		return !m.Dead()
+	})
+}
+
+func (c *Cluster) publish(withPrevious bool, include func(*Member) bool) *ring.Ring {
+	c.T.Helper()
+	members := c.Members()
+	c.mu.Lock()
+	c.epoch++
+	epoch := c.epoch
+	c.mu.Unlock()
+	spec := ring.Spec{Epoch: epoch, Zone: "test", Hash: ring.HashParams{Algorithm: ring.AlgorithmRendezvousXXHash64}}
+	var prev *ring.Ring
+	for i, m := range members {
+		if prev == nil {
+			prev = m.Ring.Load()
+		}
+		if include(m) {
+			spec.Members = append(spec.Members, ring.Member{Name: m.Name, Address: m.Addr, Ordinal: i, Weight: 100, State: ring.StateActive})
+		}
+	}
+	if withPrevious && prev != nil {
+		spec.Previous = &ring.PreviousRing{Epoch: prev.Epoch(), Members: prev.Members()}
+	}
+	r, err := ring.New(spec)
+	must(c.T, err)
+	for _, m := range members {
+		m.Ring.Store(r)
+	}
+	return r
+}
+
+// Ring is the ring the cluster published last.
+func (c *Cluster) Ring() *ring.Ring { return c.Member(0).Ring.Load() }
+
+// TenantTLS returns a client TLS configuration holding a certificate for the
+// tenant (cached per name).
+func (c *Cluster) TenantTLS(name string) *tls.Config {
+	return c.ClientTLS(pki.Identity{Kind: pki.KindTenant, Name: name})
+}
+
+// PeerTLS returns a client TLS configuration holding a peer certificate
+// (what cache nodes and gateways acting for tenants use).
+func (c *Cluster) PeerTLS(name string) *tls.Config {
+	return c.ClientTLS(pki.Identity{Kind: pki.KindPeer, Name: name})
+}
+
+// ClientTLS returns a client TLS configuration for the identity, issued by
+// the cluster's CA and trusting the nodes' certificate.
+func (c *Cluster) ClientTLS(id pki.Identity) *tls.Config {
+	t := c.T
+	t.Helper()
+	key := string(id.Kind) + "-" + id.Name
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if cfg, ok := c.tls[key]; ok {
+		return cfg
+	}
+	leaf, err := c.CA.IssueClient(id, time.Hour)
+	must(t, err)
+	must(t, pki.WriteFiles(c.Dir, key, leaf))
+	cfg, err := pki.ClientTLSConfig(filepath.Join(c.Dir, key+".crt"), filepath.Join(c.Dir, key+".key"), c.CAFile)
+	must(t, err)
+	c.tls[key] = cfg
+	return cfg
+}
+
+// HTTPClient is an HTTP/1.1 client holding the identity's certificate.
+func (c *Cluster) HTTPClient(id pki.Identity) *http.Client {
+	return &http.Client{Transport: &http.Transport{TLSClientConfig: c.ClientTLS(id), MaxIdleConnsPerHost: 64}}
+}
+
+// PutDirect writes an object straight to MinIO, behind the cache's back,
+// and returns its ETag.
+func (c *Cluster) PutDirect(bucket, key string, data []byte) string {
+	c.T.Helper()
+	out, err := c.Direct.PutObject(context.Background(), &s3.PutObjectInput{
+		Bucket: aws.String(bucket), Key: aws.String(key), Body: bytes.NewReader(data),
+	})
+	must(c.T, err)
+	return aws.ToString(out.ETag)
+}
+
+// GetDirect reads an object, or a range of it ("bytes=a-b"; "" for all),
+// from MinIO itself.
+func (c *Cluster) GetDirect(bucket, key, rng string) []byte {
+	c.T.Helper()
+	in := &s3.GetObjectInput{Bucket: aws.String(bucket), Key: aws.String(key)}
+	if rng != "" {
+		in.Range = aws.String(rng)
+	}
+	out, err := c.Direct.GetObject(context.Background(), in)
+	must(c.T, err)
+	defer out.Body.Close()
+	b, err := io.ReadAll(out.Body)
+	must(c.T, err)
+	return b
+}
+
+// Counter sums the samples of a counter family on member i whose labels
+// include want.
+func (c *Cluster) Counter(i int, name string, want map[string]string) float64 {
+	c.T.Helper()
+	return Gather(c.T, c.Member(i).Registry, name, want)
+}
+
+// Sum is Counter summed over every member.
+func (c *Cluster) Sum(name string, want map[string]string) float64 {
+	c.T.Helper()
+	var s float64
+	for _, m := range c.Members() {
+		s += Gather(c.T, m.Registry, name, want)
+	}
+	return s
+}
+
+// Gather sums the samples of a counter or gauge family in g whose labels
+// include want.
+func Gather(t testing.TB, g prometheus.Gatherer, name string, want map[string]string) float64 {
+	t.Helper()
+	families, err := g.Gather()
+	must(t, err)
+	var sum float64
+	for _, f := range families {
+		if f.GetName() != name {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			if !matches(m, want) {
+				continue
+			}
+			switch {
+			case m.Counter != nil:
+				sum += m.GetCounter().GetValue()
+			case m.Gauge != nil:
+				sum += m.GetGauge().GetValue()
+			}
+		}
+	}
+	return sum
+}
+
+func matches(m *dto.Metric, want map[string]string) bool {
+	got := map[string]string{}
+	for _, l := range m.GetLabel() {
+		got[l.GetName()] = l.GetValue()
+	}
+	for k, v := range want {
+		if got[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+func must(t testing.TB, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
