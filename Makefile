@@ -63,6 +63,12 @@ bench-go: ## Go micro-benchmarks (store tiers, ring lookups).
 demo: bin/minio build ## MinIO + a cache node on loopback with real mTLS; shows misses, hits and metrics.
 	hack/demo.sh
 
+.PHONY: stack stack-down
+stack: bin/minio build ## MinIO, 3 cache nodes and 2 gateways on loopback; writes .stack/env (S3_ENDPOINT=... to use another S3).
+	S3_ENDPOINT="$(S3_ENDPOINT)" S3_ACCESS_KEY="$(S3_ACCESS_KEY)" S3_SECRET_KEY="$(S3_SECRET_KEY)" hack/stack.sh up
+stack-down: ## Stop what make stack started.
+	hack/stack.sh down
+
 ##@ Help
 
 .PHONY: help
