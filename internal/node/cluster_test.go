@@ -156,7 +156,7 @@ func TestClusterReadsThroughAnyNodeAreByteExactAndStoredOnTheOwner(t *testing.T)
 	}
 	// The ring is served to clients, with its epoch.
 	resp := c.do(a, http.MethodGet, "https://"+c.members[1].addr+"/v1/ring", nil, nil)
-	if resp.status != http.StatusOK || resp.header.Get("X-Distcache-Ring-Epoch") != "1" {
+	if resp.status != http.StatusOK || resp.header.Get("X-Distcache-Ring-Epoch") != "1" || c.read(a, c.members[0], "bucket-a", "table.bin").header.Get("X-Distcache-Ring-Epoch") != "1" {
 		t.Fatalf("/v1/ring: %d epoch %q", resp.status, resp.header.Get("X-Distcache-Ring-Epoch"))
 	}
 	if _, err := ring.Parse(resp.body); err != nil {

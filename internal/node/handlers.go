@@ -16,6 +16,7 @@ const (
 	HeaderObjectSize = "X-Distcache-Object-Size"
 	HeaderChunkSize  = "X-Distcache-Chunk-Size"
 	HeaderCache      = "X-Distcache-Cache" // hit_ram, hit_disk or miss
+	HeaderRingEpoch  = "X-Distcache-Ring-Epoch"
 )
 
 // Operation labels.
@@ -328,8 +329,12 @@ func (s *Server) handlePut(w http.ResponseWriter, r *http.Request) {
 		s.storeFailed("put_meta", err)
 	}
 	if col.total == m.Size {
+		r := s.currentRing()
 		for i, data := range col.chunks() {
 			id := chunk.ID{Object: q.obj, ETag: etag, Size: s.cfg.ChunkSize, Index: int64(i)}
+			if !s.shouldStore(r, id) {
+				continue // another member serves it; it fills from S3 on first read
+			}
 			if err := s.store.PutChunk(id, data); err != nil {
 				s.storeFailed("put_chunk", err)
 				break
@@ -364,7 +369,6 @@ func (s *Server) handleRing(w http.ResponseWriter, r *http.Request) {
 		writeError(w, newError(http.StatusNotFound, "NoRing", "this node runs alone, without a ring"))
 		return
 	}
-	w.Header().Set("X-Distcache-Ring-Epoch", strconv.FormatInt(rg.Epoch(), 10))
 	writeJSON(w, http.StatusOK, rg)
 }
 

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/distcache/distcache/internal/chunk"
+	"github.com/distcache/distcache/internal/nodeapi"
 	"github.com/distcache/distcache/internal/ring"
 	"github.com/distcache/distcache/internal/s3backend"
 )
@@ -76,8 +77,8 @@ func (p *Peers) get(ctx context.Context, m ring.Member, tenant string, id chunk.
 	ctx, cancel := context.WithTimeout(ctx, p.Timeout)
 	defer cancel()
 	q := url.Values{"chunk": {strconv.FormatInt(id.Index, 10)}, "etag": {id.ETag}, "size": {strconv.FormatInt(objectSize, 10)}}
-	u := url.URL{Scheme: "https", Host: m.Address, Path: "/v1/objects/" + id.Bucket + "/" + id.Key, RawQuery: q.Encode()}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
+	u := "https://" + m.Address + nodeapi.ObjectPath(id.Bucket, id.Key) + "?" + q.Encode()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
 		return nil, err
 	}

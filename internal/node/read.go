@@ -107,6 +107,12 @@ func (s *Server) readChunk(ctx context.Context, c caller, o chunk.Object, m chun
 		if !handedOff {
 			var err error
 			if data, err = s.s3.GetRange(bg, c.creds, o.Bucket, o.Key, m.ETag, off, length); err != nil {
+				if errors.Is(err, s3backend.ErrPreconditionFailed) {
+					// The version this read was pinned to is gone: learn the
+					// new one now (dropping the old chunks) rather than at
+					// the TTL, so the next Stat sees it.
+					_, _ = s.meta(bg, c, o, true)
+				}
 				return nil, err
 			}
 		}

@@ -10,6 +10,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"time"
 
 	"golang.org/x/sync/singleflight"
@@ -93,6 +94,17 @@ type Server struct {
 	peers  *Peers
 }
 
+// withRingEpoch stamps every answer with the ring epoch, so clients notice a
+// ring change on their next request instead of their next poll.
+func (s *Server) withRingEpoch(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if rg := s.currentRing(); rg != nil {
+			w.Header().Set(HeaderRingEpoch, strconv.FormatInt(rg.Epoch(), 10))
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
 // currentRing is the ring in force, or nil when the node runs alone.
 func (s *Server) currentRing() *ring.Ring {
 	if s.cfg.Ring == nil {
@@ -125,6 +137,10 @@ func New(cfg Config, st Store, be Backend, tenants Tenants, m *metrics.Node, log
 		if cfg.Peers.DownFor <= 0 {
 			cfg.Peers.DownFor = 5 * time.Second
 		}
+		// A redirect from a peer would mean a path it cleaned: a different key.
+		client := *cfg.Peers.Client
+		client.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+		cfg.Peers.Client = &client
 	}
 	return &Server{cfg: cfg, store: st, s3: be, tenants: tenants, metrics: m, log: log, peers: cfg.Peers}, nil
 }
@@ -149,5 +165,5 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /v1/ring", s.handleRing)
 	mux.HandleFunc("/v1/s3/{bucket}", s.handlePassthrough)
 	mux.HandleFunc("/v1/s3/{bucket}/{key...}", s.handlePassthrough)
-	return pki.Middleware(mux)
+	return pki.Middleware(s.withRingEpoch(mux))
 }

@@ -1,0 +1,343 @@
+// Package client is the Go client of a distcache cache, used by Go programs
+// and by the S3 gateway.
+//
+// A Client fetches the ring from any cache node (GET /v1/ring) and keeps it
+// fresh, so it can send every chunk request straight to the chunk's owner:
+// the node that holds it, so no node has to forward. Reads are pinned to one
+// object version (the ETag of the Meta that Stat returned), cut into the
+// cache's fixed-size chunks and fetched in parallel; a member that fails is
+// skipped for a few seconds and its chunks are read from the next
+// candidates, then from any member, so a read fails only when no member can
+// answer. Whole chunks can be kept in a bounded RAM "userspace page cache",
+// keyed by the version, so repeated reads do not cross the network and a
+// chunk of another version is never served.
+//
+// Routing is an optimisation: any node answers any request (it forwards to
+// the owner), so a stale ring costs an extra hop, never a wrong answer.
+//
+// Errors wrap the sentinels ErrNotFound, ErrAccessDenied, ErrChanged,
+// ErrUnavailable and ErrInvalidRange (see Error).
+package client
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/sync/singleflight"
+
+	"github.com/distcache/distcache/internal/pki"
+	"github.com/distcache/distcache/internal/ring"
+)
+
+// Defaults of Config.
+const (
+	DefaultParallelism = 8
+	DefaultCandidates  = 3
+	DefaultRingRefresh = 10 * time.Second
+	DefaultTimeout     = 30 * time.Second
+	// downFor is how long a member that failed is tried only after all the
+	// others.
+	downFor = 5 * time.Second
+	// minRefreshGap spaces out refreshes that failures trigger, so that a
+	// dead member does not cause one ring fetch per request.
+	minRefreshGap = 250 * time.Millisecond
+)
+
+// Node API headers the client reads or sends.
+const (
+	headerTenant    = "X-Distcache-Tenant"
+	headerChunkSize = "X-Distcache-Chunk-Size"
+	headerRingEpoch = "X-Distcache-Ring-Epoch"
+	headerSize      = "X-Distcache-Object-Size"
+	headerType      = "X-Distcache-Content-Type"
+)
+
+// Config configures a Client.
+type Config struct {
+	// Seeds are https://host:port of any cache nodes (host:port works
+	// too). The ring is fetched from the first that answers GET /v1/ring.
+	Seeds []string
+	// TLS carries the client certificate: a tenant certificate, or a peer
+	// certificate with Tenant set (a gateway acting for a tenant). The
+	// client negotiates HTTP/1.1 only.
+	TLS *tls.Config
+	// Tenant is sent as X-Distcache-Tenant when the certificate is a
+	// peer's; leave it empty with a tenant certificate.
+	Tenant string
+	// ChunkSize must equal the nodes' chunk size; 0 learns it from the
+	// X-Distcache-Chunk-Size header of the first answer. An answer with a
+	// different chunk size is an error.
+	ChunkSize int64
+	// Parallelism is the number of chunk requests in flight per read, and
+	// the read-ahead of an Object, in chunks (default 8).
+	Parallelism int
+	// PageCacheBytes bounds the RAM page cache of whole chunks; 0 disables
+	// it.
+	PageCacheBytes int64
+	// Candidates is the number of members tried per chunk, owner first,
+	// when nodes answer that S3 failed (default 3). Members that cannot be
+	// reached are always skipped, down to the last member.
+	Candidates int
+	// RingRefresh is the longest time between ring fetches (default 10s).
+	// The ring is also fetched when a member is unreachable or an answer
+	// carries a newer X-Distcache-Ring-Epoch.
+	RingRefresh time.Duration
+	// Timeout bounds one request to one member (default 30s).
+	Timeout time.Duration
+	// Logger defaults to discarding.
+	Logger *slog.Logger
+	// Registerer, when set, gets the client's metrics (page cache hits and
+	// misses, node requests by result, failovers, ring epoch and
+	// refreshes); Close unregisters them.
+	Registerer prometheus.Registerer
+	// WrapTransport, when set, wraps the HTTP transport the client builds
+	// (instrumentation, tests).
+	WrapTransport func(http.RoundTripper) http.RoundTripper
+}
+
+// Client talks to the cache nodes of one zone. It is safe for concurrent
+// use; Close it when done.
+type Client struct {
+	cfg       Config
+	tenant    string // the tenant chunk placement is computed for
+	seeds     []string
+	transport *http.Transport
+	http      *http.Client
+	log       *slog.Logger
+	metrics   *clientMetrics
+
+	ring      ring.Holder
+	chunkSize atomic.Int64
+	pages     *pageCache // nil when disabled
+	flight    singleflight.Group
+
+	downMu sync.Mutex
+	down   map[string]time.Time // address -> skipped until
+
+	refreshNow chan struct{}
+	stop       context.CancelFunc
+	stopped    chan struct{}
+	closeOnce  sync.Once
+}
+
+// New checks cfg, fetches the ring from the seeds and starts refreshing it.
+// It fails with ErrUnavailable when no seed answers.
+func New(ctx context.Context, cfg Config) (*Client, error) {
+	if len(cfg.Seeds) == 0 {
+		return nil, errors.New("client: no seeds")
+	}
+	if cfg.TLS == nil {
+		return nil, errors.New("client: TLS configuration with a client certificate is required")
+	}
+	if cfg.ChunkSize < 0 || cfg.PageCacheBytes < 0 || cfg.Parallelism < 0 || cfg.Candidates < 0 {
+		return nil, errors.New("client: negative ChunkSize, PageCacheBytes, Parallelism or Candidates")
+	}
+	if cfg.Parallelism == 0 {
+		cfg.Parallelism = DefaultParallelism
+	}
+	if cfg.Candidates == 0 {
+		cfg.Candidates = DefaultCandidates
+	}
+	if cfg.RingRefresh <= 0 {
+		cfg.RingRefresh = DefaultRingRefresh
+	}
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = DefaultTimeout
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	c := &Client{cfg: cfg, log: cfg.Logger, down: map[string]time.Time{}, refreshNow: make(chan struct{}, 1),
+		stopped: make(chan struct{})}
+	c.chunkSize.Store(cfg.ChunkSize)
+	var err error
+	if c.tenant, err = placementTenant(cfg.TLS, cfg.Tenant); err != nil {
+		return nil, err
+	}
+	for _, s := range cfg.Seeds {
+		addr, err := seedAddress(s)
+		if err != nil {
+			return nil, err
+		}
+		c.seeds = append(c.seeds, addr)
+	}
+	c.transport = newTransport(cfg)
+	var rt http.RoundTripper = c.transport
+	if cfg.WrapTransport != nil {
+		rt = cfg.WrapTransport(rt)
+	}
+	c.http = &http.Client{Transport: rt, CheckRedirect: func(*http.Request, []*http.Request) error {
+		return http.ErrUseLastResponse // the node API never redirects; a redirect would change the key
+	}}
+	if c.metrics, err = newMetrics(cfg.Registerer); err != nil {
+		return nil, fmt.Errorf("client: metrics: %w", err)
+	}
+	if cfg.PageCacheBytes > 0 {
+		if c.pages, err = newPageCache(cfg.PageCacheBytes); err != nil {
+			c.metrics.unregister()
+			return nil, err
+		}
+	}
+	if err := c.initRing(ctx); err != nil {
+		c.pages.close()
+		c.metrics.unregister()
+		c.transport.CloseIdleConnections()
+		return nil, err
+	}
+	loopCtx, stop := context.WithCancel(context.Background())
+	c.stop = stop
+	go c.refreshLoop(loopCtx)
+	return c, nil
+}
+
+// Ring is the ring the client routes by.
+func (c *Client) Ring() *ring.Ring { return c.ring.Load() }
+
+// Close stops the ring refresh, drops the page cache, closes idle
+// connections and unregisters the metrics. Objects opened from the client
+// must not be used afterwards.
+func (c *Client) Close() error {
+	c.closeOnce.Do(func() {
+		c.stop()
+		<-c.stopped
+		c.pages.close()
+		c.transport.CloseIdleConnections()
+		c.metrics.unregister()
+	})
+	return nil
+}
+
+func newTransport(cfg Config) *http.Transport {
+	tlsConfig := cfg.TLS.Clone()
+	tlsConfig.NextProtos = []string{"http/1.1"}
+	return &http.Transport{
+		TLSClientConfig: tlsConfig,
+		// HTTP/1.1 only: Go's HTTP/2 is much slower for bulk bytes.
+		TLSNextProto:        map[string]func(string, *tls.Conn) http.RoundTripper{},
+		DialContext:         (&net.Dialer{Timeout: 3 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		TLSHandshakeTimeout: 5 * time.Second,
+		MaxIdleConnsPerHost: max(64, 4*cfg.Parallelism),
+		IdleConnTimeout:     90 * time.Second,
+		DisableCompression:  true,
+		WriteBufferSize:     64 << 10,
+		ReadBufferSize:      64 << 10,
+	}
+}
+
+// seedAddress turns "https://host:port" (or "host:port") into host:port.
+func seedAddress(s string) (string, error) {
+	if strings.Contains(s, "://") {
+		u, err := url.Parse(s)
+		if err != nil {
+			return "", fmt.Errorf("client: seed %q: %w", s, err)
+		}
+		if u.Scheme != "https" {
+			return "", fmt.Errorf("client: seed %q: the node API is https only", s)
+		}
+		s = u.Host
+	}
+	if _, _, err := net.SplitHostPort(s); err != nil {
+		return "", fmt.Errorf("client: seed %q is not https://host:port", s)
+	}
+	return s, nil
+}
+
+// placementTenant is the tenant chunks are placed for: the tenant of a
+// tenant certificate, or Tenant for a peer certificate. The ring hashes the
+// tenant into every chunk id, so routing needs it even though the nodes
+// take it from the certificate.
+func placementTenant(cfg *tls.Config, tenant string) (string, error) {
+	id, err := certIdentity(cfg)
+	if err != nil {
+		return "", fmt.Errorf("client: %w", err)
+	}
+	switch id.Kind {
+	case pki.KindTenant:
+		if tenant != "" && tenant != id.Name {
+			return "", fmt.Errorf("client: Tenant %q set with the certificate of tenant %q (a tenant certificate acts only for itself)", tenant, id.Name)
+		}
+		return id.Name, nil
+	case pki.KindPeer:
+		if tenant == "" {
+			return "", fmt.Errorf("client: the certificate is peer %q's: set Tenant to the tenant it acts for", id.Name)
+		}
+		if err := pki.ValidateName(tenant); err != nil {
+			return "", fmt.Errorf("client: Tenant: %w", err)
+		}
+		return tenant, nil
+	}
+	return "", fmt.Errorf("client: unsupported identity kind %q", id.Kind)
+}
+
+// certIdentity reads the distcache identity (URI SAN) of the client
+// certificate that cfg presents.
+func certIdentity(cfg *tls.Config) (pki.Identity, error) {
+	var cert *tls.Certificate
+	switch {
+	case len(cfg.Certificates) > 0:
+		cert = &cfg.Certificates[0]
+	case cfg.GetClientCertificate != nil:
+		var err error
+		if cert, err = cfg.GetClientCertificate(&tls.CertificateRequestInfo{Version: tls.VersionTLS13}); err != nil {
+			return pki.Identity{}, fmt.Errorf("client certificate: %w", err)
+		}
+	}
+	if cert == nil || len(cert.Certificate) == 0 {
+		return pki.Identity{}, errors.New("the TLS configuration has no client certificate")
+	}
+	leaf := cert.Leaf
+	if leaf == nil {
+		var err error
+		if leaf, err = x509.ParseCertificate(cert.Certificate[0]); err != nil {
+			return pki.Identity{}, fmt.Errorf("client certificate: %w", err)
+		}
+	}
+	for _, u := range leaf.URIs {
+		if strings.EqualFold(u.Scheme, pki.Scheme) && strings.EqualFold(u.Hostname(), pki.TrustDomain) {
+			return pki.ParseIdentity(u)
+		}
+	}
+	return pki.Identity{}, fmt.Errorf("the client certificate has no %s://%s/ identity", pki.Scheme, pki.TrustDomain)
+}
+
+// isDown reports whether addr failed less than downFor ago.
+func (c *Client) isDown(addr string, now time.Time) bool {
+	c.downMu.Lock()
+	defer c.downMu.Unlock()
+	return now.Before(c.down[addr])
+}
+
+func (c *Client) markDown(addr string) {
+	c.downMu.Lock()
+	c.down[addr] = time.Now().Add(downFor)
+	c.downMu.Unlock()
+	c.triggerRefresh()
+}
+
+func (c *Client) markUp(addr string) {
+	c.downMu.Lock()
+	defer c.downMu.Unlock()
+	if _, ok := c.down[addr]; ok {
+		delete(c.down, addr)
+	}
+}
+
+// shuffled returns a copy of s in random order (spreads ring fetches).
+func shuffled(s []string) []string {
+	s = append([]string(nil), s...)
+	rand.Shuffle(len(s), func(i, j int) { s[i], s[j] = s[j], s[i] })
+	return s
+}

@@ -1,0 +1,123 @@
+package client_test
+
+import (
+	"context"
+	"crypto/tls"
+	"encoding/binary"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/distcache/distcache/internal/chunk"
+	"github.com/distcache/distcache/internal/client"
+	"github.com/distcache/distcache/internal/testutil/nodecluster"
+)
+
+const cs = nodecluster.DefaultChunkSize
+
+// newClient connects a client to the cluster with tlsCfg's certificate.
+// The ring is only refreshed when something triggers it unless mod sets
+// RingRefresh, so tests see exactly what they cause.
+func newClient(t testing.TB, c *nodecluster.Cluster, tlsCfg *tls.Config, mod func(*client.Config)) (*client.Client, *prometheus.Registry) {
+	t.Helper()
+	reg := prometheus.NewRegistry()
+	cfg := client.Config{Seeds: c.Seeds(), TLS: tlsCfg, Registerer: reg, Timeout: 10 * time.Second, RingRefresh: time.Hour}
+	if mod != nil {
+		mod(&cfg)
+	}
+	cl, err := client.New(context.Background(), cfg)
+	if err != nil {
+		t.Fatalf("client.New: %v", err)
+	}
+	t.Cleanup(func() { _ = cl.Close() })
+	return cl, reg
+}
+
+func randomBytes(r *rand.Rand, n int) []byte {
+	b := make([]byte, n+8)
+	for i := 0; i < n; i += 8 {
+		binary.LittleEndian.PutUint64(b[i:], r.Uint64())
+	}
+	return b[:n:n]
+}
+
+func must(t testing.TB, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// chunkRequests is the number of chunk lookups all nodes made (counted
+// before the answer is sent, unlike distcache_requests_total).
+func chunkRequests(c *nodecluster.Cluster) float64 {
+	return c.Sum("distcache_chunk_reads_total", nil)
+}
+
+// forwards is the number of chunk requests nodes forwarded to an owner.
+func forwards(c *nodecluster.Cluster) float64 {
+	return c.Sum("distcache_peer_requests_total", map[string]string{"kind": "forward"})
+}
+
+// chunkID names a chunk as the nodes place it.
+func chunkID(tenant, bucket, key, etag string, idx int64) chunk.ID {
+	return chunk.ID{Object: chunk.Object{Tenant: tenant, Bucket: bucket, Key: key}, ETag: etag, Size: cs, Index: idx}
+}
+
+// inFlight counts chunk requests in flight through the client's transport,
+// from the request until its body is closed, and the most at once.
+type inFlight struct {
+	next http.RoundTripper
+	mu   sync.Mutex
+	cur  int
+	max  int
+	n    int
+}
+
+func (f *inFlight) wrap(rt http.RoundTripper) http.RoundTripper { f.next = rt; return f }
+
+func (f *inFlight) RoundTrip(req *http.Request) (*http.Response, error) {
+	if !strings.Contains(req.URL.RawQuery, "chunk=") {
+		return f.next.RoundTrip(req)
+	}
+	f.mu.Lock()
+	f.cur++
+	f.n++
+	f.max = max(f.max, f.cur)
+	f.mu.Unlock()
+	resp, err := f.next.RoundTrip(req)
+	if err != nil {
+		f.done()
+		return nil, err
+	}
+	resp.Body = &doneBody{ReadCloser: resp.Body, done: f.done}
+	return resp, nil
+}
+
+func (f *inFlight) done() { f.mu.Lock(); f.cur--; f.mu.Unlock() }
+
+func (f *inFlight) stats() (maxInFlight, requests int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.max, f.n
+}
+
+func (f *inFlight) reset() { f.mu.Lock(); f.max, f.n = f.cur, 0; f.mu.Unlock() }
+
+type doneBody struct {
+	io.ReadCloser
+	once sync.Once
+	done func()
+}
+
+func (b *doneBody) Close() error {
+	err := b.ReadCloser.Close()
+	b.once.Do(b.done)
+	return err
+}

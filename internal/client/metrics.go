@@ -1,0 +1,111 @@
+package client
+
+import "github.com/prometheus/client_golang/prometheus"
+
+// Results of node requests (the result label of
+// distcache_client_node_requests_total).
+const (
+	resultOK           = "ok"
+	resultNotFound     = "not_found"
+	resultDenied       = "access_denied"
+	resultChanged      = "changed"
+	resultInvalidRange = "invalid_range"
+	resultBadRequest   = "bad_request"    // any other 4xx
+	resultUpstream     = "upstream_error" // the node answered a 5xx: its S3 failed
+	resultNodeError    = "node_error"     // a 5xx that is not the node API's, or a broken answer
+	resultUnreachable  = "unreachable"    // connection refused, timeout, body cut off
+)
+
+// Operations (the op label).
+const (
+	opStat     = "stat"
+	opGetChunk = "get_chunk"
+	opPut      = "put"
+	opDelete   = "delete"
+	opRing     = "ring"
+)
+
+// clientMetrics are the client's series; they exist (unregistered) even
+// without a Registerer so the code never checks for nil.
+type clientMetrics struct {
+	reg           prometheus.Registerer
+	pageCache     *prometheus.CounterVec
+	requests      *prometheus.CounterVec
+	failovers     prometheus.Counter
+	ringEpoch     prometheus.Gauge
+	ringRefreshes *prometheus.CounterVec
+	all           []prometheus.Collector
+}
+
+func newMetrics(reg prometheus.Registerer) (*clientMetrics, error) {
+	const ns, sub = "distcache", "client"
+	m := &clientMetrics{
+		reg: reg,
+		pageCache: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: ns, Subsystem: sub, Name: "page_cache_requests_total",
+			Help: "Chunk lookups in the client's RAM page cache by result (hit, miss).",
+		}, []string{"result"}),
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: ns, Subsystem: sub, Name: "node_requests_total",
+			Help: "Requests to cache nodes by operation (stat, get_chunk, put, delete, ring) and result (ok, not_found, access_denied, changed, invalid_range, bad_request, upstream_error, node_error, unreachable).",
+		}, []string{"op", "result"}),
+		failovers: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: ns, Subsystem: sub, Name: "failovers_total",
+			Help: "Requests retried on the next member after a member failed.",
+		}),
+		ringEpoch: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: ns, Subsystem: sub, Name: "ring_epoch",
+			Help: "Epoch of the ring the client routes by (0 for standalone nodes without a ring).",
+		}),
+		ringRefreshes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: ns, Subsystem: sub, Name: "ring_refreshes_total",
+			Help: "Ring fetches by outcome (updated: a newer epoch, unchanged, error: no member answered).",
+		}, []string{"result"}),
+	}
+	m.all = []prometheus.Collector{m.pageCache, m.requests, m.failovers, m.ringEpoch, m.ringRefreshes}
+	if reg == nil {
+		return m, nil
+	}
+	for i, c := range m.all {
+		if err := reg.Register(c); err != nil {
+			for _, r := range m.all[:i] {
+				reg.Unregister(r)
+			}
+			return nil, err
+		}
+	}
+	return m, nil
+}
+
+func (m *clientMetrics) unregister() {
+	if m.reg == nil {
+		return
+	}
+	for _, c := range m.all {
+		m.reg.Unregister(c)
+	}
+}
+
+// resultOf is the result label of an answered error.
+func resultOf(e *Error) string {
+	switch {
+	case e.Status >= 500 && e.Code != "":
+		return resultUpstream
+	case e.Status >= 500:
+		return resultNodeError
+	}
+	switch e.Kind {
+	case ErrNotFound:
+		return resultNotFound
+	case ErrAccessDenied:
+		return resultDenied
+	case ErrChanged:
+		return resultChanged
+	case ErrInvalidRange:
+		return resultInvalidRange
+	}
+	if e.Status == 0 {
+		return resultNodeError // an answer the client could not use
+	}
+	return resultBadRequest
+}

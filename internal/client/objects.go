@@ -1,0 +1,239 @@
+package client
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+)
+
+// Meta describes one version of an object.
+type Meta struct {
+	Size         int64
+	ETag         string // as S3 reports it, quotes included
+	ContentType  string
+	LastModified time.Time
+}
+
+// Stat returns the object's metadata (HEAD /v1/objects/...). Pass it to
+// ReadAt to read that version.
+func (c *Client) Stat(ctx context.Context, bucket, key string) (Meta, error) {
+	if err := checkObjectName(opStat, bucket, key); err != nil {
+		return Meta{}, err
+	}
+	var m Meta
+	err := c.try(ctx, opStat, bucket, key, c.metaID(bucket, key), func(ctx context.Context, addr string) error {
+		req, err := c.newRequest(ctx, http.MethodHead, addr, bucket, key, "")
+		if err != nil {
+			return &finalError{err}
+		}
+		resp, err := c.http.Do(req)
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		c.observeAnswer(resp.Header)
+		if resp.StatusCode != http.StatusOK {
+			return answerError(opStat, bucket, key, addr, resp)
+		}
+		if err := c.checkChunkSize(opStat, addr, resp.Header); err != nil {
+			return err
+		}
+		m, err = metaFromHeader(resp)
+		return err
+	})
+	return m, err
+}
+
+func metaFromHeader(resp *http.Response) (Meta, error) {
+	h := resp.Header
+	m := Meta{ETag: h.Get("ETag"), ContentType: h.Get(headerType), Size: resp.ContentLength}
+	if v := h.Get(headerSize); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			return Meta{}, fmt.Errorf("bad %s %q", headerSize, v)
+		}
+		m.Size = n
+	}
+	if m.ETag == "" || m.Size < 0 {
+		return Meta{}, errors.New("metadata answer without ETag or size")
+	}
+	if m.ContentType == "" {
+		m.ContentType = h.Get("Content-Type")
+	}
+	if v := h.Get("Last-Modified"); v != "" {
+		if t, err := http.ParseTime(v); err == nil {
+			m.LastModified = t
+		}
+	}
+	return m, nil
+}
+
+// metaResponse is the JSON a node answers a PUT with.
+type metaResponse struct {
+	Size         int64     `json:"size"`
+	ETag         string    `json:"etag"`
+	ContentType  string    `json:"contentType"`
+	LastModified time.Time `json:"lastModified"`
+	ChunkSize    int64     `json:"chunkSize"`
+}
+
+// Put writes the object through the cache: the node answers once S3 has
+// it, and caches its chunks. size is the body's length, or -1 when unknown.
+// If a member fails, the upload is retried on the next one when nothing
+// was sent yet or body is an io.Seeker (it is rewound).
+func (c *Client) Put(ctx context.Context, bucket, key string, body io.Reader, size int64, contentType string) (Meta, error) {
+	if err := checkObjectName(opPut, bucket, key); err != nil {
+		return Meta{}, err
+	}
+	if body == nil {
+		body = http.NoBody
+	}
+	seeker, _ := body.(io.Seeker)
+	start := int64(0)
+	if seeker != nil {
+		var err error
+		if start, err = seeker.Seek(0, io.SeekCurrent); err != nil {
+			seeker = nil
+		}
+	}
+	var (
+		m       Meta
+		prev    *attemptBody
+		lastErr error
+	)
+	err := c.try(ctx, opPut, bucket, key, c.metaID(bucket, key), func(ctx context.Context, addr string) error {
+		if prev != nil {
+			// The transport may still be reading the last attempt's body:
+			// wait until it has closed it before touching the reader.
+			select {
+			case <-prev.done:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+			if prev.read() > 0 {
+				if seeker == nil {
+					return &finalError{&Error{Op: opPut, Bucket: bucket, Key: key, Kind: ErrUnavailable,
+						Message: "a cache node failed during the upload and the body cannot be rewound", Err: lastErr}}
+				}
+				if _, err := seeker.Seek(start, io.SeekStart); err != nil {
+					return &finalError{fmt.Errorf("client: rewinding the body: %w", err)}
+				}
+			}
+		}
+		prev = newAttemptBody(body)
+		var err error
+		m, err = c.putOnce(ctx, addr, bucket, key, prev, size, contentType)
+		lastErr = err
+		return err
+	})
+	return m, err
+}
+
+func (c *Client) putOnce(ctx context.Context, addr, bucket, key string, body *attemptBody, size int64, contentType string) (Meta, error) {
+	req, err := c.newRequest(ctx, http.MethodPut, addr, bucket, key, "")
+	if err != nil {
+		_ = body.Close()
+		return Meta{}, &finalError{err}
+	}
+	switch {
+	case size == 0:
+		_ = body.Close()
+		req.Body, req.ContentLength = http.NoBody, 0
+	case size > 0:
+		req.Body, req.ContentLength = body, size
+	default:
+		req.Body, req.ContentLength = body, -1
+	}
+	if contentType != "" {
+		req.Header.Set("Content-Type", contentType)
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return Meta{}, err
+	}
+	defer resp.Body.Close()
+	c.observeAnswer(resp.Header)
+	if resp.StatusCode != http.StatusOK {
+		return Meta{}, answerError(opPut, bucket, key, addr, resp)
+	}
+	var mr metaResponse
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&mr); err != nil {
+		return Meta{}, fmt.Errorf("decoding the put answer: %w", err)
+	}
+	if mr.ChunkSize > 0 {
+		if err := c.learnChunkSize(opPut, addr, mr.ChunkSize); err != nil {
+			return Meta{}, err
+		}
+	}
+	return Meta{Size: mr.Size, ETag: mr.ETag, ContentType: mr.ContentType, LastModified: mr.LastModified}, nil
+}
+
+// attemptBody is the caller's body as one upload attempt sees it. It counts
+// what was read and, once the transport closes it, reads nothing more and
+// signals done: only then may another attempt use the caller's reader. It
+// never closes the caller's reader.
+type attemptBody struct {
+	mu     sync.Mutex
+	r      io.Reader
+	n      int64
+	closed bool
+	done   chan struct{}
+}
+
+func newAttemptBody(r io.Reader) *attemptBody { return &attemptBody{r: r, done: make(chan struct{})} }
+
+func (b *attemptBody) Read(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return 0, errors.New("client: upload attempt abandoned")
+	}
+	n, err := b.r.Read(p)
+	b.n += int64(n)
+	return n, err
+}
+
+func (b *attemptBody) Close() error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if !b.closed {
+		b.closed = true
+		close(b.done)
+	}
+	return nil
+}
+
+func (b *attemptBody) read() int64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.n
+}
+
+// Delete deletes the object in S3, then the node drops what it cached.
+func (c *Client) Delete(ctx context.Context, bucket, key string) error {
+	if err := checkObjectName(opDelete, bucket, key); err != nil {
+		return err
+	}
+	return c.try(ctx, opDelete, bucket, key, c.metaID(bucket, key), func(ctx context.Context, addr string) error {
+		req, err := c.newRequest(ctx, http.MethodDelete, addr, bucket, key, "")
+		if err != nil {
+			return &finalError{err}
+		}
+		resp, err := c.http.Do(req)
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		c.observeAnswer(resp.Header)
+		if resp.StatusCode != http.StatusNoContent && resp.StatusCode != http.StatusOK {
+			return answerError(opDelete, bucket, key, addr, resp)
+		}
+		return nil
+	})
+}

@@ -1,0 +1,198 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/distcache/distcache/internal/chunk"
+)
+
+// ReadAt reads len(p) bytes of version m of the object from offset off, as
+// io.ReaderAt does: n < len(p) only with an error, io.EOF when the object
+// ends first. Every chunk request pins m.ETag, so all bytes are of that
+// version; if the object changed since m was read, the error wraps
+// ErrChanged (Stat again).
+//
+// The chunks the range covers are fetched in parallel, at most Parallelism
+// at a time, each from its owner with failover to the next candidates and
+// then to any member. With a page cache, whole chunks are fetched, kept and
+// served from RAM; without one, only the bytes asked for are transferred.
+func (c *Client) ReadAt(ctx context.Context, bucket, key string, m Meta, p []byte, off int64) (int, error) {
+	if err := checkObjectName(opGetChunk, bucket, key); err != nil {
+		return 0, err
+	}
+	if off < 0 {
+		return 0, &Error{Op: opGetChunk, Bucket: bucket, Key: key, Kind: ErrInvalidRange, Message: "negative offset"}
+	}
+	if m.ETag == "" || m.Size < 0 {
+		return 0, &Error{Op: opGetChunk, Bucket: bucket, Key: key, Message: "ReadAt needs the Meta of a version (from Stat)"}
+	}
+	if off >= m.Size {
+		if len(p) == 0 {
+			return 0, nil
+		}
+		return 0, io.EOF
+	}
+	want := min(int64(len(p)), m.Size-off)
+	if want == 0 {
+		return 0, nil
+	}
+	cs, err := c.chunkSizeFor(ctx, bucket, key)
+	if err != nil {
+		return 0, err
+	}
+	first, last := chunk.Span(off, want, cs)
+	if first == last {
+		err = c.readChunk(ctx, bucket, key, m, cs, first, off, p[:want])
+	} else {
+		g, gctx := errgroup.WithContext(ctx)
+		g.SetLimit(c.cfg.Parallelism)
+		for idx := first; idx <= last && gctx.Err() == nil; idx++ {
+			g.Go(func() error { return c.readChunk(gctx, bucket, key, m, cs, idx, off, p[:want]) })
+		}
+		err = g.Wait()
+		if err == nil {
+			err = ctx.Err() // the loop may have stopped early
+		}
+	}
+	if err != nil {
+		return 0, err
+	}
+	if want < int64(len(p)) {
+		return int(want), io.EOF
+	}
+	return int(want), nil
+}
+
+// chunkSizeFor is the nodes' chunk size, asking a node for it (with a
+// Stat) if it is not known yet.
+func (c *Client) chunkSizeFor(ctx context.Context, bucket, key string) (int64, error) {
+	if cs := c.chunkSize.Load(); cs > 0 {
+		return cs, nil
+	}
+	if _, err := c.Stat(ctx, bucket, key); err != nil {
+		return 0, err
+	}
+	if cs := c.chunkSize.Load(); cs > 0 {
+		return cs, nil
+	}
+	return 0, &Error{Op: opGetChunk, Bucket: bucket, Key: key, Message: "the nodes did not say their chunk size; set Config.ChunkSize"}
+}
+
+// readChunk copies chunk idx's share of the read [off, off+len(p)) into p.
+func (c *Client) readChunk(ctx context.Context, bucket, key string, m Meta, cs, idx, off int64, p []byte) error {
+	coff, clen, _ := chunk.Bounds(m.Size, cs, idx)
+	lo, hi := max(off, coff), min(off+int64(len(p)), coff+clen)
+	dst := p[lo-off : hi-off]
+	within := lo - coff
+	if c.pages != nil {
+		data, err := c.wholeChunk(ctx, bucket, key, m, cs, idx)
+		if err != nil {
+			return err
+		}
+		copy(dst, data[within:])
+		return nil
+	}
+	// No page cache: transfer only the bytes asked for, straight into p.
+	id := c.chunkID(bucket, key, m.ETag, cs, idx)
+	return c.try(ctx, opGetChunk, bucket, key, id, func(ctx context.Context, addr string) error {
+		return c.getChunk(ctx, addr, bucket, key, m, idx, within, int64(len(dst)) == clen, dst)
+	})
+}
+
+// wholeChunk returns chunk idx of version m from the page cache, or
+// fetches it (one request however many callers want it at once) and caches
+// it. The slice must not be modified.
+func (c *Client) wholeChunk(ctx context.Context, bucket, key string, m Meta, cs, idx int64) ([]byte, error) {
+	pk := pageKey(bucket, key, m.ETag, cs, idx)
+	if data, ok := c.pages.get(pk); ok {
+		c.metrics.pageCache.WithLabelValues("hit").Inc()
+		return data, nil
+	}
+	if c.pages != nil {
+		c.metrics.pageCache.WithLabelValues("miss").Inc()
+	}
+	for {
+		ch := c.flight.DoChan(pk, func() (any, error) {
+			if data, ok := c.pages.get(pk); ok { // a fetch that just finished
+				return data, nil
+			}
+			_, clen, ok := chunk.Bounds(m.Size, cs, idx)
+			if !ok {
+				return nil, &Error{Op: opGetChunk, Bucket: bucket, Key: key, Kind: ErrInvalidRange, Message: "chunk outside the object"}
+			}
+			buf := make([]byte, clen)
+			id := c.chunkID(bucket, key, m.ETag, cs, idx)
+			err := c.try(ctx, opGetChunk, bucket, key, id, func(ctx context.Context, addr string) error {
+				return c.getChunk(ctx, addr, bucket, key, m, idx, 0, true, buf)
+			})
+			if err != nil {
+				return nil, err
+			}
+			c.pages.set(pk, buf)
+			return buf, nil
+		})
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case res := <-ch:
+			if res.Err != nil && isContextErr(res.Err) && ctx.Err() == nil {
+				continue // the caller whose fetch we joined gave up; we did not
+			}
+			if res.Err != nil {
+				return nil, res.Err
+			}
+			return res.Val.([]byte), nil
+		}
+	}
+}
+
+func isContextErr(err error) bool {
+	return errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
+}
+
+// getChunk reads chunk idx of version m from one member into dst: the
+// whole chunk, or len(dst) bytes from offset within of the chunk.
+func (c *Client) getChunk(ctx context.Context, addr, bucket, key string, m Meta, idx, within int64, whole bool, dst []byte) error {
+	query := "chunk=" + strconv.FormatInt(idx, 10) + "&etag=" + url.QueryEscape(m.ETag)
+	req, err := c.newRequest(ctx, http.MethodGet, addr, bucket, key, query)
+	if err != nil {
+		return &finalError{err}
+	}
+	if !whole {
+		req.Header.Set("Range", "bytes="+strconv.FormatInt(within, 10)+"-"+strconv.FormatInt(within+int64(len(dst))-1, 10))
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	c.observeAnswer(resp.Header)
+	if resp.StatusCode != http.StatusOK && resp.StatusCode != http.StatusPartialContent {
+		return answerError(opGetChunk, bucket, key, addr, resp)
+	}
+	if err := c.checkChunkSize(opGetChunk, addr, resp.Header); err != nil {
+		return err
+	}
+	if etag := resp.Header.Get("ETag"); etag != "" && etag != m.ETag {
+		return &Error{Op: opGetChunk, Bucket: bucket, Key: key, Node: addr, Kind: ErrChanged,
+			Message: fmt.Sprintf("asked for version %s, the node sent %s", m.ETag, etag)}
+	}
+	exact := resp.StatusCode == http.StatusPartialContent || within == 0
+	if !exact || resp.ContentLength != int64(len(dst)) {
+		// A broken answer: another member may do better.
+		return fmt.Errorf("node sent %d bytes with status %d for %d bytes at %d of chunk %d",
+			resp.ContentLength, resp.StatusCode, len(dst), within, idx)
+	}
+	if _, err := io.ReadFull(resp.Body, dst); err != nil {
+		return fmt.Errorf("reading chunk %d: %w", idx, err)
+	}
+	return nil
+}

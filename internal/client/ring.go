@@ -1,0 +1,201 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/distcache/distcache/internal/ring"
+)
+
+// maxRingBytes bounds a /v1/ring answer.
+const maxRingBytes = 4 << 20
+
+// errNoRing is a node that runs alone, without a ring (404 NoRing).
+var errNoRing = errors.New("node runs without a ring")
+
+// initRing fetches the first ring from the seeds, in order. If every seed
+// that answers runs alone (no ring), the seeds themselves become the
+// members of an epoch-0 ring, so standalone nodes work too.
+func (c *Client) initRing(ctx context.Context) error {
+	var errs []error
+	standalone := false
+	for _, addr := range c.seeds {
+		r, err := c.fetchRing(ctx, addr)
+		if err == nil {
+			c.storeRing(r)
+			return nil
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		standalone = standalone || errors.Is(err, errNoRing)
+		errs = append(errs, fmt.Errorf("%s: %w", addr, err))
+	}
+	if standalone {
+		r, err := seedRing(c.seeds)
+		if err != nil {
+			return err
+		}
+		c.log.Info("cache nodes run without a ring; routing over the seeds", "seeds", c.seeds)
+		c.storeRing(r)
+		return nil
+	}
+	return &Error{Op: opRing, Message: "no seed answered", Kind: ErrUnavailable, Err: errors.Join(errs...)}
+}
+
+// seedRing is a ring of the seeds, for nodes that run alone.
+func seedRing(seeds []string) (*ring.Ring, error) {
+	spec := ring.Spec{Hash: ring.HashParams{Algorithm: ring.AlgorithmRendezvousXXHash64}}
+	seen := map[string]bool{}
+	for i, addr := range seeds {
+		if seen[addr] {
+			continue
+		}
+		seen[addr] = true
+		spec.Members = append(spec.Members, ring.Member{Name: "seed-" + strconv.Itoa(i), Address: addr, Ordinal: i,
+			Weight: ring.DefaultWeight, State: ring.StateActive})
+	}
+	return ring.New(spec)
+}
+
+// fetchRing asks one node for its ring.
+func (c *Client) fetchRing(ctx context.Context, addr string) (*ring.Ring, error) {
+	ctx, cancel := context.WithTimeout(ctx, min(c.cfg.Timeout, 10*time.Second))
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "https://"+addr+"/v1/ring", nil)
+	if err != nil {
+		return nil, err
+	}
+	if c.cfg.Tenant != "" {
+		req.Header.Set(headerTenant, c.cfg.Tenant)
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		c.metrics.requests.WithLabelValues(opRing, resultUnreachable).Inc()
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		e := answerError(opRing, "", "", addr, resp)
+		c.metrics.requests.WithLabelValues(opRing, resultOf(e)).Inc()
+		if e.Code == "NoRing" {
+			return nil, errNoRing
+		}
+		return nil, e
+	}
+	body, err := io.ReadAll(io.LimitReader(resp.Body, maxRingBytes+1))
+	if err == nil && len(body) > maxRingBytes {
+		err = errors.New("ring document too large")
+	}
+	if err != nil {
+		c.metrics.requests.WithLabelValues(opRing, resultUnreachable).Inc()
+		return nil, err
+	}
+	r, err := ring.Parse(body)
+	if err != nil {
+		c.metrics.requests.WithLabelValues(opRing, resultNodeError).Inc()
+		return nil, err
+	}
+	c.metrics.requests.WithLabelValues(opRing, resultOK).Inc()
+	return r, nil
+}
+
+// storeRing puts r in force if it is newer than the ring in force.
+func (c *Client) storeRing(r *ring.Ring) bool {
+	if !c.ring.StoreIfNewer(r) {
+		return false
+	}
+	c.metrics.ringEpoch.Set(float64(r.Epoch()))
+	c.log.Info("ring updated", "epoch", r.Epoch(), "members", len(r.Members()))
+	return true
+}
+
+// refreshRing fetches the ring from the members in force (up ones first,
+// in random order), then from the seeds, and keeps it if it is newer.
+func (c *Client) refreshRing(ctx context.Context) {
+	var up, down []string
+	now := time.Now()
+	if r := c.ring.Load(); r != nil {
+		for _, m := range r.Members() {
+			if c.isDown(m.Address, now) {
+				down = append(down, m.Address)
+			} else {
+				up = append(up, m.Address)
+			}
+		}
+	}
+	seen := map[string]bool{}
+	for _, addr := range append(append(shuffled(up), c.seeds...), down...) {
+		if seen[addr] {
+			continue
+		}
+		seen[addr] = true
+		r, err := c.fetchRing(ctx, addr)
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			c.log.Debug("ring fetch failed", "node", addr, "err", err)
+			continue
+		}
+		if c.storeRing(r) {
+			c.metrics.ringRefreshes.WithLabelValues("updated").Inc()
+		} else {
+			c.metrics.ringRefreshes.WithLabelValues("unchanged").Inc()
+		}
+		return
+	}
+	c.metrics.ringRefreshes.WithLabelValues("error").Inc()
+	c.log.Warn("no cache node answered a ring fetch; keeping the ring in force")
+}
+
+// refreshLoop fetches the ring every RingRefresh, and soon after a
+// trigger (a member failed, an answer carried a newer epoch).
+func (c *Client) refreshLoop(ctx context.Context) {
+	defer close(c.stopped)
+	t := time.NewTicker(c.cfg.RingRefresh)
+	defer t.Stop()
+	var last time.Time
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		case <-c.refreshNow:
+			if wait := minRefreshGap - time.Since(last); wait > 0 {
+				select {
+				case <-ctx.Done():
+					return
+				case <-time.After(wait):
+				}
+			}
+		}
+		last = time.Now()
+		c.refreshRing(ctx)
+	}
+}
+
+// triggerRefresh asks the refresh loop to fetch the ring soon.
+func (c *Client) triggerRefresh() {
+	select {
+	case c.refreshNow <- struct{}{}:
+	default:
+	}
+}
+
+// observeAnswer notes what every node answer tells about the cache: a
+// newer ring epoch triggers a refresh.
+func (c *Client) observeAnswer(h http.Header) {
+	if v := h.Get(headerRingEpoch); v != "" {
+		if e, err := strconv.ParseInt(v, 10, 64); err == nil {
+			if r := c.ring.Load(); r == nil || e > r.Epoch() {
+				c.triggerRefresh()
+			}
+		}
+	}
+}

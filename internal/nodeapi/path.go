@@ -1,0 +1,41 @@
+// Package nodeapi holds what cache nodes and their clients must agree on
+// about the node API's URLs.
+package nodeapi
+
+import (
+	"net/url"
+	"strings"
+)
+
+// ObjectPath is /v1/objects/{bucket}/{key}, escaped so that the node's
+// router gives back exactly bucket and key: every segment is escaped; a
+// "." or ".." segment is written %2E so it is not cleaned away, and the
+// slash after an empty segment is written %2F so "a//b" and "/a" are not
+// collapsed.
+func ObjectPath(bucket, key string) string {
+	var b strings.Builder
+	b.Grow(len("/v1/objects//") + len(bucket) + 3*len(key))
+	b.WriteString("/v1/objects/")
+	b.WriteString(url.PathEscape(bucket))
+	b.WriteByte('/')
+	prevEmpty := false
+	for i, seg := range strings.Split(key, "/") {
+		if i > 0 {
+			if prevEmpty {
+				b.WriteString("%2F")
+			} else {
+				b.WriteByte('/')
+			}
+		}
+		switch seg {
+		case ".":
+			b.WriteString("%2E")
+		case "..":
+			b.WriteString("%2E%2E")
+		default:
+			b.WriteString(url.PathEscape(seg))
+		}
+		prevEmpty = seg == ""
+	}
+	return b.String()
+}
