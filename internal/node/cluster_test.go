@@ -294,3 +294,44 @@ func TestClusterForwardingKeepsTenantsApart(t *testing.T) {
 		t.Fatalf("refused requests reached S3 %d times", n)
 	}
 }
+
+func TestClusterWriteThroughHandsChunksToTheirOwners(t *testing.T) {
+	c := newCluster(t, 3)
+	a := c.client(tenant("team-a"))
+	data := randomBytes(rand.New(rand.NewPCG(39, 40)), 9*testChunk+1)
+	resp := c.do(a, http.MethodPut, c.objectURL(c.members[0], "bucket-a", "written.bin", ""), data, nil)
+	if resp.status != http.StatusOK {
+		t.Fatalf("put: %d %s", resp.status, resp.body)
+	}
+	etag := c.read(a, c.members[0], "bucket-a", "written.bin").header.Get("ETag")
+	rg := c.members[0].ring.Load()
+	deadline := time.Now().Add(30 * time.Second)
+	for idx := int64(0); idx < 10; idx++ {
+		id := chunk.ID{Object: chunk.Object{Tenant: "team-a", Bucket: "bucket-a", Key: "written.bin"}, ETag: etag, Size: testChunk, Index: idx}
+		owner := c.members[0]
+		for _, m := range c.members {
+			if m.name == rg.Owner(id).Name {
+				owner = m
+			}
+		}
+		for !holds(owner, id) {
+			if time.Now().After(deadline) {
+				t.Fatalf("chunk %d never reached its owner %s", idx, owner.name)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	c.proxy.Reset()
+	for _, m := range c.members {
+		if got := c.read(a, m, "bucket-a", "written.bin"); !bytes.Equal(got.body, data) {
+			t.Fatalf("read via %s differs", m.name)
+		}
+	}
+	if n := c.proxy.Count(http.MethodGet, "/bucket-a/"); n != 0 {
+		t.Fatalf("reads after a write-through made %d S3 GETs, want 0", n)
+	}
+	// Tenants cannot store bytes directly.
+	if got := c.do(a, http.MethodPost, c.objectURL(c.members[1], "bucket-a", "written.bin", "chunk=0&etag=x"), []byte("evil"), nil); got.status != http.StatusForbidden {
+		t.Fatalf("tenant storing a chunk directly: %d, want 403", got.status)
+	}
+}

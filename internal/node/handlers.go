@@ -329,16 +329,21 @@ func (s *Server) handlePut(w http.ResponseWriter, r *http.Request) {
 		s.storeFailed("put_meta", err)
 	}
 	if col.total == m.Size {
-		r := s.currentRing()
+		rg := s.currentRing()
+		var otherIDs []chunk.ID
+		var others [][]byte
 		for i, data := range col.chunks() {
 			id := chunk.ID{Object: q.obj, ETag: etag, Size: s.cfg.ChunkSize, Index: int64(i)}
-			if !s.shouldStore(r, id) {
-				continue // another member serves it; it fills from S3 on first read
+			if rg != nil && rg.Owner(id).Name != s.cfg.Self {
+				otherIDs, others = append(otherIDs, id), append(others, data)
+				continue
 			}
 			if err := s.store.PutChunk(id, data); err != nil {
 				s.storeFailed("put_chunk", err)
-				break
 			}
+		}
+		if len(otherIDs) > 0 {
+			s.handOut(r.Context(), rg, q.caller, otherIDs, others)
 		}
 	}
 	writeJSON(w, http.StatusOK, s.metaResponse(q.obj, m))
@@ -373,3 +378,34 @@ func (s *Server) handleRing(w http.ResponseWriter, r *http.Request) {
 }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+
+// handleStoreChunk takes a chunk a peer received in a write-through and that
+// this node serves. Only peers may store bytes directly: a tenant could
+// otherwise plant bytes S3 never had.
+func (s *Server) handleStoreChunk(w http.ResponseWriter, r *http.Request) {
+	q, ok := s.begin(w, r, opPut)
+	if !ok {
+		return
+	}
+	if !q.peer {
+		s.fail(w, opPut, q.tenant.Name, q.start, newError(http.StatusForbidden, CodeAccessDenied, "only cache nodes may store chunks directly"))
+		return
+	}
+	idx, err := strconv.ParseInt(r.URL.Query().Get("chunk"), 10, 64)
+	etag := r.URL.Query().Get("etag")
+	if err != nil || idx < 0 || etag == "" || r.ContentLength <= 0 || r.ContentLength > s.cfg.ChunkSize {
+		s.fail(w, opPut, q.tenant.Name, q.start, newError(http.StatusBadRequest, CodeBadRequest, "need chunk, etag and a body of at most one chunk"))
+		return
+	}
+	data := make([]byte, r.ContentLength)
+	if _, err := io.ReadFull(r.Body, data); err != nil {
+		s.fail(w, opPut, q.tenant.Name, q.start, newError(http.StatusBadRequest, CodeBadRequest, "short body"))
+		return
+	}
+	id := chunk.ID{Object: q.obj, ETag: etag, Size: s.cfg.ChunkSize, Index: idx}
+	if err := s.store.PutChunk(id, data); err != nil {
+		s.storeFailed("put_chunk", err)
+	}
+	w.WriteHeader(http.StatusNoContent)
+	s.observe(opPut, q.tenant.Name, metrics.ResultMiss, 0, q.start)
+}

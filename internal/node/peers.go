@@ -1,6 +1,7 @@
 package node
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -184,4 +185,63 @@ func (s *Server) fromPrevious(ctx context.Context, r *ring.Ring, c caller, id ch
 		s.metrics.PeerRequests.WithLabelValues("handoff", "unreachable").Inc()
 	}
 	return nil, false
+}
+
+// put hands a chunk this node received in a write-through to the member that
+// serves it, so the first read after a write is a hit there too.
+func (p *Peers) put(ctx context.Context, m ring.Member, tenant string, id chunk.ID, data []byte) error {
+	ctx, cancel := context.WithTimeout(ctx, p.Timeout)
+	defer cancel()
+	q := url.Values{"chunk": {strconv.FormatInt(id.Index, 10)}, "etag": {id.ETag}}
+	u := "https://" + m.Address + nodeapi.ObjectPath(id.Bucket, id.Key) + "?" + q.Encode()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, bytes.NewReader(data))
+	if err != nil {
+		return err
+	}
+	req.Header.Set(HeaderTenant, tenant)
+	req.Header.Set(HeaderHop, "1")
+	resp, err := p.Client.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusNoContent {
+		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+		return &peerError{status: resp.StatusCode, msg: string(msg)}
+	}
+	return nil
+}
+
+// handOut sends written chunks this node does not serve to their owners, in
+// the background and a few at a time; a failure only costs the owner one S3
+// read later.
+func (s *Server) handOut(ctx context.Context, r *ring.Ring, c caller, ids []chunk.ID, chunks [][]byte) {
+	ctx = context.WithoutCancel(ctx)
+	go func() {
+		sem := make(chan struct{}, 4)
+		var wg sync.WaitGroup
+		for i, id := range ids {
+			owner := r.Owner(id)
+			if s.peers.isDown(owner.Name, time.Now()) {
+				if s.shouldStore(r, id) { // standing in for the owner
+					if err := s.store.PutChunk(id, chunks[i]); err != nil {
+						s.storeFailed("put_chunk", err)
+					}
+				}
+				continue
+			}
+			sem <- struct{}{}
+			wg.Add(1)
+			go func() {
+				defer func() { <-sem; wg.Done() }()
+				result := "ok"
+				if err := s.peers.put(ctx, owner, c.tenant.Name, id, chunks[i]); err != nil {
+					result = "error"
+					s.log.Debug("handing a written chunk to its owner failed", "peer", owner.Name, "err", err)
+				}
+				s.metrics.PeerRequests.WithLabelValues("handout", result).Inc()
+			}()
+		}
+		wg.Wait()
+	}()
 }
