@@ -3,6 +3,7 @@
 //	cachenode serve   run a cache node (mTLS chunk API + plain metrics port)
 //	cachenode bench   measure hit throughput against MinIO and a raw TLS ceiling
 //	cachenode certs   issue certificates for running outside Kubernetes
+//	cachenode gateway serve the S3 API next to compute, in front of the cache
 package main
 
 import (
@@ -16,6 +17,7 @@ commands:
   serve    run a cache node
   bench    measure hit throughput and latency (see docs/benchmarks.md)
   certs    issue a CA and server, peer and tenant certificates (outside Kubernetes)
+  gateway  serve the S3 API (path-style, SigV4) in front of the cache, next to compute
 
 Run 'cachenode <command> -h' for the flags of a command.
 `
@@ -33,6 +35,8 @@ func main() {
 		err = runBench(os.Args[2:])
 	case "certs":
 		err = runCerts(os.Args[2:])
+	case "gateway":
+		err = runGateway(os.Args[2:])
 	case "-h", "--help", "help":
 		fmt.Print(usage)
 		return
