@@ -1,0 +1,308 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/pem"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"sigs.k8s.io/yaml"
+
+	"github.com/distcache/distcache/internal/client"
+	"github.com/distcache/distcache/internal/gateway"
+	"github.com/distcache/distcache/internal/pki"
+	"github.com/distcache/distcache/internal/sigv4"
+)
+
+// gatewayFlags are the settings of `cachenode gateway`. Every flag can also
+// be given as an environment variable (DISTCACHE_ + upper-case name with
+// underscores), like `cachenode serve`.
+type gatewayFlags struct {
+	listen, metricsListen           string
+	listenTLSCert, listenTLSKey     string
+	nodes                           string
+	tlsCert, tlsKey, ca             string
+	tenant                          string
+	accessKey, secretKey, credsFile string
+	region                          string
+	domains                         string
+	chunkSize, pageCacheBytes       byteSize
+	parallelism                     int
+	timeout, passthroughTimeout     time.Duration
+	logLevel                        string
+	shutdownGrace                   time.Duration
+}
+
+// gatewayCredentials is the --credentials-file format (YAML or JSON), with
+// the field names of the tenants file.
+type gatewayCredentials struct {
+	AccessKeyID     string `json:"accessKeyID"`
+	SecretAccessKey string `json:"secretAccessKey"`
+}
+
+func parseGatewayFlags(args []string) (*gatewayFlags, error) {
+	f := &gatewayFlags{pageCacheBytes: 256 << 20}
+	fs := flag.NewFlagSet("gateway", flag.ContinueOnError)
+	fs.StringVar(&f.listen, "listen", "127.0.0.1:9000", "address of the S3 API (plain HTTP unless --listen-tls-cert is set)")
+	fs.StringVar(&f.listenTLSCert, "listen-tls-cert", "", "serve the S3 API over TLS with this certificate (PEM)")
+	fs.StringVar(&f.listenTLSKey, "listen-tls-key", "", "private key of --listen-tls-cert")
+	fs.StringVar(&f.metricsListen, "metrics-listen", ":9091", "address of the plain HTTP port for /metrics, /healthz and /readyz (empty: off)")
+	fs.StringVar(&f.nodes, "nodes", "", "comma-separated cache node URLs (https://host:port) to learn the ring from")
+	fs.StringVar(&f.tlsCert, "tls-cert", "", "client certificate for the cache nodes (PEM): the tenant's, or a peer certificate with --tenant")
+	fs.StringVar(&f.tlsKey, "tls-key", "", "private key of --tls-cert")
+	fs.StringVar(&f.ca, "ca", "", "CA bundle the cache nodes' server certificates chain to")
+	fs.StringVar(&f.tenant, "tenant", "", "tenant to act for (required with a peer certificate)")
+	fs.StringVar(&f.accessKey, "access-key", "", "access key ID S3 clients sign with (not an S3 credential)")
+	fs.StringVar(&f.secretKey, "secret-key", "", "secret access key S3 clients sign with (prefer --credentials-file or DISTCACHE_SECRET_KEY)")
+	fs.StringVar(&f.credsFile, "credentials-file", "", "YAML or JSON file with accessKeyID and secretAccessKey (instead of the two flags)")
+	fs.StringVar(&f.region, "region", "", "region clients must sign for (empty: any)")
+	fs.StringVar(&f.domains, "domain", "localhost", "comma-separated host names of the gateway; requests to sub-domains (virtual-hosted style) are refused")
+	fs.Var(&f.chunkSize, "chunk-size", "the cache's chunk size; GetObject reads in pieces of this size (0: learn it from the nodes, read in 4Mi pieces)")
+	fs.Var(&f.pageCacheBytes, "page-cache-bytes", "RAM page cache of whole chunks, e.g. 1Gi (0 disables it)")
+	fs.IntVar(&f.parallelism, "parallelism", client.DefaultParallelism, "chunk requests in flight per GetObject (read-ahead within the range, in chunks)")
+	fs.DurationVar(&f.timeout, "timeout", client.DefaultTimeout, "timeout of one chunk or metadata request to one node")
+	fs.DurationVar(&f.passthroughTimeout, "passthrough-timeout", 5*time.Minute, "longest wait for S3's answer to a passed-through operation")
+	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
+	fs.DurationVar(&f.shutdownGrace, "shutdown-grace", 20*time.Second, "time to finish in-flight requests on SIGTERM")
+	if err := applyEnv(fs, "DISTCACHE_"); err != nil {
+		return nil, err
+	}
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	for name, v := range map[string]string{"nodes": f.nodes, "tls-cert": f.tlsCert, "tls-key": f.tlsKey, "ca": f.ca} {
+		if v == "" {
+			return nil, fmt.Errorf("--%s is required", name)
+		}
+	}
+	if (f.listenTLSCert == "") != (f.listenTLSKey == "") {
+		return nil, errors.New("--listen-tls-cert and --listen-tls-key go together")
+	}
+	if f.credsFile != "" {
+		if f.accessKey != "" || f.secretKey != "" {
+			return nil, errors.New("give --credentials-file or --access-key/--secret-key, not both")
+		}
+		data, err := os.ReadFile(f.credsFile)
+		if err != nil {
+			return nil, err
+		}
+		var c gatewayCredentials
+		if err := yaml.UnmarshalStrict(data, &c); err != nil {
+			return nil, fmt.Errorf("%s: %w", f.credsFile, err)
+		}
+		f.accessKey, f.secretKey = c.AccessKeyID, c.SecretAccessKey
+	}
+	if f.accessKey == "" || f.secretKey == "" {
+		return nil, errors.New("an access key and a secret key are required (--access-key/--secret-key or --credentials-file)")
+	}
+	if f.parallelism < 1 {
+		return nil, errors.New("--parallelism must be at least 1")
+	}
+	return f, nil
+}
+
+func splitList(s string) []string {
+	var out []string
+	for v := range strings.SplitSeq(s, ",") {
+		if v = strings.TrimSpace(v); v != "" {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+func runGateway(args []string) error {
+	f, err := parseGatewayFlags(args)
+	if err != nil {
+		return err
+	}
+	log := newLogger(f.logLevel)
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+
+	nodeTLS, err := pki.ClientTLSConfig(f.tlsCert, f.tlsKey, f.ca)
+	if err != nil {
+		return fmt.Errorf("node TLS: %w", err)
+	}
+	tenant, err := placementTenant(f.tlsCert, f.tenant)
+	if err != nil {
+		return err
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m := gateway.NewMetrics(reg)
+	seeds := splitList(f.nodes)
+	verifier := &sigv4.Verifier{
+		Store:  sigv4.NewStaticStore(sigv4.Credentials{AccessKeyID: f.accessKey, SecretAccessKey: f.secretKey}),
+		Region: f.region, Service: "s3",
+	}
+
+	// The S3 port answers 503 until a cache node was reached, so a gateway
+	// started before the cache (a DaemonSet on a new node) comes up by
+	// itself; /readyz says the same.
+	var handler atomic.Pointer[http.Handler]
+	notReady := gateway.Unavailable("the distcache gateway has not reached a cache node yet")
+	api := &http.Server{
+		Addr: f.listen,
+		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if h := handler.Load(); h != nil {
+				(*h).ServeHTTP(w, r)
+				return
+			}
+			notReady.ServeHTTP(w, r)
+		}),
+		ReadHeaderTimeout: 30 * time.Second, IdleTimeout: 2 * time.Minute,
+		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelDebug),
+	}
+	if f.listenTLSCert != "" {
+		// Plain server TLS: S3 clients present no certificate.
+		cert, err := tls.LoadX509KeyPair(f.listenTLSCert, f.listenTLSKey)
+		if err != nil {
+			return fmt.Errorf("--listen-tls-cert: %w", err)
+		}
+		api.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{cert}}
+	}
+	var draining atomic.Bool
+	ready := func() error {
+		switch {
+		case draining.Load():
+			return errors.New("shutting down")
+		case handler.Load() == nil:
+			return errors.New("no cache node reached yet")
+		}
+		return nil
+	}
+	errc := make(chan error, 2)
+	ln, err := net.Listen("tcp", f.listen)
+	if err != nil {
+		return err
+	}
+	go func() {
+		if api.TLSConfig != nil {
+			errc <- api.Serve(tls.NewListener(ln, api.TLSConfig))
+			return
+		}
+		errc <- api.Serve(ln)
+	}()
+	var ops *http.Server
+	if f.metricsListen != "" {
+		ops = &http.Server{Addr: f.metricsListen, Handler: opsHandler(reg, ready), ReadHeaderTimeout: 10 * time.Second}
+		go func() { errc <- ops.ListenAndServe() }()
+	}
+	log.Info("gateway listening", "listen", f.listen, "tls", api.TLSConfig != nil, "metrics", f.metricsListen, "nodes", seeds)
+
+	var cl atomic.Pointer[client.Client]
+	go func() {
+		c, err := connect(ctx, log, client.Config{
+			Seeds: seeds, TLS: nodeTLS, Tenant: f.tenant, ChunkSize: int64(f.chunkSize),
+			Parallelism: f.parallelism, PageCacheBytes: int64(f.pageCacheBytes), Timeout: f.timeout,
+			Logger: log, Registerer: reg,
+		})
+		if err != nil {
+			if ctx.Err() == nil {
+				errc <- err
+			}
+			return
+		}
+		cl.Store(c)
+		g, err := gateway.New(gateway.Config{
+			Verifier: verifier, Cache: c, Metrics: m, Logger: log, Domains: splitList(f.domains),
+			ReadPieceBytes: int64(f.chunkSize), ReadAhead: f.parallelism,
+			Upstream: &gateway.Upstream{
+				Client: gateway.NewUpstreamClient(nodeTLS, f.passthroughTimeout),
+				Nodes:  gateway.RingNodes(c, seeds), Owners: gateway.RingOwners(c, tenant), Tenant: f.tenant,
+			},
+		})
+		if err != nil {
+			errc <- err
+			return
+		}
+		var h http.Handler = g
+		handler.Store(&h)
+		log.Info("gateway ready", "ringEpoch", c.Ring().Epoch(), "members", len(c.Ring().Members()))
+	}()
+
+	select {
+	case <-ctx.Done():
+	case err := <-errc:
+		if !errors.Is(err, http.ErrServerClosed) {
+			return err
+		}
+	}
+	log.Info("shutting down")
+	draining.Store(true)
+	sctx, cancel := context.WithTimeout(context.Background(), f.shutdownGrace)
+	defer cancel()
+	_ = api.Shutdown(sctx)
+	if ops != nil {
+		_ = ops.Shutdown(sctx)
+	}
+	if c := cl.Load(); c != nil {
+		_ = c.Close()
+	}
+	return nil
+}
+
+// placementTenant is the tenant the gateway acts for: --tenant, or the
+// tenant named by the client certificate.
+func placementTenant(certFile, flagTenant string) (string, error) {
+	if flagTenant != "" {
+		return flagTenant, nil
+	}
+	data, err := os.ReadFile(certFile)
+	if err != nil {
+		return "", err
+	}
+	for block, rest := pem.Decode(data); block != nil; block, rest = pem.Decode(rest) {
+		if block.Type != "CERTIFICATE" {
+			continue
+		}
+		leaf, err := x509.ParseCertificate(block.Bytes)
+		if err != nil {
+			return "", fmt.Errorf("%s: %w", certFile, err)
+		}
+		for _, u := range leaf.URIs {
+			if id, err := pki.ParseIdentity(u); err == nil && id.Kind == pki.KindTenant {
+				return id.Name, nil
+			}
+		}
+		break // the leaf comes first
+	}
+	return "", fmt.Errorf("%s is not a tenant certificate: give --tenant to act for one with a peer certificate", certFile)
+}
+
+// connect creates the client, retrying with backoff until a cache node
+// answers or ctx ends.
+func connect(ctx context.Context, log *slog.Logger, cfg client.Config) (*client.Client, error) {
+	backoff := 500 * time.Millisecond
+	for {
+		c, err := client.New(ctx, cfg)
+		if err == nil {
+			return c, nil
+		}
+		if !errors.Is(err, client.ErrUnavailable) {
+			return nil, fmt.Errorf("cache client: %w", err)
+		}
+		log.Warn("no cache node reachable yet; retrying", "err", err, "in", backoff)
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 10*time.Second)
+	}
+}

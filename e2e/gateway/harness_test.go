@@ -1,0 +1,241 @@
+// Package gateway_test runs the S3 gateway against real servers: MinIO,
+// three cache nodes over real mTLS (internal/testutil/nodecluster), the
+// distcache client and the gateway on loopback, and talks to it with real S3
+// clients: aws-sdk-go-v2 (path-style), curl --aws-sigv4 and the
+// `cachenode gateway` binary.
+//
+// Run: go test ./e2e/gateway/ (needs bin/minio: make bin/minio).
+package gateway_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/smithy-go"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/distcache/distcache/internal/client"
+	"github.com/distcache/distcache/internal/gateway"
+	"github.com/distcache/distcache/internal/sigv4"
+	"github.com/distcache/distcache/internal/testutil/nodecluster"
+)
+
+// Gateway credentials S3 clients sign with (not MinIO's).
+const (
+	accessKey = "GATEWAYKEYEXAMPLE"
+	secretKey = "gateway/secret+KEY/EXAMPLE0123456789"
+	region    = "us-east-1"
+	chunkSize = 256 << 10
+)
+
+// tenants: team-a may use bucket-a, shared, clickhouse and ghost-bucket
+// (which does not exist in S3); bucket-b is team-b's only.
+const tenants = `tenants:
+  - name: team-a
+    buckets: [bucket-a, shared, ghost-bucket, clickhouse]
+  - name: team-b
+    buckets: [bucket-b, shared]
+`
+
+// buckets are created in MinIO.
+var buckets = []string{"bucket-a", "bucket-b", "shared", "clickhouse"}
+
+// env is a running gateway for tenant team-a in front of a cache cluster.
+type env struct {
+	t        *testing.T
+	cluster  *nodecluster.Cluster
+	cache    *client.Client
+	gw       *gateway.Gateway
+	srv      *httptest.Server
+	s3       *s3.Client // through the gateway
+	registry *prometheus.Registry
+}
+
+type envOptions struct {
+	nodes     int
+	peer      bool // a peer certificate acting for team-a, instead of team-a's own
+	pageCache int64
+	logger    *slog.Logger
+}
+
+func newEnv(t *testing.T, opts envOptions) *env {
+	t.Helper()
+	if opts.nodes == 0 {
+		opts.nodes = 3
+	}
+	c := nodecluster.StartWith(t, opts.nodes, nodecluster.Options{ChunkSize: chunkSize, Tenants: tenants, Buckets: buckets})
+	e := &env{t: t, cluster: c, registry: prometheus.NewRegistry()}
+	tlsA, actFor := c.TenantTLS("team-a"), ""
+	if opts.peer {
+		tlsA, actFor = c.PeerTLS("gateway-1"), "team-a"
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var err error
+	e.cache, err = client.New(ctx, client.Config{
+		Seeds: c.Seeds(), TLS: tlsA, Tenant: actFor, Parallelism: 4, PageCacheBytes: opts.pageCache,
+		Registerer: e.registry, Timeout: 10 * time.Second,
+	})
+	must(t, err)
+	t.Cleanup(func() { _ = e.cache.Close() })
+	logger := opts.logger
+	if logger == nil {
+		logger = testLogger(t)
+	}
+	e.gw, err = gateway.New(gateway.Config{
+		Verifier: &sigv4.Verifier{
+			Store:  sigv4.NewStaticStore(sigv4.Credentials{AccessKeyID: accessKey, SecretAccessKey: secretKey}),
+			Region: region, Service: "s3",
+		},
+		Cache: e.cache,
+		Upstream: &gateway.Upstream{
+			Client: gateway.NewUpstreamClient(tlsA, time.Minute), Nodes: gateway.RingNodes(e.cache, c.Seeds()),
+			Owners: gateway.RingOwners(e.cache, "team-a"), Tenant: actFor,
+		},
+		Domains:        []string{"localhost"},
+		ReadPieceBytes: chunkSize, ReadAhead: 4,
+		Metrics: gateway.NewMetrics(e.registry),
+		Logger:  logger,
+	})
+	must(t, err)
+	e.srv = httptest.NewServer(e.gw)
+	t.Cleanup(e.srv.Close)
+	e.s3 = newS3Client(e.srv.URL, accessKey, secretKey)
+	return e
+}
+
+// testLogger logs warnings and errors to the test log.
+func testLogger(t *testing.T) *slog.Logger {
+	return slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
+}
+
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimSpace(string(p)))
+	return len(p), nil
+}
+
+// newS3Client is an unmodified SDK client pointed at endpoint, path-style.
+func newS3Client(endpoint, key, secret string, optFns ...func(*s3.Options)) *s3.Client {
+	return s3.New(s3.Options{
+		Region: region, BaseEndpoint: aws.String(endpoint), UsePathStyle: true,
+		Credentials:      credentials.NewStaticCredentialsProvider(key, secret, ""),
+		RetryMaxAttempts: 1, // the tests want to see every error
+	}, optFns...)
+}
+
+func must(t testing.TB, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func randomBytes(r *rand.Rand, n int) []byte {
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = byte(r.Uint32())
+	}
+	return b
+}
+
+// get reads an object (or a range) through the gateway.
+func (e *env) get(bucket, key, rng string) ([]byte, *s3.GetObjectOutput, error) {
+	in := &s3.GetObjectInput{Bucket: aws.String(bucket), Key: aws.String(key)}
+	if rng != "" {
+		in.Range = aws.String(rng)
+	}
+	out, err := e.s3.GetObject(context.Background(), in)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer out.Body.Close()
+	b, err := io.ReadAll(out.Body)
+	return b, out, err
+}
+
+func (e *env) mustGet(bucket, key, rng string) []byte {
+	e.t.Helper()
+	b, _, err := e.get(bucket, key, rng)
+	must(e.t, err)
+	return b
+}
+
+func (e *env) put(bucket, key string, data []byte) *s3.PutObjectOutput {
+	e.t.Helper()
+	out, err := e.s3.PutObject(context.Background(), &s3.PutObjectInput{
+		Bucket: aws.String(bucket), Key: aws.String(key), Body: bytes.NewReader(data),
+	})
+	must(e.t, err)
+	return out
+}
+
+// existsInS3 asks MinIO itself.
+func (e *env) existsInS3(bucket, key string) bool {
+	e.t.Helper()
+	_, err := e.cluster.Direct.HeadObject(context.Background(), &s3.HeadObjectInput{Bucket: aws.String(bucket), Key: aws.String(key)})
+	if err == nil {
+		return true
+	}
+	var re interface{ HTTPStatusCode() int }
+	if errors.As(err, &re) && re.HTTPStatusCode() == http.StatusNotFound {
+		return false
+	}
+	e.t.Fatalf("HEAD %s/%s on MinIO: %v", bucket, key, err)
+	return false
+}
+
+// apiCode is the S3 error code of an SDK error ("" if none).
+func apiCode(err error) string {
+	var ae smithy.APIError
+	if errors.As(err, &ae) {
+		return ae.ErrorCode()
+	}
+	return ""
+}
+
+func httpStatus(err error) int {
+	var re interface{ HTTPStatusCode() int }
+	if errors.As(err, &re) {
+		return re.HTTPStatusCode()
+	}
+	return 0
+}
+
+func wantCode(t *testing.T, what string, err error, code string, status int) {
+	t.Helper()
+	if err == nil {
+		t.Errorf("%s: no error, want %s", what, code)
+		return
+	}
+	if got := apiCode(err); got != code || httpStatus(err) != status {
+		t.Errorf("%s: got %q (HTTP %d), want %q (HTTP %d): %v", what, got, httpStatus(err), code, status, err)
+	}
+}
+
+// counter sums a gateway-side counter.
+func (e *env) counter(name string, labels map[string]string) float64 {
+	return nodecluster.Gather(e.t, e.registry, name, labels)
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binaryDir != "" {
+		_ = os.RemoveAll(binaryDir)
+	}
+	os.Exit(code)
+}

@@ -1,0 +1,282 @@
+package gateway_test
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+
+	"github.com/distcache/distcache/internal/testutil/nodecluster"
+)
+
+var (
+	binaryOnce sync.Once
+	binaryDir  string
+	binaryPath string
+	binaryErr  error
+)
+
+// cachenodeBinary builds the real binary once per test run.
+func cachenodeBinary(t *testing.T) string {
+	t.Helper()
+	binaryOnce.Do(func() {
+		binaryDir, binaryErr = os.MkdirTemp("", "gateway-e2e-")
+		if binaryErr != nil {
+			return
+		}
+		binaryPath = filepath.Join(binaryDir, "cachenode")
+		out, err := exec.Command("go", "build", "-o", binaryPath, "github.com/distcache/distcache/cachenode").CombinedOutput()
+		if err != nil {
+			binaryErr = err
+			t.Logf("go build: %s", out)
+		}
+	})
+	if binaryErr != nil {
+		t.Fatalf("building cachenode: %v", binaryErr)
+	}
+	return binaryPath
+}
+
+func freePort(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	must(t, err)
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// TestGatewayProcess runs `cachenode gateway` as the operator would (flags
+// plus DISTCACHE_* environment, credentials from a file) in front of a
+// cache cluster, and checks the S3 API, readiness and metrics.
+func TestGatewayProcess(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the cachenode binary")
+	}
+	bin := cachenodeBinary(t)
+	c := nodecluster.StartWith(t, 3, nodecluster.Options{ChunkSize: chunkSize, Tenants: tenants})
+	c.TenantTLS("team-a") // writes tenant-team-a.crt/.key into c.Dir
+	creds := filepath.Join(t.TempDir(), "creds.yaml")
+	must(t, os.WriteFile(creds, []byte("accessKeyID: "+accessKey+"\nsecretAccessKey: "+secretKey+"\n"), 0o600))
+	listen, metricsAddr := freePort(t), freePort(t)
+
+	cmd := exec.Command(bin, "gateway",
+		"--listen", listen, "--credentials-file", creds, "--region", region,
+		"--tls-cert", filepath.Join(c.Dir, "tenant-team-a.crt"), "--tls-key", filepath.Join(c.Dir, "tenant-team-a.key"),
+		"--ca", c.CAFile, "--log-level", "warn")
+	cmd.Env = append(os.Environ(),
+		"DISTCACHE_NODES="+strings.Join(c.Seeds(), ","),
+		"DISTCACHE_METRICS_LISTEN="+metricsAddr,
+		"DISTCACHE_PAGE_CACHE_BYTES=16Mi",
+		"DISTCACHE_PARALLELISM=4",
+	)
+	var logs bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &logs, &logs
+	must(t, cmd.Start())
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-exited:
+		case <-time.After(30 * time.Second):
+			_ = cmd.Process.Kill()
+			<-exited
+		}
+		if t.Failed() {
+			t.Logf("gateway log:\n%s", logs.String())
+		}
+	})
+	waitFor(t, "http://"+metricsAddr+"/readyz", http.StatusOK, exited)
+
+	ctx := context.Background()
+	cl := newS3Client("http://"+listen, accessKey, secretKey)
+	data := randomBytes(rand.New(rand.NewPCG(21, 22)), 5*chunkSize+9)
+	_, err := cl.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String("bucket-a"), Key: aws.String("proc/obj"), Body: bytes.NewReader(data)})
+	must(t, err)
+	for i := 0; i < 2; i++ {
+		out, err := cl.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String("bucket-a"), Key: aws.String("proc/obj"), Range: aws.String("bytes=1000-")})
+		must(t, err)
+		got, err := io.ReadAll(out.Body)
+		out.Body.Close()
+		must(t, err)
+		if !bytes.Equal(got, data[1000:]) {
+			t.Fatalf("read %d through the process differs", i)
+		}
+	}
+	list, err := cl.ListObjectsV2(ctx, &s3.ListObjectsV2Input{Bucket: aws.String("bucket-a"), Prefix: aws.String("proc/")})
+	must(t, err)
+	if len(list.Contents) != 1 {
+		t.Errorf("listing: %d objects", len(list.Contents))
+	}
+	_, err = newS3Client("http://"+listen, accessKey, "wrong").ListObjectsV2(ctx, &s3.ListObjectsV2Input{Bucket: aws.String("bucket-a")})
+	wantCode(t, "wrong secret", err, "SignatureDoesNotMatch", http.StatusForbidden)
+
+	resp, err := http.Get("http://" + metricsAddr + "/metrics")
+	must(t, err)
+	metrics, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, want := range []string{
+		`distcache_gateway_requests_total{operation="GetObject",status="206"} 2`,
+		`distcache_gateway_requests_total{operation="PutObject",status="200"} 1`,
+		`distcache_gateway_requests_total{operation="ListObjectsV2",status="403"} 1`,
+		`distcache_client_page_cache_requests_total{result="hit"}`,
+		`distcache_gateway_request_duration_seconds_bucket`,
+	} {
+		if !bytes.Contains(metrics, []byte(want)) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+}
+
+// TestGatewayProcessWaitsForTheCache starts the gateway before any cache
+// node is reachable: it answers 503 ServiceUnavailable (S3 XML) and is not
+// ready, then serves once a node comes up.
+func TestGatewayProcessWaitsForTheCache(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the cachenode binary")
+	}
+	bin := cachenodeBinary(t)
+	c := nodecluster.StartWith(t, 1, nodecluster.Options{ChunkSize: chunkSize, Tenants: tenants})
+	c.TenantTLS("team-a")
+	listen, metricsAddr := freePort(t), freePort(t)
+	nodeAddr := freePort(t) // nothing listens there yet
+	cmd := exec.Command(bin, "gateway", "--listen", listen, "--metrics-listen", metricsAddr,
+		"--nodes", "https://"+nodeAddr, "--access-key", accessKey, "--ca", c.CAFile,
+		"--tls-cert", filepath.Join(c.Dir, "tenant-team-a.crt"), "--tls-key", filepath.Join(c.Dir, "tenant-team-a.key"))
+	cmd.Env = append(os.Environ(), "DISTCACHE_SECRET_KEY="+secretKey)
+	var logs bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &logs, &logs
+	must(t, cmd.Start())
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		<-exited
+		if t.Failed() {
+			t.Logf("gateway log:\n%s", logs.String())
+		}
+	})
+	waitFor(t, "http://"+metricsAddr+"/healthz", http.StatusOK, exited)
+	resp, err := http.Get("http://" + metricsAddr + "/readyz")
+	must(t, err)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable {
+		t.Errorf("/readyz without a cache node: %d", resp.StatusCode)
+	}
+	resp, err = http.Get("http://" + listen + "/bucket-a/k")
+	must(t, err)
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable || xmlCode(body) != "ServiceUnavailable" {
+		t.Errorf("S3 request without a cache node: %d %s", resp.StatusCode, body)
+	}
+	// The node comes up on the address the gateway was given (a TCP
+	// forwarder to the cluster's member stands in for it).
+	forwardTCP(t, nodeAddr, c.Member(0).Addr)
+	waitFor(t, "http://"+metricsAddr+"/readyz", http.StatusOK, exited)
+	c.PutDirect("bucket-a", "late", []byte("hello"))
+	out, err := newS3Client("http://"+listen, accessKey, secretKey).GetObject(context.Background(),
+		&s3.GetObjectInput{Bucket: aws.String("bucket-a"), Key: aws.String("late")})
+	must(t, err)
+	got, _ := io.ReadAll(out.Body)
+	out.Body.Close()
+	if string(got) != "hello" {
+		t.Errorf("got %q", got)
+	}
+}
+
+// forwardTCP listens on addr and pipes every connection to target.
+func forwardTCP(t *testing.T, addr, target string) {
+	t.Helper()
+	ln, err := net.Listen("tcp", addr)
+	must(t, err)
+	t.Cleanup(func() { _ = ln.Close() })
+	go func() {
+		for {
+			in, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer in.Close()
+				out, err := net.Dial("tcp", target)
+				if err != nil {
+					return
+				}
+				defer out.Close()
+				go func() { _, _ = io.Copy(out, in); _ = out.(*net.TCPConn).CloseWrite() }()
+				_, _ = io.Copy(in, out)
+			}()
+		}
+	}()
+}
+
+func waitFor(t *testing.T, url string, want int, exited <-chan error) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for time.Now().Before(deadline) {
+		select {
+		case err := <-exited:
+			t.Fatalf("the gateway exited: %v", err)
+		default:
+		}
+		resp, err := http.Get(url)
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == want {
+				return
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("%s did not answer %d in time", url, want)
+}
+
+// TestGatewayProcessRefusesBadFlags: configuration mistakes stop the
+// process at once with a message, rather than a gateway that cannot work.
+func TestGatewayProcessRefusesBadFlags(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the cachenode binary")
+	}
+	bin := cachenodeBinary(t)
+	c := nodecluster.StartWith(t, 1, nodecluster.Options{ChunkSize: chunkSize, Tenants: tenants})
+	c.TenantTLS("team-a")
+	c.PeerTLS("gw-1")
+	tenantCert := []string{"--tls-cert", filepath.Join(c.Dir, "tenant-team-a.crt"), "--tls-key", filepath.Join(c.Dir, "tenant-team-a.key")}
+	peerCert := []string{"--tls-cert", filepath.Join(c.Dir, "peer-gw-1.crt"), "--tls-key", filepath.Join(c.Dir, "peer-gw-1.key")}
+	base := []string{"gateway", "--listen", "127.0.0.1:0", "--metrics-listen", "", "--nodes", c.Seeds()[0], "--ca", c.CAFile}
+	creds := filepath.Join(t.TempDir(), "creds.yaml")
+	must(t, os.WriteFile(creds, []byte("accessKeyID: a\nsecretKey: typo\n"), 0o600))
+	for name, tt := range map[string]struct {
+		args []string
+		want string
+	}{
+		"no credentials":         {append(tenantCert, "--access-key", "a"), "an access key and a secret key are required"},
+		"credentials file typo":  {append(tenantCert, "--credentials-file", creds), "unknown field"},
+		"no nodes":               {append(tenantCert, "--nodes", "", "--access-key", "a", "--secret-key", "b"), "--nodes is required"},
+		"peer without a tenant":  {append(peerCert, "--access-key", "a", "--secret-key", "b"), "--tenant"},
+		"half a listen TLS pair": {append(tenantCert, "--access-key", "a", "--secret-key", "b", "--listen-tls-cert", "x"), "go together"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			out, err := exec.CommandContext(ctx, bin, append(append([]string{}, base...), tt.args...)...).CombinedOutput()
+			if err == nil || !strings.Contains(string(out), tt.want) {
+				t.Errorf("err %v, output %s; want a failure mentioning %q", err, out, tt.want)
+			}
+		})
+	}
+}

@@ -1,0 +1,87 @@
+// Package gateway is the S3 API in front of a distcache cache: the handler
+// of `cachenode gateway`, which runs next to compute (sidecar or DaemonSet)
+// so that an unmodified S3 client (ClickHouse's S3 disk, any AWS SDK, curl
+// --aws-sigv4) uses the cache by changing its endpoint.
+//
+// # Addressing and authentication
+//
+// Only path-style addressing is served: http://GATEWAY/BUCKET/KEY.
+// Virtual-hosted-style requests (http://BUCKET.GATEWAY/KEY) are refused with
+// 400 InvalidRequest and a message saying how to switch the client to
+// path-style (UsePathStyle in aws-sdk-go-v2, force_path_style in boto3,
+// s3ForcePathStyle in the JS SDK; ClickHouse always uses path-style for
+// endpoints it does not recognise as AWS). A request is taken as
+// virtual-hosted when its Host is a sub-domain of one of Config.Domains or
+// of amazonaws.com.
+//
+// Every request must carry a valid SigV4 signature (Authorization header or
+// presigned URL, every payload mode including aws-chunked uploads) made with
+// the gateway's own access key and secret, which are not S3 credentials: the
+// cache nodes sign again with the tenant's backend credentials. The gateway
+// acts for one tenant, the one of its client certificate (or the one named
+// with a peer certificate).
+//
+// # Operations
+//
+//	GetObject, HeadObject   from the cache: Stat (metadata cached by the
+//	                        nodes), then the chunks of the range, fetched in
+//	                        parallel (bounded read-ahead, never past the range)
+//	                        through the client and its RAM page cache. Single Range (suffix and open-ended too; 206
+//	                        with Content-Range, 416 InvalidRange), If-Match,
+//	                        If-None-Match, If-Modified-Since,
+//	                        If-Unmodified-Since (412 / 304), response-*
+//	                        overrides. versionId, partNumber and SSE-C:
+//	                        501 NotImplemented.
+//	PutObject               written through the cache (the node answers once
+//	                        S3 has the object, then caches it). A PutObject
+//	                        carrying what the write-through path cannot store
+//	                        (x-amz-meta-*, tagging, storage class, SSE, ACLs,
+//	                        object lock, If-Match/If-None-Match, Cache-Control,
+//	                        Content-Disposition/Encoding/Language, Expires) is
+//	                        passed through to S3 instead.
+//	CreateMultipartUpload, UploadPart, UploadPartCopy,
+//	CompleteMultipartUpload, AbortMultipartUpload, ListParts,
+//	ListMultipartUploads, CopyObject, DeleteObject, DeleteObjects,
+//	ListObjectsV2, ListObjects, ListObjectVersions, HeadBucket,
+//	GetBucketLocation, GetBucketVersioning, GetObjectAttributes
+//	                        passed through to any live cache node
+//	                        (/v1/s3/...), which checks the tenant's buckets,
+//	                        signs with the tenant's backend credentials,
+//	                        returns S3's answer unchanged and invalidates its
+//	                        cache after writes. Unreachable nodes fail over to
+//	                        the next when the body can be sent again.
+//	ListBuckets, bucket creation/configuration/deletion, object ACLs,
+//	tagging, retention, legal hold, torrent, restore, select
+//	                        501 NotImplemented.
+//
+// Request bodies are the ones sigv4 decoded and verified. Their integrity
+// (payload SHA-256, chunk signatures, Content-MD5 and x-amz-checksum-*) is
+// checked when the last byte is read; the gateway holds the last byte back
+// until then (small bodies are read whole first), so a body that fails
+// verification never reaches S3 complete. Checksums that come as aws-chunked
+// trailers are verified by the gateway but not stored in S3 (the
+// pass-through cannot forward them ahead of the body); checksums sent as
+// headers are forwarded on pass-through operations. Write-through PutObject
+// stores the body and its Content-Type only.
+//
+// HeadObject and GetObject answer the metadata the cache keeps: ETag,
+// Content-Length, Content-Type, Last-Modified, Accept-Ranges. User metadata
+// (x-amz-meta-*) and other stored headers of S3 are not returned.
+//
+// # Errors
+//
+// Errors are S3 XML (<Error><Code/><Message/><Resource/><RequestId/></Error>)
+// with S3's codes and statuses: NoSuchKey, NoSuchBucket (told apart with a
+// HeadBucket the first time a bucket is seen), AccessDenied (also for a
+// bucket the tenant may not use), InvalidRange, PreconditionFailed, the
+// sigv4 codes (SignatureDoesNotMatch, InvalidAccessKeyId,
+// RequestTimeTooSkewed, XAmzContentSHA256Mismatch, BadDigest...),
+// ServiceUnavailable (503) when the cache or S3 behind it is unavailable,
+// SlowDown (503) when an object changed while being read twice in a row,
+// NotImplemented and MethodNotAllowed. GetObject fetches only the chunks of
+// the range, ReadAhead at a time, and sends its status once the first
+// ReadAhead chunks are in (so an object overwritten meanwhile is read again
+// cleanly); a read that fails after the status was sent aborts the
+// connection: the client sees a short body, never wrong bytes. Every response carries x-amz-request-id; pass-through answers keep
+// S3's in X-Distcache-S3-Request-Id.
+package gateway

@@ -1,0 +1,220 @@
+package gateway
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"log/slog"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/distcache/distcache/internal/sigv4"
+)
+
+// Config wires a Gateway. Verifier, Cache and Upstream are required.
+type Config struct {
+	// Verifier checks every request's SigV4 signature against the
+	// gateway's credentials.
+	Verifier *sigv4.Verifier
+	// Cache serves GetObject/HeadObject and writes PutObject through.
+	Cache Cache
+	// Upstream passes every other supported operation to a cache node.
+	Upstream *Upstream
+	// Domains are the host names the gateway is reached by (such as
+	// "localhost"); a request for a sub-domain of one of them, or of
+	// amazonaws.com, is virtual-hosted-style and refused with a message
+	// saying to use path-style addressing.
+	Domains []string
+	// ReadPieceBytes is the unit GetObject reads in; set it to the cache's
+	// chunk size so that a piece is one chunk request (default
+	// DefaultReadPieceBytes, the cache's default chunk size).
+	ReadPieceBytes int64
+	// ReadAhead is how many pieces of one GetObject are fetched ahead of
+	// the client (default 8); it bounds a read's memory to ReadAhead
+	// pieces.
+	ReadAhead int
+	// BucketCacheTTL is how long a bucket's existence, learnt to tell
+	// NoSuchBucket from NoSuchKey, is remembered (default 1 minute).
+	BucketCacheTTL time.Duration
+	// Metrics defaults to unregistered metrics.
+	Metrics *Metrics
+	// Logger defaults to discarding.
+	Logger *slog.Logger
+}
+
+// Gateway is an http.Handler speaking the S3 API (path-style) in front of a
+// distcache cache. See the package documentation.
+type Gateway struct {
+	cfg     Config
+	cache   Cache
+	up      *Upstream
+	metrics *Metrics
+	log     *slog.Logger
+	buckets *bucketCache
+	pieces  sync.Pool // *[]byte of capacity ReadPieceBytes
+}
+
+// DefaultReadPieceBytes is the default Config.ReadPieceBytes.
+const DefaultReadPieceBytes = 4 << 20
+
+// New checks cfg and returns a Gateway.
+func New(cfg Config) (*Gateway, error) {
+	if cfg.Verifier == nil || cfg.Cache == nil || cfg.Upstream == nil {
+		return nil, errors.New("gateway: Verifier, Cache and Upstream are required")
+	}
+	if cfg.Metrics == nil {
+		cfg.Metrics = NewMetrics(nil)
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.ReadPieceBytes <= 0 {
+		cfg.ReadPieceBytes = DefaultReadPieceBytes
+	}
+	if cfg.ReadAhead <= 0 {
+		cfg.ReadAhead = 8
+	}
+	if cfg.BucketCacheTTL <= 0 {
+		cfg.BucketCacheTTL = time.Minute
+	}
+	if cfg.Upstream.Metrics == nil {
+		cfg.Upstream.Metrics = cfg.Metrics
+	}
+	g := &Gateway{cfg: cfg, cache: cfg.Cache, up: cfg.Upstream, metrics: cfg.Metrics, log: cfg.Logger,
+		buckets: newBucketCache(cfg.BucketCacheTTL)}
+	g.pieces.New = func() any { b := make([]byte, cfg.ReadPieceBytes); return &b }
+	return g, nil
+}
+
+// exchange is one S3 request being served.
+type exchange struct {
+	w     *responseWriter
+	r     *http.Request
+	rt    route
+	id    string // x-amz-request-id
+	start time.Time
+	in    int64 // request body bytes read
+}
+
+func (x *exchange) fail(e *s3Error) { writeError(x.w, x.r, x.rt, x.id, e) }
+
+// ServeHTTP authenticates, routes and serves one S3 request.
+func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	x := &exchange{w: &responseWriter{ResponseWriter: w}, r: r, id: newRequestID(), start: time.Now()}
+	g.metrics.inflight.Inc()
+	defer func() {
+		g.metrics.inflight.Dec()
+		status := x.w.status
+		if status == 0 {
+			status = http.StatusOK
+		}
+		if p := recover(); p != nil {
+			// A response cut off mid-body (http.ErrAbortHandler) counts as
+			// the failure it is.
+			g.metrics.observe(x.rt.op, "aborted", x.in, x.w.bytes, x.start)
+			panic(p)
+		}
+		g.metrics.observe(x.rt.op, strconv.Itoa(status), x.in, x.w.bytes, x.start)
+	}()
+	h := w.Header()
+	h.Set("X-Amz-Request-Id", x.id)
+	h.Set("X-Amz-Id-2", x.id)
+	h.Set("Server", "distcache")
+
+	x.rt = parseRoute(r.Method, r.URL.Path, r.URL.Query(), r.Header)
+	if e := g.checkVirtualHost(r); e != nil {
+		x.fail(e)
+		return
+	}
+	if _, err := g.cfg.Verifier.Verify(r); err != nil {
+		g.log.Debug("request refused", "op", x.rt.op, "err", err, "remote", r.RemoteAddr)
+		x.fail(fromBodyError(err))
+		return
+	}
+	switch x.rt.handling {
+	case refused:
+		x.fail(x.rt.err)
+	case viaCacheRead:
+		g.getObject(x)
+	case viaCacheWrite:
+		g.putObject(x)
+	case viaPassthrough:
+		if x.rt.op == OpDeleteObjects {
+			g.deleteObjects(x)
+			return
+		}
+		g.passthrough(x)
+	}
+}
+
+// checkVirtualHost refuses virtual-hosted-style requests, whose bucket is
+// in the Host header: the gateway would otherwise take the first path
+// segment, part of the key, for the bucket.
+func (g *Gateway) checkVirtualHost(r *http.Request) *s3Error {
+	host := r.Host
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	host = strings.ToLower(strings.TrimSuffix(host, "."))
+	if net.ParseIP(host) != nil {
+		return nil
+	}
+	for _, d := range append([]string{"amazonaws.com"}, g.cfg.Domains...) {
+		d = strings.ToLower(strings.TrimSuffix(d, "."))
+		if d != "" && strings.HasSuffix(host, "."+d) {
+			return newS3Error(http.StatusBadRequest, CodeInvalidRequest,
+				"Virtual-hosted-style requests (%s) are not supported by the distcache gateway: configure the client "+
+					"for path-style addressing (http://%s/BUCKET/KEY; UsePathStyle, force_path_style, "+
+					"s3ForcePathStyle or addressing_style=path).", r.Host, d)
+		}
+	}
+	return nil
+}
+
+// responseWriter records the status and the body bytes written.
+type responseWriter struct {
+	http.ResponseWriter
+	status int
+	bytes  int64
+}
+
+func (w *responseWriter) WriteHeader(code int) {
+	if w.status == 0 {
+		w.status = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *responseWriter) Write(p []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	n, err := w.ResponseWriter.Write(p)
+	w.bytes += int64(n)
+	return n, err
+}
+
+func (w *responseWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// newRequestID returns 16 upper-case hex digits, like S3's request IDs.
+func newRequestID() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return strings.ToUpper(hex.EncodeToString(b[:]))
+}
+
+// Unavailable is an S3 handler answering every request 503
+// ServiceUnavailable with msg, for a gateway that is not ready yet (no cache
+// node reached).
+func Unavailable(msg string) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		id := newRequestID()
+		w.Header().Set("X-Amz-Request-Id", id)
+		w.Header().Set("Retry-After", "1")
+		writeError(w, r, route{}, id, newS3Error(http.StatusServiceUnavailable, CodeServiceUnavailable, "%s", msg))
+	})
+}

@@ -1,0 +1,72 @@
+package gateway
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Metrics are the gateway's Prometheus series (the client's page cache and
+// node request series are registered by the client itself).
+type Metrics struct {
+	requests      *prometheus.CounterVec
+	duration      *prometheus.HistogramVec
+	responseBytes *prometheus.CounterVec
+	requestBytes  *prometheus.CounterVec
+	inflight      prometheus.Gauge
+	upstream      *prometheus.CounterVec
+}
+
+// latencyBuckets span a page-cache hit (tens of microseconds) to a slow
+// upload.
+var latencyBuckets = []float64{
+	.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30,
+}
+
+// NewMetrics creates the gateway metrics and registers them with reg (which
+// may be nil for tests that do not look at them).
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	const ns, sub = "distcache", "gateway"
+	m := &Metrics{
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: ns, Subsystem: sub, Name: "requests_total",
+			Help: "S3 requests answered, by S3 operation and HTTP status code (\"aborted\": the response was cut off mid-body).",
+		}, []string{"operation", "status"}),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: ns, Subsystem: sub, Name: "request_duration_seconds",
+			Help:    "S3 request latency from arrival to the last body byte, by S3 operation.",
+			Buckets: latencyBuckets,
+		}, []string{"operation"}),
+		responseBytes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: ns, Subsystem: sub, Name: "response_bytes_total",
+			Help: "Response body bytes sent to S3 clients, by S3 operation.",
+		}, []string{"operation"}),
+		requestBytes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: ns, Subsystem: sub, Name: "request_bytes_total",
+			Help: "Request body bytes received from S3 clients (after aws-chunked decoding), by S3 operation.",
+		}, []string{"operation"}),
+		inflight: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: ns, Subsystem: sub, Name: "inflight_requests",
+			Help: "S3 requests being served.",
+		}),
+		upstream: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: ns, Subsystem: sub, Name: "passthrough_attempts_total",
+			Help: "Pass-through attempts to cache nodes by result (ok: the node answered, failover: it could not be reached and the next node was tried, failed: no node could be reached).",
+		}, []string{"result"}),
+	}
+	if reg != nil {
+		reg.MustRegister(m.requests, m.duration, m.responseBytes, m.requestBytes, m.inflight, m.upstream)
+	}
+	return m
+}
+
+func (m *Metrics) observe(op, status string, in, out int64, start time.Time) {
+	m.requests.WithLabelValues(op, status).Inc()
+	m.duration.WithLabelValues(op).Observe(time.Since(start).Seconds())
+	if out > 0 {
+		m.responseBytes.WithLabelValues(op).Add(float64(out))
+	}
+	if in > 0 {
+		m.requestBytes.WithLabelValues(op).Add(float64(in))
+	}
+}

@@ -1,0 +1,232 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"strconv"
+
+	"github.com/distcache/distcache/internal/client"
+)
+
+// Cache is the distcache client the gateway reads and writes objects
+// through (*client.Client).
+type Cache interface {
+	Stat(ctx context.Context, bucket, key string) (client.Meta, error)
+	ReadAt(ctx context.Context, bucket, key string, m client.Meta, p []byte, off int64) (int, error)
+	Put(ctx context.Context, bucket, key string, body io.Reader, size int64, contentType string) (client.Meta, error)
+}
+
+// defaultContentType is what S3 reports for objects stored without one.
+const defaultContentType = "binary/octet-stream"
+
+// responseOverrides are GetObject query parameters that set response
+// headers.
+var responseOverrides = [][2]string{
+	{"response-content-type", "Content-Type"},
+	{"response-content-language", "Content-Language"},
+	{"response-expires", "Expires"},
+	{"response-cache-control", "Cache-Control"},
+	{"response-content-disposition", "Content-Disposition"},
+	{"response-content-encoding", "Content-Encoding"},
+}
+
+// getObject serves GetObject and HeadObject from the cache: metadata from
+// Stat (cached by the nodes), then the range streamed chunk by chunk with
+// ReadAhead chunks in flight (never the whole object in memory, never a
+// chunk past the range).
+func (g *Gateway) getObject(x *exchange) {
+	ctx := x.r.Context()
+	for attempt := 0; ; attempt++ {
+		m, err := g.cache.Stat(ctx, x.rt.bucket, x.rt.key)
+		if err != nil {
+			x.fail(g.cacheError(ctx, x, err))
+			return
+		}
+		retry := g.serveVersion(x, m)
+		if !retry {
+			return
+		}
+		if attempt == 1 {
+			x.fail(newS3Error(http.StatusServiceUnavailable, CodeSlowDown,
+				"The object changed while it was being read; please retry."))
+			return
+		}
+	}
+}
+
+// serveVersion answers with version m. It returns true when the version
+// disappeared before anything was sent (the object was overwritten): the
+// caller Stats again.
+func (g *Gateway) serveVersion(x *exchange, m client.Meta) (retry bool) {
+	r, h := x.r, x.w.Header()
+	h.Del("Content-Range")
+	setObjectHeaders(h, m)
+	switch pre, cond := evalPreconditions(r.Header, m.ETag, m.LastModified); pre {
+	case notModified:
+		h.Del("Content-Type")
+		h.Del("Accept-Ranges")
+		x.w.WriteHeader(http.StatusNotModified)
+		return false
+	case conditionFails:
+		x.fail(errPreconditionFailed(cond))
+		return false
+	}
+	rng, partial, rerr := parseRange(r.Header.Get("Range"), m.Size)
+	if rerr != nil {
+		x.fail(rerr)
+		return false
+	}
+	if !partial {
+		rng = byteRange{off: 0, n: m.Size}
+	}
+	q := r.URL.Query()
+	for _, o := range responseOverrides {
+		if v := q.Get(o[0]); v != "" {
+			h.Set(o[1], v)
+		}
+	}
+	h.Set("Content-Length", strconv.FormatInt(rng.n, 10))
+	status := http.StatusOK
+	if partial {
+		h.Set("Content-Range", rng.contentRange(m.Size))
+		status = http.StatusPartialContent
+	}
+	if r.Method == http.MethodHead || rng.n == 0 {
+		x.w.WriteHeader(status)
+		return false
+	}
+
+	readAt := func(ctx context.Context, p []byte, off int64) (int, error) {
+		return g.cache.ReadAt(ctx, x.rt.bucket, x.rt.key, m, p, off)
+	}
+	body := newRangeReader(r.Context(), readAt, &g.pieces, g.cfg.ReadPieceBytes, g.cfg.ReadAhead, rng.off, rng.n)
+	defer body.Close()
+	if err := body.prime(); err != nil {
+		if errors.Is(err, client.ErrChanged) {
+			return true
+		}
+		x.fail(g.cacheError(r.Context(), x, err))
+		return false
+	}
+	x.w.WriteHeader(status)
+	buf := copyBuffers.Get().(*[]byte)
+	defer copyBuffers.Put(buf)
+	out := &clientWriter{w: x.w}
+	if _, err := io.CopyBuffer(out, body, *buf); err != nil {
+		if out.err != nil || r.Context().Err() != nil {
+			return false // the client went away
+		}
+		g.log.Warn("object read failed mid-stream; aborting the response", "bucket", x.rt.bucket, "key", x.rt.key,
+			"etag", m.ETag, "sent", x.w.bytes, "err", err)
+		panic(http.ErrAbortHandler)
+	}
+	return false
+}
+
+// clientWriter records the error of writing to the client, and hides
+// ReadFrom so io.CopyBuffer uses the buffer given.
+type clientWriter struct {
+	w   io.Writer
+	err error
+}
+
+func (c *clientWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	if err != nil {
+		c.err = err
+	}
+	return n, err
+}
+
+func setObjectHeaders(h http.Header, m client.Meta) {
+	h.Set("ETag", quoteETag(m.ETag))
+	if !m.LastModified.IsZero() {
+		h.Set("Last-Modified", m.LastModified.UTC().Format(http.TimeFormat))
+	}
+	ct := m.ContentType
+	if ct == "" {
+		ct = defaultContentType
+	}
+	h.Set("Content-Type", ct)
+	h.Set("Accept-Ranges", "bytes")
+}
+
+// putObject writes the object through the cache: the node answers once S3
+// has it. The body is the one sigv4 installed (decoded and verified); small
+// bodies are read and verified whole first, so a failed node can be
+// retried; larger ones stream, their last byte held back until verified.
+func (g *Gateway) putObject(x *exchange) {
+	r := x.r
+	size := r.ContentLength
+	var body io.Reader = http.NoBody
+	var tracked *trackingBody
+	release, buffered := g.up.buffer(size)
+	switch {
+	case size == 0:
+	case buffered:
+		defer release()
+		buf := make([]byte, size)
+		_, err := io.ReadFull(r.Body, buf)
+		if err == nil {
+			err = expectEOF(r.Body)
+		}
+		x.in = int64(len(buf))
+		if err != nil {
+			x.fail(fromBodyError(err))
+			return
+		}
+		body = bytes.NewReader(buf)
+	default:
+		tracked = &trackingBody{r: newHoldBack(r.Body)}
+		body = tracked
+	}
+	m, err := g.cache.Put(r.Context(), x.rt.bucket, x.rt.key, body, size, r.Header.Get("Content-Type"))
+	if tracked != nil {
+		x.in = tracked.n
+		if tracked.err != nil && !errors.Is(tracked.err, io.EOF) {
+			x.fail(fromBodyError(tracked.err))
+			return
+		}
+	}
+	if err != nil {
+		x.fail(g.cacheError(r.Context(), x, err))
+		return
+	}
+	x.w.Header().Set("ETag", quoteETag(m.ETag))
+	x.w.Header().Set("Content-Length", "0")
+	x.w.WriteHeader(http.StatusOK)
+}
+
+// cacheError maps a client error to the S3 error to answer.
+func (g *Gateway) cacheError(ctx context.Context, x *exchange, err error) *s3Error {
+	var ce *client.Error
+	msg := err.Error()
+	if errors.As(err, &ce) && ce.Message != "" {
+		msg = ce.Message
+	}
+	switch {
+	case errors.Is(err, client.ErrNotFound):
+		if x.r.Method == http.MethodPut {
+			return errNoSuchBucket()
+		}
+		return g.notFound(ctx, x.rt.bucket)
+	case errors.Is(err, client.ErrAccessDenied):
+		return errAccessDenied(msg)
+	case errors.Is(err, client.ErrInvalidRange):
+		return newS3Error(http.StatusRequestedRangeNotSatisfiable, CodeInvalidRange, "The requested range is not satisfiable")
+	case errors.Is(err, client.ErrChanged):
+		return newS3Error(http.StatusServiceUnavailable, CodeSlowDown, "The object changed while it was being read; please retry.")
+	case errors.Is(err, client.ErrUnavailable):
+		g.log.Warn("cache unavailable", "op", x.rt.op, "bucket", x.rt.bucket, "key", x.rt.key, "err", err)
+		return errUnavailable(msg)
+	case errors.Is(err, context.Canceled) && ctx.Err() != nil:
+		return newS3Error(http.StatusBadRequest, CodeRequestTimeout, "The client went away.")
+	case ce != nil && ce.Status >= 400 && ce.Status < 500:
+		return newS3Error(http.StatusBadRequest, CodeInvalidRequest, "%s", msg)
+	}
+	g.log.Error("cache request failed", "op", x.rt.op, "bucket", x.rt.bucket, "key", x.rt.key, "err", err)
+	return errInternal(err)
+}

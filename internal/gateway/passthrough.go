@@ -1,0 +1,522 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/sync/semaphore"
+
+	"github.com/distcache/distcache/internal/chunk"
+	"github.com/distcache/distcache/internal/client"
+	"github.com/distcache/distcache/internal/nodeapi"
+	"github.com/distcache/distcache/internal/ring"
+)
+
+// Node API details of the pass-through (internal/node/passthrough.go).
+const (
+	headerTenant    = "X-Distcache-Tenant"
+	headerNodeError = "X-Distcache-Error"
+	passthroughPath = "/v1/s3/"
+)
+
+// DefaultReplayBytes is the largest pass-through request body kept in memory
+// so that it can be sent again to another node when the first cannot be
+// reached (CompleteMultipartUpload and DeleteObjects bodies fit).
+const DefaultReplayBytes = 4 << 20
+
+// Upstream sends S3 requests to the cache nodes' pass-through API
+// (/v1/s3/{bucket}/{key}), which signs them again with the tenant's backend
+// credentials and forwards them to S3. Any live node will do: a node that
+// cannot be reached is skipped for DownFor and the request goes to the next
+// one, as long as its body can be sent again.
+type Upstream struct {
+	// Client reaches the nodes over mTLS with the gateway's certificate.
+	Client *http.Client
+	// Nodes lists the base URLs (https://host:port) of the members to use.
+	Nodes func() []string
+	// Tenant is sent as X-Distcache-Tenant (needed with a peer certificate).
+	Tenant string
+	// Owners, when set, lists the nodes in the order the cache places an
+	// object's metadata (the owner first). Operations that change an object
+	// go there first: the node that runs them invalidates what it cached,
+	// and the owner is the node that caches the object's metadata.
+	Owners func(bucket, key string) []string
+	// DownFor is how long an unreachable node is tried last (default 5s).
+	DownFor time.Duration
+	// ReplayBytes bounds the bodies buffered for failover (default
+	// DefaultReplayBytes); larger bodies stream and fail over only when
+	// the node was unreachable before any byte was sent.
+	ReplayBytes int64
+	// BufferBytes bounds the memory all buffered bodies take together
+	// (default DefaultBufferBytes); past it, bodies stream.
+	BufferBytes int64
+	// Metrics, when set, counts attempts.
+	Metrics *Metrics
+
+	mu   sync.Mutex
+	down map[string]time.Time
+
+	bufOnce sync.Once
+	buffers *semaphore.Weighted
+}
+
+// DefaultBufferBytes is the default Upstream.BufferBytes.
+const DefaultBufferBytes = 256 << 20
+
+// buffer reserves memory to hold a body of n bytes. It returns false when
+// the body is too large to buffer or the budget is spent: stream it.
+func (u *Upstream) buffer(n int64) (release func(), ok bool) {
+	limit := u.ReplayBytes
+	if limit <= 0 {
+		limit = DefaultReplayBytes
+	}
+	if n <= 0 || n > limit {
+		return nil, false
+	}
+	u.bufOnce.Do(func() {
+		total := u.BufferBytes
+		if total <= 0 {
+			total = DefaultBufferBytes
+		}
+		u.buffers = semaphore.NewWeighted(total)
+	})
+	if !u.buffers.TryAcquire(n) {
+		return nil, false
+	}
+	return func() { u.buffers.Release(n) }, true
+}
+
+// errNoNodes is returned when no member is known.
+var errNoNodes = errors.New("no cache nodes known")
+
+// upstreamError is a failure to get any answer from the nodes.
+type upstreamError struct{ err error }
+
+func (e *upstreamError) Error() string { return "cache nodes unreachable: " + e.err.Error() }
+func (e *upstreamError) Unwrap() error { return e.err }
+
+// bodyReadError is a failure reading the client's request body (an
+// integrity check of sigv4, or the client going away).
+type bodyReadError struct{ err error }
+
+func (e *bodyReadError) Error() string { return "reading the request body: " + e.err.Error() }
+func (e *bodyReadError) Unwrap() error { return e.err }
+
+// Forward sends one S3 request to a node and returns the node's answer
+// (S3's, or the node's own error with X-Distcache-Error). body has size
+// bytes (-1: unknown, sent chunked). Errors are *upstreamError (no node
+// answered) or *bodyReadError.
+func (u *Upstream) Forward(ctx context.Context, method, bucket, key, rawQuery string, header http.Header, body io.Reader, size int64) (*http.Response, error) {
+	var nodes []string
+	if key != "" && u.Owners != nil && changesObject(method, rawQuery) {
+		nodes = u.moveDownLast(u.Owners(bucket, key))
+	}
+	if len(nodes) == 0 {
+		nodes = u.order()
+	}
+	if body == nil || size == 0 {
+		return u.roundTrip(ctx, nodes, method, bucket, key, rawQuery, header, nil, nil, 0)
+	}
+	release, ok := u.buffer(size)
+	if !ok {
+		return u.roundTrip(ctx, nodes, method, bucket, key, rawQuery, header, nil, &trackingBody{r: newHoldBack(body)}, size)
+	}
+	defer release() // accounting only: the bytes live as long as the transport needs them
+	// Small bodies are read (and verified) first, then can be sent to any
+	// node.
+	replay := make([]byte, size)
+	if _, err := io.ReadFull(body, replay); err != nil {
+		return nil, &bodyReadError{err}
+	}
+	if err := expectEOF(body); err != nil {
+		return nil, &bodyReadError{err}
+	}
+	return u.roundTrip(ctx, nodes, method, bucket, key, rawQuery, header, replay, nil, size)
+}
+
+// send is Forward for a body held in memory, tried on preferred first.
+func (u *Upstream) send(ctx context.Context, method, bucket, key, rawQuery string, header http.Header, body []byte, preferred string) (*http.Response, error) {
+	nodes := u.order()
+	if preferred != "" {
+		rest := []string{preferred}
+		for _, n := range nodes {
+			if n != preferred {
+				rest = append(rest, n)
+			}
+		}
+		nodes = u.moveDownLast(rest)
+	}
+	return u.roundTrip(ctx, nodes, method, bucket, key, rawQuery, header, body, nil, int64(len(body)))
+}
+
+// roundTrip sends the request to the first of nodes that can be reached.
+// The body is replay (sent again on failover), or stream (size bytes,
+// failover only while none was read), or neither.
+func (u *Upstream) roundTrip(ctx context.Context, nodes []string, method, bucket, key, rawQuery string, header http.Header,
+	replay []byte, stream *trackingBody, size int64) (*http.Response, error) {
+	if len(nodes) == 0 {
+		return nil, &upstreamError{errNoNodes}
+	}
+	path := passthroughURLPath(bucket, key)
+	var errs []error
+	for i, base := range nodes {
+		var reqBody io.Reader
+		switch {
+		case replay != nil:
+			reqBody = bytes.NewReader(replay)
+		case stream != nil:
+			reqBody = stream
+		}
+		req, err := http.NewRequestWithContext(ctx, method, base+path, reqBody)
+		if err != nil {
+			return nil, &upstreamError{err}
+		}
+		req.URL.RawPath = path
+		req.URL.RawQuery = rawQuery
+		req.Header = header.Clone()
+		if u.Tenant != "" {
+			req.Header.Set(headerTenant, u.Tenant)
+		}
+		req.ContentLength = size
+		if size == 0 {
+			req.Body = http.NoBody
+		}
+		resp, err := u.Client.Do(req)
+		if err == nil {
+			u.markUp(base)
+			u.count("ok")
+			return resp, nil
+		}
+		if stream != nil && stream.err != nil && !errors.Is(stream.err, io.EOF) {
+			return nil, &bodyReadError{stream.err}
+		}
+		if ctx.Err() != nil {
+			return nil, &upstreamError{ctx.Err()}
+		}
+		u.markDown(base)
+		errs = append(errs, fmt.Errorf("%s: %w", base, err))
+		if stream != nil && stream.n > 0 || i == len(nodes)-1 {
+			break // the body cannot be sent again
+		}
+		u.count("failover")
+	}
+	u.count("failed")
+	return nil, &upstreamError{errors.Join(errs...)}
+}
+
+func (u *Upstream) count(result string) {
+	if u.Metrics != nil {
+		u.Metrics.upstream.WithLabelValues(result).Inc()
+	}
+}
+
+// order returns the nodes to try: those not recently down first, starting
+// at a random one so load spreads, then the down ones.
+func (u *Upstream) order() []string {
+	all := u.Nodes()
+	if len(all) == 0 {
+		return nil
+	}
+	start := rand.IntN(len(all))
+	now := time.Now()
+	var up, down []string
+	u.mu.Lock()
+	for i := range all {
+		n := all[(start+i)%len(all)]
+		if t, ok := u.down[n]; ok && now.Before(t) {
+			down = append(down, n)
+		} else {
+			up = append(up, n)
+		}
+	}
+	u.mu.Unlock()
+	return append(up, down...)
+}
+
+// moveDownLast keeps the order of nodes, those recently down last.
+func (u *Upstream) moveDownLast(nodes []string) []string {
+	now := time.Now()
+	var up, down []string
+	u.mu.Lock()
+	for _, n := range nodes {
+		if t, ok := u.down[n]; ok && now.Before(t) {
+			down = append(down, n)
+		} else {
+			up = append(up, n)
+		}
+	}
+	u.mu.Unlock()
+	return append(up, down...)
+}
+
+// changesObject reports whether a key-scoped request replaces or deletes
+// the object (PutObject, CopyObject, CompleteMultipartUpload,
+// DeleteObject), as opposed to uploading a part or reading.
+func changesObject(method, rawQuery string) bool {
+	q, _ := url.ParseQuery(rawQuery)
+	switch method {
+	case http.MethodPut, http.MethodDelete:
+		return !q.Has("uploadId")
+	case http.MethodPost:
+		return q.Has("uploadId")
+	}
+	return false
+}
+
+func (u *Upstream) markDown(base string) {
+	d := u.DownFor
+	if d <= 0 {
+		d = 5 * time.Second
+	}
+	u.mu.Lock()
+	if u.down == nil {
+		u.down = map[string]time.Time{}
+	}
+	u.down[base] = time.Now().Add(d)
+	u.mu.Unlock()
+}
+
+func (u *Upstream) markUp(base string) {
+	u.mu.Lock()
+	delete(u.down, base)
+	u.mu.Unlock()
+}
+
+// trackingBody is a request body that records how much was read and the
+// read error, and ignores Close: the transport closes bodies of failed
+// attempts, and a body never sent may still go to the next node.
+type trackingBody struct {
+	r   io.Reader
+	n   int64
+	err error
+}
+
+func (b *trackingBody) Read(p []byte) (int, error) {
+	n, err := b.r.Read(p)
+	b.n += int64(n)
+	if err != nil {
+		b.err = err
+	}
+	return n, err
+}
+
+func (b *trackingBody) Close() error { return nil }
+
+// expectEOF reads the end of a body whose declared length was consumed, so
+// that sigv4's end-of-body checks run.
+func expectEOF(r io.Reader) error {
+	var one [1]byte
+	n, err := io.ReadFull(r, one[:])
+	switch {
+	case n > 0:
+		return errors.New("the body is longer than its Content-Length")
+	case errors.Is(err, io.EOF):
+		return nil
+	}
+	return err
+}
+
+// requestHeadersDropped are the client's authentication and transport
+// headers; the node signs the request again. X-Distcache-* headers are
+// dropped too: only the gateway speaks for the tenant.
+var requestHeadersDropped = map[string]bool{
+	"Authorization": true, "X-Amz-Date": true, "X-Amz-Content-Sha256": true, "X-Amz-Security-Token": true,
+	"X-Amz-Decoded-Content-Length": true, "X-Amz-Trailer": true, "Connection": true, "Keep-Alive": true,
+	"Proxy-Connection": true, "Proxy-Authorization": true, "Te": true, "Trailer": true, "Transfer-Encoding": true,
+	"Upgrade": true, "Host": true, "Content-Length": true, "Expect": true, "Accept-Encoding": true,
+}
+
+// forwardHeaders returns the headers of an S3 request to pass through.
+// The trailing checksums of an aws-chunked body were verified by sigv4 but
+// cannot be forwarded ahead of the body, so a checksum algorithm announced
+// without a checksum header is dropped as well (S3 would refuse it).
+func forwardHeaders(in http.Header) http.Header {
+	out := make(http.Header, len(in))
+	hasChecksum := false
+	for k, v := range in {
+		if requestHeadersDropped[k] || hasPrefixFold(k, "X-Distcache-") {
+			continue
+		}
+		if hasPrefixFold(k, "X-Amz-Checksum-") && !strings.EqualFold(k, "X-Amz-Checksum-Algorithm") &&
+			!strings.EqualFold(k, "X-Amz-Checksum-Type") {
+			hasChecksum = true
+		}
+		out[k] = v
+	}
+	if !hasChecksum {
+		out.Del("X-Amz-Sdk-Checksum-Algorithm")
+	}
+	return out
+}
+
+// presignParams are the query parameters of presigned-URL authentication,
+// which must not reach the node (it signs with headers).
+var presignParams = map[string]bool{
+	"X-Amz-Algorithm": true, "X-Amz-Credential": true, "X-Amz-Date": true, "X-Amz-Expires": true,
+	"X-Amz-SignedHeaders": true, "X-Amz-Signature": true, "X-Amz-Security-Token": true, "X-Amz-Content-Sha256": true,
+}
+
+// forwardQuery drops presigned-URL authentication parameters from a raw
+// query, keeping everything else exactly as the client encoded it.
+func forwardQuery(raw string) string {
+	if raw == "" || !strings.Contains(raw, "X-Amz-") {
+		return raw
+	}
+	var kept []string
+	for part := range strings.SplitSeq(raw, "&") {
+		name, _, _ := strings.Cut(part, "=")
+		if n, err := url.QueryUnescape(name); err == nil && presignParams[n] {
+			continue
+		}
+		kept = append(kept, part)
+	}
+	return strings.Join(kept, "&")
+}
+
+// responseHeadersDropped are hop-by-hop headers and the node's own.
+var responseHeadersDropped = map[string]bool{
+	"Connection": true, "Keep-Alive": true, "Transfer-Encoding": true, "Trailer": true, "Upgrade": true,
+	"X-Amz-Request-Id": true, "X-Amz-Id-2": true,
+}
+
+// nodeError turns a node's own error answer (JSON with X-Distcache-Error)
+// into the S3 error a client understands.
+func nodeError(resp *http.Response) *s3Error {
+	var wire struct {
+		Code    string `json:"code"`
+		Message string `json:"message"`
+	}
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 16<<10))
+	_ = json.Unmarshal(body, &wire)
+	code := resp.Header.Get(headerNodeError)
+	if wire.Message == "" {
+		wire.Message = http.StatusText(resp.StatusCode)
+	}
+	switch code {
+	case CodeAccessDenied:
+		return errAccessDenied(wire.Message)
+	case CodeNoSuchKey:
+		return errNoSuchKey()
+	case CodeInvalidRange, CodePreconditionFailed, CodeMissingContentLength:
+		return newS3Error(resp.StatusCode, code, "%s", wire.Message)
+	case CodeServiceUnavailable:
+		return errUnavailable(wire.Message)
+	case "BadRequest":
+		return newS3Error(http.StatusBadRequest, CodeInvalidRequest, "%s", wire.Message)
+	}
+	if resp.StatusCode >= 500 {
+		return newS3Error(http.StatusServiceUnavailable, CodeServiceUnavailable, "The cache could not complete the request: %s", wire.Message)
+	}
+	return newS3Error(resp.StatusCode, CodeInvalidRequest, "%s", wire.Message)
+}
+
+// passthroughURLPath is /v1/s3/{bucket}[/{key}], escaped as the node's
+// router needs it to give back exactly bucket and key (see nodeapi).
+func passthroughURLPath(bucket, key string) string {
+	if key == "" {
+		return passthroughPath + escapePath(bucket)
+	}
+	return passthroughPath + strings.TrimPrefix(nodeapi.ObjectPath(bucket, key), objectsPath)
+}
+
+// objectsPath is the prefix of nodeapi.ObjectPath.
+const objectsPath = "/v1/objects/"
+
+// escapePath encodes a bucket or key for a request path as S3 and SigV4
+// expect: every byte except unreserved characters and '/' percent-encoded.
+func escapePath(s string) string {
+	const hex = "0123456789ABCDEF"
+	var sb strings.Builder
+	sb.Grow(len(s))
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case 'A' <= c && c <= 'Z', 'a' <= c && c <= 'z', '0' <= c && c <= '9', c == '-', c == '_', c == '.', c == '~', c == '/':
+			sb.WriteByte(c)
+		default:
+			sb.WriteByte('%')
+			sb.WriteByte(hex[c>>4])
+			sb.WriteByte(hex[c&15])
+		}
+	}
+	return sb.String()
+}
+
+// NewUpstreamClient returns an HTTP/1.1 client for the nodes' pass-through
+// holding tlsConfig's client certificate. It follows no redirects (the node
+// API never sends one; following it could change the target).
+func NewUpstreamClient(tlsConfig *tls.Config, timeout time.Duration) *http.Client {
+	cfg := tlsConfig.Clone()
+	cfg.NextProtos = []string{"http/1.1"}
+	return &http.Client{
+		Transport: &http.Transport{
+			TLSClientConfig:     cfg,
+			TLSNextProto:        map[string]func(string, *tls.Conn) http.RoundTripper{},
+			DialContext:         (&net.Dialer{Timeout: 3 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+			TLSHandshakeTimeout: 5 * time.Second,
+			MaxIdleConnsPerHost: 32,
+			IdleConnTimeout:     90 * time.Second,
+			DisableCompression:  true,
+			// A pass-through answer can take as long as S3 does (a
+			// CompleteMultipartUpload of many parts, a large copy).
+			ResponseHeaderTimeout: timeout,
+			ExpectContinueTimeout: time.Second,
+		},
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}
+}
+
+// RingOwners returns an Upstream.Owners function placing keys as the client
+// c places object metadata for tenant (the placement tenant: the tenant of
+// the client certificate, or the one a peer certificate acts for).
+func RingOwners(c *client.Client, tenant string) func(bucket, key string) []string {
+	return func(bucket, key string) []string {
+		r := c.Ring()
+		if r == nil {
+			return nil
+		}
+		var buf [16]ring.Member
+		ms := r.AppendCandidates(buf[:0], chunk.ID{Object: chunk.Object{Tenant: tenant, Bucket: bucket, Key: key}}, 0)
+		out := make([]string, 0, len(ms))
+		for _, m := range ms {
+			out = append(out, "https://"+m.Address)
+		}
+		return out
+	}
+}
+
+// RingNodes lists the active members of the ring c routes by, as base URLs,
+// or the seeds while the ring has none.
+func RingNodes(c *client.Client, seeds []string) func() []string {
+	return func() []string {
+		var out []string
+		if r := c.Ring(); r != nil {
+			for _, m := range r.Members() {
+				if m.State == ring.StateActive && m.Address != "" {
+					out = append(out, "https://"+m.Address)
+				}
+			}
+		}
+		if len(out) == 0 {
+			for _, s := range seeds {
+				if !strings.Contains(s, "://") {
+					s = "https://" + s
+				}
+				out = append(out, strings.TrimSuffix(s, "/"))
+			}
+		}
+		return out
+	}
+}

@@ -1,0 +1,125 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"io"
+	"sync"
+)
+
+// rangeReader streams [off, end) of one object version, fetching it in
+// pieces aligned to multiples of piece (the cache's chunk size, so that a
+// piece is one chunk request) with at most depth pieces in flight, in
+// order. It never fetches past end: a small range read is one chunk
+// request, however far the object goes on. Memory is bounded by depth
+// pieces.
+type rangeReader struct {
+	ctx    context.Context
+	cancel context.CancelFunc
+	readAt func(ctx context.Context, p []byte, off int64) (int, error)
+	pool   *sync.Pool // of *[]byte with capacity piece
+	piece  int64
+	depth  int
+
+	next, end int64 // next offset to fetch, end of the range
+	queue     []*pieceFetch
+	cur       *pieceFetch // being read by the caller
+	pos       int         // within cur.buf
+}
+
+type pieceFetch struct {
+	done chan struct{}
+	buf  *[]byte
+	err  error
+}
+
+func newRangeReader(ctx context.Context, readAt func(context.Context, []byte, int64) (int, error), pool *sync.Pool,
+	piece int64, depth int, off, n int64) *rangeReader {
+	ctx, cancel := context.WithCancel(ctx)
+	return &rangeReader{ctx: ctx, cancel: cancel, readAt: readAt, pool: pool, piece: piece, depth: max(depth, 1),
+		next: off, end: off + n}
+}
+
+// fill starts fetches until depth are in flight or the range is covered.
+func (r *rangeReader) fill() {
+	for len(r.queue) < r.depth && r.next < r.end {
+		lo := r.next
+		hi := min((lo/r.piece+1)*r.piece, r.end)
+		r.next = hi
+		buf := r.pool.Get().(*[]byte)
+		*buf = (*buf)[:hi-lo]
+		f := &pieceFetch{done: make(chan struct{}), buf: buf}
+		r.queue = append(r.queue, f)
+		go func() {
+			defer close(f.done)
+			n, err := r.readAt(r.ctx, *f.buf, lo)
+			if n == len(*f.buf) && errors.Is(err, io.EOF) {
+				err = nil
+			}
+			if err == nil && n < len(*f.buf) {
+				err = io.ErrUnexpectedEOF
+			}
+			f.err = err
+		}()
+	}
+}
+
+// prime starts the first fetches and waits for all of them, returning the
+// first error. A GetObject primes before it sends its status, so that a
+// version that vanished (or an unavailable cache) within the first
+// ReadAhead pieces, which is all of most objects, is still a clean error
+// or a retry, not a response cut off.
+func (r *rangeReader) prime() error {
+	r.fill()
+	for _, f := range r.queue {
+		select {
+		case <-f.done:
+		case <-r.ctx.Done():
+			return r.ctx.Err()
+		}
+		if f.err != nil {
+			return f.err
+		}
+	}
+	return nil
+}
+
+func (r *rangeReader) Read(p []byte) (int, error) {
+	for r.cur == nil || r.pos == len(*r.cur.buf) {
+		if r.cur != nil {
+			r.pool.Put(r.cur.buf) // consumed; its fetch has finished
+			r.cur = nil
+		}
+		r.fill()
+		if len(r.queue) == 0 {
+			return 0, io.EOF
+		}
+		f := r.queue[0]
+		select {
+		case <-f.done:
+		case <-r.ctx.Done():
+			return 0, r.ctx.Err()
+		}
+		if f.err != nil {
+			return 0, f.err
+		}
+		r.queue = r.queue[1:]
+		r.cur, r.pos = f, 0
+		r.fill()
+	}
+	n := copy(p, (*r.cur.buf)[r.pos:])
+	r.pos += n
+	return n, nil
+}
+
+// Close cancels the fetches in flight. Their buffers are left to the
+// garbage collector: a fetch may still be writing into one.
+func (r *rangeReader) Close() error {
+	r.cancel()
+	if r.cur != nil {
+		r.pool.Put(r.cur.buf)
+		r.cur = nil
+	}
+	r.queue = nil
+	return nil
+}

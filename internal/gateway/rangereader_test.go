@@ -1,0 +1,112 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// fakeObject serves ReadAt from memory and records what was asked.
+type fakeObject struct {
+	data     []byte
+	mu       sync.Mutex
+	asked    [][2]int64 // [off, end)
+	inflight atomic.Int32
+	maxIn    atomic.Int32
+	failAt   int64 // a read covering this offset fails (-1: never)
+}
+
+func (f *fakeObject) readAt(ctx context.Context, p []byte, off int64) (int, error) {
+	n := f.inflight.Add(1)
+	defer f.inflight.Add(-1)
+	for {
+		m := f.maxIn.Load()
+		if n <= m || f.maxIn.CompareAndSwap(m, n) {
+			break
+		}
+	}
+	f.mu.Lock()
+	f.asked = append(f.asked, [2]int64{off, off + int64(len(p))})
+	f.mu.Unlock()
+	time.Sleep(time.Millisecond) // let fetches overlap
+	if f.failAt >= off && f.failAt < off+int64(len(p)) {
+		return 0, errors.New("boom")
+	}
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	if off >= int64(len(f.data)) {
+		return 0, io.EOF
+	}
+	n2 := copy(p, f.data[off:])
+	if n2 < len(p) {
+		return n2, io.EOF
+	}
+	return n2, nil
+}
+
+func TestRangeReader(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	data := make([]byte, 10_000)
+	for i := range data {
+		data[i] = byte(r.Uint32())
+	}
+	const piece = 1000
+	pool := &sync.Pool{New: func() any { b := make([]byte, piece); return &b }}
+	for _, tt := range []struct{ off, n int64 }{{0, 10_000}, {0, 1}, {999, 2}, {1500, 4000}, {9999, 1}, {3000, 1000}} {
+		f := &fakeObject{data: data, failAt: -1}
+		rr := newRangeReader(context.Background(), f.readAt, pool, piece, 3, tt.off, tt.n)
+		got, err := io.ReadAll(rr)
+		rr.Close()
+		if err != nil || !bytes.Equal(got, data[tt.off:tt.off+tt.n]) {
+			t.Fatalf("[%d,+%d): %d bytes, %v", tt.off, tt.n, len(got), err)
+		}
+		var covered int64
+		for _, a := range f.asked {
+			if a[0] < tt.off || a[1] > tt.off+tt.n {
+				t.Errorf("[%d,+%d): fetched [%d,%d), outside the range", tt.off, tt.n, a[0], a[1])
+			}
+			if a[0]/piece != (a[1]-1)/piece {
+				t.Errorf("[%d,+%d): fetch [%d,%d) spans two pieces", tt.off, tt.n, a[0], a[1])
+			}
+			covered += a[1] - a[0]
+		}
+		if covered != tt.n {
+			t.Errorf("[%d,+%d): fetched %d bytes", tt.off, tt.n, covered)
+		}
+		if f.maxIn.Load() > 3 {
+			t.Errorf("[%d,+%d): %d fetches in flight, depth is 3", tt.off, tt.n, f.maxIn.Load())
+		}
+	}
+
+	// prime waits for the whole first window and reports its errors.
+	f := &fakeObject{data: data, failAt: 2500}
+	rr := newRangeReader(context.Background(), f.readAt, pool, piece, 3, 0, 10_000)
+	if err := rr.prime(); err == nil || len(f.asked) != 3 {
+		t.Errorf("prime: %v after %d fetches; want the third piece's error", err, len(f.asked))
+	}
+	rr.Close()
+	f = &fakeObject{data: data, failAt: -1}
+	rr = newRangeReader(context.Background(), f.readAt, pool, piece, 3, 0, 10_000)
+	if err := rr.prime(); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := io.ReadAll(rr); err != nil || !bytes.Equal(got, data) {
+		t.Errorf("read after prime: %d bytes, %v", len(got), err)
+	}
+	rr.Close()
+
+	f = &fakeObject{data: data, failAt: 4500}
+	rr = newRangeReader(context.Background(), f.readAt, pool, piece, 3, 0, 10_000)
+	got, err := io.ReadAll(rr)
+	rr.Close()
+	if err == nil || len(got) != 4000 || !bytes.Equal(got, data[:4000]) {
+		t.Errorf("failing piece: read %d bytes, err %v; want the 4000 before it, then the error", len(got), err)
+	}
+}
