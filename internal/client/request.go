@@ -122,7 +122,7 @@ func (c *Client) chunkID(bucket, key, etag string, chunkSize, idx int64) chunk.I
 // on the same member, so the node that wrote or deleted an object is the
 // one whose metadata a later Stat reads.
 func (c *Client) metaID(bucket, key string) chunk.ID {
-	return chunk.ID{Object: chunk.Object{Tenant: c.tenant, Bucket: bucket, Key: key}}
+	return nodeapi.MetaID(chunk.Object{Tenant: c.tenant, Bucket: bucket, Key: key})
 }
 
 // newRequest builds a node API request for bucket/key on addr.

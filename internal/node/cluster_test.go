@@ -335,3 +335,42 @@ func TestClusterWriteThroughHandsChunksToTheirOwners(t *testing.T) {
 		t.Fatalf("tenant storing a chunk directly: %d, want 403", got.status)
 	}
 }
+
+func TestClusterOverwriteThroughAnyNodeIsNeverStaleOnOthers(t *testing.T) {
+	c := newCluster(t, 3) // immutable metadata: only invalidation can make a node notice
+	a := c.client(tenant("team-a"))
+	r := rand.New(rand.NewPCG(43, 44))
+	for round := 0; round < 3; round++ {
+		data := randomBytes(r, 3*testChunk+round)
+		writer := c.members[round%3]
+		if resp := c.do(a, http.MethodPut, c.objectURL(writer, "bucket-a", "k", ""), data, nil); resp.status != http.StatusOK {
+			t.Fatalf("put via %s: %d", writer.name, resp.status)
+		}
+		for _, m := range c.members {
+			if got := c.read(a, m, "bucket-a", "k"); !bytes.Equal(got.body, data) {
+				t.Fatalf("round %d: read via %s after a write via %s is stale", round, m.name, writer.name)
+			}
+		}
+	}
+	// A copy over the key through one node's pass-through, then a delete
+	// through another: every node sees each change at once.
+	src := randomBytes(r, testChunk)
+	c.putDirect("bucket-a", "src", src)
+	copyURL := "https://" + c.members[1].addr + "/v1/s3/bucket-a/k"
+	if resp := c.do(a, http.MethodPut, copyURL, nil, map[string]string{"X-Amz-Copy-Source": "bucket-a/src"}); resp.status != http.StatusOK {
+		t.Fatalf("copy: %d %s", resp.status, resp.body)
+	}
+	for _, m := range c.members {
+		if got := c.read(a, m, "bucket-a", "k"); !bytes.Equal(got.body, src) {
+			t.Fatalf("read via %s after a copy through cache-1 is stale", m.name)
+		}
+	}
+	if resp := c.do(a, http.MethodDelete, c.objectURL(c.members[2], "bucket-a", "k", ""), nil, nil); resp.status != http.StatusNoContent {
+		t.Fatalf("delete: %d", resp.status)
+	}
+	for _, m := range c.members {
+		if got := c.read(a, m, "bucket-a", "k"); got.status != http.StatusNotFound {
+			t.Fatalf("read via %s after a delete through cache-2: %d, want 404", m.name, got.status)
+		}
+	}
+}

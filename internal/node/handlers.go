@@ -242,7 +242,7 @@ func (s *Server) metaFor(w http.ResponseWriter, r *http.Request) (request, chunk
 	if !ok {
 		return q, chunk.Meta{}, false
 	}
-	m, err := s.meta(r.Context(), q.caller, q.obj, false)
+	m, err := s.meta(r.Context(), q.caller, q.obj, r.Header.Get(HeaderRevalidate) != "")
 	if err != nil {
 		s.fail(w, opHead, q.tenant.Name, q.start, asAPIError(err))
 		return q, m, false
@@ -315,7 +315,7 @@ func (s *Server) handlePut(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	// S3 has it: whatever was cached for this key is now stale.
-	s.invalidate(q.obj)
+	s.invalidateObject(r.Context(), q.caller, q.obj)
 	m, err := s.s3.Head(r.Context(), q.creds, q.obj.Bucket, q.obj.Key)
 	if err != nil || m.ETag != etag {
 		// Acknowledge (S3 has the object) but cache nothing we cannot vouch for.
@@ -325,8 +325,10 @@ func (s *Server) handlePut(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	m.FetchedAt = s.cfg.Now()
-	if err := s.store.PutMeta(q.obj, m); err != nil {
-		s.storeFailed("put_meta", err)
+	if _, remote := s.metaOwner(q.caller, q.obj); !remote {
+		if err := s.store.PutMeta(q.obj, m); err != nil {
+			s.storeFailed("put_meta", err)
+		}
 	}
 	if col.total == m.Size {
 		rg := s.currentRing()
@@ -361,7 +363,7 @@ func (s *Server) handleDelete(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, opDelete, q.tenant.Name, q.start, asAPIError(err))
 		return
 	}
-	s.invalidate(q.obj)
+	s.invalidateObject(r.Context(), q.caller, q.obj)
 	w.WriteHeader(http.StatusNoContent)
 	s.observe(opDelete, q.tenant.Name, metrics.ResultMiss, 0, q.start)
 }
@@ -379,16 +381,22 @@ func (s *Server) handleRing(w http.ResponseWriter, r *http.Request) {
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
 
-// handleStoreChunk takes a chunk a peer received in a write-through and that
-// this node serves. Only peers may store bytes directly: a tenant could
-// otherwise plant bytes S3 never had.
-func (s *Server) handleStoreChunk(w http.ResponseWriter, r *http.Request) {
+// handlePeerPost takes what other members tell this node: a chunk of a
+// write-through that this node serves, or that an object changed
+// (?invalidate=1). Only peers may: a tenant could otherwise plant bytes S3
+// never had.
+func (s *Server) handlePeerPost(w http.ResponseWriter, r *http.Request) {
 	q, ok := s.begin(w, r, opPut)
 	if !ok {
 		return
 	}
 	if !q.peer {
 		s.fail(w, opPut, q.tenant.Name, q.start, newError(http.StatusForbidden, CodeAccessDenied, "only cache nodes may store chunks directly"))
+		return
+	}
+	if r.URL.Query().Has("invalidate") {
+		s.invalidate(q.obj)
+		w.WriteHeader(http.StatusNoContent)
 		return
 	}
 	idx, err := strconv.ParseInt(r.URL.Query().Get("chunk"), 10, 64)

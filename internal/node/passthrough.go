@@ -128,13 +128,13 @@ func (s *Server) invalidateAfter(r *http.Request, c caller, bucket, key string, 
 			return
 		}
 		for _, o := range req.Objects {
-			s.invalidate(obj(o.Key))
+			s.invalidateObject(r.Context(), c, obj(o.Key))
 		}
 	case key == "":
 	case r.Method == http.MethodDelete && !q.Has("uploadId"),
 		r.Method == http.MethodPut && !q.Has("uploadId"), // CopyObject, or PutObject sent this way
 		r.Method == http.MethodPost && q.Has("uploadId"): // CompleteMultipartUpload
-		s.invalidate(obj(key))
+		s.invalidateObject(r.Context(), c, obj(key))
 	}
 }
 

@@ -245,3 +245,127 @@ func (s *Server) handOut(ctx context.Context, r *ring.Ring, c caller, ids []chun
 		wg.Wait()
 	}()
 }
+
+// HeaderRevalidate asks the metadata owner to confirm metadata with S3 now.
+const HeaderRevalidate = "X-Distcache-Revalidate"
+
+// head asks an object's metadata owner for its metadata. Answers about the
+// object (not found, access denied, S3 unavailable) come back as the errors
+// the owner saw; only transport failures are errUnreachable-like errors.
+func (p *Peers) head(ctx context.Context, m ring.Member, tenant string, o chunk.Object, revalidate bool) (chunk.Meta, error) {
+	ctx, cancel := context.WithTimeout(ctx, p.Timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodHead, "https://"+m.Address+nodeapi.ObjectPath(o.Bucket, o.Key), nil)
+	if err != nil {
+		return chunk.Meta{}, err
+	}
+	req.Header.Set(HeaderTenant, tenant)
+	req.Header.Set(HeaderHop, "1")
+	if revalidate {
+		req.Header.Set(HeaderRevalidate, "1")
+	}
+	resp, err := p.Client.Do(req)
+	if err != nil {
+		return chunk.Meta{}, err
+	}
+	resp.Body.Close()
+	h := resp.Header
+	switch resp.StatusCode {
+	case http.StatusOK:
+	case http.StatusNotFound:
+		return chunk.Meta{}, fmt.Errorf("%w (metadata owner %s)", s3backend.ErrNotFound, m.Name)
+	case http.StatusForbidden:
+		return chunk.Meta{}, fmt.Errorf("%w (metadata owner %s)", s3backend.ErrAccessDenied, m.Name)
+	case http.StatusServiceUnavailable:
+		return chunk.Meta{}, fmt.Errorf("%w (metadata owner %s)", s3backend.ErrUnavailable, m.Name)
+	default:
+		return chunk.Meta{}, &peerError{status: resp.StatusCode, msg: h.Get("X-Distcache-Error")}
+	}
+	size, err := strconv.ParseInt(h.Get(HeaderObjectSize), 10, 64)
+	if err != nil {
+		return chunk.Meta{}, fmt.Errorf("metadata owner %s sent no object size", m.Name)
+	}
+	meta := chunk.Meta{Size: size, ETag: h.Get("ETag"), ContentType: h.Get("X-Distcache-Content-Type"), FetchedAt: time.Now()}
+	if lm, err := http.ParseTime(h.Get("Last-Modified")); err == nil {
+		meta.LastModified = lm
+	}
+	return meta, nil
+}
+
+// invalidate tells a member to drop what it cached of o.
+func (p *Peers) invalidate(ctx context.Context, m ring.Member, tenant string, o chunk.Object) error {
+	ctx, cancel := context.WithTimeout(ctx, p.Timeout)
+	defer cancel()
+	u := "https://" + m.Address + nodeapi.ObjectPath(o.Bucket, o.Key) + "?invalidate=1"
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, http.NoBody)
+	if err != nil {
+		return err
+	}
+	req.Header.Set(HeaderTenant, tenant)
+	req.Header.Set(HeaderHop, "1")
+	resp, err := p.Client.Do(req)
+	if err != nil {
+		return err
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNoContent {
+		return &peerError{status: resp.StatusCode, msg: resp.Header.Get("X-Distcache-Error")}
+	}
+	return nil
+}
+
+// metaOwner is the member that owns o's metadata, when that is another
+// member this node can try; ok=false means this node answers itself.
+func (s *Server) metaOwner(c caller, o chunk.Object) (ring.Member, bool) {
+	r := s.currentRing()
+	if r == nil || c.hop {
+		return ring.Member{}, false
+	}
+	owner := r.Owner(nodeapi.MetaID(o))
+	if owner.Name == s.cfg.Self || s.peers.isDown(owner.Name, time.Now()) {
+		return ring.Member{}, false
+	}
+	return owner, true
+}
+
+// remoteMeta asks the metadata owner. ok=false: the owner is unreachable
+// and the caller resolves metadata itself.
+func (s *Server) remoteMeta(ctx context.Context, c caller, o chunk.Object, force bool) (chunk.Meta, bool, error) {
+	owner, ok := s.metaOwner(c, o)
+	if !ok {
+		return chunk.Meta{}, false, nil
+	}
+	m, err := s.peers.head(ctx, owner, c.tenant.Name, o, force)
+	var pe *peerError
+	switch {
+	case err == nil:
+		s.metrics.PeerRequests.WithLabelValues("meta", "ok").Inc()
+		return m, true, nil
+	case errors.Is(err, s3backend.ErrNotFound), errors.Is(err, s3backend.ErrAccessDenied),
+		errors.Is(err, s3backend.ErrUnavailable), errors.As(err, &pe):
+		s.metrics.PeerRequests.WithLabelValues("meta", "error").Inc()
+		return m, true, err
+	default:
+		s.peers.markDown(owner.Name, time.Now())
+		s.metrics.PeerRequests.WithLabelValues("meta", "unreachable").Inc()
+		return m, false, nil
+	}
+}
+
+// invalidateObject drops o here and at its metadata owner, after a write or
+// delete: the owner is where every node reads o's metadata from, so once it
+// has forgotten the old version no node serves it.
+func (s *Server) invalidateObject(ctx context.Context, c caller, o chunk.Object) {
+	s.invalidate(o)
+	owner, ok := s.metaOwner(c, o)
+	if !ok {
+		return
+	}
+	result := "ok"
+	if err := s.peers.invalidate(context.WithoutCancel(ctx), owner, c.tenant.Name, o); err != nil {
+		result = "error"
+		s.log.Warn("could not invalidate at the metadata owner; it serves the old version until its metadata TTL",
+			"peer", owner.Name, "object", o.String(), "err", err)
+	}
+	s.metrics.PeerRequests.WithLabelValues("invalidate", result).Inc()
+}

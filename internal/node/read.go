@@ -17,10 +17,15 @@ func (s *Server) fresh(m chunk.Meta) bool {
 	return s.cfg.Immutable || s.cfg.Now().Sub(m.FetchedAt) < s.cfg.MetaTTL
 }
 
-// meta returns the object's metadata: from the store while fresh, else from
-// S3 (one HEAD however many callers miss at once). When S3 is unreachable,
-// stale metadata is still used so cached chunks keep being served.
+// meta returns the object's metadata. In a ring it asks the object's
+// metadata owner (the one place it is cached); the owner, or a node alone,
+// answers from the store while fresh, else from S3 (one HEAD however many
+// callers miss at once). When S3 is unreachable, stale metadata is still used
+// so cached chunks keep being served.
 func (s *Server) meta(ctx context.Context, c caller, o chunk.Object, force bool) (chunk.Meta, error) {
+	if m, ok, err := s.remoteMeta(ctx, c, o, force); ok {
+		return m, err
+	}
 	cached, err := s.store.GetMeta(o)
 	have := err == nil
 	if err != nil && !errors.Is(err, store.ErrNotFound) {

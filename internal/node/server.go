@@ -154,6 +154,7 @@ func New(cfg Config, st Store, be Backend, tenants Tenants, m *metrics.Node, log
 //	PUT    /v1/objects/{bucket}/{key...}                   write-through
 //	DELETE /v1/objects/{bucket}/{key...}                   delete in S3, then invalidate
 //	POST   /v1/objects/{bucket}/{key...}?chunk=N&etag=E    store a written chunk (peers only)
+//	POST   /v1/objects/{bucket}/{key...}?invalidate=1      forget an object that changed (peers only)
 //	GET    /v1/ring                                        the ring this node routes by
 //	*      /v1/s3/{bucket}[/{key...}]                      any other S3 operation, passed through to S3
 func (s *Server) Handler() http.Handler {
@@ -162,7 +163,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("HEAD /v1/objects/{bucket}/{key...}", s.handleHead)
 	mux.HandleFunc("GET /v1/meta/{bucket}/{key...}", s.handleMeta)
 	mux.HandleFunc("PUT /v1/objects/{bucket}/{key...}", s.handlePut)
-	mux.HandleFunc("POST /v1/objects/{bucket}/{key...}", s.handleStoreChunk)
+	mux.HandleFunc("POST /v1/objects/{bucket}/{key...}", s.handlePeerPost)
 	mux.HandleFunc("DELETE /v1/objects/{bucket}/{key...}", s.handleDelete)
 	mux.HandleFunc("GET /v1/ring", s.handleRing)
 	mux.HandleFunc("/v1/s3/{bucket}", s.handlePassthrough)

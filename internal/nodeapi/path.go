@@ -5,6 +5,8 @@ package nodeapi
 import (
 	"net/url"
 	"strings"
+
+	"github.com/distcache/distcache/internal/chunk"
 )
 
 // ObjectPath is /v1/objects/{bucket}/{key}, escaped so that the node's
@@ -39,3 +41,9 @@ func ObjectPath(bucket, key string) string {
 	}
 	return b.String()
 }
+
+// MetaID is where an object's metadata lives in the ring: the member that
+// owns this id answers the object's HEADs, takes its writes and deletes and
+// is the one place its metadata is cached, so nodes never disagree about
+// which version is current.
+func MetaID(o chunk.Object) chunk.ID { return chunk.ID{Object: o} }
