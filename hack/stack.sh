@@ -97,22 +97,20 @@ for n in "${NODES[@]}"; do wait_http "http://127.0.0.1:${OPS[$n]}/readyz"; done
 
 # Gateways: one per tenant, each with its own S3 credentials for its clients.
 gateway_env=""
-if bin/cachenode gateway -h >/dev/null 2>&1; then
-  for t in a b; do
-    gw=$(free_port); gwops=$(free_port)
-    key="tenant-$t-$(head -c 6 /dev/urandom | od -An -tx1 | tr -d ' \n')"
-    secret=$(head -c 24 /dev/urandom | base64 | tr -dc 'A-Za-z0-9')
-    start "gateway-$t" bin/cachenode gateway --listen "127.0.0.1:$gw" --metrics-listen "127.0.0.1:$gwops" \
-      --nodes "${node_urls// /,}" --tls-cert "$st/certs/tenant-tenant-$t.crt" --tls-key "$st/certs/tenant-tenant-$t.key" \
-      --ca "$st/certs/ca.crt" --access-key "$key" --secret-key "$secret"
-    wait_http "http://127.0.0.1:$gwops/readyz"
-    if [ "$t" = a ]; then
-      gateway_env+="STACK_GATEWAY_ENDPOINT=http://127.0.0.1:$gw"$'\n'"STACK_ACCESS_KEY=$key"$'\n'"STACK_SECRET_KEY=$secret"$'\n'"STACK_BUCKET=$BUCKET_A"$'\n'
-    else
-      gateway_env+="STACK_GATEWAY_B_ENDPOINT=http://127.0.0.1:$gw"$'\n'"STACK_B_ACCESS_KEY=$key"$'\n'"STACK_B_SECRET_KEY=$secret"$'\n'"STACK_B_BUCKET=$BUCKET_B"$'\n'
-    fi
-  done
-fi
+for t in a b; do
+  gw=$(free_port); gwops=$(free_port)
+  key="tenant-$t-$(head -c 6 /dev/urandom | od -An -tx1 | tr -d ' \n')"
+  secret=$(head -c 24 /dev/urandom | base64 | tr -dc 'A-Za-z0-9')
+  start "gateway-$t" bin/cachenode gateway --listen "127.0.0.1:$gw" --metrics-listen "127.0.0.1:$gwops" \
+    --nodes "${node_urls// /,}" --tls-cert "$st/certs/tenant-tenant-$t.crt" --tls-key "$st/certs/tenant-tenant-$t.key" \
+    --ca "$st/certs/ca.crt" --access-key "$key" --secret-key "$secret"
+  wait_http "http://127.0.0.1:$gwops/readyz"
+  if [ "$t" = a ]; then
+    gateway_env+="STACK_GATEWAY_ENDPOINT=http://127.0.0.1:$gw"$'\n'"STACK_ACCESS_KEY=$key"$'\n'"STACK_SECRET_KEY=$secret"$'\n'"STACK_BUCKET=$BUCKET_A"$'\n'
+  else
+    gateway_env+="STACK_GATEWAY_B_ENDPOINT=http://127.0.0.1:$gw"$'\n'"STACK_B_ACCESS_KEY=$key"$'\n'"STACK_B_SECRET_KEY=$secret"$'\n'"STACK_B_BUCKET=$BUCKET_B"$'\n'
+  fi
+done
 
 {
   printf '%s' "$gateway_env"
