@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/distcache/distcache/internal/client"
 	"github.com/distcache/distcache/internal/testutil/nodecluster"
 )
@@ -632,4 +634,49 @@ func TestChunkSizeMismatchIsAnError(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "chunk size") || errors.Is(err, client.ErrUnavailable) {
 		t.Fatalf("stat with the wrong chunk size: %v; want a chunk size error", err)
 	}
+}
+
+// failingReader yields some bytes, then fails, as a client body whose
+// checksum turned out wrong does.
+type failingReader struct{ n int }
+
+func (f *failingReader) Read(p []byte) (int, error) {
+	if f.n <= 0 {
+		return 0, errors.New("body checksum mismatch")
+	}
+	k := min(len(p), f.n)
+	f.n -= k
+	return k, nil
+}
+
+func TestPutBodyErrorIsNotANodeFailure(t *testing.T) {
+	c := nodecluster.Start(t, 3)
+	ctx := context.Background()
+	a, reg := newClient(t, c, c.TenantTLS("team-a"), nil)
+	_, err := a.Put(ctx, "bucket-a", "broken", &failingReader{n: 3 * cs}, 4*cs, "")
+	if err == nil || errors.Is(err, client.ErrUnavailable) || !strings.Contains(err.Error(), "checksum mismatch") {
+		t.Fatalf("put with a failing body: %v; want the body's own error, not unavailability", err)
+	}
+	if n := gatheredSum(t, reg, "distcache_client_failovers_total"); n != 0 {
+		t.Fatalf("a failing body caused %v failovers: the node was blamed", n)
+	}
+	if _, err := a.Put(ctx, "bucket-a", "fine", bytes.NewReader([]byte("ok")), 2, ""); err != nil {
+		t.Fatalf("the next put failed: %v", err)
+	}
+}
+
+// gatheredSum adds up every sample of a metric family in reg.
+func gatheredSum(t *testing.T, reg *prometheus.Registry, name string) float64 {
+	t.Helper()
+	families, err := reg.Gather()
+	must(t, err)
+	var sum float64
+	for _, f := range families {
+		if f.GetName() == name {
+			for _, m := range f.GetMetric() {
+				sum += m.GetCounter().GetValue()
+			}
+		}
+	}
+	return sum
 }

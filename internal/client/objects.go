@@ -154,6 +154,14 @@ func (c *Client) putOnce(ctx context.Context, addr, bucket, key string, body *at
 		req.Header.Set("Content-Type", contentType)
 	}
 	resp, err := c.http.Do(req)
+	if bodyErr := body.bodyError(); bodyErr != nil {
+		// The upload's own body failed (e.g. a checksum mismatch while
+		// reading it): not the node's fault, and no other node would do better.
+		if err == nil {
+			resp.Body.Close()
+		}
+		return Meta{}, &finalError{fmt.Errorf("client: reading the body to upload: %w", bodyErr)}
+	}
 	if err != nil {
 		return Meta{}, err
 	}
@@ -179,11 +187,12 @@ func (c *Client) putOnce(ctx context.Context, addr, bucket, key string, body *at
 // signals done: only then may another attempt use the caller's reader. It
 // never closes the caller's reader.
 type attemptBody struct {
-	mu     sync.Mutex
-	r      io.Reader
-	n      int64
-	closed bool
-	done   chan struct{}
+	mu      sync.Mutex
+	r       io.Reader
+	n       int64
+	closed  bool
+	done    chan struct{}
+	readErr error // the caller's body failed (not the node)
 }
 
 func newAttemptBody(r io.Reader) *attemptBody { return &attemptBody{r: r, done: make(chan struct{})} }
@@ -196,7 +205,17 @@ func (b *attemptBody) Read(p []byte) (int, error) {
 	}
 	n, err := b.r.Read(p)
 	b.n += int64(n)
+	if err != nil && err != io.EOF {
+		b.readErr = err
+	}
 	return n, err
+}
+
+// bodyError is the error reading the caller's body returned, if any.
+func (b *attemptBody) bodyError() error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.readErr
 }
 
 func (b *attemptBody) Close() error {
