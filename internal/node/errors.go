@@ -5,6 +5,8 @@ import (
 	"errors"
 	"net/http"
 
+	"github.com/aws/smithy-go"
+
 	"github.com/distcache/distcache/internal/s3backend"
 )
 
@@ -51,9 +53,19 @@ func asAPIError(err error) *apiError {
 		return newError(http.StatusRequestedRangeNotSatisfiable, CodeInvalidRange, "range not satisfiable")
 	case errors.Is(err, s3backend.ErrUnavailable):
 		return newError(http.StatusServiceUnavailable, CodeServiceUnavailable, "S3 backend unavailable and the data is not cached: "+err.Error())
-	default:
-		return newError(http.StatusBadGateway, CodeBadGateway, "S3 request failed: "+err.Error())
 	}
+	// Other refusals of the request by S3 keep their status and code, so
+	// clients see what S3 said rather than a gateway failure.
+	var re interface{ HTTPStatusCode() int }
+	if errors.As(err, &re) && re.HTTPStatusCode() >= 400 && re.HTTPStatusCode() < 500 {
+		code := "InvalidRequest"
+		var ae smithy.APIError
+		if errors.As(err, &ae) && ae.ErrorCode() != "" {
+			code = ae.ErrorCode()
+		}
+		return newError(re.HTTPStatusCode(), code, "S3 refused the request: "+err.Error())
+	}
+	return newError(http.StatusBadGateway, CodeBadGateway, "S3 request failed: "+err.Error())
 }
 
 func writeError(w http.ResponseWriter, e *apiError) {

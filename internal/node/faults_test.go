@@ -239,3 +239,15 @@ func TestBrokenStoreFallsBackToS3(t *testing.T) {
 		t.Fatal("store failures were not reported")
 	}
 }
+
+func TestS3RefusalsKeepTheirStatusAndCode(t *testing.T) {
+	h := newHarness(t, options{})
+	a := h.client(tenant("team-a"))
+	h.putDirect("bucket-a", "k2", []byte("x"))
+	h.do(a, http.MethodGet, "https://"+h.addr+"/v1/meta/bucket-a/k2", nil, nil) // metadata cached: the next S3 request is the chunk GET
+	h.proxy.FailNext(1, http.StatusBadRequest, "InvalidArgument")
+	got := h.get(a, "bucket-a", "k2", "", nil)
+	if got.status != http.StatusBadRequest || got.header.Get("X-Distcache-Error") != "InvalidArgument" {
+		t.Fatalf("S3's 400 InvalidArgument came back as %d %q", got.status, got.header.Get("X-Distcache-Error"))
+	}
+}

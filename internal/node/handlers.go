@@ -168,13 +168,18 @@ func (s *Server) getObject(w http.ResponseWriter, r *http.Request) {
 		rng = byteRange{Off: 0, Len: m.Size}
 	}
 	h := w.Header()
-	setMetaHeaders(h, m)
-	h.Set("Content-Length", strconv.FormatInt(rng.Len, 10))
-	h.Set(HeaderChunkSize, strconv.FormatInt(s.cfg.ChunkSize, 10))
-	if partial {
-		h.Set("Content-Range", contentRange(rng, m.Size))
+	// Headers go out with the first chunk: an error before it must not
+	// carry this object's Content-Length.
+	setHeaders := func() {
+		setMetaHeaders(h, m)
+		h.Set("Content-Length", strconv.FormatInt(rng.Len, 10))
+		h.Set(HeaderChunkSize, strconv.FormatInt(s.cfg.ChunkSize, 10))
+		if partial {
+			h.Set("Content-Range", contentRange(rng, m.Size))
+		}
 	}
 	if rng.Len == 0 {
+		setHeaders()
 		w.WriteHeader(http.StatusOK)
 		s.observe(opGetObject, tenant, metrics.ResultHitRAM, 0, q.start)
 		return
@@ -196,6 +201,7 @@ func (s *Server) getObject(w http.ResponseWriter, r *http.Request) {
 		s.countChunk(tenant, result)
 		overall = worse(overall, result)
 		if idx == first {
+			setHeaders()
 			h.Set(HeaderCache, result)
 			status := http.StatusOK
 			if partial {
