@@ -236,25 +236,12 @@ func runGateway(args []string) error {
 		log.Info("gateway ready", "ringEpoch", c.Ring().Epoch(), "members", len(c.Ring().Members()))
 	}()
 
-	select {
-	case <-ctx.Done():
-	case err := <-errc:
-		if !errors.Is(err, http.ErrServerClosed) {
-			return err
+	defer func() {
+		if c := cl.Load(); c != nil {
+			_ = c.Close()
 		}
-	}
-	log.Info("shutting down")
-	draining.Store(true)
-	sctx, cancel := context.WithTimeout(context.Background(), f.shutdownGrace)
-	defer cancel()
-	_ = api.Shutdown(sctx)
-	if ops != nil {
-		_ = ops.Shutdown(sctx)
-	}
-	if c := cl.Load(); c != nil {
-		_ = c.Close()
-	}
-	return nil
+	}()
+	return waitAndDrain(ctx, errc, log, &draining, f.shutdownGrace, api, ops)
 }
 
 // placementTenant is the tenant the gateway acts for: --tenant, or the

@@ -198,20 +198,7 @@ func runServe(args []string) error {
 	log.Info("cache node serving", "listen", f.listen, "metrics", f.metricsListen, "dataDir", f.dataDir,
 		"diskBytes", f.diskBytes.String(), "ramBytes", f.ramBytes.String(), "chunkSize", f.chunkSize.String())
 
-	select {
-	case <-ctx.Done():
-	case err := <-errc:
-		if !errors.Is(err, http.ErrServerClosed) {
-			return err
-		}
-	}
-	log.Info("shutting down")
-	draining.Store(true)
-	sctx, cancel := context.WithTimeout(context.Background(), f.shutdownGrace)
-	defer cancel()
-	_ = api.Shutdown(sctx)
-	_ = ops.Shutdown(sctx)
-	return nil
+	return waitAndDrain(ctx, errc, log, &draining, f.shutdownGrace, api, ops)
 }
 
 func listenTLS(s *http.Server) error {
