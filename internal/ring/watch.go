@@ -4,23 +4,13 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"reflect"
-	"time"
 
-	"github.com/fsnotify/fsnotify"
-)
-
-const (
-	// settleDelay coalesces the burst of events one update makes (the
-	// kubelet's ConfigMap update is several creates, renames and removes).
-	settleDelay = 50 * time.Millisecond
-	// resyncInterval re-reads the file without events too, in case some were
-	// dropped (inotify queue overflow).
-	resyncInterval = time.Minute
+	"github.com/distcache/distcache/internal/filewatch"
 )
 
 // LoadFile reads and parses the ring document at path.
@@ -59,86 +49,48 @@ func WatchFile(ctx context.Context, path string, h *Holder, logger *slog.Logger)
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	abs, err := filepath.Abs(path)
+	w := &fileWatch{holder: h}
+	fw, err := filewatch.New(path, filewatch.Options{Apply: w.apply, OnError: w.report, Logger: logger})
 	if err != nil {
-		return fmt.Errorf("ring: watch %s: %w", path, err)
+		return fmt.Errorf("ring: %w", err)
 	}
-	fsw, err := fsnotify.NewWatcher()
-	if err != nil {
-		return fmt.Errorf("ring: watch %s: %w", abs, err)
-	}
-	defer fsw.Close()
-	if err := fsw.Add(filepath.Dir(abs)); err != nil {
-		return fmt.Errorf("ring: watch %s: %w", filepath.Dir(abs), err)
-	}
-	w := &fileWatch{path: abs, holder: h, logger: logger.With("path", abs)}
-	w.reload()
-
-	resync := time.NewTicker(resyncInterval)
-	defer resync.Stop()
-	settle := time.NewTimer(settleDelay)
-	settle.Stop()
-	pending := false
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case _, ok := <-fsw.Events:
-			if !ok {
-				return nil
-			}
-			if !pending {
-				pending = true
-				settle.Reset(settleDelay)
-			}
-		case err, ok := <-fsw.Errors:
-			if !ok {
-				return nil
-			}
-			// Typically a queue overflow: events were lost, so re-read.
-			w.logger.Warn("ring file watch error; re-reading", "err", err)
-			w.reload()
-		case <-settle.C:
-			pending = false
-			w.reload()
-		case <-resync.C:
-			w.reload()
-		}
-	}
+	w.logger = logger.With("path", fw.Path())
+	fw.Run(ctx)
+	return nil
 }
 
 type fileWatch struct {
-	path   string
 	holder *Holder
 	logger *slog.Logger
-	// seen is the content last dealt with (put in force or reported), so
-	// that each content is parsed and reported once; readErr likewise for
-	// read errors.
-	seen    [sha256.Size]byte
-	readErr string
 }
 
-func (w *fileWatch) reload() {
-	data, err := os.ReadFile(w.path)
-	if err != nil {
-		if err.Error() != w.readErr {
-			w.readErr = err.Error()
-			w.logger.Error("ring file unreadable; keeping the ring in force", "err", err, "epoch", epochOf(w.holder.Load()))
-		}
-		return
-	}
-	w.readErr = ""
-	sum := sha256.Sum256(data)
-	if sum == w.seen {
-		return
-	}
-	w.seen = sum
-	short := hex.EncodeToString(sum[:6])
+// invalidError is a ring file that does not parse.
+type invalidError struct {
+	err error
+	sum string
+}
 
+func (e *invalidError) Error() string { return e.err.Error() }
+
+// staleError is a valid ring file whose epoch is not higher than the ring
+// in force and whose content differs from it.
+type staleError struct {
+	fileEpoch, epoch int64
+	sum              string
+}
+
+func (e *staleError) Error() string {
+	return fmt.Sprintf("ring file epoch %d is not higher than the ring in force (epoch %d)", e.fileEpoch, e.epoch)
+}
+
+// apply puts the ring document data in force if it is newer. Rewriting the
+// ring in force is not an error.
+func (w *fileWatch) apply(data []byte) error {
+	sum := sha256.Sum256(data)
+	short := hex.EncodeToString(sum[:6])
 	r, err := Parse(data)
 	if err != nil {
-		w.logger.Error("ring file invalid; keeping the ring in force", "err", err, "epoch", epochOf(w.holder.Load()), "sha256", short)
-		return
+		return &invalidError{err: err, sum: short}
 	}
 	cur := w.holder.Load()
 	if w.holder.StoreIfNewer(r) {
@@ -150,15 +102,29 @@ func (w *fileWatch) reload() {
 		}
 		w.logger.Info("ring updated", "epoch", r.Epoch(), "previousEpoch", epochOf(cur),
 			"members", len(r.spec.Members), "active", active, "sha256", short)
-		return
+		return nil
 	}
 	cur = w.holder.Load()
 	if reflect.DeepEqual(cur.spec, r.spec) {
 		w.logger.Debug("ring file rewritten with the ring in force", "epoch", cur.Epoch(), "sha256", short)
-		return
+		return nil
 	}
-	w.logger.Warn("ring file epoch is not higher than the ring in force but its content differs; ignored",
-		"fileEpoch", r.Epoch(), "epoch", cur.Epoch(), "sha256", short)
+	return &staleError{fileEpoch: r.Epoch(), epoch: cur.Epoch(), sum: short}
+}
+
+// report logs why a ring file was not put in force.
+func (w *fileWatch) report(err error) {
+	var invalid *invalidError
+	var stale *staleError
+	switch {
+	case errors.As(err, &stale):
+		w.logger.Warn("ring file epoch is not higher than the ring in force but its content differs; ignored",
+			"fileEpoch", stale.fileEpoch, "epoch", stale.epoch, "sha256", stale.sum)
+	case errors.As(err, &invalid):
+		w.logger.Error("ring file invalid; keeping the ring in force", "err", invalid.err, "epoch", epochOf(w.holder.Load()), "sha256", invalid.sum)
+	default:
+		w.logger.Error("ring file unreadable; keeping the ring in force", "err", err, "epoch", epochOf(w.holder.Load()))
+	}
 }
 
 func epochOf(r *Ring) int64 {

@@ -6,22 +6,9 @@ import (
 	"encoding/hex"
 	"fmt"
 	"log/slog"
-	"os"
-	"path/filepath"
 	"sync/atomic"
-	"time"
 
-	"github.com/fsnotify/fsnotify"
-)
-
-const (
-	// settleDelay coalesces the bursts of events one update makes (a
-	// Kubernetes Secret update is several creates, renames and removes).
-	settleDelay = 50 * time.Millisecond
-	// resyncInterval re-reads the file even without events, in case the
-	// kernel dropped some (inotify queue overflow) or the directory was
-	// replaced under the watch.
-	resyncInterval = time.Minute
+	"github.com/distcache/distcache/internal/filewatch"
 )
 
 // Watcher keeps the tenants configuration loaded from a file current.
@@ -34,7 +21,6 @@ const (
 // the loaded version is ignored. An unreadable or invalid file is logged and
 // counted, and the previous configuration stays in force.
 type Watcher struct {
-	path   string
 	logger *slog.Logger
 
 	cur     atomic.Pointer[Config]
@@ -45,9 +31,8 @@ type Watcher struct {
 	cancel context.CancelFunc
 	done   chan struct{}
 
-	// Owned by the loop goroutine after Watch returns.
-	loadedSum   [sha256.Size]byte
-	lastFailure string // identifies the last failure reported, to report each once
+	// Owned by the watch goroutine after Watch returns.
+	loadedSum [sha256.Size]byte
 }
 
 // Watch loads the tenants file at path, failing if it cannot be read or is
@@ -57,41 +42,26 @@ func Watch(ctx context.Context, path string, logger *slog.Logger) (*Watcher, err
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	abs, err := filepath.Abs(path)
-	if err != nil {
-		return nil, fmt.Errorf("tenancy: %w", err)
-	}
-	fsw, err := fsnotify.NewWatcher()
-	if err != nil {
-		return nil, fmt.Errorf("tenancy: watch %s: %w", abs, err)
-	}
-	// Watch before the first read, so a change right after it is not lost.
-	if err := fsw.Add(filepath.Dir(abs)); err != nil {
-		_ = fsw.Close()
-		return nil, fmt.Errorf("tenancy: watch %s: %w", filepath.Dir(abs), err)
-	}
 	w := &Watcher{
-		path:    abs,
-		logger:  logger.With("path", abs),
 		changed: make(chan struct{}, 1),
 		done:    make(chan struct{}),
 	}
-	data, err := os.ReadFile(abs)
-	if err == nil {
-		var cfg *Config
-		if cfg, err = Parse(data); err == nil {
-			w.cur.Store(cfg)
-			w.loadedSum = sha256.Sum256(data)
-		}
-	}
+	// Watch before the first read, so a change right after it is not lost.
+	fw, err := filewatch.New(path, filewatch.Options{Apply: w.apply, OnError: w.fail, Logger: logger})
 	if err != nil {
-		_ = fsw.Close()
-		return nil, fmt.Errorf("tenancy: load %s: %w", abs, err)
+		return nil, fmt.Errorf("tenancy: %w", err)
 	}
-	w.logger.Info("tenants config loaded", "tenants", len(w.Current().Tenants), "sha256", shortSum(w.loadedSum))
+	w.logger = logger.With("path", fw.Path())
+	if err := fw.Load(); err != nil {
+		_ = fw.Close()
+		return nil, fmt.Errorf("tenancy: load %s: %w", fw.Path(), err)
+	}
 
 	ctx, w.cancel = context.WithCancel(ctx)
-	go w.loop(ctx, fsw)
+	go func() {
+		defer close(w.done)
+		fw.Run(ctx)
+	}()
 	return w, nil
 }
 
@@ -117,76 +87,30 @@ func (w *Watcher) Close() error {
 	return nil
 }
 
-func (w *Watcher) loop(ctx context.Context, fsw *fsnotify.Watcher) {
-	defer close(w.done)
-	defer fsw.Close()
-	resync := time.NewTicker(resyncInterval)
-	defer resync.Stop()
-	settle := time.NewTimer(settleDelay)
-	settle.Stop()
-	pending := false
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case _, ok := <-fsw.Events:
-			if !ok {
-				return
-			}
-			if !pending {
-				pending = true
-				settle.Reset(settleDelay)
-			}
-		case err, ok := <-fsw.Errors:
-			if !ok {
-				return
-			}
-			// Typically a queue overflow: events were lost, so re-read.
-			w.logger.Warn("tenants config watch error; re-reading", "err", err)
-			w.reload()
-		case <-settle.C:
-			pending = false
-			w.reload()
-		case <-resync.C:
-			w.reload()
-		}
-	}
-}
-
-// reload re-reads the file and swaps in the new configuration if it changed
-// and is valid.
-func (w *Watcher) reload() {
-	data, err := os.ReadFile(w.path)
-	if err != nil {
-		w.fail("read:"+err.Error(), err)
-		return
-	}
-	sum := sha256.Sum256(data)
-	if sum == w.loadedSum {
-		w.lastFailure = "" // back to (or still at) the loaded version
-		return
-	}
+// apply puts the configuration in data in force if it is valid. filewatch
+// calls it only for content that differs from the loaded version.
+func (w *Watcher) apply(data []byte) error {
 	cfg, err := Parse(data)
 	if err != nil {
-		w.fail("parse:"+hex.EncodeToString(sum[:]), err)
-		return
+		return err
 	}
-	w.cur.Store(cfg)
-	w.loadedSum = sum
-	w.lastFailure = ""
+	initial := w.cur.Swap(cfg) == nil
+	w.loadedSum = sha256.Sum256(data)
+	if initial {
+		w.logger.Info("tenants config loaded", "tenants", len(cfg.Tenants), "sha256", shortSum(w.loadedSum))
+		return nil
+	}
 	w.ok.Add(1)
-	w.logger.Info("tenants config reloaded", "tenants", len(cfg.Tenants), "sha256", shortSum(sum))
+	w.logger.Info("tenants config reloaded", "tenants", len(cfg.Tenants), "sha256", shortSum(w.loadedSum))
 	select {
 	case w.changed <- struct{}{}:
 	default:
 	}
+	return nil
 }
 
-func (w *Watcher) fail(key string, err error) {
-	if key == w.lastFailure {
-		return
-	}
-	w.lastFailure = key
+// fail counts and logs a failed reload; filewatch reports each failure once.
+func (w *Watcher) fail(err error) {
 	w.failed.Add(1)
 	w.logger.Error("tenants config reload failed; keeping the previous config", "err", err, "loaded_sha256", shortSum(w.loadedSum))
 }

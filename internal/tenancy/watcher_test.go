@@ -138,64 +138,6 @@ func TestWatchRenameOver(t *testing.T) {
 	}
 }
 
-// kubeSecretDir mimics how the kubelet publishes a mounted Secret: files in
-// a timestamped directory, a ..data symlink to it, and user-visible symlinks
-// through ..data. An update writes a new timestamped directory, swaps ..data
-// atomically (symlink + rename) and removes the old directory.
-type kubeSecretDir struct {
-	t   *testing.T
-	dir string
-	gen int
-	cur string
-}
-
-func (k *kubeSecretDir) publish(files map[string][]byte) {
-	t := k.t
-	k.gen++
-	ts := fmt.Sprintf("..2026_01_02_03_04_%02d.%09d", k.gen, k.gen)
-	if err := os.Mkdir(filepath.Join(k.dir, ts), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	for name, data := range files {
-		writeFile(t, filepath.Join(k.dir, ts, name), data)
-	}
-	tmp := filepath.Join(k.dir, "..data_tmp")
-	if err := os.Symlink(ts, tmp); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Rename(tmp, filepath.Join(k.dir, "..data")); err != nil {
-		t.Fatal(err)
-	}
-	if k.cur == "" {
-		for name := range files {
-			if err := os.Symlink(filepath.Join("..data", name), filepath.Join(k.dir, name)); err != nil {
-				t.Fatal(err)
-			}
-		}
-	} else if err := os.RemoveAll(filepath.Join(k.dir, k.cur)); err != nil {
-		t.Fatal(err)
-	}
-	k.cur = ts
-}
-
-func TestWatchKubernetesSecretSwap(t *testing.T) {
-	k := &kubeSecretDir{t: t, dir: t.TempDir()}
-	k.publish(map[string][]byte{"tenants.yaml": tenantsYAML("a"), "other": []byte("x")})
-	w, _ := startWatcher(t, filepath.Join(k.dir, "tenants.yaml"))
-	if !hasTenant(w, "a") {
-		t.Fatalf("initial config %+v", w.Current())
-	}
-
-	k.publish(map[string][]byte{"tenants.yaml": tenantsYAML("b"), "other": []byte("x")})
-	waitFor(t, "tenant b", func() bool { return hasTenant(w, "b") })
-
-	k.publish(map[string][]byte{"tenants.yaml": tenantsYAML("c"), "other": []byte("y")})
-	waitFor(t, "tenant c", func() bool { return hasTenant(w, "c") })
-	if hasTenant(w, "a") || hasTenant(w, "b") {
-		t.Errorf("old tenants still present: %+v", w.Current())
-	}
-}
-
 func TestWatchInvalidReloadKeepsPrevious(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "tenants.yaml")
