@@ -18,6 +18,19 @@ build: ## Build the operator and cachenode binaries into bin/.
 	$(GO) build -o $(BIN)/cachenode ./cachenode
 	$(GO) build -o $(BIN)/manager .
 
+CONTROLLER_GEN := $(BIN)/controller-gen
+
+$(CONTROLLER_GEN): hack/build-controller-gen.sh
+	hack/build-controller-gen.sh
+
+.PHONY: generate
+generate: $(CONTROLLER_GEN) ## Generate deepcopy code for the API types (api/).
+	$(CONTROLLER_GEN) object:headerFile=hack/boilerplate.go.txt paths=./api/...
+
+.PHONY: manifests
+manifests: $(CONTROLLER_GEN) ## Generate the CRDs into config/crd/bases from the API types.
+	$(CONTROLLER_GEN) crd paths=./api/... output:crd:artifacts:config=config/crd/bases
+
 .PHONY: fmt vet
 fmt: ## gofmt the tree.
 	gofmt -w $$(git ls-files '*.go')
