@@ -46,6 +46,10 @@ bin/minio: hack/build-minio.sh
 envtest-assets: ## kube-apiserver + etcd (+ kubectl) for envtest, in bin/k8s/<version>.
 	hack/envtest-assets.sh >/dev/null
 
+.PHONY: verify-generated
+verify-generated: generate manifests ## Fail if deepcopy, CRDs or RBAC differ from what controller-gen makes of api/.
+	@git diff --exit-code -- api config || { echo "generated files are stale: run make generate manifests and commit"; exit 1; }
+
 .PHONY: chdb
 chdb: ## ClickHouse's engine (chdb, from PyPI) in a virtualenv at bin/chdb-venv.
 	hack/chdb-venv.sh >/dev/null
@@ -56,7 +60,7 @@ tools: bin/minio envtest-assets chdb
 ##@ Test
 
 .PHONY: test
-test: tools ## Run the whole suite against real MinIO, TLS and kube-apiserver/etcd.
+test: tools verify-generated ## Run the whole suite against real MinIO, TLS and kube-apiserver/etcd.
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "gofmt needed:"; gofmt -l $$(git ls-files '*.go'); exit 1; }
 	$(GO) vet ./...
 	KUBEBUILDER_ASSETS="$$(hack/envtest-assets.sh)" MINIO_BIN=$(BIN)/minio \
