@@ -30,6 +30,7 @@ generate: $(CONTROLLER_GEN) ## Generate deepcopy code for the API types (api/).
 .PHONY: manifests
 manifests: $(CONTROLLER_GEN) ## Generate the CRDs into config/crd/bases from the API types.
 	$(CONTROLLER_GEN) crd paths=./api/... output:crd:artifacts:config=config/crd/bases
+	$(CONTROLLER_GEN) rbac:roleName=manager-role paths=./controllers/... output:rbac:artifacts:config=config/rbac
 
 .PHONY: fmt vet
 fmt: ## gofmt the tree.

@@ -1,25 +1,33 @@
 // Command manager is the distcache operator: it reconciles DistributedCache
 // and CacheTenant objects into per-zone cache StatefulSets, ring ConfigMaps,
-// certificates and monitoring. The controllers arrive with the API types
-// (api/, controllers/); this entry point already runs a controller-runtime
+// certificates and monitoring (controllers/), in a controller-runtime
 // manager with health probes, metrics and leader election.
 package main
 
 import (
 	"flag"
 	"os"
+	"time"
 
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	cachev1alpha1 "github.com/distcache/distcache/api/v1alpha1"
+	"github.com/distcache/distcache/controllers"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 )
 
 func main() {
 	var metricsAddr, probeAddr string
 	var leaderElect bool
+	var cacheNodeImage string
+	var drainGrace time.Duration
+	flag.DurationVar(&drainGrace, "ring-drain-grace", 2*time.Minute, "how long cache nodes being scaled away keep serving after the ring marking them draining is published (ConfigMap propagation plus warm handoff)")
+	flag.StringVar(&cacheNodeImage, "cachenode-image", "ghcr.io/distcache/cachenode:latest", "cachenode image of caches without spec.image")
 	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8080", "address of the metrics endpoint")
 	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "address of /healthz and /readyz")
 	flag.BoolVar(&leaderElect, "leader-elect", false, "enable leader election (run more than one replica)")
@@ -34,8 +42,13 @@ func main() {
 		log.Error(err, "building scheme")
 		os.Exit(1)
 	}
+	if err := cachev1alpha1.AddToScheme(scheme); err != nil {
+		log.Error(err, "building scheme")
+		os.Exit(1)
+	}
 	mgr, err := ctrl.NewManager(ctrl.GetConfigOrDie(), ctrl.Options{
 		Scheme:                 scheme,
+		Cache:                  cache.Options{ByObject: controllers.CacheOptions()},
 		Metrics:                metricsserver.Options{BindAddress: metricsAddr},
 		HealthProbeBindAddress: probeAddr,
 		LeaderElection:         leaderElect,
@@ -43,6 +56,16 @@ func main() {
 	})
 	if err != nil {
 		log.Error(err, "creating manager")
+		os.Exit(1)
+	}
+	if err := (&controllers.DistributedCacheReconciler{
+		Client:         mgr.GetClient(),
+		Scheme:         mgr.GetScheme(),
+		Recorder:       mgr.GetEventRecorder("distributedcache-controller"),
+		CacheNodeImage: cacheNodeImage,
+		DrainGrace:     drainGrace,
+	}).SetupWithManager(mgr); err != nil {
+		log.Error(err, "setting up the DistributedCache controller")
 		os.Exit(1)
 	}
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {

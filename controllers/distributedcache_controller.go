@@ -1,0 +1,416 @@
+// Package controllers holds the distcache operator's reconcilers.
+package controllers
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	cachev1alpha1 "github.com/distcache/distcache/api/v1alpha1"
+	"github.com/distcache/distcache/internal/ring"
+)
+
+// Event reasons.
+const (
+	EventRingPublished     = "RingPublished"
+	EventStatefulSetScaled = "StatefulSetScaled"
+	EventScaleDownHeld     = "ScaleDownHeld"
+	EventCreated           = "Created"
+	EventReconcileFailed   = "ReconcileFailed"
+)
+
+// DistributedCacheReconciler turns a DistributedCache into, per zone, a
+// headless Service, a StatefulSet of cache nodes and a PodDisruptionBudget,
+// plus one client Service and one ring ConfigMap with a document per zone.
+type DistributedCacheReconciler struct {
+	client.Client
+	Scheme   *runtime.Scheme
+	Recorder events.EventRecorder
+	// CacheNodeImage is the cachenode image used when spec.image is empty.
+	CacheNodeImage string
+	// DrainGrace is how long pods being scaled away stay after the ring
+	// marking them draining was published (drainHold); 0: they go as soon
+	// as that ring is published.
+	DrainGrace time.Duration
+	// Now is the clock; nil: time.Now.
+	Now func() time.Time
+}
+
+func (r *DistributedCacheReconciler) now() time.Time {
+	if r.Now != nil {
+		return r.Now()
+	}
+	return time.Now()
+}
+
+// publishedRing is a zone's ring document as it was before this reconcile,
+// and when its epoch was published.
+type publishedRing struct {
+	spec *ring.Spec
+	at   time.Time
+}
+
+// CacheOptions restricts the manager's cache of the kinds this reconciler
+// reads to the objects it manages (LabelManagedBy), so it does not hold
+// every Pod and ConfigMap of the cluster.
+func CacheOptions() map[client.Object]cache.ByObject {
+	sel := labels.SelectorFromSet(labels.Set{LabelManagedBy: ManagedByValue})
+	return map[client.Object]cache.ByObject{
+		&corev1.Pod{}:                   {Label: sel},
+		&corev1.ConfigMap{}:             {Label: sel},
+		&corev1.Service{}:               {Label: sel},
+		&appsv1.StatefulSet{}:           {Label: sel},
+		&policyv1.PodDisruptionBudget{}: {Label: sel},
+	}
+}
+
+// +kubebuilder:rbac:groups=apps,resources=statefulsets,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=cache.distcache.io,resources=distributedcaches,verbs=get;list;watch
+// +kubebuilder:rbac:groups=cache.distcache.io,resources=distributedcaches/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=core,resources=configmaps,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=core,resources=pods,verbs=get;list;watch
+// +kubebuilder:rbac:groups=core,resources=services,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+// +kubebuilder:rbac:groups=policy,resources=poddisruptionbudgets,verbs=get;list;watch;create;update;patch;delete
+
+// Reconcile fetches the cache and reconciles it. A deleted cache needs
+// nothing: everything it owns carries an owner reference and is garbage
+// collected.
+func (r *DistributedCacheReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	dc := &cachev1alpha1.DistributedCache{}
+	if err := r.Get(ctx, req.NamespacedName, dc); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if !dc.DeletionTimestamp.IsZero() {
+		return ctrl.Result{}, nil
+	}
+	res, err := r.reconcile(ctx, dc)
+	if err != nil {
+		r.Recorder.Eventf(dc, nil, corev1.EventTypeWarning, EventReconcileFailed, "Reconcile", "%v", err)
+		if serr := r.patchStatus(ctx, req.NamespacedName, func(latest *cachev1alpha1.DistributedCache) {
+			failedStatus(latest, err)
+		}); serr != nil {
+			log.FromContext(ctx).Error(serr, "recording the failure in status")
+		}
+	}
+	return res, err
+}
+
+// reconcile is the list of steps; each reads what it needs and records what
+// the next ones and the status need in zones.
+func (r *DistributedCacheReconciler) reconcile(ctx context.Context, dc *cachev1alpha1.DistributedCache) (ctrl.Result, error) {
+	zones, err := r.observePods(ctx, dc)
+	if err != nil {
+		return ctrl.Result{}, fmt.Errorf("listing pods: %w", err)
+	}
+	if err := r.reconcileServices(ctx, dc); err != nil {
+		return ctrl.Result{}, fmt.Errorf("services: %w", err)
+	}
+	published, err := r.reconcileRing(ctx, dc, zones)
+	if err != nil {
+		return ctrl.Result{}, fmt.Errorf("ring: %w", err)
+	}
+	requeue, err := r.reconcileStatefulSets(ctx, dc, zones, published)
+	if err != nil {
+		return ctrl.Result{}, fmt.Errorf("statefulsets: %w", err)
+	}
+	if err := r.reconcilePDBs(ctx, dc); err != nil {
+		return ctrl.Result{}, fmt.Errorf("poddisruptionbudgets: %w", err)
+	}
+	if err := r.deleteRemovedZones(ctx, dc); err != nil {
+		return ctrl.Result{}, fmt.Errorf("removed zones: %w", err)
+	}
+	return ctrl.Result{RequeueAfter: requeue}, r.updateStatus(ctx, dc, zones)
+}
+
+// observePods lists the cache's pods, per zone of the spec.
+func (r *DistributedCacheReconciler) observePods(ctx context.Context, dc *cachev1alpha1.DistributedCache) ([]zoneObservation, error) {
+	var pods corev1.PodList
+	if err := r.List(ctx, &pods, client.InNamespace(dc.Namespace), client.MatchingLabels(cacheLabels(dc))); err != nil {
+		return nil, err
+	}
+	zones := make([]zoneObservation, len(dc.Spec.Zones))
+	for i, z := range dc.Spec.Zones {
+		zones[i].Name = z.Name
+		sts := zoneObjectName(dc, z.Name)
+		for j := range pods.Items {
+			p := &pods.Items[j]
+			if p.Labels[LabelZone] != z.Name {
+				continue
+			}
+			ord, ok := podOrdinal(sts, p.Name)
+			if !ok {
+				continue
+			}
+			zones[i].Pods = append(zones[i].Pods, zonePod{Name: p.Name, Ordinal: ord, Ready: podReady(p)})
+		}
+	}
+	return zones, nil
+}
+
+func podReady(p *corev1.Pod) bool {
+	if p.DeletionTimestamp != nil {
+		return false
+	}
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+func (r *DistributedCacheReconciler) reconcileServices(ctx context.Context, dc *cachev1alpha1.DistributedCache) error {
+	desired := []*corev1.Service{buildClientService(dc)}
+	for _, z := range dc.Spec.Zones {
+		desired = append(desired, buildZoneService(dc, z.Name))
+	}
+	for _, svc := range desired {
+		res, err := apply(ctx, r.Client, r.Scheme, dc, svc, &corev1.Service{}, func(existing, desired *corev1.Service) {
+			// clusterIP(s) are allocated by the API server and immutable.
+			ip, ips := existing.Spec.ClusterIP, existing.Spec.ClusterIPs
+			existing.Spec = desired.Spec
+			if desired.Spec.ClusterIP == "" {
+				existing.Spec.ClusterIP, existing.Spec.ClusterIPs = ip, ips
+			}
+		})
+		if err != nil {
+			return err
+		}
+		r.recordCreated(dc, "Service", svc.Name, res)
+	}
+	return nil
+}
+
+// reconcileRing publishes each zone's ring document, with the time its
+// epoch was published in an annotation, and returns the documents that were
+// published before this reconcile (by zone), which decide whether a
+// scale-down may proceed.
+func (r *DistributedCacheReconciler) reconcileRing(ctx context.Context, dc *cachev1alpha1.DistributedCache, zones []zoneObservation) (map[string]publishedRing, error) {
+	var existing corev1.ConfigMap
+	err := r.Get(ctx, types.NamespacedName{Namespace: dc.Namespace, Name: ringConfigMapName(dc)}, &existing)
+	if client.IgnoreNotFound(err) != nil {
+		return nil, err
+	}
+	minEpochs := map[string]int64{}
+	for _, zs := range dc.Status.Zones {
+		minEpochs[zs.Name] = zs.RingEpoch
+	}
+	published := map[string]publishedRing{}
+	cm := &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: ringConfigMapName(dc), Namespace: dc.Namespace, Labels: objectLabels(dc, ""),
+			Annotations: map[string]string{},
+		},
+		Data: map[string]string{},
+	}
+	now := r.now().UTC().Truncate(time.Second)
+	var changed []ring.Spec
+	for i := range zones {
+		z := &zones[i]
+		prev := parsePublishedRing(existing.Data[ringKey(z.Name)])
+		annKey := AnnotationRingPublishedPrefix + z.Name
+		at, err := time.Parse(time.RFC3339, existing.Annotations[annKey])
+		if err != nil {
+			at = now // unknown: count the grace from now
+		}
+		published[z.Name] = publishedRing{spec: prev, at: at}
+		next := buildRing(dc, z.Name, prev, minEpochs[z.Name], z.Pods)
+		doc, err := encodeRing(next)
+		if err != nil {
+			return nil, err
+		}
+		cm.Data[ringKey(z.Name)] = doc
+		z.Ring = &next
+		if prev == nil || prev.Epoch != next.Epoch {
+			changed = append(changed, next)
+			at = now
+		}
+		cm.Annotations[annKey] = at.Format(time.RFC3339)
+	}
+	if _, err := apply(ctx, r.Client, r.Scheme, dc, cm, &corev1.ConfigMap{}, func(existing, desired *corev1.ConfigMap) {
+		existing.Data = desired.Data
+		existing.BinaryData = nil
+	}); err != nil {
+		return nil, err
+	}
+	for _, s := range changed {
+		active, draining := 0, 0
+		for _, m := range s.Members {
+			if m.State == ring.StateDraining {
+				draining++
+			} else {
+				active++
+			}
+		}
+		r.Recorder.Eventf(dc, nil, corev1.EventTypeNormal, EventRingPublished, "PublishRing",
+			"zone %s: ring epoch %d with %d active and %d draining members", s.Zone, s.Epoch, active, draining)
+	}
+	return published, nil
+}
+
+// reconcileStatefulSets writes each zone's StatefulSet. It returns when to
+// look again if a scale-down waits for the drain grace period.
+func (r *DistributedCacheReconciler) reconcileStatefulSets(ctx context.Context, dc *cachev1alpha1.DistributedCache, zones []zoneObservation, published map[string]publishedRing) (time.Duration, error) {
+	image := dc.Spec.CacheNodeImage(r.CacheNodeImage)
+	hash, err := podTemplateInputHash(dc, image)
+	if err != nil {
+		return 0, err
+	}
+	var requeue time.Duration
+	for i := range zones {
+		z := &zones[i]
+		desired := buildStatefulSet(dc, z.Name, image, hash)
+		var current *int32
+		var cur appsv1.StatefulSet
+		if err := r.Get(ctx, client.ObjectKeyFromObject(desired), &cur); err == nil {
+			current = cur.Spec.Replicas
+		} else if client.IgnoreNotFound(err) != nil {
+			return 0, err
+		}
+		pub := published[z.Name]
+		replicas := statefulSetReplicas(dc, pub.spec, current)
+		if held, wait := drainHold(dc, pub.spec, pub.at, r.now(), r.DrainGrace, current); held > replicas {
+			replicas = held
+			if requeue == 0 || wait < requeue {
+				requeue = wait
+			}
+		}
+		desired.Spec.Replicas = &replicas
+		if replicas > desiredReplicas(dc) {
+			r.Recorder.Eventf(dc, nil, corev1.EventTypeNormal, EventScaleDownHeld, "ScaleDown",
+				"zone %s: keeping %d pods until the ring with the pods above %d draining is published and has been for %s", z.Name, replicas, desiredReplicas(dc), r.DrainGrace)
+		}
+		res, err := apply(ctx, r.Client, r.Scheme, dc, desired, &appsv1.StatefulSet{}, func(existing, desired *appsv1.StatefulSet) {
+			// Only these fields of a StatefulSet's spec may change.
+			existing.Spec.Replicas = desired.Spec.Replicas
+			existing.Spec.Template = desired.Spec.Template
+			existing.Spec.UpdateStrategy = desired.Spec.UpdateStrategy
+			existing.Spec.MinReadySeconds = desired.Spec.MinReadySeconds
+			existing.Spec.PersistentVolumeClaimRetentionPolicy = desired.Spec.PersistentVolumeClaimRetentionPolicy
+		})
+		if err != nil {
+			return 0, err
+		}
+		r.recordCreated(dc, "StatefulSet", desired.Name, res)
+		if res == applyUpdated && current != nil && *current != replicas {
+			r.Recorder.Eventf(dc, nil, corev1.EventTypeNormal, EventStatefulSetScaled, "Scale",
+				"zone %s: StatefulSet %s scaled from %d to %d", z.Name, desired.Name, *current, replicas)
+		}
+		z.StatefulSet = desired
+		if res != applyCreated {
+			cur.Spec = desired.Spec
+			z.StatefulSet = &cur
+		}
+	}
+	return requeue, nil
+}
+
+func (r *DistributedCacheReconciler) reconcilePDBs(ctx context.Context, dc *cachev1alpha1.DistributedCache) error {
+	for _, z := range dc.Spec.Zones {
+		pdb := buildPDB(dc, z.Name)
+		res, err := apply(ctx, r.Client, r.Scheme, dc, pdb, &policyv1.PodDisruptionBudget{}, func(existing, desired *policyv1.PodDisruptionBudget) {
+			existing.Spec = desired.Spec
+		})
+		if err != nil {
+			return err
+		}
+		r.recordCreated(dc, "PodDisruptionBudget", pdb.Name, res)
+	}
+	return nil
+}
+
+// deleteRemovedZones deletes the StatefulSets, Services and PDBs of zones
+// no longer in the spec (their ring documents went with the rewrite of the
+// ring ConfigMap).
+func (r *DistributedCacheReconciler) deleteRemovedZones(ctx context.Context, dc *cachev1alpha1.DistributedCache) error {
+	inSpec := map[string]bool{}
+	for _, z := range dc.Spec.Zones {
+		inSpec[z.Name] = true
+	}
+	opts := []client.ListOption{client.InNamespace(dc.Namespace), client.MatchingLabels(objectLabels(dc, ""))}
+	var objs []client.Object
+	var stss appsv1.StatefulSetList
+	var svcs corev1.ServiceList
+	var pdbs policyv1.PodDisruptionBudgetList
+	for _, l := range []client.ObjectList{&stss, &svcs, &pdbs} {
+		if err := r.List(ctx, l, opts...); err != nil {
+			return err
+		}
+	}
+	for i := range stss.Items {
+		objs = append(objs, &stss.Items[i])
+	}
+	for i := range svcs.Items {
+		objs = append(objs, &svcs.Items[i])
+	}
+	for i := range pdbs.Items {
+		objs = append(objs, &pdbs.Items[i])
+	}
+	for _, o := range objs {
+		zone, ok := o.GetLabels()[LabelZone]
+		if !ok || inSpec[zone] || !metav1.IsControlledBy(o, dc) {
+			continue
+		}
+		if err := r.Delete(ctx, o); client.IgnoreNotFound(err) != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// updateStatus writes the status of a successful reconcile.
+func (r *DistributedCacheReconciler) updateStatus(ctx context.Context, dc *cachev1alpha1.DistributedCache, zones []zoneObservation) error {
+	return r.patchStatus(ctx, client.ObjectKeyFromObject(dc), func(latest *cachev1alpha1.DistributedCache) {
+		// Describe the generation this reconcile acted on, not a newer one.
+		gen := latest.Generation
+		latest.Generation = dc.Generation
+		computeStatus(latest, zones)
+		latest.Generation = gen
+	})
+}
+
+func (r *DistributedCacheReconciler) recordCreated(dc *cachev1alpha1.DistributedCache, kind, name string, res applyResult) {
+	if res == applyCreated {
+		r.Recorder.Eventf(dc, nil, corev1.EventTypeNormal, EventCreated, "Create", "created %s %s", kind, name)
+	}
+}
+
+// SetupWithManager registers the reconciler: it owns the StatefulSets,
+// Services, ConfigMaps and PDBs, and follows the readiness of the cache's
+// pods (owned by the StatefulSets, so mapped by label).
+func (r *DistributedCacheReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	return ctrl.NewControllerManagedBy(mgr).
+		For(&cachev1alpha1.DistributedCache{}).
+		Owns(&appsv1.StatefulSet{}).
+		Owns(&corev1.Service{}).
+		Owns(&corev1.ConfigMap{}).
+		Owns(&policyv1.PodDisruptionBudget{}).
+		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(podToCache)).
+		Named("distributedcache").
+		Complete(r)
+}
+
+// podToCache maps a cache node pod to its DistributedCache.
+func podToCache(_ context.Context, o client.Object) []reconcile.Request {
+	l := o.GetLabels()
+	if l[LabelName] != NodeAppName || l[LabelManagedBy] != ManagedByValue || l[LabelInstance] == "" {
+		return nil
+	}
+	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: l[LabelInstance]}}}
+}

@@ -1,0 +1,215 @@
+package controllers
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"time"
+
+	cachev1alpha1 "github.com/distcache/distcache/api/v1alpha1"
+	"github.com/distcache/distcache/internal/ring"
+)
+
+// zonePod is what the ring needs to know of one of a zone's pods.
+type zonePod struct {
+	Name    string
+	Ordinal int
+	Ready   bool // PodReady and not being deleted
+}
+
+// memberAddress is the host:port of a node's mTLS API, through the zone's
+// headless Service.
+func memberAddress(dc *cachev1alpha1.DistributedCache, zone, pod string) string {
+	return fmt.Sprintf("%s.%s.%s.svc:%d", pod, zoneObjectName(dc, zone), dc.Namespace, APIPort)
+}
+
+// ringMembers is the membership of a zone as its pods say: every ready pod,
+// active if its ordinal is below spec.replicas and draining otherwise (it is
+// being scaled away). Sorted by ordinal.
+func ringMembers(dc *cachev1alpha1.DistributedCache, zone string, pods []zonePod) []ring.Member {
+	replicas := int(desiredReplicas(dc))
+	var ms []ring.Member
+	for _, p := range pods {
+		if !p.Ready {
+			continue
+		}
+		state := ring.StateActive
+		if p.Ordinal >= replicas {
+			state = ring.StateDraining
+		}
+		ms = append(ms, ring.Member{
+			Name: p.Name, Address: memberAddress(dc, zone, p.Name),
+			Ordinal: p.Ordinal, Weight: ring.DefaultWeight, State: state,
+		})
+	}
+	sortMembers(ms)
+	return ms
+}
+
+// bootstrapMembers is the membership of a zone that has never had a ready
+// node: the pods the StatefulSet is about to create. A ring needs an active
+// member and a node does not start without a valid ring, so the first
+// document names the intended pods; it is replaced by the ready ones as
+// they come up.
+func bootstrapMembers(dc *cachev1alpha1.DistributedCache, zone string) []ring.Member {
+	var ms []ring.Member
+	for i := range int(desiredReplicas(dc)) {
+		name := fmt.Sprintf("%s-%d", zoneObjectName(dc, zone), i)
+		ms = append(ms, ring.Member{
+			Name: name, Address: memberAddress(dc, zone, name),
+			Ordinal: i, Weight: ring.DefaultWeight, State: ring.StateActive,
+		})
+	}
+	return ms
+}
+
+// withDraining is a copy of ms with the members whose ordinal is at least
+// spec.replicas draining.
+func withDraining(dc *cachev1alpha1.DistributedCache, ms []ring.Member) []ring.Member {
+	out := slices.Clone(ms)
+	for i := range out {
+		if out[i].Ordinal >= int(desiredReplicas(dc)) {
+			out[i].State = ring.StateDraining
+		}
+	}
+	return out
+}
+
+func sortMembers(ms []ring.Member) {
+	slices.SortFunc(ms, func(a, b ring.Member) int {
+		if a.Ordinal != b.Ordinal {
+			return a.Ordinal - b.Ordinal
+		}
+		switch {
+		case a.Name < b.Name:
+			return -1
+		case a.Name > b.Name:
+			return 1
+		}
+		return 0
+	})
+}
+
+func hasActive(ms []ring.Member) bool {
+	return slices.ContainsFunc(ms, func(m ring.Member) bool { return m.State == ring.StateActive })
+}
+
+// buildRing is the ring document to publish for a zone, given the one
+// published now (nil if none) and the zone's pods. minEpoch is the highest
+// epoch known to have been published (from status), in case the published
+// document was lost or mangled: epochs never go back.
+//
+//   - The membership is ringMembers; if it has no active member, the
+//     published membership stays (no ready node: nothing to hand off to),
+//     with members above spec.replicas draining, or, if that has no active
+//     member either, bootstrapMembers.
+//   - An unchanged membership returns the published document as it is.
+//   - A changed one gets the next epoch, and the published membership
+//     becomes previous (warm handoff).
+func buildRing(dc *cachev1alpha1.DistributedCache, zone string, published *ring.Spec, minEpoch int64, pods []zonePod) ring.Spec {
+	members := ringMembers(dc, zone, pods)
+	if !hasActive(members) && published != nil {
+		members = withDraining(dc, published.Members)
+	}
+	if !hasActive(members) {
+		members = bootstrapMembers(dc, zone)
+	}
+	if published != nil && slices.Equal(published.Members, members) && published.Zone == zone {
+		return *published
+	}
+	next := ring.Spec{
+		Epoch:   max(minEpoch, 0) + 1,
+		Zone:    zone,
+		Hash:    ring.HashParams{Algorithm: ring.AlgorithmRendezvousXXHash64},
+		Members: members,
+	}
+	if published != nil {
+		next.Epoch = max(published.Epoch, minEpoch) + 1
+		next.Hash.Seed = published.Hash.Seed // never change the seed
+		if hasActive(published.Members) {
+			next.Previous = &ring.PreviousRing{Epoch: published.Epoch, Members: published.Members}
+		}
+	}
+	return next
+}
+
+// parsePublishedRing reads a published document leniently: nil if absent or
+// unreadable (then buildRing starts over from the epoch in status).
+func parsePublishedRing(data string) *ring.Spec {
+	if data == "" {
+		return nil
+	}
+	var s ring.Spec
+	if err := json.Unmarshal([]byte(data), &s); err != nil {
+		return nil
+	}
+	if s.Hash.Algorithm != ring.AlgorithmRendezvousXXHash64 {
+		return nil
+	}
+	return &s
+}
+
+// encodeRing is the published form of a ring document: validated, compact,
+// with every field explicit.
+func encodeRing(s ring.Spec) (string, error) {
+	if err := s.Validate(); err != nil {
+		return "", fmt.Errorf("ring of zone %s: %w", s.Zone, err)
+	}
+	b, err := json.Marshal(s)
+	if err != nil {
+		return "", err
+	}
+	return string(b) + "\n", nil
+}
+
+// statefulSetReplicas is how many pods the zone's StatefulSet should run:
+// spec.replicas, except that a scale-down waits for the ring. Pods above
+// spec.replicas are removed only once the published ring (the document
+// before this reconcile's write) no longer has them active, so their
+// chunks' new owners already know to fetch from them while they drain.
+// current is the StatefulSet's replicas now (nil: no StatefulSet yet); the
+// result never exceeds it unless spec.replicas does.
+func statefulSetReplicas(dc *cachev1alpha1.DistributedCache, published *ring.Spec, current *int32) int32 {
+	want := desiredReplicas(dc)
+	if published == nil || current == nil || *current <= want {
+		return want
+	}
+	hold := want
+	for _, m := range published.Members {
+		if m.State == ring.StateActive && int32(m.Ordinal) >= hold {
+			hold = int32(m.Ordinal) + 1
+		}
+	}
+	return min(hold, *current)
+}
+
+// AnnotationRingPublishedPrefix + zone, on the ring ConfigMap, is when the
+// zone's current epoch was published (RFC 3339).
+const AnnotationRingPublishedPrefix = "cache.distcache.io/published-"
+
+// drainHold is how many pods a zone must keep for the drain grace period:
+// members above spec.replicas that the published ring (published at at)
+// marks draining stay until grace has passed, so every node has read the
+// document (the kubelet takes up to a minute to update a mounted
+// ConfigMap) and fetched what it needs from them. It returns the replicas
+// to keep (at most current) and how long until they may go.
+func drainHold(dc *cachev1alpha1.DistributedCache, published *ring.Spec, at, now time.Time, grace time.Duration, current *int32) (int32, time.Duration) {
+	want := desiredReplicas(dc)
+	if published == nil || current == nil || *current <= want || grace <= 0 {
+		return want, 0
+	}
+	wait := at.Add(grace).Sub(now)
+	if wait <= 0 {
+		return want, 0
+	}
+	hold := want
+	for _, m := range published.Members {
+		if m.State == ring.StateDraining && int32(m.Ordinal) >= hold {
+			hold = int32(m.Ordinal) + 1
+		}
+	}
+	if hold == want {
+		return want, 0
+	}
+	return min(hold, *current), wait
+}

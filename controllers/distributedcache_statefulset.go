@@ -1,0 +1,310 @@
+package controllers
+
+import (
+	"fmt"
+	"path"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+
+	cachev1alpha1 "github.com/distcache/distcache/api/v1alpha1"
+)
+
+// Paths inside the cachenode container.
+const (
+	dataDir      = "/var/lib/distcache"
+	ringDir      = "/etc/distcache/ring"
+	ringFileName = "ring.json"
+	tlsDir       = "/etc/distcache/tls"
+	tenantsDir   = "/etc/distcache/tenants"
+
+	dataVolume    = "data"
+	ringVolume    = "ring"
+	tlsVolume     = "tls"
+	tenantsVolume = "tenants"
+
+	containerName = "cachenode"
+)
+
+// podTemplateInputHash hashes what the pod template is made of: the spec
+// without the fields that do not reach the pods (replicas, the PDB,
+// monitoring, tenants, certificate lifetimes; certificates and tenants are
+// hot-reloaded files) and the image. A change rolls the pods.
+func podTemplateInputHash(dc *cachev1alpha1.DistributedCache, image string) (string, error) {
+	s := dc.Spec.DeepCopy()
+	s.Replicas = nil
+	s.PodDisruptionBudget = cachev1alpha1.PodDisruptionBudgetSpec{}
+	s.Monitoring = cachev1alpha1.MonitoringSpec{}
+	s.TenantNamespaceSelector = nil
+	s.TLS = cachev1alpha1.TLSSpec{}
+	return hashOf(struct {
+		Spec  *cachev1alpha1.DistributedCacheSpec
+		Image string
+	}{s, image})
+}
+
+// buildStatefulSet is the StatefulSet <cache>-<zone> running the zone's
+// cache nodes, with spec.replicas pods (reconcileStatefulSets holds a
+// scale-down until the ring has drained the pods that go). image is the
+// resolved cachenode image and inputHash its podTemplateInputHash.
+func buildStatefulSet(dc *cachev1alpha1.DistributedCache, zone, image, inputHash string) *appsv1.StatefulSet {
+	spec := &dc.Spec
+	name := zoneObjectName(dc, zone)
+	podLabels := objectLabels(dc, zone)
+	podAnnotations := map[string]string{AnnotationInputHash: inputHash}
+	var ov cachev1alpha1.PodTemplateOverrides
+	if spec.PodTemplate != nil {
+		ov = *spec.PodTemplate
+	}
+	// The operator's labels and annotations win over the overrides.
+	podLabels = mergeMaps(ov.Metadata.Labels, podLabels)
+	podAnnotations = mergeMaps(ov.Metadata.Annotations, podAnnotations)
+
+	grace := int64(30)
+	if ov.TerminationGracePeriodSeconds != nil {
+		grace = *ov.TerminationGracePeriodSeconds
+	}
+	sts := &appsv1.StatefulSet{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: dc.Namespace, Labels: objectLabels(dc, zone)},
+		Spec: appsv1.StatefulSetSpec{
+			Replicas:            ptr.To(desiredReplicas(dc)),
+			ServiceName:         name,
+			PodManagementPolicy: appsv1.ParallelPodManagement,
+			Selector:            &metav1.LabelSelector{MatchLabels: zoneSelectorLabels(dc, zone)},
+			UpdateStrategy:      appsv1.StatefulSetUpdateStrategy{Type: appsv1.RollingUpdateStatefulSetStrategyType},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: podLabels, Annotations: podAnnotations},
+				Spec: corev1.PodSpec{
+					Containers:                    []corev1.Container{buildContainer(dc, zone, image, ov)},
+					Volumes:                       buildVolumes(dc, zone),
+					Affinity:                      buildAffinity(dc, zone, ov.Affinity),
+					NodeSelector:                  spec.NodeSelector,
+					Tolerations:                   spec.Tolerations,
+					ImagePullSecrets:              spec.ImagePullSecrets,
+					PriorityClassName:             ov.PriorityClassName,
+					ServiceAccountName:            ov.ServiceAccountName,
+					SecurityContext:               ov.SecurityContext,
+					TopologySpreadConstraints:     ov.TopologySpreadConstraints,
+					TerminationGracePeriodSeconds: &grace,
+				},
+			},
+		},
+	}
+	if vct := spec.Storage.VolumeClaimTemplate; vct != nil {
+		sts.Spec.VolumeClaimTemplates = []corev1.PersistentVolumeClaim{{
+			ObjectMeta: metav1.ObjectMeta{Name: dataVolume, Labels: zoneSelectorLabels(dc, zone)},
+			Spec: corev1.PersistentVolumeClaimSpec{
+				AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+				StorageClassName: vct.StorageClassName,
+				Resources: corev1.VolumeResourceRequirements{
+					Requests: corev1.ResourceList{corev1.ResourceStorage: vct.Size},
+				},
+			},
+		}}
+	}
+	return sts
+}
+
+// nodeArgs are the `cachenode serve` flags from the spec (docs/operations.md).
+func nodeArgs(dc *cachev1alpha1.DistributedCache) []string {
+	spec := &dc.Spec
+	args := []string{
+		"serve",
+		fmt.Sprintf("--listen=:%d", APIPort),
+		fmt.Sprintf("--metrics-listen=:%d", MetricsPort),
+		"--data-dir=" + dataDir,
+		"--ring-file=" + path.Join(ringDir, ringFileName),
+		"--tls-cert=" + path.Join(tlsDir, corev1.TLSCertKey),
+		"--tls-key=" + path.Join(tlsDir, corev1.TLSPrivateKeyKey),
+		"--client-ca=" + path.Join(tlsDir, "ca.crt"),
+		"--tenants-file=" + path.Join(tenantsDir, TenantsFileKey),
+	}
+	if q := spec.ChunkSize; q != nil {
+		args = append(args, "--chunk-size="+q.String())
+	}
+	if q := spec.DiskSize; q != nil {
+		args = append(args, "--disk-bytes="+q.String())
+	}
+	if q := spec.MemorySize; q != nil {
+		args = append(args, "--ram-bytes="+q.String())
+	}
+	if d := spec.ObjectMetadata.TTL; d != nil {
+		args = append(args, "--meta-ttl="+d.Duration.String())
+	}
+	if spec.ObjectMetadata.Immutable {
+		args = append(args, "--immutable")
+	}
+	s3 := &spec.S3
+	if s3.Endpoint != "" {
+		args = append(args, "--s3-endpoint="+s3.Endpoint)
+	}
+	if s3.Region != "" {
+		args = append(args, "--s3-region="+s3.Region)
+	}
+	if s3.PathStyle {
+		args = append(args, "--s3-path-style")
+	}
+	if n := s3.MaxConcurrentRequests; n != nil {
+		args = append(args, fmt.Sprintf("--s3-max-concurrent=%d", *n))
+	}
+	if n := s3.MaxAttempts; n != nil {
+		args = append(args, fmt.Sprintf("--s3-max-attempts=%d", *n))
+	}
+	if d := s3.RequestTimeout; d != nil {
+		args = append(args, "--s3-timeout="+d.Duration.String())
+	}
+	return args
+}
+
+// nodeEnv: the pod's name (the node's ring member name), the default S3
+// credentials from spec.s3.credentialsSecret, then the overrides' env.
+func nodeEnv(dc *cachev1alpha1.DistributedCache, extra []corev1.EnvVar) []corev1.EnvVar {
+	env := []corev1.EnvVar{{
+		Name:      "POD_NAME",
+		ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: "metadata.name"}},
+	}}
+	if cs := dc.Spec.S3.CredentialsSecret; cs != nil {
+		idKey, secretKey := cs.AccessKeyIDKey, cs.SecretAccessKeyKey
+		if idKey == "" {
+			idKey = "AWS_ACCESS_KEY_ID"
+		}
+		if secretKey == "" {
+			secretKey = "AWS_SECRET_ACCESS_KEY"
+		}
+		ref := func(key string) *corev1.EnvVarSource {
+			return &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
+				LocalObjectReference: corev1.LocalObjectReference{Name: cs.Name}, Key: key,
+			}}
+		}
+		env = append(env,
+			corev1.EnvVar{Name: "AWS_ACCESS_KEY_ID", ValueFrom: ref(idKey)},
+			corev1.EnvVar{Name: "AWS_SECRET_ACCESS_KEY", ValueFrom: ref(secretKey)})
+	}
+	return append(env, extra...)
+}
+
+func buildContainer(dc *cachev1alpha1.DistributedCache, zone, image string, ov cachev1alpha1.PodTemplateOverrides) corev1.Container {
+	dataMount := corev1.VolumeMount{Name: dataVolume, MountPath: dataDir}
+	if dc.Spec.Storage.HostPath != nil {
+		// Pods of one cache may share a node: each keeps its own directory,
+		// stable across restarts since StatefulSet pod names are.
+		dataMount.SubPathExpr = "$(POD_NAME)"
+	}
+	probe := func(path string, failures int32) *corev1.Probe {
+		return &corev1.Probe{
+			ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{
+				Path: path, Port: intstr.FromString("metrics"), Scheme: corev1.URISchemeHTTP,
+			}},
+			PeriodSeconds: 5, TimeoutSeconds: 2, FailureThreshold: failures,
+		}
+	}
+	return corev1.Container{
+		Name:            containerName,
+		Image:           image,
+		ImagePullPolicy: dc.Spec.ImagePullPolicy,
+		Args:            nodeArgs(dc),
+		Env:             nodeEnv(dc, ov.Env),
+		Ports: []corev1.ContainerPort{
+			{Name: "api", ContainerPort: APIPort, Protocol: corev1.ProtocolTCP},
+			{Name: "metrics", ContainerPort: MetricsPort, Protocol: corev1.ProtocolTCP},
+		},
+		ReadinessProbe:  probe("/readyz", 2),
+		LivenessProbe:   probe("/healthz", 6),
+		Resources:       dc.Spec.Resources,
+		SecurityContext: ov.ContainerSecurityContext,
+		VolumeMounts: []corev1.VolumeMount{
+			dataMount,
+			{Name: ringVolume, MountPath: ringDir, ReadOnly: true},
+			{Name: tlsVolume, MountPath: tlsDir, ReadOnly: true},
+			{Name: tenantsVolume, MountPath: tenantsDir, ReadOnly: true},
+		},
+	}
+}
+
+// buildVolumes: the disk tier per storage mode (a volume claim template
+// needs no pod volume), the zone's ring document, the node certificate and
+// the tenants file. ConfigMap and Secret volumes are mounted whole (no
+// subPath) so the kubelet's updates reach the running node.
+func buildVolumes(dc *cachev1alpha1.DistributedCache, zone string) []corev1.Volume {
+	var vols []corev1.Volume
+	st := &dc.Spec.Storage
+	switch {
+	case st.HostPath != nil:
+		vols = append(vols, corev1.Volume{Name: dataVolume, VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{
+			Path: path.Join(st.HostPath.Path, dc.Name), Type: ptr.To(corev1.HostPathDirectoryOrCreate),
+		}}})
+	case st.EmptyDir != nil:
+		vols = append(vols, corev1.Volume{Name: dataVolume, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{
+			SizeLimit: st.EmptyDir.SizeLimit,
+		}}})
+	}
+	return append(vols,
+		corev1.Volume{Name: ringVolume, VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
+			LocalObjectReference: corev1.LocalObjectReference{Name: ringConfigMapName(dc)},
+			Items:                []corev1.KeyToPath{{Key: ringKey(zone), Path: ringFileName}},
+		}}},
+		corev1.Volume{Name: tlsVolume, VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
+			SecretName: NodeTLSSecretName(dc),
+			Items: []corev1.KeyToPath{
+				{Key: corev1.TLSCertKey, Path: corev1.TLSCertKey},
+				{Key: corev1.TLSPrivateKeyKey, Path: corev1.TLSPrivateKeyKey},
+				{Key: "ca.crt", Path: "ca.crt"},
+			},
+		}}},
+		corev1.Volume{Name: tenantsVolume, VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
+			SecretName: TenantsSecretName(dc),
+			Items:      []corev1.KeyToPath{{Key: TenantsFileKey, Path: TenantsFileKey}},
+		}}},
+	)
+}
+
+// buildAffinity: required node affinity to the zone (and the instance
+// types, if any), ANDed into every required term of the overrides;
+// preferred anti-affinity between the cache's pods across hosts; the
+// overrides' other terms added.
+func buildAffinity(dc *cachev1alpha1.DistributedCache, zone string, extra *corev1.Affinity) *corev1.Affinity {
+	ours := []corev1.NodeSelectorRequirement{{Key: ZoneTopologyKey, Operator: corev1.NodeSelectorOpIn, Values: []string{zone}}}
+	if len(dc.Spec.InstanceTypes) > 0 {
+		ours = append(ours, corev1.NodeSelectorRequirement{
+			Key: InstanceTypeKey, Operator: corev1.NodeSelectorOpIn, Values: append([]string(nil), dc.Spec.InstanceTypes...),
+		})
+	}
+	extra = extra.DeepCopy()
+	if extra == nil {
+		extra = &corev1.Affinity{}
+	}
+	terms := []corev1.NodeSelectorTerm{{MatchExpressions: ours}}
+	na := extra.NodeAffinity
+	if na != nil && na.RequiredDuringSchedulingIgnoredDuringExecution != nil && len(na.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms) > 0 {
+		terms = na.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms
+		for i := range terms {
+			terms[i].MatchExpressions = append(append([]corev1.NodeSelectorRequirement(nil), ours...), terms[i].MatchExpressions...)
+		}
+	}
+	aff := &corev1.Affinity{
+		NodeAffinity: &corev1.NodeAffinity{
+			RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{NodeSelectorTerms: terms},
+		},
+		PodAntiAffinity: &corev1.PodAntiAffinity{
+			PreferredDuringSchedulingIgnoredDuringExecution: []corev1.WeightedPodAffinityTerm{{
+				Weight: 100,
+				PodAffinityTerm: corev1.PodAffinityTerm{
+					TopologyKey:   HostnameKey,
+					LabelSelector: &metav1.LabelSelector{MatchLabels: cacheLabels(dc)},
+				},
+			}},
+		},
+		PodAffinity: extra.PodAffinity,
+	}
+	if na != nil {
+		aff.NodeAffinity.PreferredDuringSchedulingIgnoredDuringExecution = na.PreferredDuringSchedulingIgnoredDuringExecution
+	}
+	if pa := extra.PodAntiAffinity; pa != nil {
+		aff.PodAntiAffinity.PreferredDuringSchedulingIgnoredDuringExecution = append(aff.PodAntiAffinity.PreferredDuringSchedulingIgnoredDuringExecution, pa.PreferredDuringSchedulingIgnoredDuringExecution...)
+		aff.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution = pa.RequiredDuringSchedulingIgnoredDuringExecution
+	}
+	return aff
+}

@@ -1,0 +1,207 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	appsv1 "k8s.io/api/apps/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	cachev1alpha1 "github.com/distcache/distcache/api/v1alpha1"
+	"github.com/distcache/distcache/internal/ring"
+)
+
+// zoneObservation is what one reconcile saw and did in a zone.
+type zoneObservation struct {
+	Name        string
+	StatefulSet *appsv1.StatefulSet // as written (nil if not reached)
+	Pods        []zonePod
+	Ring        *ring.Spec // as published (nil if not reached)
+}
+
+func (z *zoneObservation) ready() int32 {
+	var n int32
+	for _, p := range z.Pods {
+		if p.Ready {
+			n++
+		}
+	}
+	return n
+}
+
+// patchStatus is the one way status is written: it re-reads the cache,
+// lets mutate change the status, and patches with optimistic locking only
+// if something changed.
+func (r *DistributedCacheReconciler) patchStatus(ctx context.Context, key client.ObjectKey, mutate func(dc *cachev1alpha1.DistributedCache)) error {
+	latest := &cachev1alpha1.DistributedCache{}
+	if err := r.Get(ctx, key, latest); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	orig := latest.DeepCopy()
+	mutate(latest)
+	if equality.Semantic.DeepEqual(orig.Status, latest.Status) {
+		return nil
+	}
+	return r.Status().Patch(ctx, latest, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{}))
+}
+
+// computeStatus sets the status of dc from a complete reconcile's zones.
+func computeStatus(dc *cachev1alpha1.DistributedCache, zones []zoneObservation) {
+	st := &dc.Status
+	st.ObservedGeneration = dc.Generation
+	st.Selector = labels.SelectorFromSet(cacheLabels(dc)).String()
+	st.Zones = nil
+	st.RingEpoch = 0
+	for i, z := range zones {
+		zs := cachev1alpha1.ZoneStatus{
+			Name: z.Name, StatefulSet: zoneObjectName(dc, z.Name), RingConfigMap: ringConfigMapName(dc),
+			Replicas: int32(len(z.Pods)), ReadyReplicas: z.ready(),
+		}
+		if z.Ring != nil {
+			zs.RingEpoch = z.Ring.Epoch
+			st.RingEpoch = max(st.RingEpoch, z.Ring.Epoch)
+		}
+		if i == 0 || zs.Replicas < st.Replicas {
+			st.Replicas = zs.Replicas
+		}
+		if i == 0 || zs.ReadyReplicas < st.ReadyReplicas {
+			st.ReadyReplicas = zs.ReadyReplicas
+		}
+		st.Zones = append(st.Zones, zs)
+	}
+	wasReady := meta.IsStatusConditionTrue(st.Conditions, cachev1alpha1.ConditionReady)
+	setCondition(dc, cachev1alpha1.ConditionReady, firstMatch(dc, zones, readyChecks), metav1.ConditionFalse,
+		cachev1alpha1.ReasonAvailable, "every zone has all its nodes ready and its ring published", metav1.ConditionTrue)
+	setCondition(dc, cachev1alpha1.ConditionProgressing, firstMatch(dc, zones, progressingChecks), metav1.ConditionTrue,
+		cachev1alpha1.ReasonReconciled, "nothing in flight", metav1.ConditionFalse)
+	degraded := firstMatch(dc, zones, degradedChecks)
+	if degraded != nil && degraded.reason == cachev1alpha1.ReasonZoneUnavailable && !wasReady &&
+		!meta.IsStatusConditionTrue(st.Conditions, cachev1alpha1.ConditionDegraded) {
+		degraded = nil // still starting up: not degraded, just not ready yet
+	}
+	setCondition(dc, cachev1alpha1.ConditionDegraded, degraded, metav1.ConditionTrue,
+		cachev1alpha1.ReasonAsExpected, "nothing is wrong", metav1.ConditionFalse)
+}
+
+// failedStatus records a failed reconcile step: Degraded=True with the error.
+func failedStatus(dc *cachev1alpha1.DistributedCache, err error) {
+	meta.SetStatusCondition(&dc.Status.Conditions, metav1.Condition{
+		Type: cachev1alpha1.ConditionDegraded, Status: metav1.ConditionTrue,
+		Reason: cachev1alpha1.ReasonReconcileFailed, Message: err.Error(), ObservedGeneration: dc.Generation,
+	})
+}
+
+// finding is a check's verdict: the reason and message of a condition.
+type finding struct{ reason, message string }
+
+// check looks at the zones and returns a finding, or nil.
+type check func(dc *cachev1alpha1.DistributedCache, zones []zoneObservation) *finding
+
+// firstMatch runs checks in order and returns the first finding.
+func firstMatch(dc *cachev1alpha1.DistributedCache, zones []zoneObservation, checks []check) *finding {
+	for _, c := range checks {
+		if f := c(dc, zones); f != nil {
+			return f
+		}
+	}
+	return nil
+}
+
+// setCondition sets condType to matchStatus with f's reason when f is
+// non-nil, else to okStatus with okReason.
+func setCondition(dc *cachev1alpha1.DistributedCache, condType string, f *finding, matchStatus metav1.ConditionStatus,
+	okReason, okMessage string, okStatus metav1.ConditionStatus) {
+	c := metav1.Condition{Type: condType, Status: okStatus, Reason: okReason, Message: okMessage, ObservedGeneration: dc.Generation}
+	if f != nil {
+		c.Status, c.Reason, c.Message = matchStatus, f.reason, f.message
+	}
+	meta.SetStatusCondition(&dc.Status.Conditions, c)
+}
+
+// zonesWhere lists "zone (detail)" for the zones where bad says so.
+func zonesWhere(zones []zoneObservation, bad func(z *zoneObservation) (string, bool)) string {
+	var out []string
+	for i := range zones {
+		if detail, ok := bad(&zones[i]); ok {
+			out = append(out, fmt.Sprintf("%s (%s)", zones[i].Name, detail))
+		}
+	}
+	return strings.Join(out, ", ")
+}
+
+var readyChecks = []check{
+	func(dc *cachev1alpha1.DistributedCache, zones []zoneObservation) *finding {
+		want := desiredReplicas(dc)
+		msg := zonesWhere(zones, func(z *zoneObservation) (string, bool) {
+			return fmt.Sprintf("%d/%d ready", z.ready(), want), z.ready() < want || z.Ring == nil
+		})
+		if msg == "" {
+			return nil
+		}
+		return &finding{cachev1alpha1.ReasonPodsNotReady, "zones short of ready nodes: " + msg}
+	},
+}
+
+// progressingChecks: a ring handoff is the most telling of a scale-down,
+// which also shows as Scaling until the pods are gone.
+var progressingChecks = []check{
+	func(dc *cachev1alpha1.DistributedCache, zones []zoneObservation) *finding {
+		msg := zonesWhere(zones, func(z *zoneObservation) (string, bool) {
+			var draining []string
+			if z.Ring != nil {
+				for _, m := range z.Ring.Members {
+					if m.State == ring.StateDraining {
+						draining = append(draining, m.Name)
+					}
+				}
+			}
+			return "draining " + strings.Join(draining, " "), len(draining) > 0
+		})
+		if msg == "" {
+			return nil
+		}
+		return &finding{cachev1alpha1.ReasonRingHandoff, "ring handoff: " + msg}
+	},
+	func(dc *cachev1alpha1.DistributedCache, zones []zoneObservation) *finding {
+		want := desiredReplicas(dc)
+		msg := zonesWhere(zones, func(z *zoneObservation) (string, bool) {
+			if z.StatefulSet == nil || z.StatefulSet.Spec.Replicas == nil {
+				return "no StatefulSet yet", true
+			}
+			r := *z.StatefulSet.Spec.Replicas
+			return fmt.Sprintf("%d pods, StatefulSet %d, want %d", len(z.Pods), r, want), r != want || int32(len(z.Pods)) != want
+		})
+		if msg == "" {
+			return nil
+		}
+		return &finding{cachev1alpha1.ReasonScaling, "scaling: " + msg}
+	},
+	func(dc *cachev1alpha1.DistributedCache, zones []zoneObservation) *finding {
+		msg := zonesWhere(zones, func(z *zoneObservation) (string, bool) {
+			if z.StatefulSet == nil {
+				return "", false
+			}
+			s := z.StatefulSet.Status
+			return "revision " + s.UpdateRevision, s.UpdateRevision != "" && s.CurrentRevision != s.UpdateRevision
+		})
+		if msg == "" {
+			return nil
+		}
+		return &finding{cachev1alpha1.ReasonRollingOut, "rolling out: " + msg}
+	},
+}
+
+var degradedChecks = []check{
+	func(dc *cachev1alpha1.DistributedCache, zones []zoneObservation) *finding {
+		msg := zonesWhere(zones, func(z *zoneObservation) (string, bool) { return "no ready node", z.ready() == 0 })
+		if msg == "" {
+			return nil
+		}
+		return &finding{cachev1alpha1.ReasonZoneUnavailable, "zones without a ready node: " + msg}
+	},
+}
