@@ -97,7 +97,10 @@ func TestConcurrentAccess(t *testing.T) {
 	if u := du(t, s.opts.Dir); u > s.opts.DiskBytes {
 		t.Errorf("du %d over the bound %d", u, s.opts.DiskBytes)
 	}
-	// Quiescent: everything indexed is readable and exact.
+	// Quiescent: the index and the disk agree exactly (checked on badger
+	// itself, so a RAM copy cannot hide a missing chunk), and everything
+	// indexed is readable and exact.
+	checkConsistent(t, s)
 	found := int64(0)
 	for _, id := range ids {
 		got, _, err := s.GetChunk(id)

@@ -13,6 +13,13 @@
 // in the disk index: evicting or deleting a chunk on disk removes its RAM
 // copy, which is how DeleteObject also invalidates RAM.
 //
+// Index and disk: at rest the index holds exactly the chunks badger holds,
+// with their sizes (a failed delete aside, which leaves an unindexed chunk
+// that is never served and that DeleteObject or the next Open removes). The
+// store's lock is not held across badger calls, so for each chunk key the
+// badger write or delete and the index update are ordered by a claim on the
+// key (Store.inflight) instead of a lock: see there.
+//
 // Tenants: the tenant is the first component of every key and of the index,
 // and quotas evict only the tenant's own chunks.
 package store
@@ -23,6 +30,7 @@ import (
 	"log/slog"
 	"os"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -124,9 +132,19 @@ type Store struct {
 
 	// mu guards the index, inflight and the usage estimate. It is never held
 	// across badger calls, only across quick ristretto calls.
-	mu       sync.Mutex
-	idx      *index
-	inflight map[string]struct{} // chunk keys being written or deleted
+	mu  sync.Mutex
+	idx *index
+	// inflight holds the claims on chunk keys being written or deleted; the
+	// value is true once the claim is doomed (see DeleteObject). Only the
+	// holder of a key's claim writes or deletes the key in badger or adds it
+	// to the index, so those steps happen in one order per key even though
+	// mu is released around badger calls. A key is claimed only while it is
+	// not indexed (a delete unindexes and claims in one step), and a put
+	// indexes its key and releases the claim in one step, so an indexed key
+	// is never claimed. Others skip a claimed key: a put of it is dropped,
+	// DeleteObject dooms it instead of deleting it. Together: at rest, the
+	// index holds exactly the chunks on disk (failed deletes aside).
+	inflight map[string]bool
 	usage    usage
 
 	// writeGate is held shared around every badger write and exclusively by
@@ -146,6 +164,16 @@ type Store struct {
 	evictions, checksumFailures, errors, rejected atomic.Uint64
 	ramHits, diskHits, misses                     atomic.Uint64
 	flushes, gcs                                  atomic.Uint64
+
+	hooks *testHooks // nil outside tests
+}
+
+// testHooks let tests stop an operation between two of its steps, to force
+// an interleaving deterministically. Set before the store is used.
+type testHooks struct {
+	putWrite   func(key string)    // a put holds its key's claim, before its badger write
+	putIndex   func(key string)    // a put's badger write committed, before it is indexed
+	deleteList func(prefix string) // DeleteObject, before it lists the object's chunks on disk
 }
 
 // Open opens (or creates) the store in opts.Dir and rebuilds its index from
@@ -188,7 +216,7 @@ func Open(opts Options) (*Store, error) {
 		vlogFile:   vlogFileSize(opts.DiskBytes),
 		memTable:   memTableSize(opts.DiskBytes),
 		idx:        newIndex(),
-		inflight:   make(map[string]struct{}),
+		inflight:   make(map[string]bool),
 		kick:       make(chan struct{}, 1),
 		done:       make(chan struct{}),
 	}
@@ -366,14 +394,13 @@ func (s *Store) GetChunk(id chunk.ID) ([]byte, Tier, error) {
 
 // readValue copies a value out of badger. An error reading the value bytes
 // of a key the LSM tree has (a value-log read failure, or a panic in
-// badger's decoding of a damaged entry) is retried once in a new
-// transaction, because value-log GC may have moved the value, and then
-// reported as errCorrupt. Errors from the key lookup itself are returned as
-// they are.
+// badger's decoding of a damaged entry) is retried in a new transaction,
+// because value-log GC may have moved the value, and then reported as
+// errCorrupt. Errors from the key lookup itself are returned as they are.
 func (s *Store) readValue(key []byte) ([]byte, error) {
 	var val []byte
 	var err error
-	for range 2 {
+	for range readAttempts {
 		val, err = s.readOnce(key)
 		if err == nil || !errors.Is(err, errCorrupt) {
 			break
@@ -381,6 +408,10 @@ func (s *Store) readValue(key []byte) ([]byte, error) {
 	}
 	return val, err
 }
+
+// readAttempts bounds readValue's tries. Each retry follows a value-log GC
+// that moved the value meanwhile, so more than one is rare.
+const readAttempts = 3
 
 func (s *Store) readOnce(key []byte) (val []byte, err error) {
 	defer func() {
@@ -394,6 +425,15 @@ func (s *Store) readOnce(key []byte) (val []byte, err error) {
 			return err
 		}
 		val, err = item.ValueCopy(nil)
+		if err == nil && len(val) == 0 && item.ValueSize() > 0 {
+			// badger v4 (Item.yieldItemValue) only logs a failed
+			// value-log read and returns no bytes and no error. It
+			// happens when value-log GC moved the value and removed its
+			// file after this transaction looked the key up (GC waits
+			// for iterators, not for Get); a new transaction finds the
+			// new location. The store never writes an empty value.
+			err = errors.New("no bytes read")
+		}
 		if err != nil {
 			return fmt.Errorf("%w: value log read: %v", errCorrupt, err)
 		}
@@ -427,7 +467,7 @@ func (s *Store) dropCorrupt(id chunk.ID, key []byte, gen uint64, cause error) {
 		return
 	}
 	s.removeLocked(e)
-	s.inflight[ks] = struct{}{}
+	s.inflight[ks] = false
 	s.mu.Unlock()
 	s.log.Warn("corrupt chunk deleted", "chunk", id.String(), "err", cause)
 	if err := s.deleteKeys([][]byte{key}); err != nil {
@@ -453,7 +493,8 @@ func (s *Store) removeLocked(e *entry) {
 // used chunks to make room, the tenant's own first when the tenant is over
 // its quota, and returns ErrNoSpace when the chunk cannot be stored within
 // the disk bound. A chunk that is already stored is only touched; a put
-// that races another put or a delete of the same chunk is dropped (nil).
+// that races another put or a delete of the same chunk is dropped (nil), and
+// so is one that races a DeleteObject of its object (see there).
 // data is copied; the caller may reuse it.
 func (s *Store) PutChunk(id chunk.ID, data []byte) error {
 	if err := s.enter(); err != nil {
@@ -510,7 +551,7 @@ func (s *Store) PutChunk(id chunk.ID, data []byte) error {
 	s.idx.reserved += size
 	victims, ok := s.makeRoomLocked(t, quota)
 	if ok {
-		s.inflight[ks] = struct{}{}
+		s.inflight[ks] = false // claim the key: only this put writes and indexes it now
 	} else {
 		t.reserved -= size
 		s.idx.reserved -= size
@@ -532,14 +573,24 @@ func (s *Store) PutChunk(id chunk.ID, data []byte) error {
 	}
 	var err error
 	if admitted {
+		if s.hooks != nil && s.hooks.putWrite != nil {
+			s.hooks.putWrite(ks)
+		}
 		s.writeGate.RLock()
 		err = s.db.Update(func(txn *badger.Txn) error { return txn.SetEntry(badger.NewEntry(key, val)) })
 		s.writeGate.RUnlock()
+		if err == nil && s.hooks != nil && s.hooks.putIndex != nil {
+			s.hooks.putIndex(ks)
+		}
 	}
 
 	s.mu.Lock()
-	if admitted && err == nil {
-		if old := s.idx.entries[ks]; old != nil { // cannot happen while ks is in flight
+	written := admitted && err == nil
+	// A DeleteObject of the object ran while the put held its claim: it
+	// could not delete a chunk that was being written, so the put drops it.
+	doomed := s.inflight[ks]
+	if written && !doomed {
+		if old := s.idx.entries[ks]; old != nil { // cannot happen while ks is claimed
 			s.removeLocked(old)
 		}
 		s.idx.add(ks, len(chunkPrefix(id.Object)), id.Tenant, size)
@@ -549,9 +600,16 @@ func (s *Store) PutChunk(id chunk.ID, data []byte) error {
 	}
 	t.reserved -= size
 	s.idx.reserved -= size
-	delete(s.inflight, ks)
+	if !written || !doomed {
+		delete(s.inflight, ks)
+	}
 	s.idx.dropTenantIfEmpty(t)
 	s.mu.Unlock()
+	if written && doomed {
+		// Still claimed, so nothing else touches ks until it is deleted.
+		s.unwrite(id, key, size)
+		return nil
+	}
 	switch {
 	case !admitted:
 		s.rejected.Add(1)
@@ -563,10 +621,26 @@ func (s *Store) PutChunk(id chunk.ID, data []byte) error {
 	return nil
 }
 
-// popLocked unindexes e and marks it in flight for drop.
+// unwrite deletes a chunk its put wrote but may not index because a
+// DeleteObject doomed its claim, and releases the claim. If the delete
+// fails, the chunk stays on disk unindexed (never served), like after a
+// failed DeleteObject.
+func (s *Store) unwrite(id chunk.ID, key []byte, size int64) {
+	if err := s.deleteKeys([][]byte{key}); err != nil {
+		s.errors.Add(1)
+		s.log.Error("delete chunk put during its object's deletion", "chunk", id.String(), "err", err)
+	} else {
+		s.noteGarbage(size)
+	}
+	s.mu.Lock()
+	delete(s.inflight, string(key))
+	s.mu.Unlock()
+}
+
+// popLocked unindexes e and claims its key for drop.
 func (s *Store) popLocked(e *entry) *entry {
 	s.removeLocked(e)
-	s.inflight[e.key] = struct{}{}
+	s.inflight[e.key] = false
 	return e
 }
 
@@ -719,62 +793,95 @@ func (s *Store) PutMeta(o chunk.Object, m chunk.Meta) error {
 }
 
 // DeleteObject removes an object's metadata and every chunk of every ETag
-// and chunk size of it, on disk and in RAM.
+// and chunk size of it, on disk and in RAM. A put of one of its chunks that
+// races it is either dropped (it returns nil and stores nothing) or stored
+// after it; one that has claimed its chunk (is writing it, for example) when
+// DeleteObject is called is dropped. Either way the index and disk agree.
 func (s *Store) DeleteObject(o chunk.Object) error {
 	if err := s.enter(); err != nil {
 		return err
 	}
 	defer s.leave()
 	prefix := chunkPrefix(o)
-	keys := map[string]struct{}{string(metaKey(o)): {}}
+	obj := string(prefix)
 
 	s.mu.Lock()
-	var bytes int64
-	for _, e := range s.idx.objectEntries(string(prefix)) {
-		s.removeLocked(e)
-		keys[e.key] = struct{}{}
-		bytes += e.size
-	}
-	marked := make([]string, 0, len(keys))
-	for k := range keys {
-		if _, busy := s.inflight[k]; !busy {
-			s.inflight[k] = struct{}{}
-			marked = append(marked, k)
-		}
-	}
+	owned, bytes := s.claimObjectLocked(obj, nil, 0) // no longer served from here on
 	s.mu.Unlock()
 	defer func() {
 		s.mu.Lock()
-		for _, k := range marked {
+		for _, k := range owned {
 			delete(s.inflight, k)
 		}
 		s.mu.Unlock()
 	}()
 
-	// Chunks on disk the index does not know (a put that raced an earlier
-	// delete, or a delete that failed) go too.
-	err := s.db.View(func(txn *badger.Txn) error {
+	// Chunks on disk the index does not know go too: chunks put since (now
+	// indexed or claimed, handled by claimObjectLocked) and chunks left by
+	// a failed delete (unindexed and unclaimed). A chunk that is claimed is
+	// never deleted here: its claim holder may be about to index it.
+	if s.hooks != nil && s.hooks.deleteList != nil {
+		s.hooks.deleteList(obj)
+	}
+	var listed []string
+	listErr := s.db.View(func(txn *badger.Txn) error {
 		it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix})
 		defer it.Close()
 		for it.Rewind(); it.Valid(); it.Next() {
-			keys[string(it.Item().Key())] = struct{}{}
+			listed = append(listed, string(it.Item().Key()))
 		}
 		return nil
 	})
-	if err != nil {
-		s.errors.Add(1)
-		return fmt.Errorf("store: delete object %s: list chunks: %w", o, err)
+	if listErr == nil {
+		s.mu.Lock()
+		owned, bytes = s.claimObjectLocked(obj, owned, bytes)
+		for _, k := range listed {
+			// Not indexed: claimObjectLocked just unindexed the object.
+			if _, claimed := s.inflight[k]; !claimed {
+				s.inflight[k] = false
+				owned = append(owned, k)
+			}
+		}
+		s.mu.Unlock()
 	}
-	del := make([][]byte, 0, len(keys))
-	for k := range keys {
+
+	del := make([][]byte, 0, 1+len(owned))
+	del = append(del, metaKey(o))
+	for _, k := range owned {
 		del = append(del, []byte(k))
 	}
-	if err := s.deleteKeys(del); err != nil {
+	err := s.deleteKeys(del)
+	if err != nil {
 		s.errors.Add(1)
+	} else {
+		s.noteGarbage(bytes)
+	}
+	switch {
+	case listErr != nil:
+		s.errors.Add(1)
+		return fmt.Errorf("store: delete object %s: list chunks: %w", o, listErr)
+	case err != nil:
 		return fmt.Errorf("store: delete object %s: %w", o, err)
 	}
-	s.noteGarbage(bytes)
 	return nil
+}
+
+// claimObjectLocked unindexes the indexed chunks of the object whose chunk
+// prefix is obj and claims them for deletion (appending their keys to owned
+// and their bytes to bytes), and dooms every claim on a chunk of the object:
+// a put holding one then deletes its chunk instead of indexing it.
+func (s *Store) claimObjectLocked(obj string, owned []string, bytes int64) ([]string, int64) {
+	for _, e := range s.idx.objectEntries(obj) {
+		s.popLocked(e)
+		owned = append(owned, e.key)
+		bytes += e.size
+	}
+	for k := range s.inflight {
+		if strings.HasPrefix(k, obj) {
+			s.inflight[k] = true
+		}
+	}
+	return owned, bytes
 }
 
 // Stats returns a snapshot of the store's gauges and counters.

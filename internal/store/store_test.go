@@ -186,7 +186,7 @@ func TestDeleteObject(t *testing.T) {
 }
 
 // TestDeleteObjectRemovesUnindexedChunks covers chunks badger has but the
-// index does not (a put that raced an earlier delete).
+// index does not (left by a delete that failed).
 func TestDeleteObjectRemovesUnindexedChunks(t *testing.T) {
 	s := newTestStore(t)
 	id := testID("t", "b", "k", "e", 0)
