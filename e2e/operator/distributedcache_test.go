@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -225,8 +226,9 @@ var _ = Describe("DistributedCache", func() {
 		var sts appsv1.StatefulSet
 		Expect(k8sClient.Get(ctx, key(ns, "alpha-zone-a"), &sts)).To(Succeed())
 		rv := sts.ResourceVersion
-		created.Annotations = map[string]string{"touch": "1"} // a reconcile without a spec change
-		Expect(k8sClient.Update(ctx, &created)).To(Succeed())
+		updateCache(ctx, ns, "alpha", func(dc *cachev1alpha1.DistributedCache) {
+			dc.Annotations = map[string]string{"touch": "1"} // a reconcile without a spec change
+		})
 		Consistently(func(g Gomega) {
 			g.Expect(k8sClient.Get(ctx, key(ns, "alpha-zone-a"), &sts)).To(Succeed())
 			g.Expect(sts.ResourceVersion).To(Equal(rv))
@@ -248,9 +250,8 @@ var _ = Describe("DistributedCache", func() {
 		}
 
 		By("editing spec.replicas")
+		updateCache(ctx, ns, "scaled", func(dc *cachev1alpha1.DistributedCache) { dc.Spec.Replicas = ptr.To[int32](3) })
 		Expect(k8sClient.Get(ctx, key(ns, "scaled"), dc)).To(Succeed())
-		dc.Spec.Replicas = ptr.To[int32](3)
-		Expect(k8sClient.Update(ctx, dc)).To(Succeed())
 		for _, z := range []string{"a", "b"} {
 			Eventually(func(g Gomega) int32 { return stsReplicas(ctx, g, ns, "scaled-"+z) }).Should(Equal(int32(3)))
 		}
@@ -313,9 +314,8 @@ var _ = Describe("DistributedCache", func() {
 		Eventually(func(g Gomega) map[string]ring.State { return memberStates(ringOf(ctx, g, dc, "a")) }).Should(HaveKey("beta-a-1"))
 
 		By("scaling down to 1: the ring drains beta-a-1 and beta-a-2 before the StatefulSet shrinks")
+		updateCache(ctx, ns, "beta", func(dc *cachev1alpha1.DistributedCache) { dc.Spec.Replicas = ptr.To[int32](1) })
 		Expect(k8sClient.Get(ctx, key(ns, "beta"), dc)).To(Succeed())
-		dc.Spec.Replicas = ptr.To[int32](1)
-		Expect(k8sClient.Update(ctx, dc)).To(Succeed())
 		var violations []string
 		Eventually(func(g Gomega) int32 {
 			// Read the StatefulSet first: if it has shrunk, the ring read
@@ -376,3 +376,18 @@ var _ = Describe("DistributedCache", func() {
 		}).Should(Succeed())
 	})
 })
+
+// updateCache changes a DistributedCache the way kubectl edit does: read,
+// change, write, and again on a conflict (the operator writes its status
+// concurrently, which moves the resourceVersion).
+func updateCache(ctx context.Context, ns, name string, mutate func(*cachev1alpha1.DistributedCache)) {
+	GinkgoHelper()
+	Expect(retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		var dc cachev1alpha1.DistributedCache
+		if err := k8sClient.Get(ctx, key(ns, name), &dc); err != nil {
+			return err
+		}
+		mutate(&dc)
+		return k8sClient.Update(ctx, &dc)
+	})).To(Succeed())
+}
