@@ -9,6 +9,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -100,6 +101,10 @@ func (r *DistributedCacheReconciler) Reconcile(ctx context.Context, req ctrl.Req
 		return ctrl.Result{}, nil
 	}
 	res, err := r.reconcile(ctx, dc)
+	if apierrors.IsConflict(err) {
+		// Someone wrote the object meanwhile: a retry, not a degradation.
+		return ctrl.Result{Requeue: true}, nil
+	}
 	if err != nil {
 		r.Recorder.Eventf(dc, nil, corev1.EventTypeWarning, EventReconcileFailed, "Reconcile", "%v", err)
 		if serr := r.patchStatus(ctx, req.NamespacedName, func(latest *cachev1alpha1.DistributedCache) {

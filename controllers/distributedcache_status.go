@@ -80,9 +80,13 @@ func computeStatus(dc *cachev1alpha1.DistributedCache, zones []zoneObservation) 
 	setCondition(dc, cachev1alpha1.ConditionProgressing, firstMatch(dc, zones, progressingChecks), metav1.ConditionTrue,
 		cachev1alpha1.ReasonReconciled, "nothing in flight", metav1.ConditionFalse)
 	degraded := firstMatch(dc, zones, degradedChecks)
-	if degraded != nil && degraded.reason == cachev1alpha1.ReasonZoneUnavailable && !wasReady &&
-		!meta.IsStatusConditionTrue(st.Conditions, cachev1alpha1.ConditionDegraded) {
-		degraded = nil // still starting up: not degraded, just not ready yet
+	// Still starting up (never Ready, and not already degraded for a zone):
+	// not degraded, just not ready yet. A past reconcile failure does not
+	// count as having been degraded for a zone.
+	prev := meta.FindStatusCondition(st.Conditions, cachev1alpha1.ConditionDegraded)
+	zoneDegraded := prev != nil && prev.Status == metav1.ConditionTrue && prev.Reason == cachev1alpha1.ReasonZoneUnavailable
+	if degraded != nil && degraded.reason == cachev1alpha1.ReasonZoneUnavailable && !wasReady && !zoneDegraded {
+		degraded = nil
 	}
 	setCondition(dc, cachev1alpha1.ConditionDegraded, degraded, metav1.ConditionTrue,
 		cachev1alpha1.ReasonAsExpected, "nothing is wrong", metav1.ConditionFalse)
