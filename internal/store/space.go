@@ -37,9 +37,10 @@ package store
 // their value-log files are updated; RunValueLogGC then picks those files.
 // DropPrefix makes concurrent badger writes fail with ErrBlockedWrites, so
 // every write holds writeGate shared and forceFlush holds it exclusively;
-// RunValueLogGC holds it exclusively too (see runGC). Reads do not take
-// writeGate; they can wait briefly on badger's own lock while DropPrefix
-// flushes the memtable.
+// RunValueLogGC holds it exclusively too (see runGC). Disk reads take
+// writeGate shared as well (see readOnce: a badger deadlock otherwise), so a
+// disk hit can wait for one GC rewrite or memtable flush; RAM hits never
+// do.
 // If the LSM tree has grown past a single level, tombstones can sit above
 // the values they shadow; under pressure the store then also runs
 // DB.Flatten (at most once a minute).

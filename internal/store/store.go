@@ -419,6 +419,13 @@ func (s *Store) readOnce(key []byte) (val []byte, err error) {
 			err = fmt.Errorf("%w: badger panicked reading the value: %v", errCorrupt, r)
 		}
 	}()
+	// Reads hold writeGate shared so value-log GC (exclusive) never runs
+	// while one is in flight. badger v4.9.6 self-deadlocks otherwise: a
+	// failed value-log read opens a debug iterator whose Close deletes
+	// files GC left pending, taking the lock of the very file the read
+	// still holds (Item.yieldItemValue). Seen with corrupted files.
+	s.writeGate.RLock()
+	defer s.writeGate.RUnlock()
 	err = s.db.View(func(txn *badger.Txn) error {
 		item, err := txn.Get(key)
 		if err != nil {
@@ -824,6 +831,7 @@ func (s *Store) DeleteObject(o chunk.Object) error {
 		s.hooks.deleteList(obj)
 	}
 	var listed []string
+	s.writeGate.RLock() // no value-log GC while this iterator is open (see readOnce)
 	listErr := s.db.View(func(txn *badger.Txn) error {
 		it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix})
 		defer it.Close()
@@ -832,6 +840,7 @@ func (s *Store) DeleteObject(o chunk.Object) error {
 		}
 		return nil
 	})
+	s.writeGate.RUnlock()
 	if listErr == nil {
 		s.mu.Lock()
 		owned, bytes = s.claimObjectLocked(obj, owned, bytes)
