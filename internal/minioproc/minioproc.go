@@ -183,9 +183,18 @@ func (s *Server) waitReady(ctx context.Context, exited <-chan struct{}) error {
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
-				return nil
+				// Ready can come before the root credentials are loaded
+				// (an early request then gets InvalidAccessKeyId): wait
+				// for a signed request to succeed too.
+				cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+				_, err = s.Client().ListBuckets(cctx, &s3.ListBucketsInput{})
+				cancel()
+				if err == nil {
+					return nil
+				}
+			} else {
+				err = fmt.Errorf("status %s", resp.Status)
 			}
-			err = fmt.Errorf("status %s", resp.Status)
 		}
 		if time.Now().After(deadline) {
 			return fmt.Errorf("MinIO at %s not ready after %s: %v", s.addr, ReadyTimeout, err)
