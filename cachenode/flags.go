@@ -44,3 +44,20 @@ func applyEnv(fs *flag.FlagSet, prefix string) error {
 	})
 	return err
 }
+
+// parseFlags applies DISTCACHE_* environment variables, then the command
+// line, then checks that the required flags (name -> value) are set.
+func parseFlags(fs *flag.FlagSet, args []string, required func() map[string]string) error {
+	if err := applyEnv(fs, "DISTCACHE_"); err != nil {
+		return err
+	}
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	for name, v := range required() {
+		if v == "" {
+			return fmt.Errorf("--%s is required", name)
+		}
+	}
+	return nil
+}

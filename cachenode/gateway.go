@@ -78,16 +78,10 @@ func parseGatewayFlags(args []string) (*gatewayFlags, error) {
 	fs.DurationVar(&f.passthroughTimeout, "passthrough-timeout", 5*time.Minute, "longest wait for S3's answer to a passed-through operation")
 	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.DurationVar(&f.shutdownGrace, "shutdown-grace", 20*time.Second, "time to finish in-flight requests on SIGTERM")
-	if err := applyEnv(fs, "DISTCACHE_"); err != nil {
+	if err := parseFlags(fs, args, func() map[string]string {
+		return map[string]string{"nodes": f.nodes, "tls-cert": f.tlsCert, "tls-key": f.tlsKey, "ca": f.ca}
+	}); err != nil {
 		return nil, err
-	}
-	if err := fs.Parse(args); err != nil {
-		return nil, err
-	}
-	for name, v := range map[string]string{"nodes": f.nodes, "tls-cert": f.tlsCert, "tls-key": f.tlsKey, "ca": f.ca} {
-		if v == "" {
-			return nil, fmt.Errorf("--%s is required", name)
-		}
 	}
 	if (f.listenTLSCert == "") != (f.listenTLSKey == "") {
 		return nil, errors.New("--listen-tls-cert and --listen-tls-key go together")

@@ -80,16 +80,10 @@ func parseServeFlags(args []string) (*serveFlags, error) {
 	fs.StringVar(&f.peerKey, "peer-key", "", "key of --peer-cert (default --tls-key)")
 	fs.IntVar(&f.candidates, "candidates", 3, "members tried, owner first, before a node reads S3 itself")
 	fs.DurationVar(&f.shutdownGrace, "shutdown-grace", 20*time.Second, "time to finish in-flight requests on SIGTERM")
-	if err := applyEnv(fs, "DISTCACHE_"); err != nil {
+	if err := parseFlags(fs, args, func() map[string]string {
+		return map[string]string{"tls-cert": f.tlsCert, "tls-key": f.tlsKey, "client-ca": f.clientCA, "tenants-file": f.tenantsFile}
+	}); err != nil {
 		return nil, err
-	}
-	if err := fs.Parse(args); err != nil {
-		return nil, err
-	}
-	for name, v := range map[string]string{"tls-cert": f.tlsCert, "tls-key": f.tlsKey, "client-ca": f.clientCA, "tenants-file": f.tenantsFile} {
-		if v == "" {
-			return nil, fmt.Errorf("--%s is required", name)
-		}
 	}
 	if f.ringFile != "" && f.nodeName == "" {
 		return nil, errors.New("--ring-file needs --node-name (or $POD_NAME)")

@@ -19,7 +19,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
 
 	"github.com/distcache/distcache/internal/metrics"
 	"github.com/distcache/distcache/internal/node"
@@ -28,6 +27,7 @@ import (
 	"github.com/distcache/distcache/internal/store"
 	"github.com/distcache/distcache/internal/tenancy"
 	"github.com/distcache/distcache/internal/testutil/miniotest"
+	"github.com/distcache/distcache/internal/testutil/nodecluster"
 	"github.com/distcache/distcache/internal/testutil/s3proxy"
 )
 
@@ -286,33 +286,7 @@ func (h *harness) getDirect(bucket, key, rng string) []byte {
 // counter sums a counter family's samples whose labels include want.
 func (h *harness) counter(name string, want map[string]string) float64 {
 	h.t.Helper()
-	families, err := h.reg.Gather()
-	must(h.t, err)
-	var sum float64
-	for _, f := range families {
-		if f.GetName() != name {
-			continue
-		}
-		for _, m := range f.GetMetric() {
-			if matches(m, want) {
-				sum += m.GetCounter().GetValue()
-			}
-		}
-	}
-	return sum
-}
-
-func matches(m *dto.Metric, want map[string]string) bool {
-	got := map[string]string{}
-	for _, l := range m.GetLabel() {
-		got[l.GetName()] = l.GetValue()
-	}
-	for k, v := range want {
-		if got[k] != v {
-			return false
-		}
-	}
-	return true
+	return nodecluster.Gather(h.t, h.reg, name, want)
 }
 
 func must(t testing.TB, err error) {
