@@ -55,8 +55,14 @@ verify-generated: generate manifests ## Fail if deepcopy, CRDs or RBAC differ fr
 chdb: ## ClickHouse's engine (chdb, from PyPI) in a virtualenv at bin/chdb-venv.
 	hack/chdb-venv.sh >/dev/null
 
+bin/prometheus: hack/prometheus.sh
+	hack/prometheus.sh >/dev/null
+
+.PHONY: prometheus
+prometheus: bin/prometheus ## Prometheus and promtool (Debian's package, unpacked, no service) in bin/, for e2e/monitoring.
+
 .PHONY: tools
-tools: bin/minio envtest-assets chdb
+tools: bin/minio envtest-assets chdb prometheus
 
 ##@ Test
 

@@ -6,19 +6,21 @@ package main
 
 import (
 	"flag"
+	"maps"
 	"os"
 	"time"
 
+	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	cachev1alpha1 "github.com/distcache/distcache/api/v1alpha1"
 	"github.com/distcache/distcache/controllers"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 )
 
 func main() {
@@ -46,9 +48,22 @@ func main() {
 		log.Error(err, "building scheme")
 		os.Exit(1)
 	}
-	mgr, err := ctrl.NewManager(ctrl.GetConfigOrDie(), ctrl.Options{
+	if err := monitoringv1.AddToScheme(scheme); err != nil {
+		log.Error(err, "building scheme")
+		os.Exit(1)
+	}
+	cfg := ctrl.GetConfigOrDie()
+	byObject := controllers.CacheOptions()
+	// Only the prometheus-operator kinds installed now can be cached by label.
+	monitoringCache, err := controllers.MonitoringCacheOptions(cfg)
+	if err != nil {
+		log.Error(err, "looking up the prometheus-operator's CRDs")
+		os.Exit(1)
+	}
+	maps.Copy(byObject, monitoringCache)
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                 scheme,
-		Cache:                  cache.Options{ByObject: controllers.CacheOptions()},
+		Cache:                  cache.Options{ByObject: byObject},
 		Metrics:                metricsserver.Options{BindAddress: metricsAddr},
 		HealthProbeBindAddress: probeAddr,
 		LeaderElection:         leaderElect,
@@ -60,12 +75,22 @@ func main() {
 	}
 	if err := (&controllers.DistributedCacheReconciler{
 		Client:         mgr.GetClient(),
+		APIReader:      mgr.GetAPIReader(),
 		Scheme:         mgr.GetScheme(),
 		Recorder:       mgr.GetEventRecorder("distributedcache-controller"),
 		CacheNodeImage: cacheNodeImage,
 		DrainGrace:     drainGrace,
 	}).SetupWithManager(mgr); err != nil {
 		log.Error(err, "setting up the DistributedCache controller")
+		os.Exit(1)
+	}
+	if err := (&controllers.CacheTenantReconciler{
+		Client:    mgr.GetClient(),
+		APIReader: mgr.GetAPIReader(),
+		Scheme:    mgr.GetScheme(),
+		Recorder:  mgr.GetEventRecorder("cachetenant-controller"),
+	}).SetupWithManager(mgr); err != nil {
+		log.Error(err, "setting up the CacheTenant controller")
 		os.Exit(1)
 	}
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {

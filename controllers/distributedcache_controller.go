@@ -16,10 +16,12 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	cachev1alpha1 "github.com/distcache/distcache/api/v1alpha1"
@@ -40,8 +42,11 @@ const (
 // plus one client Service and one ring ConfigMap with a document per zone.
 type DistributedCacheReconciler struct {
 	client.Client
-	Scheme   *runtime.Scheme
-	Recorder events.EventRecorder
+	// APIReader reads what the manager does not cache: credentials Secrets
+	// in any namespace. nil: the Client.
+	APIReader client.Reader
+	Scheme    *runtime.Scheme
+	Recorder  events.EventRecorder
 	// CacheNodeImage is the cachenode image used when spec.image is empty.
 	CacheNodeImage string
 	// DrainGrace is how long pods being scaled away stay after the ring
@@ -50,6 +55,13 @@ type DistributedCacheReconciler struct {
 	DrainGrace time.Duration
 	// Now is the clock; nil: time.Now.
 	Now func() time.Time
+}
+
+func (r *DistributedCacheReconciler) apiReader() client.Reader {
+	if r.APIReader != nil {
+		return r.APIReader
+	}
+	return r.Client
 }
 
 func (r *DistributedCacheReconciler) now() time.Time {
@@ -74,6 +86,7 @@ func CacheOptions() map[client.Object]cache.ByObject {
 	return map[client.Object]cache.ByObject{
 		&corev1.Pod{}:                   {Label: sel},
 		&corev1.ConfigMap{}:             {Label: sel},
+		&corev1.Secret{}:                {Label: sel},
 		&corev1.Service{}:               {Label: sel},
 		&appsv1.StatefulSet{}:           {Label: sel},
 		&policyv1.PodDisruptionBudget{}: {Label: sel},
@@ -81,10 +94,13 @@ func CacheOptions() map[client.Object]cache.ByObject {
 }
 
 // +kubebuilder:rbac:groups=apps,resources=statefulsets,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=cache.distcache.io,resources=cachetenants,verbs=get;list;watch
 // +kubebuilder:rbac:groups=cache.distcache.io,resources=distributedcaches,verbs=get;list;watch
 // +kubebuilder:rbac:groups=cache.distcache.io,resources=distributedcaches/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=core,resources=configmaps,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=core,resources=namespaces,verbs=get;list;watch
 // +kubebuilder:rbac:groups=core,resources=pods,verbs=get;list;watch
+// +kubebuilder:rbac:groups=core,resources=secrets,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=core,resources=services,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups=policy,resources=poddisruptionbudgets,verbs=get;list;watch;create;update;patch;delete
@@ -126,11 +142,19 @@ func (r *DistributedCacheReconciler) reconcile(ctx context.Context, dc *cachev1a
 	if err := r.reconcileServices(ctx, dc); err != nil {
 		return ctrl.Result{}, fmt.Errorf("services: %w", err)
 	}
+	renewIn, err := r.reconcileCertificates(ctx, dc)
+	if err != nil {
+		return ctrl.Result{}, fmt.Errorf("certificates: %w", err)
+	}
+	if err := r.reconcileTenants(ctx, dc); err != nil {
+		return ctrl.Result{}, fmt.Errorf("tenants: %w", err)
+	}
 	published, err := r.reconcileRing(ctx, dc, zones)
 	if err != nil {
 		return ctrl.Result{}, fmt.Errorf("ring: %w", err)
 	}
-	requeue, err := r.reconcileStatefulSets(ctx, dc, zones, published)
+	var problems []finding
+	requeue, err := r.reconcileStatefulSets(ctx, dc, zones, published, &problems)
 	if err != nil {
 		return ctrl.Result{}, fmt.Errorf("statefulsets: %w", err)
 	}
@@ -140,7 +164,17 @@ func (r *DistributedCacheReconciler) reconcile(ctx context.Context, dc *cachev1a
 	if err := r.deleteRemovedZones(ctx, dc); err != nil {
 		return ctrl.Result{}, fmt.Errorf("removed zones: %w", err)
 	}
-	return ctrl.Result{RequeueAfter: requeue}, r.updateStatus(ctx, dc, zones)
+	available, err := r.reconcileMonitoring(ctx, dc)
+	if err != nil {
+		return ctrl.Result{}, fmt.Errorf("monitoring: %w", err)
+	}
+	if !available {
+		problems = append(problems, finding{cachev1alpha1.ReasonMonitoringUnavailable,
+			"spec.monitoring asks for a ServiceMonitor or PrometheusRule but the prometheus-operator's CRDs (monitoring.coreos.com) are not installed; the cache runs without them"})
+		r.Recorder.Eventf(dc, nil, corev1.EventTypeWarning, cachev1alpha1.ReasonMonitoringUnavailable, "Monitoring",
+			"the prometheus-operator's CRDs are not installed: no ServiceMonitor or PrometheusRule")
+	}
+	return ctrl.Result{RequeueAfter: soonest(requeue, renewIn, resyncPeriod)}, r.updateStatus(ctx, dc, zones, problems)
 }
 
 // observePods lists the cache's pods, per zone of the spec.
@@ -271,11 +305,19 @@ func (r *DistributedCacheReconciler) reconcileRing(ctx context.Context, dc *cach
 
 // reconcileStatefulSets writes each zone's StatefulSet. It returns when to
 // look again if a scale-down waits for the drain grace period.
-func (r *DistributedCacheReconciler) reconcileStatefulSets(ctx context.Context, dc *cachev1alpha1.DistributedCache, zones []zoneObservation, published map[string]publishedRing) (time.Duration, error) {
+func (r *DistributedCacheReconciler) reconcileStatefulSets(ctx context.Context, dc *cachev1alpha1.DistributedCache, zones []zoneObservation,
+	published map[string]publishedRing, problems *[]finding) (time.Duration, error) {
 	image := dc.Spec.CacheNodeImage(r.CacheNodeImage)
 	hash, err := podTemplateInputHash(dc, image)
 	if err != nil {
 		return 0, err
+	}
+	if withCreds, err := r.withCredentialsHash(ctx, dc, hash); err == nil {
+		hash = withCreds
+	} else {
+		// The pods cannot start without it (the kubelet says so on each);
+		// keep the workload and say which Secret is missing.
+		*problems = append(*problems, finding{cachev1alpha1.ReasonSecretNotFound, err.Error()})
 	}
 	var requeue time.Duration
 	for i := range zones {
@@ -380,12 +422,12 @@ func (r *DistributedCacheReconciler) deleteRemovedZones(ctx context.Context, dc 
 }
 
 // updateStatus writes the status of a successful reconcile.
-func (r *DistributedCacheReconciler) updateStatus(ctx context.Context, dc *cachev1alpha1.DistributedCache, zones []zoneObservation) error {
+func (r *DistributedCacheReconciler) updateStatus(ctx context.Context, dc *cachev1alpha1.DistributedCache, zones []zoneObservation, problems []finding) error {
 	return r.patchStatus(ctx, client.ObjectKeyFromObject(dc), func(latest *cachev1alpha1.DistributedCache) {
 		// Describe the generation this reconcile acted on, not a newer one.
 		gen := latest.Generation
 		latest.Generation = dc.Generation
-		computeStatus(latest, zones)
+		computeStatus(latest, zones, problems...)
 		latest.Generation = gen
 	})
 }
@@ -400,15 +442,28 @@ func (r *DistributedCacheReconciler) recordCreated(dc *cachev1alpha1.Distributed
 // Services, ConfigMaps and PDBs, and follows the readiness of the cache's
 // pods (owned by the StatefulSets, so mapped by label).
 func (r *DistributedCacheReconciler) SetupWithManager(mgr ctrl.Manager) error {
-	return ctrl.NewControllerManagedBy(mgr).
+	kinds, err := InstalledMonitoringKinds(mgr.GetRESTMapper())
+	if err != nil {
+		return err
+	}
+	b := ctrl.NewControllerManagedBy(mgr).
 		For(&cachev1alpha1.DistributedCache{}).
 		Owns(&appsv1.StatefulSet{}).
 		Owns(&corev1.Service{}).
 		Owns(&corev1.ConfigMap{}).
+		Owns(&corev1.Secret{}).
 		Owns(&policyv1.PodDisruptionBudget{}).
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(podToCache)).
-		Named("distributedcache").
-		Complete(r)
+		// A tenant's spec and deletion matter to the tenants file, its status
+		// writes do not.
+		Watches(&cachev1alpha1.CacheTenant{}, handler.EnqueueRequestsFromMapFunc(tenantToCache),
+			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Watches(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(r.namespaceToCaches))
+	// The prometheus-operator's kinds are followed only where installed.
+	for _, obj := range kinds {
+		b = b.Owns(obj)
+	}
+	return b.Named("distributedcache").Complete(r)
 }
 
 // podToCache maps a cache node pod to its DistributedCache.
@@ -418,4 +473,58 @@ func podToCache(_ context.Context, o client.Object) []reconcile.Request {
 		return nil
 	}
 	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: l[LabelInstance]}}}
+}
+
+// resyncPeriod bounds how long a change the operator does not watch (the
+// contents of credentials Secrets) takes to reach the cache.
+const resyncPeriod = 5 * time.Minute
+
+// soonest is the smallest positive duration of ds (0 if none is).
+func soonest(ds ...time.Duration) time.Duration {
+	var min time.Duration
+	for _, d := range ds {
+		if d > 0 && (min == 0 || d < min) {
+			min = d
+		}
+	}
+	return min
+}
+
+// tenantToCache maps a CacheTenant to the DistributedCache it refers to.
+func tenantToCache(_ context.Context, o client.Object) []reconcile.Request {
+	t, ok := o.(*cachev1alpha1.CacheTenant)
+	if !ok {
+		return nil
+	}
+	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: t.Spec.CacheRef.Namespace, Name: t.Spec.CacheRef.Name}}}
+}
+
+// namespaceToCaches maps a namespace (whose labels decide which caches
+// admit its tenants) to the caches its CacheTenants refer to.
+func (r *DistributedCacheReconciler) namespaceToCaches(ctx context.Context, o client.Object) []reconcile.Request {
+	var tenants cachev1alpha1.CacheTenantList
+	if err := r.List(ctx, &tenants, client.InNamespace(o.GetName())); err != nil {
+		log.FromContext(ctx).Error(err, "listing CacheTenants", "namespace", o.GetName())
+		return nil
+	}
+	var reqs []reconcile.Request
+	for i := range tenants.Items {
+		reqs = append(reqs, tenantToCache(ctx, &tenants.Items[i])...)
+	}
+	return reqs
+}
+
+// withCredentialsHash adds the contents of spec.s3.credentialsSecret to
+// the pod template's input hash: the nodes read those credentials from
+// their environment, so new ones need new pods.
+func (r *DistributedCacheReconciler) withCredentialsHash(ctx context.Context, dc *cachev1alpha1.DistributedCache, hash string) (string, error) {
+	ref := dc.Spec.S3.CredentialsSecret
+	if ref == nil {
+		return hash, nil
+	}
+	creds, err := readCredentials(ctx, r.apiReader(), dc.Namespace, ref)
+	if err != nil {
+		return "", fmt.Errorf("spec.s3.credentialsSecret: %w", err)
+	}
+	return hashOf([]string{hash, creds.AccessKeyID, creds.SecretAccessKey, creds.SessionToken})
 }

@@ -34,24 +34,33 @@ func (z *zoneObservation) ready() int32 {
 	return n
 }
 
-// patchStatus is the one way status is written: it re-reads the cache,
-// lets mutate change the status, and patches with optimistic locking only
-// if something changed.
+// patchStatus writes the cache's status through the patchStatus helper.
 func (r *DistributedCacheReconciler) patchStatus(ctx context.Context, key client.ObjectKey, mutate func(dc *cachev1alpha1.DistributedCache)) error {
-	latest := &cachev1alpha1.DistributedCache{}
-	if err := r.Get(ctx, key, latest); err != nil {
-		return client.IgnoreNotFound(err)
-	}
-	orig := latest.DeepCopy()
-	mutate(latest)
-	if equality.Semantic.DeepEqual(orig.Status, latest.Status) {
-		return nil
-	}
-	return r.Status().Patch(ctx, latest, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{}))
+	return patchStatus(ctx, r.Client, key, &cachev1alpha1.DistributedCache{},
+		func(dc *cachev1alpha1.DistributedCache) any { return dc.Status }, mutate)
 }
 
-// computeStatus sets the status of dc from a complete reconcile's zones.
-func computeStatus(dc *cachev1alpha1.DistributedCache, zones []zoneObservation) {
+// patchStatus is the one way status is written: it re-reads the object into
+// latest, applies mutate, skips the write when the status did not change,
+// and otherwise patches the status subresource with optimistic locking (a
+// conflict is returned for the caller to requeue, never retried in a loop).
+func patchStatus[T client.Object](ctx context.Context, c client.Client, key client.ObjectKey, latest T,
+	status func(T) any, mutate func(T)) error {
+	if err := c.Get(ctx, key, latest); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	orig := latest.DeepCopyObject().(T)
+	mutate(latest)
+	if equality.Semantic.DeepEqual(status(orig), status(latest)) {
+		return nil
+	}
+	return c.Status().Patch(ctx, latest, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{}))
+}
+
+// computeStatus sets the status of dc from a complete reconcile's zones and
+// the problems its steps found that do not stop it (Degraded, before the
+// zones' own checks).
+func computeStatus(dc *cachev1alpha1.DistributedCache, zones []zoneObservation, problems ...finding) {
 	st := &dc.Status
 	st.ObservedGeneration = dc.Generation
 	st.Selector = labels.SelectorFromSet(cacheLabels(dc)).String()
@@ -80,6 +89,9 @@ func computeStatus(dc *cachev1alpha1.DistributedCache, zones []zoneObservation) 
 	setCondition(dc, cachev1alpha1.ConditionProgressing, firstMatch(dc, zones, progressingChecks), metav1.ConditionTrue,
 		cachev1alpha1.ReasonReconciled, "nothing in flight", metav1.ConditionFalse)
 	degraded := firstMatch(dc, zones, degradedChecks)
+	if len(problems) > 0 {
+		degraded = &problems[0]
+	}
 	// Still starting up (never Ready, and not already degraded for a zone):
 	// not degraded, just not ready yet. A past reconcile failure does not
 	// count as having been degraded for a zone.

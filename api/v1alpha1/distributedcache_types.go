@@ -412,10 +412,38 @@ type MonitoringSpec struct {
 	// +optional
 	ServiceMonitor ServiceMonitorSpec `json:"serviceMonitor,omitempty"`
 
+	// PrometheusRule publishes the distcache alerts (low hit ratio, node
+	// down, S3 error rate, disk near capacity) for the prometheus-operator.
+	// +kubebuilder:default={}
+	// +optional
+	PrometheusRule PrometheusRuleSpec `json:"prometheusRule,omitempty"`
+
 	// GrafanaDashboard publishes the distcache dashboard.
 	// +kubebuilder:default={}
 	// +optional
 	GrafanaDashboard GrafanaDashboardSpec `json:"grafanaDashboard,omitempty"`
+}
+
+// PrometheusRuleSpec configures the PrometheusRule with the alerts.
+type PrometheusRuleSpec struct {
+	// Enabled creates a PrometheusRule. Where the prometheus-operator's CRDs
+	// are not installed the operator reports that in a condition and carries
+	// on.
+	// +kubebuilder:default=false
+	// +optional
+	Enabled bool `json:"enabled,omitempty"`
+
+	// Labels on the PrometheusRule, for the Prometheus object's
+	// ruleSelector (for example release: kube-prometheus-stack).
+	// +optional
+	Labels map[string]string `json:"labels,omitempty"`
+
+	// HitRatioThreshold: the DistcacheLowHitRatio alert fires when a zone's
+	// byte hit ratio stays below this fraction (0 to 1) for 15 minutes.
+	// +kubebuilder:default="0.5"
+	// +kubebuilder:validation:Pattern=`^(0(\.[0-9]+)?|1(\.0+)?)$`
+	// +optional
+	HitRatioThreshold string `json:"hitRatioThreshold,omitempty"`
 }
 
 // ServiceMonitorSpec configures the ServiceMonitor.

@@ -189,6 +189,32 @@ var _ = Describe("DistributedCache", func() {
 		Expect(clientSvc.Spec.Selector).NotTo(HaveKey(controllers.LabelZone))
 
 		By("status: selector, zones, conditions with observedGeneration")
+		By("a missing credentials Secret is reported; its arrival changes the pod template")
+		Eventually(func(g Gomega) {
+			var got cachev1alpha1.DistributedCache
+			g.Expect(k8sClient.Get(ctx, key(ns, "alpha"), &got)).To(Succeed())
+			c := meta.FindStatusCondition(got.Status.Conditions, cachev1alpha1.ConditionDegraded)
+			g.Expect(c).NotTo(BeNil())
+			g.Expect(c.Reason).To(Equal(cachev1alpha1.ReasonSecretNotFound))
+			g.Expect(c.Message).To(And(ContainSubstring("spec.s3.credentialsSecret"), ContainSubstring("s3-creds")))
+		}).Should(Succeed())
+		var before appsv1.StatefulSet
+		Expect(k8sClient.Get(ctx, key(ns, "alpha-zone-a"), &before)).To(Succeed())
+		Expect(k8sClient.Create(ctx, &corev1.Secret{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "s3-creds"},
+			StringData: map[string]string{"AWS_ACCESS_KEY_ID": "AKIA1", "AWS_SECRET_ACCESS_KEY": "s1"},
+		})).To(Succeed())
+		// Credentials Secrets are not watched: the operator sees them at its
+		// next reconcile (at most resyncPeriod later); nudge it.
+		updateCache(ctx, ns, "alpha", func(dc *cachev1alpha1.DistributedCache) {
+			dc.Annotations = map[string]string{"nudge": "creds"}
+		})
+		Eventually(func(g Gomega) {
+			var sts appsv1.StatefulSet
+			g.Expect(k8sClient.Get(ctx, key(ns, "alpha-zone-a"), &sts)).To(Succeed())
+			g.Expect(sts.Spec.Template.Annotations[controllers.AnnotationInputHash]).NotTo(Equal(before.Spec.Template.Annotations[controllers.AnnotationInputHash]))
+		}).Should(Succeed())
+
 		Eventually(func(g Gomega) {
 			var got cachev1alpha1.DistributedCache
 			g.Expect(k8sClient.Get(ctx, key(ns, "alpha"), &got)).To(Succeed())
@@ -207,8 +233,8 @@ var _ = Describe("DistributedCache", func() {
 		By("every object is controlled by the cache, for the garbage collector")
 		var created cachev1alpha1.DistributedCache
 		Expect(k8sClient.Get(ctx, key(ns, "alpha"), &created)).To(Succeed())
-		owned := []client.Object{&corev1.Service{}, &corev1.ConfigMap{}}
-		names := []string{"alpha", "alpha-ring"}
+		owned := []client.Object{&corev1.Service{}, &corev1.ConfigMap{}, &corev1.Secret{}, &corev1.Secret{}, &corev1.Secret{}}
+		names := []string{"alpha", "alpha-ring", "alpha-ca", "alpha-node-tls", "alpha-tenants"}
 		for _, zone := range []string{"zone-a", "zone-b"} {
 			owned = append(owned, &appsv1.StatefulSet{}, &corev1.Service{}, &policyv1.PodDisruptionBudget{})
 			names = append(names, "alpha-"+zone, "alpha-"+zone, "alpha-"+zone)

@@ -14,12 +14,16 @@ package operator_test
 import (
 	"context"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -44,6 +48,9 @@ const (
 )
 
 var (
+	// clock is the reconcilers' clock; specs move it forward to reach
+	// certificate renewal.
+	clock     = &testClock{}
 	testEnv   *envtest.Environment
 	k8sClient client.Client
 	scheme    = runtime.NewScheme()
@@ -62,15 +69,20 @@ var _ = BeforeSuite(func() {
 	SetDefaultEventuallyPollingInterval(interval)
 	Expect(clientgoscheme.AddToScheme(scheme)).To(Succeed())
 	Expect(cachev1alpha1.AddToScheme(scheme)).To(Succeed())
+	Expect(monitoringv1.AddToScheme(scheme)).To(Succeed())
 
 	root, err := repo.Root()
 	Expect(err).NotTo(HaveOccurred())
 	assets, err := envtestassets.Path()
 	Expect(err).NotTo(HaveOccurred())
 	Expect(os.Setenv(envtestassets.EnvVar, assets)).To(Succeed())
+	// cert-manager's CRDs (not its controller): the specs check the
+	// Certificates the operator writes in cert-manager mode.
+	out, err := exec.Command(filepath.Join(root, "hack", "cert-manager-crds.sh")).Output()
+	Expect(err).NotTo(HaveOccurred(), "hack/cert-manager-crds.sh")
 	testEnv = &envtest.Environment{
 		BinaryAssetsDirectory: assets,
-		CRDDirectoryPaths:     []string{filepath.Join(root, "config", "crd", "bases")},
+		CRDDirectoryPaths:     []string{filepath.Join(root, "config", "crd", "bases"), strings.TrimSpace(string(out))},
 		ErrorIfCRDPathMissing: true,
 	}
 	cfg, err := testEnv.Start()
@@ -86,10 +98,19 @@ var _ = BeforeSuite(func() {
 	Expect(err).NotTo(HaveOccurred())
 	Expect((&controllers.DistributedCacheReconciler{
 		Client:         mgr.GetClient(),
+		APIReader:      mgr.GetAPIReader(),
 		Scheme:         mgr.GetScheme(),
 		Recorder:       mgr.GetEventRecorder("distributedcache-controller"),
 		CacheNodeImage: testImage,
 		DrainGrace:     drainGrace,
+		Now:            clock.Now,
+	}).SetupWithManager(mgr)).To(Succeed())
+	Expect((&controllers.CacheTenantReconciler{
+		Client:    mgr.GetClient(),
+		APIReader: mgr.GetAPIReader(),
+		Scheme:    mgr.GetScheme(),
+		Recorder:  mgr.GetEventRecorder("cachetenant-controller"),
+		Now:       clock.Now,
 	}).SetupWithManager(mgr)).To(Succeed())
 
 	var ctx context.Context
@@ -110,3 +131,14 @@ var _ = AfterSuite(func() {
 		Expect(testEnv.Stop()).To(Succeed())
 	}
 })
+
+// testClock is time.Now plus an offset the specs can move forward.
+type testClock struct{ offset atomic.Int64 }
+
+func (c *testClock) Now() time.Time { return time.Now().Add(time.Duration(c.offset.Load())) }
+
+// Advance moves the clock forward by d.
+func (c *testClock) Advance(d time.Duration) { c.offset.Add(int64(d)) }
+
+// Reset puts the clock back to time.Now.
+func (c *testClock) Reset() { c.offset.Store(0) }

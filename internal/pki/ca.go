@@ -128,13 +128,12 @@ func LoadCA(certPEM, keyPEM []byte) (*CA, error) {
 	if cert.KeyUsage != 0 && cert.KeyUsage&x509.KeyUsageCertSign == 0 {
 		return nil, errors.New("pki: CA certificate lacks the certSign key usage")
 	}
+	if err := CheckKeyPair(cert, keyPEM); err != nil {
+		return nil, fmt.Errorf("CA: %w", err)
+	}
 	key, err := parsePrivateKey(keyPEM)
 	if err != nil {
 		return nil, err
-	}
-	pub, ok := key.Public().(interface{ Equal(crypto.PublicKey) bool })
-	if !ok || !pub.Equal(cert.PublicKey) {
-		return nil, errors.New("pki: CA private key does not match the certificate")
 	}
 	return &CA{
 		Cert:    cert,
@@ -416,4 +415,17 @@ func parsePrivateKey(data []byte) (crypto.Signer, error) {
 			return nil, fmt.Errorf("pki: unsupported private key type %T", key)
 		}
 	}
+}
+
+// CheckKeyPair checks that keyPEM holds the private key of cert.
+func CheckKeyPair(cert *x509.Certificate, keyPEM []byte) error {
+	key, err := parsePrivateKey(keyPEM)
+	if err != nil {
+		return err
+	}
+	pub, ok := key.Public().(interface{ Equal(crypto.PublicKey) bool })
+	if !ok || !pub.Equal(cert.PublicKey) {
+		return errors.New("pki: private key does not match the certificate")
+	}
+	return nil
 }

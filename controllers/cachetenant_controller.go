@@ -1,0 +1,503 @@
+package controllers
+
+import (
+	"context"
+	"crypto/x509"
+	"fmt"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	cachev1alpha1 "github.com/distcache/distcache/api/v1alpha1"
+	"github.com/distcache/distcache/internal/pki"
+	"github.com/distcache/distcache/internal/tenancy"
+)
+
+// TenantFinalizer holds a CacheTenant until its certificate Secret is
+// deleted and the cache's tenants file no longer lists it.
+const TenantFinalizer = "cache.distcache.io/tenant-cleanup"
+
+// Event reasons of CacheTenants.
+const (
+	EventTenantRevoked = "TenantRevoked"
+)
+
+// tenantRetry is how soon a tenant waiting for something the operator does
+// not watch (a credentials Secret, the cache's CA being written, the
+// tenants file dropping a deleted tenant) is looked at again.
+const tenantRetry = 5 * time.Second
+
+// CacheTenantReconciler issues each CacheTenant's client certificate into a
+// Secret in the tenant's namespace and reports whether the tenant is
+// admitted to its cache (the DistributedCacheReconciler writes the nodes'
+// tenants file from the same decision, decideTenants).
+type CacheTenantReconciler struct {
+	client.Client
+	// APIReader reads credentials Secrets, which the manager does not cache.
+	// nil: the Client.
+	APIReader client.Reader
+	Scheme    *runtime.Scheme
+	Recorder  events.EventRecorder
+	// Now is the clock of renewal decisions; nil: time.Now.
+	Now func() time.Time
+}
+
+func (r *CacheTenantReconciler) now() time.Time {
+	if r.Now != nil {
+		return r.Now()
+	}
+	return time.Now()
+}
+
+func (r *CacheTenantReconciler) apiReader() client.Reader {
+	if r.APIReader != nil {
+		return r.APIReader
+	}
+	return r.Client
+}
+
+// +kubebuilder:rbac:groups=cache.distcache.io,resources=cachetenants,verbs=get;list;watch;update;patch
+// +kubebuilder:rbac:groups=cert-manager.io,resources=certificates,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=cache.distcache.io,resources=cachetenants/finalizers,verbs=update
+// +kubebuilder:rbac:groups=cache.distcache.io,resources=cachetenants/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=cache.distcache.io,resources=distributedcaches,verbs=get;list;watch
+// +kubebuilder:rbac:groups=core,resources=namespaces,verbs=get;list;watch
+// +kubebuilder:rbac:groups=core,resources=secrets,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+
+// Reconcile fetches the tenant, cleans up after a deleted one, and otherwise
+// keeps its certificate and status current.
+func (r *CacheTenantReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	t := &cachev1alpha1.CacheTenant{}
+	if err := r.Get(ctx, req.NamespacedName, t); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if !t.DeletionTimestamp.IsZero() {
+		return r.finalize(ctx, t)
+	}
+	if controllerutil.AddFinalizer(t, TenantFinalizer) {
+		if err := r.Update(ctx, t); err != nil {
+			return ctrl.Result{}, client.IgnoreNotFound(err)
+		}
+	}
+	res, err := r.reconcile(ctx, t)
+	if apierrors.IsConflict(err) {
+		return ctrl.Result{Requeue: true}, nil
+	}
+	return res, err
+}
+
+// tenantState is what a reconcile found, for the status.
+type tenantState struct {
+	name     string
+	reason   string // a Ready=False reason; "" when the certificate is current
+	message  string
+	revoke   bool // not admitted: its certificate goes
+	secret   string
+	notAfter time.Time
+	renewAt  time.Time
+}
+
+// reconcile decides whether the tenant is admitted, issues or renews its
+// certificate if so (and revokes it if not), and writes the status.
+func (r *CacheTenantReconciler) reconcile(ctx context.Context, t *cachev1alpha1.CacheTenant) (ctrl.Result, error) {
+	st, retry, err := r.reconcileCertificate(ctx, t)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if st.revoke {
+		if err := r.revoke(ctx, t); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
+	if err := r.updateStatus(ctx, t, st); err != nil {
+		return ctrl.Result{}, err
+	}
+	if st.reason == "" {
+		retry = st.renewAt.Sub(r.now())
+	}
+	return ctrl.Result{RequeueAfter: retry}, nil
+}
+
+// reconcileCertificate returns the tenant's state and, when it waits for
+// something unwatched, when to look again.
+func (r *CacheTenantReconciler) reconcileCertificate(ctx context.Context, t *cachev1alpha1.CacheTenant) (tenantState, time.Duration, error) {
+	st := tenantState{name: tenantName(t)}
+	dc := &cachev1alpha1.DistributedCache{}
+	ref := t.Spec.CacheRef
+	if err := r.Get(ctx, types.NamespacedName{Namespace: ref.Namespace, Name: ref.Name}, dc); err != nil {
+		if client.IgnoreNotFound(err) != nil {
+			return st, 0, err
+		}
+		st.reason, st.message = cachev1alpha1.ReasonCacheNotFound, fmt.Sprintf("DistributedCache %s/%s does not exist", ref.Namespace, ref.Name)
+		st.revoke = true
+		return st, 0, nil
+	}
+	decisions, err := listTenantDecisions(ctx, r.Client, dc)
+	if err != nil {
+		return st, 0, err
+	}
+	for _, d := range decisions {
+		if d.Tenant.UID == t.UID && d.Reason != "" {
+			st.reason, st.message, st.revoke = d.Reason, d.Message, true
+			return st, 0, nil
+		}
+	}
+	if cs := t.Spec.CredentialsSecret; cs != nil {
+		if _, err := readCredentials(ctx, r.apiReader(), t.Namespace, cs); err != nil {
+			st.reason, st.message = cachev1alpha1.ReasonSecretNotFound, "spec.credentialsSecret: "+err.Error()
+			return st, tenantRetry, nil
+		}
+	}
+	validity, renewBefore := certLifetimes(dc)
+	if dc.Spec.TLS.IssuerRef != nil {
+		cert, err := r.copyIssuedCertificate(ctx, dc, t, st.name)
+		if err != nil {
+			return st, 0, err
+		}
+		if cert == nil {
+			st.reason = cachev1alpha1.ReasonCertificatePending
+			st.message = fmt.Sprintf("waiting for cert-manager to issue Certificate %s/%s", dc.Namespace, tenantCertificateName(dc, st.name))
+			return st, tenantRetry, nil
+		}
+		st.secret, st.notAfter, st.renewAt = t.CertificateSecretName(), cert.NotAfter, renewalTime(cert, renewBefore)
+		return st, 0, nil
+	}
+	var caSecret corev1.Secret
+	if err := r.Get(ctx, types.NamespacedName{Namespace: dc.Namespace, Name: CASecretName(dc)}, &caSecret); err != nil {
+		if client.IgnoreNotFound(err) != nil {
+			return st, 0, err
+		}
+		st.reason, st.message = cachev1alpha1.ReasonCertificatePending, "waiting for the cache's CA"
+		return st, tenantRetry, nil
+	}
+	ca, err := pki.LoadCA(caSecret.Data[corev1.TLSCertKey], caSecret.Data[corev1.TLSPrivateKeyKey])
+	if err != nil {
+		return st, 0, fmt.Errorf("cache CA secret %s/%s: %w", caSecret.Namespace, caSecret.Name, err)
+	}
+	cert, err := r.ensureClientCertificate(ctx, t, ca, st.name, validity, renewBefore)
+	if err != nil {
+		return st, 0, err
+	}
+	st.secret, st.notAfter, st.renewAt = t.CertificateSecretName(), cert.NotAfter, renewalTime(cert, renewBefore)
+	return st, 0, nil
+}
+
+// ensureClientCertificate keeps the tenant's certificate Secret current and
+// returns the certificate in it.
+func (r *CacheTenantReconciler) ensureClientCertificate(ctx context.Context, t *cachev1alpha1.CacheTenant, ca *pki.CA,
+	name string, validity, renewBefore time.Duration) (*x509.Certificate, error) {
+	id := pki.Identity{Kind: pki.KindTenant, Name: name}
+	cur, err := r.ownedCertificateSecret(ctx, t)
+	if err != nil {
+		return nil, err
+	}
+	why, cert := reissueReason(cur, wantedCert{ca: ca, identity: id, renewBefore: renewBefore, now: r.now()})
+	if why == "" {
+		return cert, nil
+	}
+	leaf, err := ca.IssueClient(id, validity)
+	if err != nil {
+		return nil, err
+	}
+	data := tlsSecretData(leaf, ca)
+	if err := r.writeCertificateSecret(ctx, t, cur, data); err != nil {
+		return nil, err
+	}
+	r.Recorder.Eventf(t, nil, corev1.EventTypeNormal, EventCertificateIssued, "IssueCertificate",
+		"issued client certificate for tenant %s into Secret %s (%s), valid until %s", name, t.CertificateSecretName(), why, leaf.NotAfter.UTC().Format(time.RFC3339))
+	return parseLeafSecret(&corev1.Secret{Data: data})
+}
+
+// writeCertificateSecret writes data into the tenant's certificate Secret,
+// creating it (owned by the tenant) when existing is nil.
+func (r *CacheTenantReconciler) writeCertificateSecret(ctx context.Context, t *cachev1alpha1.CacheTenant, existing *corev1.Secret, data map[string][]byte) error {
+	s := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: t.CertificateSecretName(), Namespace: t.Namespace, Labels: tenantSecretLabels(t)},
+		Type:       corev1.SecretTypeTLS,
+		Data:       data,
+	}
+	if err := controllerutil.SetControllerReference(t, s, r.Scheme); err != nil {
+		return err
+	}
+	var err error
+	if existing != nil {
+		existing.Labels = mergeMaps(existing.Labels, s.Labels)
+		existing.Data = s.Data
+		err = r.Update(ctx, existing)
+	} else {
+		err = r.Create(ctx, s)
+	}
+	if err != nil {
+		return fmt.Errorf("writing certificate secret %s: %w", s.Name, err)
+	}
+	return nil
+}
+
+// ownedCertificateSecret returns the tenant's certificate Secret, nil if it
+// does not exist, or an error if a Secret of that name is not the tenant's.
+func (r *CacheTenantReconciler) ownedCertificateSecret(ctx context.Context, t *cachev1alpha1.CacheTenant) (*corev1.Secret, error) {
+	var s corev1.Secret
+	err := r.Get(ctx, types.NamespacedName{Namespace: t.Namespace, Name: t.CertificateSecretName()}, &s)
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	if !metav1.IsControlledBy(&s, t) {
+		return nil, fmt.Errorf("secret %s exists and is not owned by this CacheTenant: delete it or set spec.certificateSecretName", s.Name)
+	}
+	return &s, nil
+}
+
+// copyIssuedCertificate (cert-manager mode) writes the tenant's Certificate
+// in the cache's namespace and copies the Secret cert-manager issued into
+// the tenant's Secret. It returns nil while cert-manager has not issued it.
+func (r *CacheTenantReconciler) copyIssuedCertificate(ctx context.Context, dc *cachev1alpha1.DistributedCache, t *cachev1alpha1.CacheTenant, name string) (*x509.Certificate, error) {
+	req := tenantCertificateRequest(dc, t, name)
+	if _, err := applyCertificate(ctx, r.Client, r.Scheme, dc, buildCertificate(dc, req)); err != nil {
+		return nil, err
+	}
+	var src corev1.Secret
+	if err := r.Get(ctx, types.NamespacedName{Namespace: dc.Namespace, Name: req.secretName}, &src); err != nil {
+		return nil, client.IgnoreNotFound(err)
+	}
+	data := copyIssuedSecret(&src)
+	if data == nil {
+		return nil, nil
+	}
+	cert, err := parseLeafSecret(&corev1.Secret{Data: data})
+	if err != nil {
+		return nil, fmt.Errorf("secret %s/%s issued by cert-manager: %w", src.Namespace, src.Name, err)
+	}
+	existing, err := r.ownedCertificateSecret(ctx, t)
+	if err != nil {
+		return nil, err
+	}
+	if existing != nil && equality.Semantic.DeepEqual(existing.Data, data) {
+		return cert, nil
+	}
+	if err := r.writeCertificateSecret(ctx, t, existing, data); err != nil {
+		return nil, err
+	}
+	r.Recorder.Eventf(t, nil, corev1.EventTypeNormal, EventCertificateIssued, "CopyCertificate",
+		"copied client certificate for tenant %s from %s/%s (cert-manager), valid until %s", name, src.Namespace, src.Name, cert.NotAfter.UTC().Format(time.RFC3339))
+	return cert, nil
+}
+
+// tenantSecretLabels mark a tenant's certificate Secret as the operator's,
+// so the manager's cache (selecting on LabelManagedBy) sees it.
+func tenantSecretLabels(t *cachev1alpha1.CacheTenant) map[string]string {
+	return map[string]string{
+		LabelName:      "cachetenant",
+		LabelInstance:  t.Name,
+		LabelComponent: "client-certificate",
+		LabelManagedBy: ManagedByValue,
+	}
+}
+
+// revoke deletes the certificate Secrets this tenant owns: the one it names
+// and one it named before.
+func (r *CacheTenantReconciler) revoke(ctx context.Context, t *cachev1alpha1.CacheTenant) error {
+	names := []string{t.CertificateSecretName()}
+	if old := t.Status.CertificateSecretName; old != "" && old != names[0] {
+		names = append(names, old)
+	}
+	for _, n := range names {
+		var s corev1.Secret
+		err := r.Get(ctx, types.NamespacedName{Namespace: t.Namespace, Name: n}, &s)
+		if apierrors.IsNotFound(err) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if !metav1.IsControlledBy(&s, t) {
+			continue
+		}
+		if err := r.Delete(ctx, &s); client.IgnoreNotFound(err) != nil {
+			return err
+		}
+		r.Recorder.Eventf(t, nil, corev1.EventTypeNormal, EventTenantRevoked, "Revoke", "deleted certificate Secret %s", n)
+	}
+	return r.revokeIssued(ctx, t)
+}
+
+// revokeIssued deletes the tenant's cert-manager Certificate and the Secret
+// cert-manager wrote, in the cache's namespace, if they are this tenant's
+// (another tenant may hold the same name after a conflict).
+func (r *CacheTenantReconciler) revokeIssued(ctx context.Context, t *cachev1alpha1.CacheTenant) error {
+	dc := &cachev1alpha1.DistributedCache{ObjectMeta: metav1.ObjectMeta{Namespace: t.Spec.CacheRef.Namespace, Name: t.Spec.CacheRef.Name}}
+	key := types.NamespacedName{Namespace: dc.Namespace, Name: tenantCertificateName(dc, tenantName(t))}
+	mine := t.Namespace + "/" + t.Name
+	cert := &unstructured.Unstructured{}
+	cert.SetGroupVersionKind(certificateGVK)
+	err := r.Get(ctx, key, cert)
+	switch {
+	case meta.IsNoMatchError(err) || apierrors.IsNotFound(err):
+	case err != nil:
+		return err
+	default:
+		ann, _, _ := unstructured.NestedStringMap(cert.Object, "spec", "secretTemplate", "annotations")
+		if ann[AnnotationTenant] == mine {
+			if err := r.Delete(ctx, cert); client.IgnoreNotFound(err) != nil {
+				return err
+			}
+		}
+	}
+	var s corev1.Secret
+	err = r.Get(ctx, key, &s)
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if s.Annotations[AnnotationTenant] != mine {
+		return nil
+	}
+	return client.IgnoreNotFound(r.Delete(ctx, &s))
+}
+
+// secretToTenant maps a Secret cert-manager issued for a tenant (in
+// cert-manager mode) to that tenant, so renewals are copied promptly.
+func secretToTenant(_ context.Context, o client.Object) []reconcile.Request {
+	ns, name, ok := strings.Cut(o.GetAnnotations()[AnnotationTenant], "/")
+	if !ok {
+		return nil
+	}
+	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: ns, Name: name}}}
+}
+
+// finalize revokes a deleted tenant's certificate and lets the object go
+// once the cache's tenants file no longer lists it, so its access has ended
+// (up to the nodes' reload of the file) by the time it is gone.
+func (r *CacheTenantReconciler) finalize(ctx context.Context, t *cachev1alpha1.CacheTenant) (ctrl.Result, error) {
+	if !controllerutil.ContainsFinalizer(t, TenantFinalizer) {
+		return ctrl.Result{}, nil
+	}
+	if err := r.revoke(ctx, t); err != nil {
+		return ctrl.Result{}, err
+	}
+	listed, err := r.listedByCache(ctx, t)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if listed {
+		return ctrl.Result{RequeueAfter: tenantRetry}, nil
+	}
+	controllerutil.RemoveFinalizer(t, TenantFinalizer)
+	if err := r.Update(ctx, t); err != nil {
+		if apierrors.IsConflict(err) {
+			return ctrl.Result{Requeue: true}, nil
+		}
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	return ctrl.Result{}, nil
+}
+
+// listedByCache reports whether the cache's tenants file still lists the
+// tenant.
+func (r *CacheTenantReconciler) listedByCache(ctx context.Context, t *cachev1alpha1.CacheTenant) (bool, error) {
+	dc := &cachev1alpha1.DistributedCache{ObjectMeta: metav1.ObjectMeta{Namespace: t.Spec.CacheRef.Namespace, Name: t.Spec.CacheRef.Name}}
+	var s corev1.Secret
+	err := r.Get(ctx, types.NamespacedName{Namespace: dc.Namespace, Name: TenantsSecretName(dc)}, &s)
+	if apierrors.IsNotFound(err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	cfg, err := tenancy.Parse(s.Data[TenantsFileKey])
+	if err != nil {
+		log.FromContext(ctx).Error(err, "unreadable tenants file; not holding the tenant's deletion", "secret", s.Name)
+		return false, nil
+	}
+	_, listed := cfg.Tenant(tenantName(t))
+	return listed, nil
+}
+
+func (r *CacheTenantReconciler) updateStatus(ctx context.Context, t *cachev1alpha1.CacheTenant, st tenantState) error {
+	return patchStatus(ctx, r.Client, client.ObjectKeyFromObject(t), &cachev1alpha1.CacheTenant{},
+		func(t *cachev1alpha1.CacheTenant) any { return t.Status }, func(latest *cachev1alpha1.CacheTenant) {
+			s := &latest.Status
+			s.ObservedGeneration = t.Generation
+			s.TenantName = st.name
+			cond := metav1.Condition{
+				Type: cachev1alpha1.ConditionReady, Status: metav1.ConditionTrue, ObservedGeneration: t.Generation,
+				Reason:  cachev1alpha1.ReasonCertificateIssued,
+				Message: fmt.Sprintf("tenant %s is registered with the cache; client certificate in Secret %s", st.name, st.secret),
+			}
+			if st.reason != "" {
+				cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, st.reason, st.message
+				s.CertificateSecretName, s.CertificateNotAfter, s.CertificateRenewalTime = "", nil, nil
+			} else {
+				s.CertificateSecretName = st.secret
+				s.CertificateNotAfter = &metav1.Time{Time: st.notAfter}
+				s.CertificateRenewalTime = &metav1.Time{Time: st.renewAt}
+			}
+			meta.SetStatusCondition(&s.Conditions, cond)
+		})
+}
+
+// SetupWithManager registers the reconciler: it owns the certificate
+// Secrets and follows the caches (created, deleted, selector changed) and
+// namespaces (labels) that decide admission.
+func (r *CacheTenantReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	return ctrl.NewControllerManagedBy(mgr).
+		For(&cachev1alpha1.CacheTenant{}).
+		Owns(&corev1.Secret{}).
+		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(secretToTenant)).
+		Watches(&cachev1alpha1.DistributedCache{}, handler.EnqueueRequestsFromMapFunc(r.cacheToTenants)).
+		Watches(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(r.namespaceToTenants)).
+		Named("cachetenant").
+		Complete(r)
+}
+
+// cacheToTenants maps a cache to every tenant that refers to it (all
+// tenants of the cache, since one tenant's admission can change another's
+// name conflict).
+func (r *CacheTenantReconciler) cacheToTenants(ctx context.Context, o client.Object) []reconcile.Request {
+	var tenants cachev1alpha1.CacheTenantList
+	if err := r.List(ctx, &tenants); err != nil {
+		log.FromContext(ctx).Error(err, "listing CacheTenants")
+		return nil
+	}
+	var reqs []reconcile.Request
+	for _, t := range tenants.Items {
+		if t.Spec.CacheRef.Namespace == o.GetNamespace() && t.Spec.CacheRef.Name == o.GetName() {
+			reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&t)})
+		}
+	}
+	return reqs
+}
+
+// namespaceToTenants maps a namespace to its tenants.
+func (r *CacheTenantReconciler) namespaceToTenants(ctx context.Context, o client.Object) []reconcile.Request {
+	var tenants cachev1alpha1.CacheTenantList
+	if err := r.List(ctx, &tenants, client.InNamespace(o.GetName())); err != nil {
+		log.FromContext(ctx).Error(err, "listing CacheTenants", "namespace", o.GetName())
+		return nil
+	}
+	var reqs []reconcile.Request
+	for _, t := range tenants.Items {
+		reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&t)})
+	}
+	return reqs
+}

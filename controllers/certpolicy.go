@@ -1,0 +1,122 @@
+package controllers
+
+import (
+	"crypto/x509"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/distcache/distcache/internal/pki"
+)
+
+// Keys of the certificate Secrets the operator writes: the kubernetes.io/tls
+// pair plus the CA bundle, as cert-manager writes them.
+const caCertKey = "ca.crt"
+
+// wantedCert is what a certificate Secret must hold to be kept.
+type wantedCert struct {
+	ca          *pki.CA
+	dnsNames    []string // sorted; nil for client certificates
+	identity    pki.Identity
+	renewBefore time.Duration
+	now         time.Time
+}
+
+// certCheck says why a certificate must be (re)issued, or "" if it passes.
+type certCheck func(cert *x509.Certificate, w wantedCert) string
+
+// certChecks are the reasons to reissue, in order; the first that fires
+// names the reason in the event. Decisions as data rather than an if-tree.
+var certChecks = []certCheck{
+	func(c *x509.Certificate, w wantedCert) string {
+		if c.CheckSignatureFrom(w.ca.Cert) != nil {
+			return "not signed by the cache's CA"
+		}
+		return ""
+	},
+	func(c *x509.Certificate, w wantedCert) string {
+		if len(c.URIs) != 1 || c.URIs[0].String() != w.identity.String() {
+			return "identity is not " + w.identity.String()
+		}
+		return ""
+	},
+	func(c *x509.Certificate, w wantedCert) string {
+		got := slices.Clone(c.DNSNames)
+		slices.Sort(got)
+		if !slices.Equal(got, w.dnsNames) {
+			return "DNS names changed"
+		}
+		return ""
+	},
+	func(c *x509.Certificate, w wantedCert) string {
+		if !w.now.Before(renewalTime(c, w.renewBefore)) {
+			return fmt.Sprintf("expires at %s, within the renewal window", c.NotAfter.UTC().Format(time.RFC3339))
+		}
+		return ""
+	},
+}
+
+// renewalTime is when a certificate is renewed: renewBefore ahead of its
+// expiry, but never before two thirds of its lifetime have passed (so a
+// renewBefore longer than a CA-clamped lifetime cannot make it renew on
+// every reconcile).
+func renewalTime(c *x509.Certificate, renewBefore time.Duration) time.Time {
+	at := c.NotAfter.Add(-renewBefore)
+	if floor := c.NotBefore.Add(c.NotAfter.Sub(c.NotBefore) * 2 / 3); at.Before(floor) {
+		at = floor
+	}
+	return at
+}
+
+// reissueReason returns why the certificate Secret's contents must be
+// issued again, or "" when they are current. A Secret that is missing keys,
+// holds unparsable PEM or a key that does not match its certificate, or an
+// outdated CA bundle is reissued too.
+func reissueReason(s *corev1.Secret, w wantedCert) (string, *x509.Certificate) {
+	if s == nil {
+		return "missing", nil
+	}
+	cert, err := parseLeafSecret(s)
+	if err != nil {
+		return err.Error(), nil
+	}
+	if string(s.Data[caCertKey]) != string(w.ca.CertPEM) {
+		return "CA bundle outdated", cert
+	}
+	for _, check := range certChecks {
+		if why := check(cert, w); why != "" {
+			return why, cert
+		}
+	}
+	return "", cert
+}
+
+// parseLeafSecret parses a kubernetes.io/tls Secret's certificate and checks
+// that its key belongs to it.
+func parseLeafSecret(s *corev1.Secret) (*x509.Certificate, error) {
+	block, _ := pem.Decode(s.Data[corev1.TLSCertKey])
+	if block == nil || block.Type != "CERTIFICATE" {
+		return nil, errors.New("no certificate")
+	}
+	cert, err := x509.ParseCertificate(block.Bytes)
+	if err != nil {
+		return nil, fmt.Errorf("unparsable certificate: %v", err)
+	}
+	if err := pki.CheckKeyPair(cert, s.Data[corev1.TLSPrivateKeyKey]); err != nil {
+		return nil, fmt.Errorf("private key: %v", err)
+	}
+	return cert, nil
+}
+
+// tlsSecretData is the Data of a certificate Secret.
+func tlsSecretData(l *pki.Leaf, ca *pki.CA) map[string][]byte {
+	return map[string][]byte{
+		corev1.TLSCertKey:       l.CertPEM,
+		corev1.TLSPrivateKeyKey: l.KeyPEM,
+		caCertKey:               ca.CertPEM,
+	}
+}

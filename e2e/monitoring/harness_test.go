@@ -1,0 +1,333 @@
+// Package monitoring_test checks the operator's monitoring against real
+// servers:
+//
+//   - prometheus_test.go: two real `cachenode serve` processes (a ring of
+//     two, real mTLS) in front of a real MinIO, scraped every second by a
+//     real Prometheus (bin/prometheus) with the target labels the operator's
+//     ServiceMonitor produces. Every dashboard query and every alert
+//     expression is evaluated through Prometheus's HTTP API after real
+//     traffic, and the rules pass `promtool check rules`.
+//   - rules_test.go: `promtool test rules` drives each alert through
+//     synthetic series: fires when it should, stays quiet when it should,
+//     and never for another cache.
+//   - operator_test.go: the DistributedCache reconciler against envtest (a
+//     real kube-apiserver and etcd) with the prometheus-operator's CRDs,
+//     installed only after the manager started.
+//
+// Prometheus and promtool come from Debian's prometheus package through
+// hack/prometheus.sh (make prometheus); PROMETHEUS_BIN and PROMTOOL_BIN
+// override them. Without them the Prometheus tests are skipped, except when
+// $CI is set, where a missing binary fails. The CRDs come from
+// hack/prometheus-operator-crds.sh (the Go module proxy), the envtest
+// binaries from hack/envtest-assets.sh, MinIO from make bin/minio.
+package monitoring_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/distcache/distcache/internal/testutil/repo"
+)
+
+// tool returns the path of a bin/ tool built by hack/prometheus.sh ($env
+// overrides it). A missing tool skips the test, or fails it under CI.
+func tool(t *testing.T, name, env string) string {
+	t.Helper()
+	if p := os.Getenv(env); p != "" {
+		return p
+	}
+	root, err := repo.Root()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(root, "bin", name)
+	if fi, err := os.Stat(p); err != nil || fi.IsDir() || fi.Mode()&0o111 == 0 {
+		msg := fmt.Sprintf("%s not found at %s: run `make prometheus` (hack/prometheus.sh) or set %s", name, p, env)
+		if os.Getenv("CI") != "" {
+			t.Fatal(msg + " (CI is set: not skipping)")
+		}
+		t.Skip(msg)
+	}
+	return p
+}
+
+func must(t testing.TB, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func freePort(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	must(t, err)
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// waitFor polls cond every 100ms until it returns nil or the timeout
+// passes, then fails with cond's last error.
+func waitFor(t *testing.T, timeout time.Duration, what string, cond func() error) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		err := cond()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %s: %v", what, timeout, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// httpReady returns a condition that url answers 200, while p runs.
+func httpReady(url string, p *process) func() error {
+	return func() error {
+		select {
+		case <-p.done:
+			return fmt.Errorf("process exited: %v", p.err)
+		default:
+		}
+		resp, err := http.Get(url)
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("%s: %s", url, resp.Status)
+		}
+		return nil
+	}
+}
+
+// process runs a command until the test ends (SIGTERM, then SIGKILL), and
+// prints its output if the test failed.
+type process struct {
+	cmd  *exec.Cmd
+	done chan struct{} // closed when the process has exited
+	err  error         // its exit status, once done
+	logs *syncBuffer
+	once sync.Once
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func start(t *testing.T, name string, cmd *exec.Cmd) *process {
+	t.Helper()
+	p := &process{cmd: cmd, done: make(chan struct{}), logs: &syncBuffer{}}
+	cmd.Stdout, cmd.Stderr = p.logs, p.logs
+	must(t, cmd.Start())
+	go func() { p.err = cmd.Wait(); close(p.done) }()
+	t.Cleanup(func() {
+		p.stop()
+		if t.Failed() {
+			t.Logf("%s output:\n%s", name, p.logs.String())
+		}
+	})
+	return p
+}
+
+// stop ends the process: SIGTERM, then SIGKILL after 10s.
+func (p *process) stop() {
+	p.once.Do(func() {
+		_ = p.cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-p.done:
+		case <-time.After(10 * time.Second):
+			_ = p.cmd.Process.Kill()
+			<-p.done
+		}
+	})
+}
+
+var (
+	cachenodeOnce sync.Once
+	cachenodePath string
+	cachenodeErr  error
+)
+
+// cachenodeBinary builds the real cachenode binary once per test run.
+func cachenodeBinary(t *testing.T) string {
+	t.Helper()
+	cachenodeOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "monitoring-e2e-")
+		if err != nil {
+			cachenodeErr = err
+			return
+		}
+		cachenodePath = filepath.Join(dir, "cachenode")
+		out, err := exec.Command("go", "build", "-o", cachenodePath, "github.com/distcache/distcache/cachenode").CombinedOutput()
+		if err != nil {
+			cachenodeErr = fmt.Errorf("%v: %s", err, out)
+		}
+	})
+	if cachenodeErr != nil {
+		t.Fatalf("building cachenode: %v", cachenodeErr)
+	}
+	return cachenodePath
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if cachenodePath != "" {
+		os.RemoveAll(filepath.Dir(cachenodePath))
+	}
+	os.Exit(code)
+}
+
+// promClient talks to Prometheus's HTTP API.
+type promClient struct {
+	base string
+}
+
+// promResult is a /api/v1/query answer.
+type promResult struct {
+	Status    string `json:"status"`
+	ErrorType string `json:"errorType"`
+	Error     string `json:"error"`
+	Warnings  []string
+	Data      struct {
+		ResultType string `json:"resultType"`
+		Result     []struct {
+			Metric map[string]string `json:"metric"`
+			Value  [2]any            `json:"value"`
+		} `json:"result"`
+	} `json:"data"`
+}
+
+// values returns each sample's value; NaN where it does not parse.
+func (r *promResult) values() []float64 {
+	var out []float64
+	for _, s := range r.Data.Result {
+		str, _ := s.Value[1].(string)
+		v, err := strconv.ParseFloat(str, 64)
+		if err != nil {
+			v = -1
+		}
+		out = append(out, v)
+	}
+	return out
+}
+
+// query runs an instant query at the current time. It returns an error
+// for a transport failure or an answer that is not JSON; a PromQL error is
+// in the result's Status and Error.
+func (p *promClient) query(expr string) (*promResult, error) {
+	resp, err := http.PostForm(p.base+"/api/v1/query", url.Values{"query": {expr}})
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, err
+	}
+	var r promResult
+	if err := json.Unmarshal(body, &r); err != nil {
+		return nil, fmt.Errorf("%s: %s", resp.Status, body)
+	}
+	return &r, nil
+}
+
+// labelValues is what Grafana's label_values(match, label) lists.
+func (p *promClient) labelValues(label, match string) ([]string, error) {
+	resp, err := http.Get(p.base + "/api/v1/label/" + label + "/values?" + url.Values{"match[]": {match}}.Encode())
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	var r struct {
+		Status string   `json:"status"`
+		Error  string   `json:"error"`
+		Data   []string `json:"data"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&r); err != nil {
+		return nil, err
+	}
+	if r.Status != "success" {
+		return nil, fmt.Errorf("label values %s of %s: %s", label, match, r.Error)
+	}
+	return r.Data, nil
+}
+
+// scrapeSum sums the samples of a metric family in a node's /metrics text.
+func scrapeSum(metricsURL, family string) (float64, error) {
+	resp, err := http.Get(metricsURL)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	var sum float64
+	s := bufio.NewScanner(resp.Body)
+	s.Buffer(make([]byte, 1<<20), 1<<20)
+	for s.Scan() {
+		line := s.Text()
+		if !strings.HasPrefix(line, family+"{") && !strings.HasPrefix(line, family+" ") {
+			continue
+		}
+		f := strings.Fields(line)
+		v, err := strconv.ParseFloat(f[len(f)-1], 64)
+		if err != nil {
+			return 0, fmt.Errorf("%q: %v", line, err)
+		}
+		sum += v
+	}
+	return sum, s.Err()
+}
+
+// startPrometheus runs bin/prometheus with config and waits until it is
+// ready.
+func startPrometheus(t *testing.T, config string) *promClient {
+	t.Helper()
+	bin := tool(t, "prometheus", "PROMETHEUS_BIN")
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "prometheus.yml")
+	must(t, os.WriteFile(cfg, []byte(config), 0o600))
+	addr := freePort(t)
+	p := start(t, "prometheus", exec.Command(bin,
+		"--config.file="+cfg, "--storage.tsdb.path="+filepath.Join(dir, "data"),
+		"--web.listen-address="+addr, "--log.level=warn"))
+	waitFor(t, 60*time.Second, "prometheus ready", httpReady("http://"+addr+"/-/ready", p))
+	return &promClient{base: "http://" + addr}
+}
+
+// ctx is a context for a test's requests.
+func testContext(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	return ctx
+}

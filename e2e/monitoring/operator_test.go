@@ -1,0 +1,299 @@
+package monitoring_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/retry"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	cachev1alpha1 "github.com/distcache/distcache/api/v1alpha1"
+	"github.com/distcache/distcache/controllers"
+	"github.com/distcache/distcache/internal/monitoring"
+	"github.com/distcache/distcache/internal/testutil/envtestassets"
+	"github.com/distcache/distcache/internal/testutil/repo"
+)
+
+// The envtest suite: the reconciler in a manager against a real
+// kube-apiserver that at first has no prometheus-operator CRDs, as many
+// clusters do; the specs install them later.
+var (
+	testEnv   *envtest.Environment
+	restCfg   *rest.Config
+	k8sClient client.Client
+	scheme    = runtime.NewScheme()
+	stopMgr   context.CancelFunc
+	mgrDone   chan error
+)
+
+func TestOperatorMonitoring(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts kube-apiserver and etcd")
+	}
+	RegisterFailHandler(Fail)
+	RunSpecs(t, "operator monitoring suite")
+}
+
+// prometheusOperatorCRDs is the directory with the ServiceMonitor and
+// PrometheusRule CRDs: $PROMETHEUS_OPERATOR_CRDS, else what
+// hack/prometheus-operator-crds.sh prints (a no-op once they are in bin/).
+func prometheusOperatorCRDs() (string, error) {
+	if dir := os.Getenv("PROMETHEUS_OPERATOR_CRDS"); dir != "" {
+		return dir, nil
+	}
+	root, err := repo.Root()
+	if err != nil {
+		return "", err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, filepath.Join(root, "hack", "prometheus-operator-crds.sh"))
+	cmd.Dir = root
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		return "", fmt.Errorf("hack/prometheus-operator-crds.sh (needs the Go module proxy on its first run): %v\n%s", err, stderr.String())
+	}
+	return strings.TrimSpace(stdout.String()), nil
+}
+
+var _ = BeforeSuite(func() {
+	logf.SetLogger(GinkgoLogr)
+	SetDefaultEventuallyTimeout(60 * time.Second)
+	SetDefaultEventuallyPollingInterval(100 * time.Millisecond)
+	Expect(clientgoscheme.AddToScheme(scheme)).To(Succeed())
+	Expect(cachev1alpha1.AddToScheme(scheme)).To(Succeed())
+	Expect(monitoringv1.AddToScheme(scheme)).To(Succeed())
+
+	root, err := repo.Root()
+	Expect(err).NotTo(HaveOccurred())
+	assets, err := envtestassets.Path()
+	Expect(err).NotTo(HaveOccurred())
+	testEnv = &envtest.Environment{
+		BinaryAssetsDirectory: assets,
+		CRDDirectoryPaths:     []string{filepath.Join(root, "config", "crd", "bases")},
+		ErrorIfCRDPathMissing: true,
+	}
+	restCfg, err = testEnv.Start()
+	Expect(err).NotTo(HaveOccurred())
+	k8sClient, err = client.New(restCfg, client.Options{Scheme: scheme})
+	Expect(err).NotTo(HaveOccurred())
+
+	// As main.go: cache options for the monitoring kinds installed at start
+	// (none here).
+	byObject := controllers.CacheOptions()
+	monitoringCache, err := controllers.MonitoringCacheOptions(restCfg)
+	Expect(err).NotTo(HaveOccurred())
+	Expect(monitoringCache).To(BeEmpty(), "the CRDs are not installed yet")
+	for obj, opts := range monitoringCache {
+		byObject[obj] = opts
+	}
+	mgr, err := ctrl.NewManager(restCfg, ctrl.Options{
+		Scheme:  scheme,
+		Metrics: metricsserver.Options{BindAddress: "0"},
+		Cache:   cache.Options{ByObject: byObject},
+	})
+	Expect(err).NotTo(HaveOccurred())
+	Expect((&controllers.DistributedCacheReconciler{
+		Client:         mgr.GetClient(),
+		Scheme:         mgr.GetScheme(),
+		Recorder:       mgr.GetEventRecorder("distributedcache-controller"),
+		CacheNodeImage: "example.com/cachenode:test",
+	}).SetupWithManager(mgr)).To(Succeed())
+
+	var ctx context.Context
+	ctx, stopMgr = context.WithCancel(context.Background())
+	mgrDone = make(chan error, 1)
+	go func() {
+		defer GinkgoRecover()
+		mgrDone <- mgr.Start(ctx)
+	}()
+})
+
+var _ = AfterSuite(func() {
+	if stopMgr != nil {
+		stopMgr()
+		Eventually(mgrDone).Should(Receive(BeNil()))
+	}
+	if testEnv != nil {
+		Expect(testEnv.Stop()).To(Succeed())
+	}
+})
+
+func objKey(ns, name string) client.ObjectKey { return client.ObjectKey{Namespace: ns, Name: name} }
+
+// editCache changes the cache as kubectl edit would, retrying on conflicts
+// with the operator's status writes.
+func editCache(ctx context.Context, ns, name string, edit func(dc *cachev1alpha1.DistributedCache)) {
+	Expect(retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		var dc cachev1alpha1.DistributedCache
+		if err := k8sClient.Get(ctx, objKey(ns, name), &dc); err != nil {
+			return err
+		}
+		edit(&dc)
+		return k8sClient.Update(ctx, &dc)
+	})).To(Succeed())
+}
+
+var _ = Describe("DistributedCache monitoring", Ordered, func() {
+	const name = "demo"
+	var ns string
+	var dc *cachev1alpha1.DistributedCache
+
+	BeforeAll(func(ctx SpecContext) {
+		n := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "mon-e2e"}}
+		Expect(k8sClient.Create(ctx, n)).To(Succeed())
+		ns = n.Name
+		dc = &cachev1alpha1.DistributedCache{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+			Spec: cachev1alpha1.DistributedCacheSpec{
+				Replicas: ptr.To[int32](2),
+				Zones:    []cachev1alpha1.ZoneSpec{{Name: "z1"}, {Name: "z2"}},
+				Storage:  cachev1alpha1.StorageSpec{EmptyDir: &cachev1alpha1.EmptyDirStorage{SizeLimit: ptr.To(resource.MustParse("20Gi"))}},
+				Monitoring: cachev1alpha1.MonitoringSpec{
+					ServiceMonitor: cachev1alpha1.ServiceMonitorSpec{Enabled: true, Interval: "15s",
+						Labels: map[string]string{"release": "kube-prometheus-stack"}},
+					PrometheusRule: cachev1alpha1.PrometheusRuleSpec{Enabled: true, HitRatioThreshold: "0.6",
+						Labels: map[string]string{"release": "kube-prometheus-stack", "role": "alert-rules"}},
+					GrafanaDashboard: cachev1alpha1.GrafanaDashboardSpec{Enabled: true},
+				},
+			},
+		}
+		Expect(k8sClient.Create(ctx, dc)).To(Succeed())
+	})
+
+	It("publishes the dashboard while the prometheus-operator's CRDs are missing", func(ctx SpecContext) {
+		var cm corev1.ConfigMap
+		Eventually(func(g Gomega) {
+			g.Expect(k8sClient.Get(ctx, objKey(ns, name+"-dashboard"), &cm)).To(Succeed())
+		}).Should(Succeed())
+		Expect(cm.Labels).To(HaveKeyWithValue("grafana_dashboard", "1"), "the API default of grafanaDashboard.labels, for the sidecar")
+		Expect(cm.Labels).To(HaveKeyWithValue(controllers.LabelManagedBy, controllers.ManagedByValue))
+		Expect(cm.Labels).To(HaveKeyWithValue(controllers.LabelInstance, name))
+		Expect(metav1.IsControlledBy(&cm, dc)).To(BeTrue())
+		Expect(cm.Data).To(HaveKey(monitoring.DashboardKey))
+		Expect(cm.Data[monitoring.DashboardKey]).To(ContainSubstring(`"uid": "` + monitoring.DashboardUID + `"`))
+
+		err := k8sClient.List(ctx, &monitoringv1.ServiceMonitorList{}, client.InNamespace(ns))
+		Expect(meta.IsNoMatchError(err)).To(BeTrue(), "ServiceMonitors are not served yet: %v", err)
+	})
+
+	It("creates the ServiceMonitor and PrometheusRule once the CRDs are installed", func(ctx SpecContext) {
+		dir, err := prometheusOperatorCRDs()
+		Expect(err).NotTo(HaveOccurred())
+		_, err = envtest.InstallCRDs(restCfg, envtest.CRDInstallOptions{Paths: []string{dir}, ErrorIfPathMissing: true})
+		Expect(err).NotTo(HaveOccurred())
+		// Nothing watches the new kinds: a change of the cache triggers
+		// the reconcile that finds them (any reconcile would).
+		editCache(ctx, ns, name, func(dc *cachev1alpha1.DistributedCache) {
+			metav1.SetMetaDataAnnotation(&dc.ObjectMeta, "example.com/touch", "1")
+		})
+
+		var sm monitoringv1.ServiceMonitor
+		Eventually(func(g Gomega) {
+			g.Expect(k8sClient.Get(ctx, objKey(ns, name), &sm)).To(Succeed())
+		}).Should(Succeed())
+		Expect(metav1.IsControlledBy(&sm, dc)).To(BeTrue())
+		Expect(sm.Labels).To(HaveKeyWithValue("release", "kube-prometheus-stack"))
+		Expect(sm.Labels).To(HaveKeyWithValue(controllers.LabelManagedBy, controllers.ManagedByValue))
+		Expect(sm.Spec.NamespaceSelector.MatchNames).To(Equal([]string{ns}))
+		Expect(sm.Spec.Endpoints).To(HaveLen(1))
+		ep := sm.Spec.Endpoints[0]
+		Expect(ep.Port).To(Equal("metrics"))
+		Expect(ep.Path).To(Equal("/metrics"))
+		Expect(ep.Interval).To(Equal(monitoringv1.Duration("15s")))
+
+		// The selector picks exactly the cache's client Service among the
+		// Services the operator made, and that Service has the port.
+		sel, err := metav1.LabelSelectorAsSelector(&sm.Spec.Selector)
+		Expect(err).NotTo(HaveOccurred())
+		var svcs corev1.ServiceList
+		Expect(k8sClient.List(ctx, &svcs, client.InNamespace(ns))).To(Succeed())
+		var selected []string
+		for _, s := range svcs.Items {
+			if sel.Matches(labels.Set(s.Labels)) {
+				selected = append(selected, s.Name)
+				Expect(s.Spec.Ports).To(ContainElement(HaveField("Name", ep.Port)))
+			}
+		}
+		Expect(svcs.Items).To(HaveLen(3), "the client Service and one headless Service per zone")
+		Expect(selected).To(Equal([]string{name}))
+
+		var pr monitoringv1.PrometheusRule
+		Eventually(func(g Gomega) {
+			g.Expect(k8sClient.Get(ctx, objKey(ns, name+"-alerts"), &pr)).To(Succeed())
+		}).Should(Succeed())
+		Expect(metav1.IsControlledBy(&pr, dc)).To(BeTrue())
+		Expect(pr.Labels).To(HaveKeyWithValue("role", "alert-rules"))
+		Expect(pr.Labels).To(HaveKeyWithValue(controllers.LabelManagedBy, controllers.ManagedByValue))
+		alerts := map[string]string{}
+		for _, g := range pr.Spec.Groups {
+			for _, r := range g.Rules {
+				alerts[r.Alert] = r.Expr.String()
+			}
+		}
+		Expect(alerts).To(HaveLen(4))
+		Expect(alerts[monitoring.AlertLowHitRatio]).To(HaveSuffix("< 0.6"))
+		for alert, expr := range alerts {
+			Expect(expr).To(ContainSubstring(`namespace="`+ns+`",service="`+name+`"`), alert)
+		}
+	})
+
+	It("follows changes of the spec", func(ctx SpecContext) {
+		editCache(ctx, ns, name, func(dc *cachev1alpha1.DistributedCache) {
+			dc.Spec.Monitoring.ServiceMonitor.Interval = "1m"
+			dc.Spec.Monitoring.PrometheusRule.HitRatioThreshold = "0.85"
+			dc.Spec.Monitoring.GrafanaDashboard.Labels = map[string]string{"dashboards": "distcache"}
+		})
+		Eventually(func(g Gomega) {
+			var sm monitoringv1.ServiceMonitor
+			g.Expect(k8sClient.Get(ctx, objKey(ns, name), &sm)).To(Succeed())
+			g.Expect(sm.Spec.Endpoints[0].Interval).To(Equal(monitoringv1.Duration("1m")))
+			var pr monitoringv1.PrometheusRule
+			g.Expect(k8sClient.Get(ctx, objKey(ns, name+"-alerts"), &pr)).To(Succeed())
+			g.Expect(pr.Spec.Groups[0].Rules[0].Expr.String()).To(HaveSuffix("< 0.85"))
+			var cm corev1.ConfigMap
+			g.Expect(k8sClient.Get(ctx, objKey(ns, name+"-dashboard"), &cm)).To(Succeed())
+			g.Expect(cm.Labels).To(HaveKeyWithValue("dashboards", "distcache"))
+		}).Should(Succeed())
+	})
+
+	It("deletes what is disabled", func(ctx SpecContext) {
+		editCache(ctx, ns, name, func(dc *cachev1alpha1.DistributedCache) {
+			dc.Spec.Monitoring.ServiceMonitor.Enabled = false
+			dc.Spec.Monitoring.PrometheusRule.Enabled = false
+			dc.Spec.Monitoring.GrafanaDashboard.Enabled = false
+		})
+		for _, obj := range []client.Object{&monitoringv1.ServiceMonitor{}, &monitoringv1.PrometheusRule{}, &corev1.ConfigMap{}} {
+			objName := map[string]string{"*v1.ServiceMonitor": name, "*v1.PrometheusRule": name + "-alerts", "*v1.ConfigMap": name + "-dashboard"}[fmt.Sprintf("%T", obj)]
+			Eventually(func() bool {
+				return apierrors.IsNotFound(k8sClient.Get(ctx, objKey(ns, objName), obj))
+			}).Should(BeTrue(), "%T %s is still there", obj, objName)
+		}
+	})
+})

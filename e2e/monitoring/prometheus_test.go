@@ -1,0 +1,446 @@
+package monitoring_test
+
+import (
+	"bytes"
+	"crypto/rand"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
+	"sigs.k8s.io/yaml"
+
+	"github.com/distcache/distcache/internal/monitoring"
+	"github.com/distcache/distcache/internal/pki"
+	"github.com/distcache/distcache/internal/ring"
+	"github.com/distcache/distcache/internal/testutil/miniotest"
+)
+
+// The cache as the operator would run it: DistributedCache "demo" in
+// namespace "dc-ns", zone "z1", pods demo-z1-0 and demo-z1-1.
+const (
+	testNamespace = "dc-ns"
+	testCache     = "demo"
+	testZone      = "z1"
+	testTenant    = "analytics"
+	testBucket    = "data"
+	chunkSize     = 64 << 10
+	objectChunks  = 6
+)
+
+// cacheNode is one `cachenode serve` process.
+type cacheNode struct {
+	name string
+	api  string // host:port of the mTLS API
+	ops  string // host:port of /metrics
+	proc *process
+}
+
+func (n *cacheNode) metricsURL() string { return "http://" + n.ops + "/metrics" }
+
+// testCluster is MinIO and a ring of cache nodes, and a tenant's client.
+type testCluster struct {
+	nodes  []*cacheNode
+	client *http.Client
+	data   map[string][]byte // objects in the bucket
+}
+
+// startCluster starts MinIO with objects, and n cache nodes in one ring,
+// configured as the operator configures pods.
+func startCluster(t *testing.T, n int, objects ...string) *testCluster {
+	t.Helper()
+	bin := cachenodeBinary(t)
+	minio := miniotest.Start(t)
+	minio.CreateBucket(t, testBucket)
+	c := &testCluster{data: map[string][]byte{}}
+	for _, key := range objects {
+		b := make([]byte, objectChunks*chunkSize-1000)
+		_, _ = rand.Read(b)
+		_, err := minio.Client(t).PutObject(testContext(t), &s3.PutObjectInput{
+			Bucket: aws.String(testBucket), Key: aws.String(key), Body: bytes.NewReader(b),
+		})
+		must(t, err)
+		c.data[key] = b
+	}
+
+	dir := t.TempDir()
+	ca, err := pki.NewCA("monitoring e2e CA", time.Hour)
+	must(t, err)
+	must(t, os.WriteFile(filepath.Join(dir, "ca.crt"), ca.CertPEM, 0o600))
+	tenant, err := ca.IssueClient(pki.Identity{Kind: pki.KindTenant, Name: testTenant}, time.Hour)
+	must(t, err)
+	must(t, pki.WriteFiles(dir, "tenant", tenant))
+	tenants := filepath.Join(dir, "tenants.yaml")
+	must(t, os.WriteFile(tenants, []byte("tenants:\n  - name: "+testTenant+"\n    buckets: ["+testBucket+"]\n"), 0o600))
+
+	spec := ring.Spec{Epoch: 1, Zone: testZone, Hash: ring.HashParams{Algorithm: ring.AlgorithmRendezvousXXHash64}}
+	for i := 0; i < n; i++ {
+		node := &cacheNode{name: fmt.Sprintf("%s-%s-%d", testCache, testZone, i), api: freePort(t), ops: freePort(t)}
+		leaf, err := ca.IssueServer(node.name, []string{"localhost"}, []net.IP{net.IPv4(127, 0, 0, 1)}, time.Hour,
+			pki.WithIdentity(pki.Identity{Kind: pki.KindPeer, Name: node.name}))
+		must(t, err)
+		must(t, pki.WriteFiles(dir, node.name, leaf))
+		spec.Members = append(spec.Members, ring.Member{Name: node.name, Address: node.api, Ordinal: i, Weight: 100, State: ring.StateActive})
+		c.nodes = append(c.nodes, node)
+	}
+	doc, err := json.Marshal(spec)
+	must(t, err)
+	ringFile := filepath.Join(dir, "ring.json")
+	must(t, os.WriteFile(ringFile, doc, 0o600))
+
+	// The first node has a RAM tier, the others none: their hits come from
+	// disk, so both tiers serve.
+	ramBytes := []string{"16Mi", "0"}
+	for i, node := range c.nodes {
+		cmd := exec.Command(bin, "serve", "--node-name", node.name, "--ring-file", ringFile,
+			"--listen", node.api, "--metrics-listen", node.ops,
+			"--tls-cert", filepath.Join(dir, node.name+".crt"), "--tls-key", filepath.Join(dir, node.name+".key"),
+			"--client-ca", filepath.Join(dir, "ca.crt"), "--tenants-file", tenants,
+			"--s3-endpoint", minio.Endpoint, "--s3-path-style", "--log-level", "warn")
+		cmd.Env = append(os.Environ(),
+			"AWS_ACCESS_KEY_ID="+minio.AccessKey, "AWS_SECRET_ACCESS_KEY="+minio.SecretKey,
+			"DISTCACHE_DATA_DIR="+filepath.Join(dir, node.name), "DISTCACHE_DISK_BYTES=256Mi",
+			"DISTCACHE_RAM_BYTES="+ramBytes[min(i, len(ramBytes)-1)], "DISTCACHE_CHUNK_SIZE="+strconv.Itoa(chunkSize))
+		node.proc = start(t, node.name, cmd)
+	}
+	for _, node := range c.nodes {
+		waitFor(t, 60*time.Second, node.name+" ready", httpReady("http://"+node.ops+"/readyz", node.proc))
+	}
+	tlsConfig, err := pki.ClientTLSConfig(filepath.Join(dir, "tenant.crt"), filepath.Join(dir, "tenant.key"), filepath.Join(dir, "ca.crt"))
+	must(t, err)
+	c.client = &http.Client{Transport: &http.Transport{TLSClientConfig: tlsConfig}, Timeout: 30 * time.Second}
+	return c
+}
+
+// readChunks reads every chunk of key through node, as a gateway does
+// (get_chunk), and checks the bytes.
+func (c *testCluster) readChunks(t *testing.T, node *cacheNode, key string) {
+	t.Helper()
+	data := c.data[key]
+	for i := 0; i*chunkSize < len(data); i++ {
+		resp, err := c.client.Get(fmt.Sprintf("https://%s/v1/objects/%s/%s?chunk=%d", node.api, testBucket, key, i))
+		must(t, err)
+		body, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		must(t, err)
+		want := data[i*chunkSize : min((i+1)*chunkSize, len(data))]
+		if resp.StatusCode != http.StatusOK || !bytes.Equal(body, want) {
+			t.Fatalf("chunk %d of %s through %s: %s, %d bytes (want %d): %s", i, key, node.name, resp.Status, len(body), len(want), body[:min(len(body), 200)])
+		}
+	}
+}
+
+// scrapeConfig scrapes the nodes every second with the target labels the
+// operator's ServiceMonitor gives them (namespace, service and job = the
+// cache, pod, zone from the pod label, endpoint, container).
+func scrapeConfig(nodes []*cacheNode) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n  evaluation_interval: 1s\n")
+	fmt.Fprintf(&b, "scrape_configs:\n  - job_name: serviceMonitor/%s/%s/0\n    metrics_path: /metrics\n    static_configs:\n", testNamespace, testCache)
+	for _, n := range nodes {
+		fmt.Fprintf(&b, "      - targets: [%q]\n        labels: {namespace: %q, service: %q, job: %q, endpoint: metrics, container: cachenode, pod: %q, %s: %q}\n",
+			n.ops, testNamespace, testCache, testCache, n.name, monitoring.LabelZone, testZone)
+	}
+	return b.String()
+}
+
+// waitIngested waits until Prometheus holds the nodes' current totals of
+// family, so rates over the last minute include everything done so far.
+func waitIngested(t *testing.T, prom *promClient, nodes []*cacheNode, family string) {
+	t.Helper()
+	waitFor(t, 30*time.Second, "prometheus ingesting "+family, func() error {
+		var want float64
+		for _, n := range nodes {
+			v, err := scrapeSum(n.metricsURL(), family)
+			if err != nil {
+				return err
+			}
+			want += v
+		}
+		r, err := prom.query(fmt.Sprintf(`sum(%s{namespace=%q,service=%q})`, family, testNamespace, testCache))
+		if err != nil {
+			return err
+		}
+		if got := r.values(); len(got) != 1 || got[0] != want || want == 0 {
+			return fmt.Errorf("prometheus has %v, the nodes %v", got, want)
+		}
+		return nil
+	})
+}
+
+// grafana substitutes the dashboard's template variables as Grafana would
+// for the selection given, with the time variables of a short range.
+func grafana(expr string, vars map[string]string) string {
+	pairs := []string{
+		"$__rate_interval", "2m", // >= 4 scrapes of 1s, and covers the whole test on a loaded machine
+		"$__interval", "15s",
+		"$__range", "5m",
+	}
+	for k, v := range vars {
+		pairs = append(pairs, "$"+k, v)
+	}
+	return strings.NewReplacer(pairs...).Replace(expr)
+}
+
+type dashboardTarget struct {
+	panel, refID, expr string
+}
+
+type dashboardVar struct {
+	name, query string
+}
+
+func parseDashboard(t *testing.T) ([]dashboardTarget, []dashboardVar) {
+	t.Helper()
+	type panel struct {
+		Title   string            `json:"title"`
+		Panels  []json.RawMessage `json:"panels"`
+		Targets []struct {
+			Expr  string `json:"expr"`
+			RefID string `json:"refId"`
+		} `json:"targets"`
+	}
+	var d struct {
+		Panels     []json.RawMessage `json:"panels"`
+		Templating struct {
+			List []struct {
+				Name       string `json:"name"`
+				Type       string `json:"type"`
+				Definition string `json:"definition"`
+			} `json:"list"`
+		} `json:"templating"`
+	}
+	must(t, json.Unmarshal(monitoring.Dashboard(), &d))
+	var targets []dashboardTarget
+	var walk func([]json.RawMessage)
+	walk = func(raw []json.RawMessage) {
+		for _, r := range raw {
+			var p panel
+			must(t, json.Unmarshal(r, &p))
+			for _, tg := range p.Targets {
+				targets = append(targets, dashboardTarget{p.Title, tg.RefID, tg.Expr})
+			}
+			walk(p.Panels)
+		}
+	}
+	walk(d.Panels)
+	var vars []dashboardVar
+	for _, v := range d.Templating.List {
+		if v.Type == "query" {
+			vars = append(vars, dashboardVar{v.Name, v.Definition})
+		}
+	}
+	return targets, vars
+}
+
+// mayBeEmpty are the dashboard queries that show no data on a healthy cache
+// that just served a few reads: they count failures and events that did
+// not happen (S3 errors and retries, revalidations, store failures) or need
+// more time than the test has.
+var mayBeEmpty = map[string]bool{
+	"S3 error ratio/A": true, // no S3 request failed: the numerator has no series
+	"S3 retries/A":     true, // no retries
+	"Store failures/A": true, // distcache_store_failures_total: no bypassed operation
+	"Singleflight joins and metadata revalidations/B": true, // metadata not older than its TTL yet
+}
+
+func TestDashboardAndAlertsAgainstRealNodes(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts MinIO, two cache nodes and Prometheus")
+	}
+	tool(t, "prometheus", "PROMETHEUS_BIN") // skip or fail before starting anything
+	promtool := tool(t, "promtool", "PROMTOOL_BIN")
+	c := startCluster(t, 2, "tables/one.bin", "tables/two.bin")
+	prom := startPrometheus(t, scrapeConfig(c.nodes))
+	waitFor(t, 30*time.Second, "both nodes scraped", func() error {
+		r, err := prom.query(fmt.Sprintf(`sum(up{namespace=%q,service=%q})`, testNamespace, testCache))
+		if err != nil {
+			return err
+		}
+		if v := r.values(); len(v) != 1 || v[0] != 2 {
+			return fmt.Errorf("up: %v", v)
+		}
+		return nil
+	})
+
+	// Misses, then hits, through both nodes: every result series exists.
+	// Chunks a node does not own are forwarded to the owner.
+	for _, n := range c.nodes {
+		c.readChunks(t, n, "tables/one.bin")
+	}
+	waitIngested(t, prom, c.nodes, "distcache_chunk_reads_total")
+	// Now counters Prometheus has seen rise: new misses, then hits.
+	c.readChunks(t, c.nodes[0], "tables/two.bin")
+	c.readChunks(t, c.nodes[0], "tables/two.bin")
+	c.readChunks(t, c.nodes[1], "tables/one.bin")
+	waitIngested(t, prom, c.nodes, "distcache_chunk_reads_total")
+	waitIngested(t, prom, c.nodes, "distcache_response_bytes_total")
+
+	targets, vars := parseDashboard(t)
+	t.Run("template variables list the cache", func(t *testing.T) {
+		want := map[string]string{"namespace": testNamespace, "cache": testCache, "zone": testZone, "tenant": testTenant}
+		selection := map[string]string{"namespace": testNamespace, "cache": testCache}
+		re := regexp.MustCompile(`^label_values\((.+), *([a-zA-Z_]+)\)$`)
+		for _, v := range vars {
+			m := re.FindStringSubmatch(v.query)
+			if m == nil {
+				t.Errorf("variable %s: query %q is not label_values(series, label)", v.name, v.query)
+				continue
+			}
+			got, err := prom.labelValues(m[2], grafana(m[1], selection))
+			if err != nil {
+				t.Errorf("variable %s: %v", v.name, err)
+				continue
+			}
+			if !slices.Contains(got, want[v.name]) {
+				t.Errorf("variable %s (%s) lists %v, not %q", v.name, v.query, got, want[v.name])
+			}
+		}
+	})
+
+	t.Run("every dashboard query succeeds and has data", func(t *testing.T) {
+		selections := []map[string]string{
+			{"namespace": testNamespace, "cache": testCache, "zone": ".*", "tenant": ".*"},           // All
+			{"namespace": testNamespace, "cache": testCache, "zone": testZone, "tenant": testTenant}, // one of each
+		}
+		for _, sel := range selections {
+			for _, tg := range targets {
+				expr := grafana(tg.expr, sel)
+				if strings.Contains(expr, "$") {
+					t.Errorf("%s/%s: a variable is left after substitution: %s", tg.panel, tg.refID, expr)
+					continue
+				}
+				r, err := prom.query(expr)
+				if err != nil {
+					t.Fatalf("%s/%s: %v", tg.panel, tg.refID, err)
+				}
+				if r.Status != "success" || r.Error != "" || len(r.Warnings) > 0 {
+					t.Errorf("%s/%s: %s %s: %s %v\n%s", tg.panel, tg.refID, r.Status, r.ErrorType, r.Error, r.Warnings, expr)
+					continue
+				}
+				switch empty := len(r.Data.Result) == 0; {
+				case empty && !mayBeEmpty[tg.panel+"/"+tg.refID]:
+					t.Errorf("%s/%s (zone %s, tenant %s): no data\n%s", tg.panel, tg.refID, sel["zone"], sel["tenant"], expr)
+				case !empty && mayBeEmpty[tg.panel+"/"+tg.refID]:
+					t.Logf("%s/%s has data although it may be empty", tg.panel, tg.refID)
+				}
+			}
+		}
+	})
+
+	t.Run("hit ratio panels show the hits", func(t *testing.T) {
+		sel := map[string]string{"namespace": testNamespace, "cache": testCache, "zone": ".*", "tenant": ".*"}
+		for _, tg := range targets {
+			if !strings.Contains(tg.panel, "hit ratio") {
+				continue
+			}
+			r, err := prom.query(grafana(tg.expr, sel))
+			must(t, err)
+			vals := r.values()
+			// Per node, a ratio may be NaN: a node whose reads were all
+			// forwarded served nothing itself. Overall it is a number.
+			if len(vals) == 0 || !slices.ContainsFunc(vals, func(v float64) bool { return v > 0 && v <= 1 }) {
+				t.Errorf("%s/%s: values %v, want one in (0, 1]", tg.panel, tg.refID, vals)
+			}
+			if !strings.Contains(tg.panel, "by") {
+				if vals[0] <= 0 || vals[0] >= 1 {
+					t.Errorf("%s/%s: %v, want a ratio strictly between 0 and 1 (hits and misses)", tg.panel, tg.refID, vals[0])
+				}
+			}
+		}
+	})
+
+	// Threshold 1: the byte hit ratio (misses happened) is below it.
+	groups, err := monitoring.RuleGroups(monitoring.Target{Namespace: testNamespace, Cache: testCache}, "1")
+	must(t, err)
+	alerts := map[string]string{}
+	for _, r := range groups[0].Rules {
+		alerts[r.Alert] = r.Expr.String()
+	}
+
+	t.Run("promtool check rules", func(t *testing.T) {
+		for _, threshold := range []string{"", "0.5", "1"} {
+			g, err := monitoring.RuleGroups(monitoring.Target{Namespace: testNamespace, Cache: testCache}, threshold)
+			must(t, err)
+			out := checkRules(t, promtool, g)
+			if !strings.Contains(out, "SUCCESS: 4 rules found") {
+				t.Errorf("promtool check rules: %s", out)
+			}
+		}
+	})
+
+	t.Run("alert expressions evaluate", func(t *testing.T) {
+		want := map[string]int{ // samples on a healthy cache with misses
+			monitoring.AlertLowHitRatio:      1, // zone z1, below threshold 1
+			monitoring.AlertS3ErrorRate:      0,
+			monitoring.AlertDiskNearCapacity: 0,
+		}
+		names := make([]string, 0, len(alerts))
+		for name := range alerts {
+			names = append(names, name)
+		}
+		sort.Strings(names)
+		for _, name := range names {
+			r, err := prom.query(alerts[name])
+			must(t, err)
+			if r.Status != "success" || r.Error != "" {
+				t.Errorf("%s: %s: %s\n%s", name, r.Status, r.Error, alerts[name])
+				continue
+			}
+			if n, ok := want[name]; ok && len(r.Data.Result) != n {
+				t.Errorf("%s: %d samples %v, want %d", name, len(r.Data.Result), r.Data.Result, n)
+			}
+			if name == monitoring.AlertLowHitRatio && len(r.Data.Result) == 1 {
+				if m := r.Data.Result[0].Metric; m["zone"] != testZone || m["service"] != testCache || m["namespace"] != testNamespace {
+					t.Errorf("%s: labels %v", name, m)
+				}
+			}
+		}
+	})
+
+	t.Run("node down", func(t *testing.T) {
+		down := c.nodes[1]
+		down.proc.stop()
+		waitFor(t, 60*time.Second, monitoring.AlertNodeDown+" for "+down.name, func() error {
+			r, err := prom.query(alerts[monitoring.AlertNodeDown])
+			if err != nil {
+				return err
+			}
+			for _, s := range r.Data.Result {
+				if s.Metric["pod"] == down.name && s.Metric["zone"] == testZone {
+					return nil
+				}
+			}
+			return fmt.Errorf("%s: %v", r.Status, r.Data.Result)
+		})
+	})
+}
+
+// checkRules runs `promtool check rules` on the groups as a rule file and
+// returns its output; it fails the test if promtool does.
+func checkRules(t *testing.T, promtool string, groups []monitoringv1.RuleGroup) string {
+	t.Helper()
+	b, err := yaml.Marshal(map[string]any{"groups": groups})
+	must(t, err)
+	file := filepath.Join(t.TempDir(), "rules.yaml")
+	must(t, os.WriteFile(file, b, 0o600))
+	out, err := exec.Command(promtool, "check", "rules", file).CombinedOutput()
+	if err != nil {
+		t.Fatalf("promtool check rules: %v\n%s\n%s", err, out, b)
+	}
+	return string(out)
+}

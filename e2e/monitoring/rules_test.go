@@ -1,0 +1,157 @@
+package monitoring_test
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"sigs.k8s.io/yaml"
+
+	"github.com/distcache/distcache/internal/monitoring"
+)
+
+// series is one input series of a promtool rule test: labels and values in
+// promtool's expanding notation ("0+100x60": 0, 100, 200, ... every
+// interval).
+type series struct {
+	Series string `json:"series"`
+	Values string `json:"values"`
+}
+
+type expAlert struct {
+	ExpLabels map[string]string `json:"exp_labels"`
+}
+
+type alertTest struct {
+	EvalTime  string     `json:"eval_time"`
+	Alertname string     `json:"alertname"`
+	ExpAlerts []expAlert `json:"exp_alerts"`
+}
+
+// TestAlertRulesFire runs `promtool test rules`: with a minute's
+// resolution over an hour of synthetic series, each alert of cache ns/c
+// fires after its `for` duration, not before, only for the zone, pod or
+// cache that misbehaves, and never for the series of another cache
+// (ns/other misbehaves in every way). The rules are the ones the operator
+// publishes for a threshold of 0.5, without annotations (promtool would
+// compare their rendered text; `promtool check rules` in
+// TestDashboardAndAlertsAgainstRealNodes checks their templates).
+func TestAlertRulesFire(t *testing.T) {
+	promtool := tool(t, "promtool", "PROMTOOL_BIN")
+	groups, err := monitoring.RuleGroups(monitoring.Target{Namespace: "ns", Cache: "c"}, "0.5")
+	must(t, err)
+	for i := range groups {
+		for j := range groups[i].Rules {
+			groups[i].Rules[j].Annotations = nil
+		}
+	}
+
+	bytes := func(cache, zone, pod, result string) string {
+		return `distcache_response_bytes_total{namespace="ns",service="` + cache + `",zone="` + zone + `",pod="` + pod +
+			`",tenant="t",op="get_chunk",result="` + result + `"}`
+	}
+	up := func(cache, pod string) string {
+		return `up{namespace="ns",service="` + cache + `",zone="a",pod="` + pod + `"}`
+	}
+	s3 := func(cache, status string) string {
+		return `distcache_s3_requests_total{namespace="ns",service="` + cache + `",zone="a",pod="` + cache + `-a-0",op="get",status="` + status + `"}`
+	}
+	disk := func(metric, cache, pod string) string {
+		return `distcache_store_disk_` + metric + `_bytes{namespace="ns",service="` + cache + `",zone="a",pod="` + pod + `"}`
+	}
+	input := []series{
+		// Zone a serves a quarter of its bytes from the cache: too few.
+		{bytes("c", "a", "c-a-0", "hit_ram"), "0+100x60"},
+		{bytes("c", "a", "c-a-0", "miss"), "0+300x60"},
+		// Zone b serves 90% from the cache; it also forwards many chunks,
+		// which the owners count: they are not misses.
+		{bytes("c", "b", "c-b-0", "hit_disk"), "0+900x60"},
+		{bytes("c", "b", "c-b-0", "miss"), "0+100x60"},
+		{bytes("c", "b", "c-b-1", "forwarded"), "0+10000x60"},
+		// c-a-1 stops answering scrapes at minute 5.
+		{up("c", "c-a-0"), "1x60"},
+		{up("c", "c-a-1"), "1x4 0x60"},
+		// 10% of S3 requests fail.
+		{s3("c", "ok"), "0+90x60"},
+		{s3("c", "error"), "0+10x60"},
+		// c-a-0's disk is 95% full, c-a-1's half; c-b-0 reports no bound.
+		{disk("usage", "c", "c-a-0"), "95x60"},
+		{disk("capacity", "c", "c-a-0"), "100x60"},
+		{disk("usage", "c", "c-a-1"), "50x60"},
+		{disk("capacity", "c", "c-a-1"), "100x60"},
+		{disk("usage", "c", "c-b-0"), "10x60"},
+		{disk("capacity", "c", "c-b-0"), "0x60"},
+		// Another cache in the same namespace, failing in every way.
+		{bytes("other", "a", "other-a-0", "miss"), "0+1000x60"},
+		{up("other", "other-a-0"), "0x60"},
+		{s3("other", "unavailable"), "0+100x60"},
+		{disk("usage", "other", "other-a-0"), "99x60"},
+		{disk("capacity", "other", "other-a-0"), "100x60"},
+	}
+	// A third cache, d, whose S3 answers are normal outcomes, not failures.
+	input = append(input,
+		series{s3("d", "ok"), "0+50x60"},
+		series{s3("d", "not_found"), "0+50x60"},
+		series{s3("d", "precondition_failed"), "0+50x60"},
+		series{s3("d", "canceled"), "0+50x60"},
+	)
+	labels := func(kv ...string) map[string]string {
+		m := map[string]string{"namespace": "ns", "service": "c"}
+		for i := 0; i < len(kv); i += 2 {
+			m[kv[i]] = kv[i+1]
+		}
+		return m
+	}
+	firing := map[string][]expAlert{
+		monitoring.AlertLowHitRatio:      {{labels("severity", "warning", "zone", "a")}},
+		monitoring.AlertNodeDown:         {{labels("severity", "warning", "zone", "a", "pod", "c-a-1")}},
+		monitoring.AlertS3ErrorRate:      {{labels("severity", "critical")}},
+		monitoring.AlertDiskNearCapacity: {{labels("severity", "warning", "zone", "a", "pod", "c-a-0")}},
+	}
+	var tests []alertTest
+	for alert, exp := range firing {
+		// Minute 9: every condition holds, none for its whole `for`
+		// (NodeDown's 5 minutes start at minute 5).
+		tests = append(tests, alertTest{EvalTime: "9m", Alertname: alert, ExpAlerts: []expAlert{}})
+		tests = append(tests, alertTest{EvalTime: "30m", Alertname: alert, ExpAlerts: exp})
+	}
+	// The first minutes have too few samples for any rate.
+	tests = append(tests, alertTest{EvalTime: "0m", Alertname: monitoring.AlertLowHitRatio, ExpAlerts: []expAlert{}})
+
+	dir := t.TempDir()
+	rules, err := yaml.Marshal(map[string]any{"groups": groups})
+	must(t, err)
+	must(t, os.WriteFile(filepath.Join(dir, "rules.yaml"), rules, 0o600))
+	// Cache d's rules too: an S3 alert for d (answers taken for failures)
+	// would show up next to c's at minute 30.
+	dGroups, err := monitoring.RuleGroups(monitoring.Target{Namespace: "ns", Cache: "d"}, "0.5")
+	must(t, err)
+	for i := range dGroups {
+		for j := range dGroups[i].Rules {
+			dGroups[i].Rules[j].Annotations = nil
+		}
+	}
+	dRules, err := yaml.Marshal(map[string]any{"groups": dGroups})
+	must(t, err)
+	must(t, os.WriteFile(filepath.Join(dir, "rules-d.yaml"), dRules, 0o600))
+
+	spec := map[string]any{
+		"rule_files":          []string{"rules.yaml", "rules-d.yaml"},
+		"evaluation_interval": "1m",
+		"tests": []map[string]any{{
+			"interval":        "1m",
+			"input_series":    input,
+			"alert_rule_test": tests,
+		}},
+	}
+	b, err := yaml.Marshal(spec)
+	must(t, err)
+	file := filepath.Join(dir, "test.yaml")
+	must(t, os.WriteFile(file, b, 0o600))
+	out, err := exec.Command(promtool, "test", "rules", file).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "SUCCESS") {
+		t.Fatalf("promtool test rules: %v\n%s\nrules:\n%s\ntest:\n%s", err, out, rules, b)
+	}
+}

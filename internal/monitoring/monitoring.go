@@ -1,0 +1,182 @@
+// Package monitoring holds what the operator publishes for watching a
+// DistributedCache: the Grafana dashboard (dashboard.json) and the alert
+// rules for a PrometheusRule.
+//
+// Both query the series a cache node exports (docs/metrics.md) with the
+// target labels that the operator's ServiceMonitor on the cache's client
+// Service gives them:
+//
+//   - namespace: the cache's namespace;
+//   - service: the cache's name (its client Service is named after it; job
+//     carries the same value);
+//   - pod: the cache node's pod;
+//   - zone: the node's zone, relabelled from the pod's
+//     cache.distcache.io/zone label;
+//   - endpoint ("metrics"), container, instance.
+//
+// The rules are rendered per cache (RuleGroups) with the cache's namespace
+// and name in every selector, so two caches never share an alert. The
+// dashboard is one for all caches: namespace, cache, zone and tenant are
+// template variables.
+package monitoring
+
+import (
+	"bytes"
+	_ "embed"
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+
+	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+)
+
+// Target labels on every series the ServiceMonitor scrapes.
+const (
+	LabelNamespace = "namespace"
+	LabelService   = "service"
+	LabelPod       = "pod"
+	LabelZone      = "zone"
+)
+
+// DashboardKey is the key of the dashboard ConfigMap holding the dashboard
+// (Grafana's sidecar writes it to a file of that name), and DashboardUID its
+// Grafana uid. Every cache publishes the same dashboard under the same uid
+// and file name, so several caches show up as one dashboard.
+const (
+	DashboardKey = "distcache.json"
+	DashboardUID = "distcache"
+)
+
+// DefaultHitRatioThreshold is spec.monitoring.prometheusRule's default
+// hitRatioThreshold (the API server applies it; RuleGroups uses it for "").
+const DefaultHitRatioThreshold = "0.5"
+
+// Alert names.
+const (
+	AlertLowHitRatio      = "DistcacheLowHitRatio"
+	AlertNodeDown         = "DistcacheNodeDown"
+	AlertS3ErrorRate      = "DistcacheS3ErrorRate"
+	AlertDiskNearCapacity = "DistcacheDiskNearCapacity"
+)
+
+// Fixed thresholds: the share of failed S3 requests and of the disk bound
+// in use that alert.
+const (
+	s3ErrorRatioThreshold   = "0.05"
+	diskUsageRatioThreshold = "0.9"
+)
+
+//go:embed dashboard.json
+var dashboard []byte
+
+// Dashboard returns the Grafana dashboard JSON (a copy).
+func Dashboard() []byte { return bytes.Clone(dashboard) }
+
+// Target names the cache whose series the rules select.
+type Target struct {
+	Namespace string
+	Cache     string
+}
+
+// selector is the label matchers of the cache's series, without braces.
+func (t Target) selector() string {
+	return LabelNamespace + "=" + strconv.Quote(t.Namespace) + "," + LabelService + "=" + strconv.Quote(t.Cache)
+}
+
+// fraction is the API's pattern for hitRatioThreshold; the value goes into
+// PromQL as written.
+var fraction = regexp.MustCompile(`^(0(\.[0-9]+)?|1(\.0+)?)$`)
+
+// RuleGroups returns the alert rules for the cache t. hitRatioThreshold is
+// a fraction from 0 to 1 (spec.monitoring.prometheusRule.hitRatioThreshold;
+// "" means DefaultHitRatioThreshold).
+func RuleGroups(t Target, hitRatioThreshold string) ([]monitoringv1.RuleGroup, error) {
+	if t.Namespace == "" || t.Cache == "" {
+		return nil, fmt.Errorf("monitoring: rules need a namespace and a cache name, got %q/%q", t.Namespace, t.Cache)
+	}
+	if hitRatioThreshold == "" {
+		hitRatioThreshold = DefaultHitRatioThreshold
+	}
+	if !fraction.MatchString(hitRatioThreshold) {
+		return nil, fmt.Errorf("monitoring: hit ratio threshold %q is not a fraction from 0 to 1", hitRatioThreshold)
+	}
+	sel := t.selector()
+	expr := func(s string) intstr.IntOrString {
+		return intstr.FromString(strings.TrimSpace(strings.ReplaceAll(s, "SEL", sel)))
+	}
+	dur := func(s string) *monitoringv1.Duration { d := monitoringv1.Duration(s); return &d }
+	rules := []monitoringv1.Rule{
+		{
+			Alert: AlertLowHitRatio,
+			// Bytes served from RAM or disk over all bytes served, per zone.
+			// Chunks a node forwarded to their owner are left out: the owner
+			// counts them as its hit or miss.
+			Expr: expr(`
+(
+  sum by (namespace, service, zone) (rate(distcache_response_bytes_total{SEL,op=~"get_chunk|get_object",result=~"hit_ram|hit_disk"}[15m]))
+/
+  sum by (namespace, service, zone) (rate(distcache_response_bytes_total{SEL,op=~"get_chunk|get_object",result!="forwarded"}[15m]))
+) < ` + hitRatioThreshold),
+			For:    dur("15m"),
+			Labels: map[string]string{"severity": "warning"},
+			Annotations: map[string]string{
+				"summary": "distcache {{ $labels.namespace }}/{{ $labels.service }}: byte hit ratio in zone {{ $labels.zone }} is {{ $value | humanizePercentage }}, below " + hitRatioThreshold,
+				"description": "Less than " + hitRatioThreshold + " of the bytes the cache served in zone {{ $labels.zone }} over the last 15 minutes came from RAM or disk; " +
+					"the rest was read from S3. Check, in the distcache dashboard: whether the working set outgrew the cache (evictions rising, disk " +
+					"usage at its bound: raise spec.diskSize or spec.replicas); whether nodes restarted or the ring changed recently (emptyDir storage " +
+					"starts cold, ring epoch panel); whether objects are being overwritten in S3 (metadata revalidations with outcome changed); " +
+					"whether the store bypasses itself (store failures). A new workload reading data once also lowers the ratio until it repeats reads.",
+			},
+		},
+		{
+			Alert:  AlertNodeDown,
+			Expr:   expr(`up{SEL} == 0`),
+			For:    dur("5m"),
+			Labels: map[string]string{"severity": "warning"},
+			Annotations: map[string]string{
+				"summary": "distcache {{ $labels.namespace }}/{{ $labels.service }}: node {{ $labels.pod }} cannot be scraped",
+				"description": "Prometheus has failed to scrape the cache node {{ $labels.pod }} (zone {{ $labels.zone }}) for 5 minutes. " +
+					"Reads of the chunks it owns go to S3 (or to its ring successor) until it is back. Check the pod " +
+					"(kubectl -n {{ $labels.namespace }} describe pod {{ $labels.pod }}; logs of the cachenode container): a crash loop, " +
+					"an unschedulable pod (zone or instance-type constraints, no free local disk), a failing readiness or an unreachable metrics port (9090).",
+			},
+		},
+		{
+			Alert: AlertS3ErrorRate,
+			// access_denied, unavailable and error are the backend's
+			// failures; not_found, precondition_failed and invalid_range are
+			// answers, canceled is a client that went away.
+			Expr: expr(`
+(
+  sum by (namespace, service) (rate(distcache_s3_requests_total{SEL,status=~"error|unavailable|access_denied"}[5m]))
+/
+  sum by (namespace, service) (rate(distcache_s3_requests_total{SEL}[5m]))
+) > ` + s3ErrorRatioThreshold),
+			For:    dur("10m"),
+			Labels: map[string]string{"severity": "critical"},
+			Annotations: map[string]string{
+				"summary": "distcache {{ $labels.namespace }}/{{ $labels.service }}: {{ $value | humanizePercentage }} of S3 requests fail",
+				"description": "More than 5% of the cache's requests to its S3 backend failed (status error, unavailable or access_denied, " +
+					"after retries) over the last 5 minutes, for 10 minutes. Cache misses and writes fail with it. Check the S3 panels for the " +
+					"operation and status: access_denied points at the credentials (spec.s3.credentialsSecret, a tenant's credentials, IAM); " +
+					"unavailable and error at the endpoint (spec.s3.endpoint, network, throttling: see the retries panel).",
+			},
+		},
+		{
+			Alert:  AlertDiskNearCapacity,
+			Expr:   expr(`distcache_store_disk_usage_bytes{SEL} / (distcache_store_disk_capacity_bytes{SEL} > 0) > ` + diskUsageRatioThreshold),
+			For:    dur("15m"),
+			Labels: map[string]string{"severity": "warning"},
+			Annotations: map[string]string{
+				"summary": "distcache {{ $labels.namespace }}/{{ $labels.service }}: node {{ $labels.pod }} uses {{ $value | humanizePercentage }} of its disk bound",
+				"description": "The disk tier of {{ $labels.pod }} has held more than 90% of its bound (spec.diskSize) for 15 minutes. " +
+					"Live chunks are kept to 60% of the bound, so the rest is value-log garbage the store has not reclaimed yet; at the bound " +
+					"new chunks are refused (distcache_store_rejected_total) and reads are served from S3. Check the evictions, rejected and " +
+					"store failure panels and the node's log for value-log GC errors; raise spec.diskSize (and the volume) if it persists.",
+			},
+		},
+	}
+	return []monitoringv1.RuleGroup{{Name: "distcache-" + t.Namespace + "-" + t.Cache, Rules: rules}}, nil
+}

@@ -1,0 +1,330 @@
+package monitoring
+
+import (
+	"encoding/json"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/distcache/distcache/internal/metrics"
+	"github.com/distcache/distcache/internal/store"
+)
+
+// exported records the metric families a cache node registers (as
+// `cachenode serve` does) with their label names.
+type exported map[string][]string
+
+func (e exported) Register(c prometheus.Collector) error {
+	ch := make(chan *prometheus.Desc, 64)
+	go func() { c.Describe(ch); close(ch) }()
+	descRE := regexp.MustCompile(`fqName: "([^"]+)".*constLabels: \{([^}]*)\}, variableLabels: \{([^}]*)\}`)
+	for d := range ch {
+		m := descRE.FindStringSubmatch(d.String())
+		if m == nil {
+			continue
+		}
+		var labels []string
+		for _, kv := range strings.Split(m[2], ",") {
+			if name, _, ok := strings.Cut(kv, "="); ok {
+				labels = append(labels, name)
+			}
+		}
+		for _, l := range strings.Split(m[3], ",") {
+			if l != "" {
+				labels = append(labels, l)
+			}
+		}
+		e[m[1]] = labels
+	}
+	return nil
+}
+
+func (e exported) MustRegister(cs ...prometheus.Collector) {
+	for _, c := range cs {
+		_ = e.Register(c)
+	}
+}
+
+func (e exported) Unregister(prometheus.Collector) bool { return false }
+
+// nodeMetrics is every family `cachenode serve` exports, plus the
+// scrape's own up.
+func nodeMetrics() exported {
+	e := exported{"up": nil}
+	e.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	metrics.NewNode(e)
+	metrics.RegisterTenantReloads(e, func() (uint64, uint64) { return 0, 0 })
+	metrics.RegisterStore(e, func() store.Stats { return store.Stats{} })
+	return e
+}
+
+// labelsOf returns the labels a series of name carries once scraped, and
+// whether the node exports it.
+func (e exported) labelsOf(name string) ([]string, bool) {
+	target := []string{LabelNamespace, LabelService, LabelPod, LabelZone, "job", "instance", "endpoint", "container"}
+	if l, ok := e[name]; ok {
+		return append(target, l...), true
+	}
+	for _, suffix := range []string{"_bucket", "_sum", "_count"} {
+		if base, ok := strings.CutSuffix(name, suffix); ok {
+			if l, ok := e[base]; ok {
+				if suffix == "_bucket" {
+					l = append(l, "le")
+				}
+				return append(target, l...), true
+			}
+		}
+	}
+	return nil, false
+}
+
+type dashboardJSON struct {
+	UID           string  `json:"uid"`
+	SchemaVersion int     `json:"schemaVersion"`
+	Panels        []panel `json:"panels"`
+	Templating    struct {
+		List []struct {
+			Name  string `json:"name"`
+			Type  string `json:"type"`
+			Query any    `json:"query"`
+		} `json:"list"`
+	} `json:"templating"`
+}
+
+type panel struct {
+	ID      int     `json:"id"`
+	Type    string  `json:"type"`
+	Title   string  `json:"title"`
+	Panels  []panel `json:"panels"`
+	Targets []struct {
+		Expr  string `json:"expr"`
+		RefID string `json:"refId"`
+	} `json:"targets"`
+}
+
+func parseDashboard(t *testing.T) dashboardJSON {
+	t.Helper()
+	var d dashboardJSON
+	if err := json.Unmarshal(Dashboard(), &d); err != nil {
+		t.Fatalf("dashboard.json: %v", err)
+	}
+	return d
+}
+
+// DashboardExprs is every query of the dashboard, by panel title.
+func dashboardExprs(t *testing.T) map[string][]string {
+	t.Helper()
+	out := map[string][]string{}
+	var walk func([]panel)
+	walk = func(ps []panel) {
+		for _, p := range ps {
+			for _, tg := range p.Targets {
+				out[p.Title] = append(out[p.Title], tg.Expr)
+			}
+			walk(p.Panels)
+		}
+	}
+	walk(parseDashboard(t).Panels)
+	return out
+}
+
+func ruleExprs(t *testing.T) map[string]string {
+	t.Helper()
+	groups, err := RuleGroups(Target{Namespace: "ns", Cache: "c"}, "0.5")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	for _, g := range groups {
+		for _, r := range g.Rules {
+			out[r.Alert] = r.Expr.String()
+		}
+	}
+	return out
+}
+
+var (
+	selectorRE = regexp.MustCompile(`([a-zA-Z_:][a-zA-Z0-9_:]*)\{([^}]*)\}`)
+	matcherRE  = regexp.MustCompile(`([a-zA-Z_][a-zA-Z0-9_]*)\s*(=~|!~|!=|=)\s*"`)
+	byRE       = regexp.MustCompile(`by \(([^)]*)\)\s*\(\s*(?:[a-z_]+\()?\s*([a-zA-Z_:][a-zA-Z0-9_:]*)\{`)
+)
+
+// exprProblems lists what is wrong with expr: selecting series a node does
+// not export, matching or grouping by labels those series do not carry, or
+// not being scoped to one cache by scope.
+func exprProblems(e exported, expr, scope string) []string {
+	var out []string
+	sels := selectorRE.FindAllStringSubmatch(expr, -1)
+	if len(sels) == 0 {
+		out = append(out, "no series selector")
+	}
+	for _, s := range sels {
+		labels, ok := e.labelsOf(s[1])
+		if !ok {
+			out = append(out, s[1]+" is not a metric the cache node exports")
+			continue
+		}
+		if !strings.Contains(s[2], scope) {
+			out = append(out, s[1]+"{"+s[2]+"} is not scoped to the cache ("+scope+")")
+		}
+		for _, m := range matcherRE.FindAllStringSubmatch(s[2], -1) {
+			if !slices.Contains(labels, m[1]) {
+				out = append(out, s[1]+" has no label "+m[1])
+			}
+		}
+	}
+	for _, b := range byRE.FindAllStringSubmatch(expr, -1) {
+		labels, _ := e.labelsOf(b[2])
+		for _, l := range strings.Split(b[1], ",") {
+			if l = strings.TrimSpace(l); !slices.Contains(labels, l) {
+				out = append(out, "groups "+b[2]+" by "+l+", which it does not carry")
+			}
+		}
+	}
+	return out
+}
+
+func TestDashboardQueriesUseExportedSeries(t *testing.T) {
+	e := nodeMetrics()
+	exprs := dashboardExprs(t)
+	if len(exprs) < 20 {
+		t.Fatalf("only %d panels with queries", len(exprs))
+	}
+	for title, list := range exprs {
+		for _, expr := range list {
+			for _, p := range exprProblems(e, expr, `namespace="$namespace", service="$cache", zone=~"$zone"`) {
+				t.Errorf("panel %q: %s in %s", title, p, expr)
+			}
+		}
+	}
+}
+
+func TestRuleExprsUseExportedSeries(t *testing.T) {
+	e := nodeMetrics()
+	for alert, expr := range ruleExprs(t) {
+		for _, p := range exprProblems(e, expr, `namespace="ns",service="c"`) {
+			t.Errorf("alert %s: %s in %s", alert, p, expr)
+		}
+	}
+}
+
+// The checker itself must catch the mistakes it exists for.
+func TestCheckExprCatchesMistakes(t *testing.T) {
+	e := nodeMetrics()
+	scope := `namespace="ns"`
+	for name, expr := range map[string]string{
+		"unknown metric":    `rate(distcache_request_total{namespace="ns"}[5m])`,
+		"unknown label":     `distcache_ring_epoch{namespace="ns", tennant="a"}`,
+		"unscoped selector": `distcache_ring_epoch{service="c"}`,
+		"bad grouping":      `sum by (tenant) (rate(distcache_s3_requests_total{namespace="ns"}[5m]))`,
+		"no selector":       `vector(1)`,
+	} {
+		if len(exprProblems(e, expr, scope)) == 0 {
+			t.Errorf("%s: %q passed the check", name, expr)
+		}
+	}
+}
+
+func TestDashboardModel(t *testing.T) {
+	d := parseDashboard(t)
+	if d.UID != DashboardUID || d.SchemaVersion < 36 {
+		t.Errorf("uid %q, schemaVersion %d", d.UID, d.SchemaVersion)
+	}
+	var vars []string
+	for _, v := range d.Templating.List {
+		vars = append(vars, v.Name)
+	}
+	if want := []string{"datasource", "namespace", "cache", "zone", "tenant"}; !slices.Equal(vars, want) {
+		t.Errorf("template variables %v, want %v", vars, want)
+	}
+	ids := map[int]bool{}
+	var walk func([]panel)
+	walk = func(ps []panel) {
+		for _, p := range ps {
+			if ids[p.ID] {
+				t.Errorf("panel id %d used twice", p.ID)
+			}
+			ids[p.ID] = true
+			refs := map[string]bool{}
+			for _, tg := range p.Targets {
+				if refs[tg.RefID] {
+					t.Errorf("panel %q: refId %s used twice", p.Title, tg.RefID)
+				}
+				refs[tg.RefID] = true
+			}
+			walk(p.Panels)
+		}
+	}
+	walk(d.Panels)
+	// The panels a cache's users look for first.
+	exprs := dashboardExprs(t)
+	for _, title := range []string{"Byte hit ratio", "Request hit ratio (chunk lookups)", "Bytes served by tier",
+		"S3 requests by operation and status", "S3 latency by operation", "Disk usage vs bound", "Evictions and rejections",
+		"Ring epoch by node", "Nodes up", "Request latency by operation"} {
+		if len(exprs[title]) == 0 {
+			t.Errorf("no panel %q", title)
+		}
+	}
+}
+
+func TestRuleGroups(t *testing.T) {
+	tests := []struct {
+		name      string
+		target    Target
+		threshold string
+		wantErr   bool
+		wantLow   string // the tail of DistcacheLowHitRatio's expression
+	}{
+		{name: "threshold from the spec", target: Target{"ns", "c"}, threshold: "0.75", wantLow: "< 0.75"},
+		{name: "empty threshold is the default", target: Target{"ns", "c"}, threshold: "", wantLow: "< 0.5"},
+		{name: "one", target: Target{"ns", "c"}, threshold: "1.0", wantLow: "< 1.0"},
+		{name: "above one", target: Target{"ns", "c"}, threshold: "1.5", wantErr: true},
+		{name: "not a number", target: Target{"ns", "c"}, threshold: "NaN", wantErr: true},
+		{name: "PromQL injection", target: Target{"ns", "c"}, threshold: "0.5 or vector(1)", wantErr: true},
+		{name: "no cache name", target: Target{Namespace: "ns"}, threshold: "0.5", wantErr: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			groups, err := RuleGroups(tt.target, tt.threshold)
+			if (err != nil) != tt.wantErr {
+				t.Fatalf("err = %v, want error %v", err, tt.wantErr)
+			}
+			if err != nil {
+				return
+			}
+			if len(groups) != 1 || groups[0].Name != "distcache-ns-c" {
+				t.Fatalf("groups %+v", groups)
+			}
+			alerts := map[string]bool{}
+			for _, r := range groups[0].Rules {
+				alerts[r.Alert] = true
+				if r.Labels["severity"] == "" || r.Annotations["summary"] == "" || r.Annotations["description"] == "" {
+					t.Errorf("%s: severity, summary or description missing", r.Alert)
+				}
+				if r.For == nil || *r.For == "" {
+					t.Errorf("%s: no for duration", r.Alert)
+				}
+				if r.Alert == AlertLowHitRatio && !strings.HasSuffix(r.Expr.String(), tt.wantLow) {
+					t.Errorf("%s: expression %q does not end in %q", r.Alert, r.Expr.String(), tt.wantLow)
+				}
+			}
+			for _, a := range []string{AlertLowHitRatio, AlertNodeDown, AlertS3ErrorRate, AlertDiskNearCapacity} {
+				if !alerts[a] {
+					t.Errorf("no alert %s", a)
+				}
+			}
+		})
+	}
+}
+
+func TestDashboardIsACopy(t *testing.T) {
+	a := Dashboard()
+	a[0] = 'x'
+	if Dashboard()[0] == 'x' {
+		t.Error("Dashboard returns the embedded bytes themselves")
+	}
+}
