@@ -93,6 +93,43 @@ stack: bin/minio build ## MinIO, 3 cache nodes and 2 gateways on loopback; write
 stack-down: ## Stop what make stack started.
 	hack/stack.sh down
 
+##@ Deploy (to the cluster of the current kubeconfig; docs/operator.md)
+
+KUBECTL := $(BIN)/kubectl
+# The operator image, and the cachenode image of caches without spec.image.
+IMG ?= ghcr.io/distcache/operator:latest
+CACHENODE_IMG ?= ghcr.io/distcache/cachenode:latest
+# IGNORE_NOT_FOUND=true: uninstall and undeploy skip what is already gone.
+IGNORE_NOT_FOUND ?= false
+# Extra flags for make run, e.g. RUN_ARGS="--metrics-bind-address=:9080".
+RUN_ARGS ?=
+# Server-side: the DistributedCache CRD is too big for client-side apply's
+# last-applied annotation. make deploy is authoritative over what it sets.
+KUBECTL_APPLY := $(KUBECTL) apply --server-side --force-conflicts
+DEPLOY_MANIFESTS := IMG="$(IMG)" CACHENODE_IMG="$(CACHENODE_IMG)" KUBECTL="$(KUBECTL)" hack/deploy-manifests.sh
+
+# Quiet, and to stderr: make deploy-manifests > file gets YAML only.
+$(KUBECTL): hack/build-kube.sh
+	@KUBE_BINARIES=kubectl hack/build-kube.sh >&2
+
+.PHONY: install uninstall
+install: $(KUBECTL) ## Install the CRDs (config/crd).
+	$(KUBECTL_APPLY) -k config/crd
+uninstall: $(KUBECTL) ## Delete the CRDs, and with them every DistributedCache and CacheTenant.
+	$(KUBECTL) delete --ignore-not-found=$(IGNORE_NOT_FOUND) -k config/crd
+
+.PHONY: deploy undeploy deploy-manifests
+deploy: $(KUBECTL) ## Install CRDs, RBAC and the operator in distcache-system (IMG=..., CACHENODE_IMG=...).
+	$(DEPLOY_MANIFESTS) | $(KUBECTL_APPLY) -f -
+undeploy: $(KUBECTL) ## Delete what make deploy installed, the CRDs (so every cache and tenant) included.
+	$(DEPLOY_MANIFESTS) | $(KUBECTL) delete --ignore-not-found=$(IGNORE_NOT_FOUND) -f -
+deploy-manifests: $(KUBECTL) ## Print what make deploy applies (IMG=..., CACHENODE_IMG=...).
+	@$(DEPLOY_MANIFESTS)
+
+.PHONY: run
+run: ## Run the operator from source against the cluster (after make install); CACHENODE_IMG for its caches.
+	$(GO) run . --cachenode-image="$(CACHENODE_IMG)" $(RUN_ARGS)
+
 ##@ Help
 
 .PHONY: help

@@ -26,6 +26,7 @@ import (
 func main() {
 	var metricsAddr, probeAddr string
 	var leaderElect bool
+	var leaderElectionNamespace string
 	var cacheNodeImage string
 	var drainGrace time.Duration
 	flag.DurationVar(&drainGrace, "ring-drain-grace", 2*time.Minute, "how long cache nodes being scaled away keep serving after the ring marking them draining is published (ConfigMap propagation plus warm handoff)")
@@ -33,6 +34,7 @@ func main() {
 	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8080", "address of the metrics endpoint")
 	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "address of /healthz and /readyz")
 	flag.BoolVar(&leaderElect, "leader-elect", false, "enable leader election (run more than one replica)")
+	flag.StringVar(&leaderElectionNamespace, "leader-election-namespace", "", "namespace of the leader election Lease; empty: the pod's own (in a cluster only)")
 	opts := zap.Options{}
 	opts.BindFlags(flag.CommandLine)
 	flag.Parse()
@@ -62,12 +64,13 @@ func main() {
 	}
 	maps.Copy(byObject, monitoringCache)
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Scheme:                 scheme,
-		Cache:                  cache.Options{ByObject: byObject},
-		Metrics:                metricsserver.Options{BindAddress: metricsAddr},
-		HealthProbeBindAddress: probeAddr,
-		LeaderElection:         leaderElect,
-		LeaderElectionID:       "distcache-operator.distcache.io",
+		Scheme:                  scheme,
+		Cache:                   cache.Options{ByObject: byObject},
+		Metrics:                 metricsserver.Options{BindAddress: metricsAddr},
+		HealthProbeBindAddress:  probeAddr,
+		LeaderElection:          leaderElect,
+		LeaderElectionID:        "distcache-operator.distcache.io",
+		LeaderElectionNamespace: leaderElectionNamespace,
 	})
 	if err != nil {
 		log.Error(err, "creating manager")

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# Builds Kubernetes binaries (kube-apiserver for envtest, kubectl for the real
-# test cluster) from the k8s.io/kubernetes Go module at a pinned version, into
-# bin/ as NAME-VERSION plus a stable symlink bin/NAME. A second run is a no-op.
+# Builds Kubernetes binaries (kube-apiserver and kubectl for envtest; the
+# whole control plane, kubelet and kube-proxy for the real test cluster of
+# hack/cluster.sh) from the k8s.io/kubernetes Go module at a pinned version,
+# into bin/ as NAME-VERSION plus a stable symlink bin/NAME. A second run is a
+# no-op.
 #
 # k8s.io/kubernetes cannot be built with a plain `go install mod@version`: its
 # go.mod requires the staging modules (k8s.io/api, k8s.io/client-go, ...) at
@@ -20,9 +22,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 KUBE_VERSION="${KUBE_VERSION:-v1.36.3}"
-# Binaries to build (package k8s.io/kubernetes/cmd/NAME). Add kube-controller-manager,
-# kube-scheduler, kubelet, kube-proxy here when the real-cluster scripts need them.
-KUBE_BINARIES="${KUBE_BINARIES:-kube-apiserver kubectl}"
+# Binaries to build (package k8s.io/kubernetes/cmd/NAME): by default everything
+# the real single-node test cluster (hack/cluster.sh) runs. envtest asks for
+# kube-apiserver and kubectl only (hack/envtest-assets.sh).
+KUBE_BINARIES="${KUBE_BINARIES:-kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy kubectl}"
 
 missing_binaries() {
   missing=()
