@@ -1,15 +1,34 @@
-# Builds both binaries as static executables on a distroless base. Where no
-# container engine exists (our CI), hack/ builds the same binaries into image
-# tarballs with go-containerregistry instead.
+# The operator and cache node images, as users build them with Docker:
+#
+#   docker build --target operator  -t REGISTRY/distcache/operator:TAG .
+#   docker build --target cachenode -t REGISTRY/distcache/cachenode:TAG .
+#
+# then `make deploy IMG=REGISTRY/distcache/operator:TAG
+# CACHENODE_IMG=REGISTRY/distcache/cachenode:TAG` (docs/operator.md).
+#
+# Where no container engine exists (our CI, the local cluster of
+# hack/cluster.sh), hack/cluster-images.sh builds the same images without
+# Docker: the same static binaries with the same flags, the same entrypoints,
+# the same user (65532, distroless "nonroot"). Keep the two in step.
+
 FROM golang:1.26 AS build
 WORKDIR /src
 COPY go.mod go.sum ./
 RUN go mod download
 COPY . .
-RUN CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o /out/manager . && \
-    CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o /out/cachenode ./cachenode
+ENV CGO_ENABLED=0
+RUN go build -trimpath -ldflags "-s -w" -o /out/manager . && \
+    go build -trimpath -ldflags "-s -w" -o /out/cachenode ./cachenode
 
-FROM gcr.io/distroless/static:nonroot
-COPY --from=build /out/manager /out/cachenode /
+# The cache node: `cachenode serve ...` (the operator passes the arguments)
+# and `cachenode gateway ...` next to compute.
+FROM gcr.io/distroless/static:nonroot AS cachenode
+COPY --from=build /out/cachenode /cachenode
+USER 65532:65532
+ENTRYPOINT ["/cachenode"]
+
+# The operator (the last stage, so a plain `docker build .` builds it).
+FROM gcr.io/distroless/static:nonroot AS operator
+COPY --from=build /out/manager /manager
 USER 65532:65532
 ENTRYPOINT ["/manager"]

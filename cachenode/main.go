@@ -4,6 +4,7 @@
 //	cachenode bench   measure hit throughput against MinIO and a raw TLS ceiling
 //	cachenode certs   issue certificates for running outside Kubernetes
 //	cachenode gateway serve the S3 API next to compute, in front of the cache
+//	cachenode init-data-dir  hand a hostPath data directory to the node's user
 package main
 
 import (
@@ -18,6 +19,7 @@ commands:
   bench    measure hit throughput and latency (see docs/benchmarks.md)
   certs    issue a CA and server, peer and tenant certificates (outside Kubernetes)
   gateway  serve the S3 API (path-style, SigV4) in front of the cache, next to compute
+  init-data-dir  create the data directory and give it to the node's user (an init container)
 
 Run 'cachenode <command> -h' for the flags of a command.
 `
@@ -37,6 +39,8 @@ func main() {
 		err = runCerts(os.Args[2:])
 	case "gateway":
 		err = runGateway(os.Args[2:])
+	case "init-data-dir":
+		err = runInitDataDir(os.Args[2:])
 	case "-h", "--help", "help":
 		fmt.Print(usage)
 		return

@@ -6,6 +6,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
@@ -78,6 +79,7 @@ func buildStatefulSet(dc *cachev1alpha1.DistributedCache, zone, image, inputHash
 			Template: corev1.PodTemplateSpec{
 				ObjectMeta: metav1.ObjectMeta{Labels: podLabels, Annotations: podAnnotations},
 				Spec: corev1.PodSpec{
+					InitContainers:                buildInitContainers(dc, image, ov),
 					Containers:                    []corev1.Container{buildContainer(dc, zone, image, ov)},
 					Volumes:                       buildVolumes(dc, zone),
 					Affinity:                      buildAffinity(dc, zone, ov.Affinity),
@@ -184,6 +186,68 @@ func nodeEnv(dc *cachev1alpha1.DistributedCache, extra []corev1.EnvVar) []corev1
 			corev1.EnvVar{Name: "AWS_SECRET_ACCESS_KEY", ValueFrom: ref(secretKey)})
 	}
 	return append(env, extra...)
+}
+
+// defaultNodeUser is the user of the cachenode image (distroless nonroot).
+const defaultNodeUser = 65532
+
+// nodeUser is the uid and gid the cachenode container runs as.
+func nodeUser(ov cachev1alpha1.PodTemplateOverrides) (uid, gid int64) {
+	uid, gid = defaultNodeUser, -1
+	if sc := ov.SecurityContext; sc != nil {
+		if sc.RunAsUser != nil {
+			uid = *sc.RunAsUser
+		}
+		if sc.RunAsGroup != nil {
+			gid = *sc.RunAsGroup
+		}
+	}
+	if sc := ov.ContainerSecurityContext; sc != nil {
+		if sc.RunAsUser != nil {
+			uid = *sc.RunAsUser
+		}
+		if sc.RunAsGroup != nil {
+			gid = *sc.RunAsGroup
+		}
+	}
+	if gid < 0 {
+		gid = uid
+	}
+	return uid, gid
+}
+
+// buildInitContainers: in hostPath mode, one that creates the pod's
+// directory on the host and gives it to the node's user (the kubelet makes
+// hostPath directories owned by root, and fsGroup does not apply to them).
+// It runs as root with CAP_CHOWN only.
+func buildInitContainers(dc *cachev1alpha1.DistributedCache, image string, ov cachev1alpha1.PodTemplateOverrides) []corev1.Container {
+	if dc.Spec.Storage.HostPath == nil {
+		return nil
+	}
+	uid, gid := nodeUser(ov)
+	const root = "/var/lib/distcache-host"
+	return []corev1.Container{{
+		Name:            "init-data-dir",
+		Image:           image,
+		ImagePullPolicy: dc.Spec.ImagePullPolicy,
+		Args: []string{"init-data-dir", "--dir=" + root + "/$(POD_NAME)",
+			fmt.Sprintf("--uid=%d", uid), fmt.Sprintf("--gid=%d", gid)},
+		Env: []corev1.EnvVar{{
+			Name:      "POD_NAME",
+			ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: "metadata.name"}},
+		}},
+		VolumeMounts: []corev1.VolumeMount{{Name: dataVolume, MountPath: root}},
+		SecurityContext: &corev1.SecurityContext{
+			RunAsUser:                ptr.To[int64](0),
+			RunAsNonRoot:             ptr.To(false),
+			AllowPrivilegeEscalation: ptr.To(false),
+			Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}, Add: []corev1.Capability{"CHOWN"}},
+		},
+		Resources: corev1.ResourceRequirements{
+			Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("10m"), corev1.ResourceMemory: resource.MustParse("16Mi")},
+			Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("64Mi")},
+		},
+	}}
 }
 
 func buildContainer(dc *cachev1alpha1.DistributedCache, zone, image string, ov cachev1alpha1.PodTemplateOverrides) corev1.Container {

@@ -144,6 +144,19 @@ func TestBuildStatefulSet(t *testing.T) {
 				if c.VolumeMounts[0].SubPathExpr != "$(POD_NAME)" {
 					t.Errorf("hostPath mount %v", c.VolumeMounts[0])
 				}
+				// The kubelet creates the pod's directory owned by root; an
+				// init container hands it to the node's user.
+				if len(p.InitContainers) != 1 {
+					t.Fatalf("init containers %v", p.InitContainers)
+				}
+				ic := p.InitContainers[0]
+				if !reflect.DeepEqual(ic.Args, []string{"init-data-dir", "--dir=/var/lib/distcache-host/$(POD_NAME)", "--uid=65532", "--gid=65532"}) ||
+					ic.VolumeMounts[0].Name != dataVolume || ic.VolumeMounts[0].SubPathExpr != "" {
+					t.Errorf("init container %v", ic)
+				}
+				if caps := ic.SecurityContext.Capabilities; *ic.SecurityContext.RunAsUser != 0 || !reflect.DeepEqual(caps.Add, []corev1.Capability{"CHOWN"}) {
+					t.Errorf("init container security %v", ic.SecurityContext)
+				}
 				if s.Spec.Template.Labels["team"] != "x" || s.Spec.Template.Labels[LabelZone] != "b" {
 					t.Errorf("pod labels %v", s.Spec.Template.Labels)
 				}
