@@ -4,9 +4,12 @@
 package metrics
 
 import (
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/distcache/distcache/internal/ring"
 )
 
 const namespace = "distcache"
@@ -37,6 +40,9 @@ type Node struct {
 	MetaRevalidations *prometheus.CounterVec
 	PeerRequests      *prometheus.CounterVec
 	RingEpoch         prometheus.Gauge
+
+	// ring is read at every scrape for distcache_ring_members (ReportRing).
+	ring ringMembers
 }
 
 // latencyBuckets span a RAM hit (tens of microseconds) to a slow S3 miss.
@@ -49,11 +55,11 @@ func NewNode(reg prometheus.Registerer) *Node {
 	m := &Node{
 		Requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: namespace, Name: "requests_total",
-			Help: "Requests served, by tenant, operation and result (hit_ram, hit_disk, miss, error).",
+			Help: "Requests served, by tenant, operation and result (hit_ram, hit_disk, miss, forwarded, error); an object read counts under the highest of its chunks' results in the order hit_ram < hit_disk < miss < forwarded.",
 		}, []string{"tenant", "op", "result"}),
 		ResponseBytes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: namespace, Name: "response_bytes_total",
-			Help: "Body bytes sent to clients, by tenant, operation and result.",
+			Help: "Body bytes sent to clients, by tenant, operation and result; an object read counts each chunk's bytes under that chunk's result.",
 		}, []string{"tenant", "op", "result"}),
 		RequestDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Namespace: namespace, Name: "request_duration_seconds",
@@ -62,11 +68,11 @@ func NewNode(reg prometheus.Registerer) *Node {
 		}, []string{"op", "result"}),
 		ChunkReads: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: namespace, Name: "chunk_reads_total",
-			Help: "Chunk lookups by tenant and result (hit_ram, hit_disk, miss, error); the hit ratio is hits over all.",
+			Help: "Chunk lookups by tenant and result (hit_ram, hit_disk, miss, forwarded, error); the hit ratio is hits over all but forwarded (the owner counts those).",
 		}, []string{"tenant", "result"}),
 		S3Requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: namespace, Name: "s3_requests_total",
-			Help: "Logical requests to the S3 backend by operation and status class (ok, not_found, precondition_failed, access_denied, invalid_range, unavailable, error).",
+			Help: "Logical requests to the S3 backend by operation (head, get, put, delete, forward) and status class (ok, not_found, precondition_failed, access_denied, invalid_range, unavailable, canceled, error).",
 		}, []string{"op", "status"}),
 		S3Duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Namespace: namespace, Name: "s3_request_duration_seconds",
@@ -91,14 +97,17 @@ func NewNode(reg prometheus.Registerer) *Node {
 		}, []string{"outcome"}),
 		PeerRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: namespace, Name: "peer_requests_total",
-			Help: "Requests to other cache nodes by kind (forward: to a chunk's owner; handoff: to its owner of the previous ring epoch) and result (ok, miss, changed, error, unreachable, skipped_down).",
+			Help: "Requests to other cache nodes by kind (forward: a chunk from its owner; handoff: a chunk from its owner of the previous ring epoch; handout: a written chunk to its owner; meta: metadata from its owner; invalidate: a changed object to its metadata owner) and result (ok, miss, changed, error, unreachable, skipped_down).",
 		}, []string{"kind", "result"}),
 		RingEpoch: prometheus.NewGauge(prometheus.GaugeOpts{
 			Namespace: namespace, Name: "ring_epoch",
 			Help: "Epoch of the ring this node routes by (0 when it runs alone).",
 		}),
 	}
-	reg.MustRegister(m.PeerRequests, m.RingEpoch, m.Requests, m.ResponseBytes, m.RequestDuration, m.ChunkReads, m.S3Requests,
+	m.ring.desc = prometheus.NewDesc(prometheus.BuildFQName(namespace, "", "ring_members"),
+		"Members of the ring this node routes by, by state (active: they own chunks; draining: they own none and hand theirs over); 0 when the node runs alone.",
+		[]string{"state"}, nil)
+	reg.MustRegister(&m.ring, m.PeerRequests, m.RingEpoch, m.Requests, m.ResponseBytes, m.RequestDuration, m.ChunkReads, m.S3Requests,
 		m.S3Duration, m.S3Retries, m.SingleflightJoins, m.StoreFailures, m.MetaRevalidations)
 	return m
 }
@@ -125,4 +134,31 @@ func RegisterTenantReloads(reg prometheus.Registerer, reloads func() (ok, failed
 		prometheus.NewCounterFunc(opts("ok"), func() float64 { ok, _ := reloads(); return float64(ok) }),
 		prometheus.NewCounterFunc(opts("failed"), func() float64 { _, failed := reloads(); return float64(failed) }),
 	)
+}
+
+// ReportRing makes distcache_ring_members report the ring h holds, read at
+// every scrape so it always matches the ring the node routes by. Without it
+// (a node that runs alone) both states report 0.
+func (m *Node) ReportRing(h *ring.Holder) { m.ring.holder.Store(h) }
+
+// ringMembers counts the members of the ring in force by state.
+type ringMembers struct {
+	desc   *prometheus.Desc
+	holder atomic.Pointer[ring.Holder]
+}
+
+func (c *ringMembers) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+
+func (c *ringMembers) Collect(ch chan<- prometheus.Metric) {
+	count := map[ring.State]int{ring.StateActive: 0, ring.StateDraining: 0}
+	if h := c.holder.Load(); h != nil {
+		if r := h.Load(); r != nil {
+			for _, mb := range r.Members() {
+				count[mb.State]++
+			}
+		}
+	}
+	for _, state := range []ring.State{ring.StateActive, ring.StateDraining} {
+		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(count[state]), string(state))
+	}
 }

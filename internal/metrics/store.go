@@ -11,7 +11,8 @@ import (
 type storeCollector struct {
 	stats func() store.Stats
 
-	bytes, usage, capacity, chunks       *prometheus.Desc
+	bytes, usage, chunks                 *prometheus.Desc
+	capacity, ramCapacity                *prometheus.Desc
 	tenantBytes, tenantChunks            *prometheus.Desc
 	evictions, checksum, errors, rejects *prometheus.Desc
 }
@@ -26,6 +27,7 @@ func RegisterStore(reg prometheus.Registerer, stats func() store.Stats) {
 		bytes:        d("bytes", "Cached payload bytes by tier (ram, disk).", "tier"),
 		usage:        d("disk_usage_bytes", "Bytes on disk under the store directory, value-log garbage included, as last measured."),
 		capacity:     d("disk_capacity_bytes", "The hard bound on disk usage."),
+		ramCapacity:  d("ram_capacity_bytes", "The size of the RAM tier (0: no RAM tier)."),
 		chunks:       d("chunks", "Chunks held on disk."),
 		tenantBytes:  d("tenant_bytes", "Disk bytes held per tenant (counted against its quota).", "tenant"),
 		tenantChunks: d("tenant_chunks", "Chunks held per tenant.", "tenant"),
@@ -37,7 +39,7 @@ func RegisterStore(reg prometheus.Registerer, stats func() store.Stats) {
 }
 
 func (c *storeCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.bytes, c.usage, c.capacity, c.chunks, c.tenantBytes,
+	for _, d := range []*prometheus.Desc{c.bytes, c.usage, c.capacity, c.ramCapacity, c.chunks, c.tenantBytes,
 		c.tenantChunks, c.evictions, c.checksum, c.errors, c.rejects} {
 		ch <- d
 	}
@@ -55,6 +57,7 @@ func (c *storeCollector) Collect(ch chan<- prometheus.Metric) {
 	gauge(c.bytes, float64(s.DiskBytes), "disk")
 	gauge(c.usage, float64(s.DiskUsage))
 	gauge(c.capacity, float64(s.DiskCapacity))
+	gauge(c.ramCapacity, float64(s.RAMCapacity))
 	gauge(c.chunks, float64(s.Chunks))
 	for name, t := range s.Tenants {
 		gauge(c.tenantBytes, float64(t.Bytes), name)

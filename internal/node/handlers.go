@@ -15,7 +15,7 @@ import (
 const (
 	HeaderObjectSize = "X-Distcache-Object-Size"
 	HeaderChunkSize  = "X-Distcache-Chunk-Size"
-	HeaderCache      = "X-Distcache-Cache" // hit_ram, hit_disk or miss
+	HeaderCache      = "X-Distcache-Cache" // hit_ram, hit_disk, miss or forwarded
 	HeaderRingEpoch  = "X-Distcache-Ring-Epoch"
 )
 
@@ -59,10 +59,19 @@ func (s *Server) fail(w http.ResponseWriter, op, tenant string, start time.Time,
 	s.observe(op, tenant, metrics.ResultError, 0, start)
 }
 
+// observe counts a finished request and the n body bytes it sent.
 func (s *Server) observe(op, tenant, result string, n int, start time.Time) {
+	s.countBytes(op, tenant, result, n)
+	s.countRequest(op, tenant, result, start)
+}
+
+func (s *Server) countRequest(op, tenant, result string, start time.Time) {
 	s.metrics.Requests.WithLabelValues(tenant, op, result).Inc()
-	s.metrics.ResponseBytes.WithLabelValues(tenant, op, result).Add(float64(n))
 	s.metrics.RequestDuration.WithLabelValues(op, result).Observe(time.Since(start).Seconds())
+}
+
+func (s *Server) countBytes(op, tenant, result string, n int) {
+	s.metrics.ResponseBytes.WithLabelValues(tenant, op, result).Add(float64(n))
 }
 
 func (s *Server) countChunk(tenant, result string) {
@@ -148,6 +157,10 @@ func (s *Server) readPinned(r *http.Request, q request, idx int64) (chunk.Meta, 
 // getObject streams a whole object (or a Range of it) chunk by chunk, for
 // simple clients. A failure after the headers went out aborts the connection
 // so the client sees a short body, never silently wrong bytes.
+//
+// The request is counted once, under objectResult of its chunks; the body
+// bytes are counted chunk by chunk under each chunk's own result, so bytes
+// a chunk's owner served (and counted) are forwarded here, never a hit.
 func (s *Server) getObject(w http.ResponseWriter, r *http.Request) {
 	q, ok := s.begin(w, r, opGetObject)
 	if !ok {
@@ -185,7 +198,7 @@ func (s *Server) getObject(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	first, last := chunk.Span(rng.Off, rng.Len, s.cfg.ChunkSize)
-	overall, written := metrics.ResultHitRAM, 0
+	overall := metrics.ResultHitRAM
 	for idx := first; idx <= last; idx++ {
 		data, result, err := s.readChunk(r.Context(), q.caller, q.obj, m, idx)
 		if err != nil {
@@ -194,12 +207,12 @@ func (s *Server) getObject(w http.ResponseWriter, r *http.Request) {
 				s.fail(w, opGetObject, tenant, q.start, asAPIError(err))
 				return
 			}
-			s.observe(opGetObject, tenant, metrics.ResultError, written, q.start)
+			s.countRequest(opGetObject, tenant, metrics.ResultError, q.start)
 			s.log.Warn("aborting object read mid-stream", "object", q.obj.String(), "chunk", idx, "err", err)
 			panic(http.ErrAbortHandler)
 		}
 		s.countChunk(tenant, result)
-		overall = worse(overall, result)
+		overall = objectResult(overall, result)
 		if idx == first {
 			setHeaders()
 			h.Set(HeaderCache, result)
@@ -213,21 +226,37 @@ func (s *Server) getObject(w http.ResponseWriter, r *http.Request) {
 		lo := max(rng.Off, chunkOff) - chunkOff
 		hi := min(rng.Off+rng.Len, chunkOff+int64(len(data))) - chunkOff
 		n, err := w.Write(data[lo:hi])
-		written += n
+		s.countBytes(opGetObject, tenant, result, n)
 		if err != nil {
 			break // client went away
 		}
 	}
-	s.observe(opGetObject, tenant, overall, written, q.start)
+	s.countRequest(opGetObject, tenant, overall, q.start)
 }
 
-// worse orders request results so an object read reports its slowest tier.
-func worse(a, b string) string {
-	rank := map[string]int{metrics.ResultHitRAM: 0, metrics.ResultHitDisk: 1, metrics.ResultMiss: 2}
-	if rank[b] > rank[a] {
-		return b
+// objectResults ranks the results of an object read's chunks; the read is
+// counted under the highest rank among them:
+//
+//	hit_ram < hit_disk < miss < forwarded
+//
+// Local outcomes rank by the slowest tier that answered. Forwarded ranks
+// above them all: the owners counted those chunks as their own requests, so
+// a read that forwarded any chunk is left out of cluster-wide sums that
+// leave result="forwarded" out, and no chunk is counted twice there.
+var objectResults = map[string]int{
+	metrics.ResultHitRAM:    0,
+	metrics.ResultHitDisk:   1,
+	metrics.ResultMiss:      2,
+	metrics.ResultForwarded: 3,
+}
+
+// objectResult is the result of an object read whose chunks so far add up
+// to overall and whose next chunk's result is next.
+func objectResult(overall, next string) string {
+	if objectResults[next] > objectResults[overall] {
+		return next
 	}
-	return a
+	return overall
 }
 
 func setMetaHeaders(h http.Header, m chunk.Meta) {

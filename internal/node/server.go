@@ -113,7 +113,8 @@ func (s *Server) currentRing() *ring.Ring {
 	return s.cfg.Ring.Load()
 }
 
-// New wires a Server. All dependencies are required.
+// New wires a Server. All dependencies are required. With a ring, m reports
+// the ring's members (distcache_ring_members) from then on.
 func New(cfg Config, st Store, be Backend, tenants Tenants, m *metrics.Node, log *slog.Logger) (*Server, error) {
 	if cfg.ChunkSize <= 0 {
 		return nil, errors.New("node: chunk size must be positive")
@@ -141,6 +142,7 @@ func New(cfg Config, st Store, be Backend, tenants Tenants, m *metrics.Node, log
 		client := *cfg.Peers.Client
 		client.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 		cfg.Peers.Client = &client
+		m.ReportRing(cfg.Ring)
 	}
 	return &Server{cfg: cfg, store: st, s3: be, tenants: tenants, metrics: m, log: log, peers: cfg.Peers}, nil
 }

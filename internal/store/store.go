@@ -100,7 +100,8 @@ type Stats struct {
 	DiskBytes    int64 // bytes of live chunk payload accounted by the store
 	DiskUsage    int64 // last measured bytes on disk under Dir (du-like)
 	DiskCapacity int64 // Options.DiskBytes
-	RAMBytes     int64
+	RAMBytes     int64 // payload bytes in the RAM tier
+	RAMCapacity  int64 // Options.RAMBytes (0: no RAM tier)
 	Chunks       int64
 	Tenants      map[string]TenantStats
 
@@ -900,6 +901,7 @@ func (s *Store) Stats() Stats {
 		DiskBytes:    s.idx.bytes,
 		DiskUsage:    s.usage.measured,
 		DiskCapacity: s.opts.DiskBytes,
+		RAMCapacity:  s.opts.RAMBytes,
 		Chunks:       int64(len(s.idx.entries)),
 		Tenants:      make(map[string]TenantStats, len(s.idx.tenants)),
 	}

@@ -100,6 +100,16 @@ func TestRoundTripByTier(t *testing.T) {
 	}
 }
 
+func TestStatsReportCapacities(t *testing.T) {
+	for _, ram := range []int64{8 << 20, 0} {
+		s := newTestStore(t, func(o *Options) { o.DiskBytes, o.RAMBytes = 48<<20, ram })
+		if st := s.Stats(); st.DiskCapacity != 48<<20 || st.RAMCapacity != ram {
+			t.Errorf("RAMBytes %d: Stats reports disk capacity %d and RAM capacity %d, want %d and %d",
+				ram, st.DiskCapacity, st.RAMCapacity, 48<<20, ram)
+		}
+	}
+}
+
 func TestRAMEvictionFallsBackToDisk(t *testing.T) {
 	const n = 256 << 10
 	s := newTestStore(t, func(o *Options) { o.RAMBytes = n }) // room for one chunk
