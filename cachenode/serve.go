@@ -235,6 +235,9 @@ func watchRing(ctx context.Context, path string, m *metrics.Node, log *slog.Logg
 	h := &ring.Holder{}
 	h.Store(r)
 	m.RingEpoch.Set(float64(r.Epoch()))
+	// Take Changed before Load (ring.Holder), so a change landing between
+	// the two is not missed until the next one.
+	changed := h.Changed()
 	go func() {
 		if err := ring.WatchFile(ctx, path, h, log); err != nil && ctx.Err() == nil {
 			log.Error("ring watch stopped", "err", err)
@@ -245,11 +248,12 @@ func watchRing(ctx context.Context, path string, m *metrics.Node, log *slog.Logg
 			select {
 			case <-ctx.Done():
 				return
-			case <-h.Changed():
-				r := h.Load()
-				m.RingEpoch.Set(float64(r.Epoch()))
-				log.Info("ring changed", "epoch", r.Epoch(), "members", len(r.Members()))
+			case <-changed:
 			}
+			changed = h.Changed()
+			r := h.Load()
+			m.RingEpoch.Set(float64(r.Epoch()))
+			log.Info("ring changed", "epoch", r.Epoch(), "members", len(r.Members()))
 		}
 	}()
 	return h, nil
