@@ -93,6 +93,16 @@ stack: bin/minio build ## MinIO, 3 cache nodes and 2 gateways on loopback; write
 stack-down: ## Stop what make stack started.
 	hack/stack.sh down
 
+##@ Local cluster (a real single-node Kubernetes on this machine, as root; docs/development.md)
+
+.PHONY: cluster-up cluster-down images
+cluster-up: ## Build what it needs and bring the cluster up (idempotent); prints export KUBECONFIG=...
+	@hack/cluster.sh up >/dev/null
+cluster-down: ## Tear the cluster down and leave the machine as found.
+	hack/cluster.sh down
+images: ## Rebuild the distcache.local/*:dev image tarballs (bin/images/) and import them into the running cluster.
+	hack/cluster.sh images
+
 ##@ Deploy (to the cluster of the current kubeconfig; docs/operator.md)
 
 KUBECTL := $(BIN)/kubectl
