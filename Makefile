@@ -62,7 +62,7 @@ bin/prometheus: hack/prometheus.sh
 prometheus: bin/prometheus ## Prometheus and promtool (Debian's package, unpacked, no service) in bin/, for e2e/monitoring.
 
 .PHONY: tools
-tools: bin/minio envtest-assets chdb prometheus
+tools: bin/minio envtest-assets chdb prometheus cluster-build
 
 ##@ Test
 
@@ -95,13 +95,16 @@ stack-down: ## Stop what make stack started.
 
 ##@ Local cluster (a real single-node Kubernetes on this machine, as root; docs/development.md)
 
-.PHONY: cluster-up cluster-down images
+.PHONY: cluster-up cluster-down images cluster-build
 cluster-up: ## Build what it needs and bring the cluster up (idempotent); prints export KUBECONFIG=...
 	@hack/cluster.sh up >/dev/null
 cluster-down: ## Tear the cluster down and leave the machine as found.
 	hack/cluster.sh down
 images: ## Rebuild the distcache.local/*:dev image tarballs (bin/images/) and import them into the running cluster.
 	hack/cluster.sh images
+# As root only (it installs Debian packages); e2e/cluster skips without root.
+cluster-build: ## Install and build what the local cluster needs (packages, Kubernetes, etcd, CoreDNS, image tarballs).
+	@if [ "$$(id -u)" = 0 ]; then hack/cluster.sh build; else echo "cluster-build: not root, skipping (e2e/cluster will skip too)"; fi
 
 ##@ Deploy (to the cluster of the current kubeconfig; docs/operator.md)
 

@@ -10,6 +10,7 @@
 #   hack/cluster.sh status      whether it is up, the kubeconfig, nodes and pods (exit 1 when down)
 #   hack/cluster.sh kubeconfig  the kubeconfig path (exit 1 when down)
 #   hack/cluster.sh images      rebuild the project's images and import them into the running cluster
+#   hack/cluster.sh build       only install and build what up needs (packages, binaries, image tarballs)
 #
 # Needs root (it runs kubelet and changes iptables, interfaces and cgroups).
 # Everything it creates lives in CLUSTER_DIR (default /var/lib/distcache-cluster,
@@ -1026,8 +1027,13 @@ case "${1:-}" in
     echo "$KUBECONFIG_FILE"
     ;;
   images) lock && images ;;
+  build)
+    ensure_packages
+    build_binaries
+    hack/cluster-images.sh >/dev/null
+    ;;
   *)
-    echo "usage: $0 up|down|status|kubeconfig|images" >&2
+    echo "usage: $0 up|down|status|kubeconfig|images|build" >&2
     exit 2
     ;;
 esac
