@@ -1,0 +1,561 @@
+package cluster_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	cachev1alpha1 "github.com/distcache/distcache/api/v1alpha1"
+	"github.com/distcache/distcache/controllers"
+	"github.com/distcache/distcache/internal/ring"
+)
+
+const specTimeout = 12 * time.Minute
+
+var _ = Describe("a DistributedCache on a real cluster", Ordered, func() {
+	var (
+		gw       *s3.Client // S3 through the tenant's gateway
+		gwIP     string
+		objs     []object
+		gwKeyID  string
+		gwSecret string
+	)
+
+	AfterEach(func(ctx SpecContext) {
+		if CurrentSpecReport().Failed() {
+			dumpDiagnostics(ctx)
+		}
+	}, NodeTimeout(5*time.Minute))
+
+	// waitRingSettled waits until every Ready cache node and the gateway
+	// route by the ring the operator last published, and returns its epoch.
+	waitRingSettled := func(ctx context.Context) int64 {
+		GinkgoHelper()
+		var epoch int64
+		start := time.Now()
+		Eventually(ctx, func(g Gomega) {
+			epoch = publishedRing(ctx, g).Epoch
+			var ready []corev1.Pod
+			for _, p := range cachePods(ctx, g) {
+				if podReady(&p) {
+					ready = append(ready, p)
+				}
+			}
+			for name, s := range scrapePods(ctx, g, ready) {
+				g.Expect(s.m.sum(mRingEpoch, nil)).To(BeEquivalentTo(epoch), "node %s routes by the published ring", name)
+			}
+			m, err := scrape(ctx, gwIP, gatewayMetrics)
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(m.sum(mClientEpoch, nil)).To(BeEquivalentTo(epoch), "the gateway routes by the published ring")
+		}).WithTimeout(ringTimeout).WithPolling(time.Second).Should(Succeed())
+		fmt.Fprintf(GinkgoWriter, "ring epoch %d reached every node and the gateway in %s\n", epoch, time.Since(start).Round(time.Second))
+		return epoch
+	}
+
+	It("runs the cache and the tenant a user applies with kubectl", func(ctx SpecContext) {
+		kubectlIn(ctx, renderLocal(ctx), "apply", "--server-side", "-f", "-")
+
+		By("three Ready cache pods on the NVMe node of zone-a")
+		var pods []corev1.Pod
+		Eventually(ctx, func(g Gomega) { pods = expectCacheReady(ctx, g, 3) }).WithTimeout(timeout).Should(Succeed())
+		for _, p := range pods {
+			var node corev1.Node
+			Expect(k8sClient.Get(ctx, key("", p.Spec.NodeName), &node)).To(Succeed())
+			Expect(node.Labels).To(HaveKeyWithValue(controllers.InstanceTypeKey, nodeInstanceType), "pod %s", p.Name)
+			Expect(node.Labels).To(HaveKeyWithValue(controllers.ZoneTopologyKey, zone), "pod %s", p.Name)
+		}
+
+		By("the ring lists the three pods")
+		Eventually(ctx, func(g Gomega) {
+			s := publishedRing(ctx, g)
+			g.Expect(s.Zone).To(Equal(zone))
+			g.Expect(memberStates(s)).To(Equal(activeRing(3)))
+		}).Should(Succeed())
+
+		By("the tenant's client certificate Secret is issued in its namespace")
+		Eventually(ctx, func(g Gomega) {
+			for _, k := range []string{corev1.TLSCertKey, corev1.TLSPrivateKeyKey, "ca.crt"} {
+				g.Expect(secretValue(ctx, g, tenantNamespace, tenantSecret, k)).To(ContainSubstring("-----BEGIN "))
+			}
+			var t cachev1alpha1.CacheTenant
+			g.Expect(k8sClient.Get(ctx, key(tenantNamespace, tenantName), &t)).To(Succeed())
+			g.Expect(meta.IsStatusConditionTrue(t.Status.Conditions, cachev1alpha1.ConditionReady)).To(BeTrue(), "tenant Ready")
+			g.Expect(t.Status.TenantName).To(Equal(tenantNamespace + "-" + tenantName))
+		}).Should(Succeed())
+
+		By("kubectl get shows it Ready")
+		Eventually(ctx, func(g Gomega) {
+			out, err := kubectlStdin(ctx, nil, "get", "distributedcache", "-n", cacheNamespace)
+			g.Expect(err).NotTo(HaveOccurred())
+			row := table(g, out)[cacheName]
+			dc := getCache(ctx, g)
+			g.Expect(row).To(HaveKeyWithValue("REPLICAS", "3"))
+			g.Expect(row).To(HaveKeyWithValue("READY", "3"))
+			g.Expect(row).To(HaveKeyWithValue("RING EPOCH", fmt.Sprint(dc.Status.RingEpoch)))
+			g.Expect(row).To(HaveKeyWithValue("STATUS", "True"))
+			g.Expect(row).To(HaveKey("AGE"))
+		}).Should(Succeed())
+
+		By("MinIO and the gateway are Ready")
+		Eventually(ctx, func(g Gomega) {
+			var d appsv1.Deployment
+			g.Expect(k8sClient.Get(ctx, key(minioNamespace, minioName), &d)).To(Succeed())
+			g.Expect(d.Status.ReadyReplicas).To(BeEquivalentTo(1))
+			gwIP = gatewayPod(ctx, g).Status.PodIP
+		}).Should(Succeed())
+	}, SpecTimeout(specTimeout))
+
+	It("serves objects written and read through the gateway, byte-exact, from the cache nodes", func(ctx SpecContext) {
+		By("the bucket exists in MinIO")
+		var minio *s3.Client
+		Eventually(ctx, func(g Gomega) {
+			var pods corev1.PodList
+			g.Expect(k8sClient.List(ctx, &pods, client.InNamespace(minioNamespace), client.MatchingLabels{"app": minioName})).To(Succeed())
+			g.Expect(pods.Items).To(HaveLen(1))
+			minio = newS3Client(pods.Items[0].Status.PodIP,
+				secretValue(ctx, g, minioNamespace, minioRootSecret, "MINIO_ROOT_USER"),
+				secretValue(ctx, g, minioNamespace, minioRootSecret, "MINIO_ROOT_PASSWORD"))
+			g.Expect(createBucket(ctx, minio)).To(Succeed())
+		}).Should(Succeed())
+
+		Eventually(ctx, func(g Gomega) {
+			gwKeyID = secretValue(ctx, g, tenantNamespace, gatewayKeysSecret, "DISTCACHE_ACCESS_KEY")
+			gwSecret = secretValue(ctx, g, tenantNamespace, gatewayKeysSecret, "DISTCACHE_SECRET_KEY")
+		}).Should(Succeed())
+		gw = newS3Client(gwIP, gwKeyID, gwSecret)
+		objs = dataSet(fmt.Sprintf("e2e-cluster/%d", time.Now().UnixNano()))
+		fmt.Fprintf(GinkgoWriter, "data set: %d objects, %d bytes, %d chunks\n", len(objs), dataSetBytes(objs), dataSetChunks(objs))
+
+		By("PutObject through the gateway (write-through to MinIO)")
+		put := func(o object) error {
+			pctx, cancel := context.WithTimeout(ctx, requestTimeout)
+			defer cancel()
+			_, err := gw.PutObject(pctx, &s3.PutObjectInput{Bucket: aws.String(bucket), Key: aws.String(o.key), Body: bytes.NewReader(o.data)})
+			return err
+		}
+		// The nodes learn the tenant from their tenants file, which the
+		// kubelet refreshes on its own schedule: the first write may come
+		// before that.
+		Eventually(ctx, func() error { return put(objs[0]) }).WithPolling(2 * time.Second).Should(Succeed())
+		for _, o := range objs[1:] {
+			Expect(put(o)).To(Succeed(), "PutObject %s", o.key)
+		}
+		for _, o := range objs {
+			head, err := minio.HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String(bucket), Key: aws.String(o.key)})
+			Expect(err).NotTo(HaveOccurred(), "%s in MinIO", o.key)
+			Expect(aws.ToInt64(head.ContentLength)).To(BeEquivalentTo(len(o.data)), "%s in MinIO", o.key)
+		}
+
+		By("GetObject, whole and ranged, returns the bytes written")
+		before := scrapeCache(ctx)
+		readAll(ctx, gw, objs)
+		for _, o := range objs {
+			for _, rg := range ranges(int64(len(o.data))) {
+				got, err := getObject(ctx, gw, o.key, rg.header)
+				Expect(err).NotTo(HaveOccurred(), "GET %s %s", o.key, rg.header)
+				Expect(got).To(Equal(o.data[rg.first:rg.last+1]), "GET %s %s", o.key, rg.header)
+			}
+		}
+		after := scrapeCache(ctx)
+
+		hitReads := total(after.delta(before, mChunkReads, hits))
+		hitBytes := total(after.delta(before, mResponseBytes, map[string]string{"op": "get_chunk|get_object", "result": "hit_ram|hit_disk"}))
+		gets := total(after.delta(before, mS3Requests, s3Gets))
+		fmt.Fprintf(GinkgoWriter, "reads after write-through: %.0f chunk hits, %.0f hit bytes, %.0f S3 GETs\n", hitReads, hitBytes, gets)
+		AddReportEntry("reads after write-through", fmt.Sprintf("%.0f chunk hits, %.0f hit bytes, %.0f S3 GETs", hitReads, hitBytes, gets))
+		Expect(hitReads).To(BeNumerically(">", 0), "chunk reads served from the nodes' RAM or disk")
+		Expect(hitBytes).To(BeNumerically(">", 0), "bytes served from the nodes' RAM or disk")
+	}, SpecTimeout(specTimeout))
+
+	It("scales with kubectl while reads go on, moving chunks by handoff rather than from S3", func(ctx SpecContext) {
+		epoch0 := getCache(ctx, Default).Status.RingEpoch
+
+		By("kubectl scale --replicas=4")
+		r := startReader(gw, objs)
+		DeferCleanup(r.halt)
+		r.awaitPasses(ctx, 1)
+		before := scrapeCache(ctx)
+		Expect(kubectl(ctx, "scale", "distributedcache/"+cacheName, "-n", cacheNamespace, "--replicas=4")).To(ContainSubstring("scaled"))
+		Eventually(ctx, func(g Gomega) { expectCacheReady(ctx, g, 4) }).WithTimeout(timeout).Should(Succeed())
+		Eventually(ctx, func(g Gomega) {
+			s := publishedRing(ctx, g)
+			g.Expect(memberStates(s)).To(Equal(activeRing(4)))
+			g.Expect(s.Epoch).To(BeNumerically(">", epoch0))
+			g.Expect(getCache(ctx, g).Status.RingEpoch).To(Equal(s.Epoch))
+		}).Should(Succeed())
+		epoch1 := waitRingSettled(ctx)
+		r.awaitPasses(ctx, 1)
+		r.stop()
+
+		By("re-reading everything once on the new ring")
+		settled := scrapeCache(ctx)
+		readAll(ctx, gw, objs)
+		after := scrapeCache(ctx)
+		windowGets := total(after.delta(before, mS3Requests, s3Gets))
+		rereadGets := total(after.delta(settled, mS3Requests, s3Gets))
+		handoffs := total(after.delta(before, mPeerRequests, map[string]string{"kind": "handoff", "result": "ok"}))
+		newMember := ordinalPod(3)
+		newChunks := after[newMember].m.sum(mStoreChunks, nil)
+		newHits := after.delta(settled, mChunkReads, hits)[newMember]
+		figure := fmt.Sprintf("ring epoch %d -> %d; %d chunks in the data set; S3 GETs from the scale-up to the end of the re-read: %.0f "+
+			"(of which the re-read on the settled ring: %.0f); chunks handed off between nodes: %.0f; chunks on the new node: %.0f; "+
+			"its hits during the re-read: %.0f", epoch0, epoch1, dataSetChunks(objs), windowGets, rereadGets, handoffs, newChunks, newHits)
+		fmt.Fprintln(GinkgoWriter, "scale-up 3 -> 4: "+figure)
+		AddReportEntry("S3 GETs on re-reading after scale-up 3 -> 4", figure)
+		Expect(newHits).To(BeNumerically(">", 0), "the new node serves its share of the reads from its store")
+		Expect(rereadGets).To(BeZero(), "re-reading on the settled ring reads nothing from S3")
+
+		By("spec.replicas back to 3: the fourth pod drains, then goes")
+		r = startReader(gw, objs)
+		DeferCleanup(r.halt)
+		kubectl(ctx, "patch", "distributedcache/"+cacheName, "-n", cacheNamespace, "--type=merge", "-p", `{"spec":{"replicas":3}}`)
+		Eventually(ctx, func(g Gomega) {
+			g.Expect(memberStates(publishedRing(ctx, g))).To(HaveKeyWithValue(newMember, ring.StateDraining))
+			var p corev1.Pod
+			g.Expect(k8sClient.Get(ctx, key(cacheNamespace, newMember), &p)).To(Succeed(), "the draining pod still runs")
+		}).WithPolling(100*time.Millisecond).Should(Succeed(), "the ring marks %s draining while it still runs", newMember)
+		fmt.Fprintf(GinkgoWriter, "%s is draining\n", newMember)
+		Eventually(ctx, func(g Gomega) {
+			expectCacheReady(ctx, g, 3)
+			g.Expect(memberStates(publishedRing(ctx, g))).To(Equal(activeRing(3)))
+		}).WithTimeout(timeout).Should(Succeed())
+		waitRingSettled(ctx)
+		r.awaitPasses(ctx, 1)
+		r.stop()
+	}, SpecTimeout(specTimeout))
+
+	It("loses a cache pod without a failed read, and gets it back with its cache warm", func(ctx SpecContext) {
+		victim := ordinalPod(1)
+		var old corev1.Pod
+		Expect(k8sClient.Get(ctx, key(cacheNamespace, victim), &old)).To(Succeed())
+		m, err := scrape(ctx, old.Status.PodIP, controllers.MetricsPort)
+		Expect(err).NotTo(HaveOccurred())
+		chunksBefore := m.sum(mStoreChunks, nil)
+		Expect(chunksBefore).To(BeNumerically(">", 0), "%s holds chunks on disk", victim)
+
+		By("deleting the pod while a reader reads")
+		r := startReader(gw, objs)
+		DeferCleanup(r.halt)
+		r.awaitPasses(ctx, 1)
+		kubectl(ctx, "delete", "pod", victim, "-n", cacheNamespace, "--wait=false")
+		Eventually(ctx, func(g Gomega) {
+			var p corev1.Pod
+			err := k8sClient.Get(ctx, key(cacheNamespace, victim), &p)
+			if err == nil {
+				g.Expect(p.UID).NotTo(Equal(old.UID), "the old pod is gone")
+				return
+			}
+			g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "%v", err)
+		}).WithTimeout(timeout).Should(Succeed())
+		// Reads while the pod is away; the reader stops before the new pod
+		// can serve, so what it holds when Ready came from its disk.
+		r.awaitPasses(ctx, 1)
+		r.stop()
+
+		By("the new pod is Ready with the chunks the old one had on disk")
+		var pod corev1.Pod
+		Eventually(ctx, func(g Gomega) {
+			g.Expect(k8sClient.Get(ctx, key(cacheNamespace, victim), &pod)).To(Succeed())
+			g.Expect(pod.UID).NotTo(Equal(old.UID))
+			g.Expect(podReady(&pod)).To(BeTrue())
+		}).WithTimeout(timeout).WithPolling(100 * time.Millisecond).Should(Succeed())
+		m, err = scrape(ctx, pod.Status.PodIP, controllers.MetricsPort)
+		Expect(err).NotTo(HaveOccurred())
+		chunksAfter := m.sum(mStoreChunks, nil)
+		fmt.Fprintf(GinkgoWriter, "%s: %.0f chunks on disk before the deletion, %.0f when Ready again\n", victim, chunksBefore, chunksAfter)
+		Expect(chunksAfter).To(BeNumerically(">=", chunksBefore), "the restarted node finds its disk tier warm")
+
+		By("re-reading everything once it is back in the ring")
+		Eventually(ctx, func(g Gomega) {
+			expectCacheReady(ctx, g, 3)
+			g.Expect(memberStates(publishedRing(ctx, g))).To(Equal(activeRing(3)))
+		}).WithTimeout(timeout).Should(Succeed())
+		waitRingSettled(ctx)
+		before := scrapeCache(ctx)
+		readAll(ctx, gw, objs)
+		after := scrapeCache(ctx)
+		gets := after.delta(before, mS3Requests, s3Gets)[victim]
+		served := after.delta(before, mChunkReads, hits)[victim]
+		diskHits := after.delta(before, mChunkReads, map[string]string{"result": "hit_disk"})[victim]
+		figure := fmt.Sprintf("%s after its restart: %.0f S3 GETs, %.0f chunk hits (%.0f from disk) on re-reading the data set", victim, gets, served, diskHits)
+		fmt.Fprintln(GinkgoWriter, figure)
+		AddReportEntry("re-read after a cache pod restart", figure)
+		Expect(served).To(BeNumerically(">", 0), "%s serves its chunks again", victim)
+		Expect(gets).To(BeZero(), "%s serves them from its warm disk tier, not from S3", victim)
+	}, SpecTimeout(specTimeout))
+
+	It("rolls the pods one at a time on a spec change, without a failed read", func(ctx SpecContext) {
+		var sts appsv1.StatefulSet
+		Expect(k8sClient.Get(ctx, key(cacheNamespace, statefulSetName), &sts)).To(Succeed())
+		oldHash := sts.Spec.Template.Annotations[controllers.AnnotationInputHash]
+		Expect(oldHash).NotTo(BeEmpty())
+		oldUIDs := map[string]types.UID{}
+		for _, p := range cachePods(ctx, Default) {
+			oldUIDs[p.Name] = p.UID
+		}
+		Expect(oldUIDs).To(HaveLen(3))
+
+		r := startReader(gw, objs)
+		DeferCleanup(r.halt)
+		readiness := watchReadiness()
+		DeferCleanup(func() { readiness.stop() })
+
+		By("memorySize 128Mi -> 160Mi")
+		kubectl(ctx, "patch", "distributedcache/"+cacheName, "-n", cacheNamespace, "--type=merge", "-p", `{"spec":{"memorySize":"160Mi"}}`)
+		start := time.Now()
+		var newHash string
+		Eventually(ctx, func(g Gomega) {
+			var sts appsv1.StatefulSet
+			g.Expect(k8sClient.Get(ctx, key(cacheNamespace, statefulSetName), &sts)).To(Succeed())
+			newHash = sts.Spec.Template.Annotations[controllers.AnnotationInputHash]
+			g.Expect(newHash).NotTo(Equal(oldHash))
+			g.Expect(sts.Status.ObservedGeneration).To(Equal(sts.Generation))
+			g.Expect(sts.Status.UpdatedReplicas).To(BeEquivalentTo(3))
+			g.Expect(sts.Status.CurrentRevision).To(Equal(sts.Status.UpdateRevision))
+			for _, p := range expectCacheReady(ctx, g, 3) {
+				g.Expect(p.UID).NotTo(Equal(oldUIDs[p.Name]), "pod %s replaced", p.Name)
+				g.Expect(p.Annotations).To(HaveKeyWithValue(controllers.AnnotationInputHash, newHash), "pod %s", p.Name)
+				g.Expect(p.Spec.Containers[0].Args).To(ContainElement("--ram-bytes=160Mi"), "pod %s", p.Name)
+			}
+		}).WithTimeout(rolloutTimeout).Should(Succeed())
+		minReady, samples := readiness.stop()
+		figure := fmt.Sprintf("3 pods replaced in %s; fewest Ready pods in %d samples: %d", time.Since(start).Round(time.Second), samples, minReady)
+		fmt.Fprintln(GinkgoWriter, "rollout: "+figure)
+		AddReportEntry("rollout memorySize 128Mi -> 160Mi", figure)
+		Expect(minReady).To(BeNumerically(">=", 2), "never more than one pod down during the rollout")
+
+		for name, s := range scrapeCache(ctx) {
+			Expect(s.m.sum(mRAMCapacity, nil)).To(BeEquivalentTo(160<<20), "RAM tier of %s", name)
+		}
+		waitRingSettled(ctx)
+		r.awaitPasses(ctx, 1)
+		r.stop()
+	}, SpecTimeout(specTimeout))
+
+	It("refuses an invalid DistributedCache, naming the field", func(ctx SpecContext) {
+		cases := []struct {
+			name, field string
+			edit        func(spec map[string]any)
+		}{
+			{"invalid-chunk-size", "spec.chunkSize", func(spec map[string]any) { spec["chunkSize"] = "0" }},
+			{"duplicate-zone", "spec.zones", func(spec map[string]any) {
+				spec["zones"] = []any{map[string]any{"name": zone}, map[string]any{"name": zone}}
+			}},
+		}
+		for _, c := range cases {
+			By(c.name)
+			_, err := kubectlStdin(ctx, invalidCache(c.name, c.edit), "apply", "-f", "-")
+			Expect(err).To(HaveOccurred(), "kubectl apply of %s", c.name)
+			Expect(err.(*commandError).stderr).To(ContainSubstring(c.field), "kubectl's error names the field")
+			Expect(apierrors.IsNotFound(k8sClient.Get(ctx, key(cacheNamespace, c.name), &cachev1alpha1.DistributedCache{}))).
+				To(BeTrue(), "%s was not created", c.name)
+		}
+	}, SpecTimeout(specTimeout))
+
+	It("is deleted with everything it owned, by the garbage collector", func(ctx SpecContext) {
+		dc := getCache(ctx, Default)
+		owned := ownedObjects(ctx, dc.UID)
+		kinds := map[string]int{}
+		for _, o := range owned {
+			kinds[fmt.Sprintf("%T", o)]++
+		}
+		fmt.Fprintf(GinkgoWriter, "owned objects: %v\n", kinds)
+		Expect(kinds).To(HaveKeyWithValue("*v1.StatefulSet", 1))
+		Expect(kinds).To(HaveKeyWithValue("*v1.Service", 2))
+		Expect(kinds).To(HaveKeyWithValue("*v1.ConfigMap", BeNumerically(">=", 1)))
+		Expect(kinds).To(HaveKeyWithValue("*v1.Secret", BeNumerically(">=", 3)))
+		Expect(kinds).To(HaveKeyWithValue("*v1.PodDisruptionBudget", 1))
+		pods := cachePods(ctx, Default)
+		Expect(pods).To(HaveLen(3))
+
+		kubectl(ctx, "delete", "distributedcache/"+cacheName, "-n", cacheNamespace, "--wait=false")
+		Eventually(ctx, func(g Gomega) {
+			for _, o := range owned {
+				err := k8sClient.Get(ctx, client.ObjectKeyFromObject(o), o.DeepCopyObject().(client.Object))
+				g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "%T %s is gone (%v)", o, o.GetName(), err)
+			}
+			g.Expect(cachePods(ctx, g)).To(BeEmpty(), "cache pods are gone")
+			g.Expect(apierrors.IsNotFound(k8sClient.Get(ctx, key(cacheNamespace, cacheName), &cachev1alpha1.DistributedCache{}))).To(BeTrue())
+		}).WithTimeout(timeout).Should(Succeed())
+
+		By("the tenant loses its certificate")
+		Eventually(ctx, func(g Gomega) {
+			err := k8sClient.Get(ctx, key(tenantNamespace, tenantSecret), &corev1.Secret{})
+			g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "Secret %s deleted (%v)", tenantSecret, err)
+			var t cachev1alpha1.CacheTenant
+			g.Expect(k8sClient.Get(ctx, key(tenantNamespace, tenantName), &t)).To(Succeed())
+			g.Expect(meta.IsStatusConditionTrue(t.Status.Conditions, cachev1alpha1.ConditionReady)).To(BeFalse())
+		}).Should(Succeed())
+	}, SpecTimeout(specTimeout))
+})
+
+// table parses kubectl get's table: name -> column -> value. Columns are
+// found where the header puts them (a header may hold a space: RING EPOCH).
+func table(g Gomega, out string) map[string]map[string]string {
+	lines := strings.Split(strings.TrimRight(out, "\n"), "\n")
+	g.Expect(len(lines)).To(BeNumerically(">=", 2), "kubectl get printed %q", out)
+	header := lines[0]
+	var starts []int
+	var names []string
+	for _, loc := range regexp.MustCompile(`\S+( \S+)*`).FindAllStringIndex(header, -1) {
+		starts = append(starts, loc[0])
+		names = append(names, header[loc[0]:loc[1]])
+	}
+	rows := map[string]map[string]string{}
+	for _, line := range lines[1:] {
+		row := map[string]string{}
+		for i, start := range starts {
+			end := len(line)
+			if i+1 < len(starts) {
+				end = min(starts[i+1], len(line))
+			}
+			if start < len(line) {
+				row[names[i]] = strings.TrimSpace(line[start:end])
+			}
+		}
+		rows[row["NAME"]] = row
+	}
+	return rows
+}
+
+// ranges are Range headers covering the interesting parts of an object of
+// size n: the first byte, a chunk boundary, the middle, a suffix and an
+// open end.
+type byteRange struct {
+	header      string
+	first, last int64
+}
+
+func ranges(n int64) []byteRange {
+	if n == 0 {
+		return nil
+	}
+	rs := []byteRange{
+		{"bytes=0-0", 0, 0},
+		{fmt.Sprintf("bytes=-%d", min(n, 1000)), n - min(n, 1000), n - 1},
+		{fmt.Sprintf("bytes=%d-", n/2), n / 2, n - 1},
+		{fmt.Sprintf("bytes=%d-%d", n/3, min(n/3+70000, n-1)), n / 3, min(n/3+70000, n-1)},
+	}
+	if n > chunkSize+10 {
+		rs = append(rs, byteRange{fmt.Sprintf("bytes=%d-%d", chunkSize-10, chunkSize+9), chunkSize - 10, chunkSize + 9})
+	}
+	return rs
+}
+
+// invalidCache is config/local's DistributedCache renamed and edited, as
+// JSON for kubectl apply.
+func invalidCache(name string, edit func(spec map[string]any)) []byte {
+	GinkgoHelper()
+	for _, obj := range decode(renderLocal(context.Background())) {
+		if obj.GetKind() != "DistributedCache" {
+			continue
+		}
+		obj = obj.DeepCopy()
+		obj.SetName(name)
+		spec, ok := obj.Object["spec"].(map[string]any)
+		Expect(ok).To(BeTrue())
+		edit(spec)
+		data, err := json.Marshal(obj.Object)
+		Expect(err).NotTo(HaveOccurred())
+		return data
+	}
+	Fail("no DistributedCache in config/local")
+	return nil
+}
+
+// ownedObjects are the objects in the cache's namespace whose owner
+// references name the cache.
+func ownedObjects(ctx context.Context, uid types.UID) []client.Object {
+	GinkgoHelper()
+	var out []client.Object
+	lists := []client.ObjectList{
+		&appsv1.StatefulSetList{}, &corev1.ServiceList{}, &corev1.ConfigMapList{}, &corev1.SecretList{}, &policyv1.PodDisruptionBudgetList{},
+	}
+	for _, l := range lists {
+		Expect(k8sClient.List(ctx, l, client.InNamespace(cacheNamespace))).To(Succeed())
+		items, err := meta.ExtractList(l)
+		Expect(err).NotTo(HaveOccurred())
+		for _, item := range items {
+			o := item.(client.Object)
+			for _, ref := range o.GetOwnerReferences() {
+				if ref.UID == uid {
+					out = append(out, o)
+				}
+			}
+		}
+	}
+	return out
+}
+
+// readinessWatch samples how many cache pods are Ready, every 200ms, from a
+// goroutine of its own, until stopped.
+type readinessWatch struct {
+	cancel   context.CancelFunc
+	done     chan struct{}
+	mu       sync.Mutex
+	minReady int
+	samples  int
+}
+
+func watchReadiness() *readinessWatch {
+	ctx, cancel := context.WithCancel(context.Background())
+	w := &readinessWatch{cancel: cancel, done: make(chan struct{}), minReady: -1}
+	go func() {
+		defer GinkgoRecover()
+		defer close(w.done)
+		tick := time.NewTicker(200 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			var pods corev1.PodList
+			err := k8sClient.List(ctx, &pods, client.InNamespace(cacheNamespace),
+				client.MatchingLabels{controllers.LabelName: controllers.NodeAppName, controllers.LabelInstance: cacheName})
+			if err == nil {
+				ready := 0
+				for i := range pods.Items {
+					if podReady(&pods.Items[i]) {
+						ready++
+					}
+				}
+				w.mu.Lock()
+				if w.minReady < 0 || ready < w.minReady {
+					w.minReady = ready
+				}
+				w.samples++
+				w.mu.Unlock()
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	return w
+}
+
+// stop ends the sampling and returns the fewest Ready pods seen and the
+// number of samples.
+func (w *readinessWatch) stop() (int, int) {
+	w.cancel()
+	<-w.done
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.minReady, w.samples
+}
