@@ -681,3 +681,33 @@ func gatheredSum(t *testing.T, reg *prometheus.Registry, name string) float64 {
 	}
 	return sum
 }
+
+// TestStaleRingFallsBackToTheSeeds: during a rolling update every member of
+// the client's ring can be gone before the new ring reaches it; the seeds
+// (the Service in Kubernetes) still lead to a live node.
+func TestStaleRingFallsBackToTheSeeds(t *testing.T) {
+	c := nodecluster.Start(t, 4)
+	spare := c.Member(3)
+	c.PublishWithout(false, spare.Name) // the ring: cache-0..2; cache-3 is only a seed
+	cl, _ := newClient(t, c, c.TenantTLS("team-a"), func(cfg *client.Config) { cfg.Seeds = []string{spare.URL()} })
+	if n := len(cl.Ring().Members()); n != 3 {
+		t.Fatalf("client ring has %d members, want 3", n)
+	}
+	ctx := context.Background()
+	data := randomBytes(rand.New(rand.NewPCG(21, 22)), 5*cs)
+	c.PutDirect("bucket-a", "rolled", data)
+	m, err := cl.Stat(ctx, "bucket-a", "rolled")
+	must(t, err)
+	for i := 0; i < 3; i++ {
+		c.Kill(i)
+	}
+	p := make([]byte, len(data))
+	_, err = cl.ReadAt(ctx, "bucket-a", "rolled", m, p, 0)
+	must(t, err)
+	if !bytes.Equal(p, data) {
+		t.Fatal("read through the seed differs")
+	}
+	if n := c.Counter(3, "distcache_chunk_reads_total", nil); n == 0 {
+		t.Fatal("the seed node served no chunk")
+	}
+}

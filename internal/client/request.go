@@ -34,7 +34,8 @@ func (e *finalError) Error() string { return e.err.Error() }
 //     data cached, but after Candidates such answers the last is returned;
 //   - any other answer (success, 4xx) is final.
 //
-// When no member answered, the error wraps ErrUnavailable.
+// When no member answered, the seeds that are not members are tried last;
+// when none of those answered either, the error wraps ErrUnavailable.
 func (c *Client) try(ctx context.Context, op, bucket, key string, id chunk.ID, attempt attemptFunc) error {
 	var buf [16]ring.Member
 	members := c.route(c.ring.Load(), id, buf[:0])
@@ -86,8 +87,45 @@ func (c *Client) try(ctx context.Context, op, bucket, key string, id chunk.ID, a
 	if last != nil {
 		return last
 	}
+	// Every member of the ring in force failed. That ring may be stale:
+	// pods replaced faster than a new ring reaches everyone (a rolling
+	// update). The seeds (a Service, in Kubernetes) lead to whichever nodes
+	// are up now, and any node serves any chunk (forwarding it or reading
+	// S3 itself).
+	tried := make(map[string]bool, len(members))
+	for _, m := range members {
+		tried[m.Address] = true
+	}
+	for _, addr := range c.seeds {
+		if tried[addr] {
+			continue
+		}
+		tried[addr] = true
+		c.metrics.failovers.Inc()
+		actx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
+		err := attempt(actx, addr)
+		cancel()
+		if err == nil {
+			c.metrics.requests.WithLabelValues(op, resultOK).Inc()
+			return nil
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		var fe *finalError
+		if errors.As(err, &fe) {
+			return fe.err
+		}
+		var e *Error
+		if errors.As(err, &e) {
+			c.metrics.requests.WithLabelValues(op, resultOf(e)).Inc()
+			return e // an answer: the seed's node is up and said this
+		}
+		c.metrics.requests.WithLabelValues(op, resultUnreachable).Inc()
+		errs = append(errs, fmt.Errorf("seed %s: %w", addr, err))
+	}
 	return &Error{Op: op, Bucket: bucket, Key: key, Kind: ErrUnavailable,
-		Message: fmt.Sprintf("none of the %d cache nodes answered", len(members)), Err: errors.Join(errs...)}
+		Message: fmt.Sprintf("none of the %d cache nodes answered, nor any seed", len(members)), Err: errors.Join(errs...)}
 }
 
 // route lists the active members in placement order for id (owner first),
