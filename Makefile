@@ -83,9 +83,13 @@ bench-go: ## Go micro-benchmarks (store tiers, ring lookups).
 
 ##@ Demo
 
-.PHONY: demo
-demo: bin/minio build ## MinIO + a cache node on loopback with real mTLS; shows misses, hits and metrics.
+.PHONY: demo demo-down demo-local
+demo: ## Local cluster, operator, cache, tenant, gateway; ClickHouse (chdb) queries S3 vs distcache. Needs root.
 	hack/demo.sh
+demo-down: ## Remove what make demo left running: the whole local cluster.
+	hack/demo.sh down
+demo-local: bin/minio build ## No Kubernetes: MinIO + one cache node on loopback with mTLS; misses, hits, metrics.
+	hack/demo/local.sh
 
 .PHONY: stack stack-down
 stack: bin/minio build ## MinIO, 3 cache nodes and 2 gateways on loopback; writes .stack/env (S3_ENDPOINT=... to use another S3).
