@@ -1,4 +1,4 @@
-# distcache: `make demo` shows a cache node at work, `make test` runs everything.
+# distcache: `make demo` runs the operator, a cache and ClickHouse on a local Kubernetes cluster; `make test` runs everything.
 SHELL := /usr/bin/env bash
 .SHELLFLAGS := -euo pipefail -c
 

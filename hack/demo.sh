@@ -74,6 +74,8 @@ wait_for() {
   local desc=$1 start=$SECONDS
   shift
   until "$@" >/dev/null 2>&1; do
+    # hack/cluster.sh down (from another terminal, a test) removes it.
+    [ -f "$KUBECONFIG" ] || die "the cluster went away while waiting for $desc ($KUBECONFIG is gone)"
     if ((SECONDS - start >= TIMEOUT)); then
       echo "demo: error: timed out after ${TIMEOUT}s waiting for $desc" >&2
       diagnose
