@@ -6,20 +6,16 @@ package main
 
 import (
 	"flag"
-	"maps"
 	"os"
 	"time"
 
-	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
-	cachev1alpha1 "github.com/distcache/distcache/api/v1alpha1"
 	"github.com/distcache/distcache/controllers"
 )
 
@@ -42,27 +38,16 @@ func main() {
 	log := ctrl.Log.WithName("setup")
 
 	scheme := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(scheme); err != nil {
-		log.Error(err, "building scheme")
-		os.Exit(1)
-	}
-	if err := cachev1alpha1.AddToScheme(scheme); err != nil {
-		log.Error(err, "building scheme")
-		os.Exit(1)
-	}
-	if err := monitoringv1.AddToScheme(scheme); err != nil {
+	if err := controllers.AddToScheme(scheme); err != nil {
 		log.Error(err, "building scheme")
 		os.Exit(1)
 	}
 	cfg := ctrl.GetConfigOrDie()
-	byObject := controllers.CacheOptions()
-	// Only the prometheus-operator kinds installed now can be cached by label.
-	monitoringCache, err := controllers.MonitoringCacheOptions(cfg)
+	byObject, err := controllers.ManagerCacheOptions(cfg)
 	if err != nil {
 		log.Error(err, "looking up the prometheus-operator's CRDs")
 		os.Exit(1)
 	}
-	maps.Copy(byObject, monitoringCache)
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                  scheme,
 		Cache:                   cache.Options{ByObject: byObject},
@@ -76,24 +61,8 @@ func main() {
 		log.Error(err, "creating manager")
 		os.Exit(1)
 	}
-	if err := (&controllers.DistributedCacheReconciler{
-		Client:         mgr.GetClient(),
-		APIReader:      mgr.GetAPIReader(),
-		Scheme:         mgr.GetScheme(),
-		Recorder:       mgr.GetEventRecorder("distributedcache-controller"),
-		CacheNodeImage: cacheNodeImage,
-		DrainGrace:     drainGrace,
-	}).SetupWithManager(mgr); err != nil {
-		log.Error(err, "setting up the DistributedCache controller")
-		os.Exit(1)
-	}
-	if err := (&controllers.CacheTenantReconciler{
-		Client:    mgr.GetClient(),
-		APIReader: mgr.GetAPIReader(),
-		Scheme:    mgr.GetScheme(),
-		Recorder:  mgr.GetEventRecorder("cachetenant-controller"),
-	}).SetupWithManager(mgr); err != nil {
-		log.Error(err, "setting up the CacheTenant controller")
+	if err := controllers.SetupWithManager(mgr, controllers.Options{CacheNodeImage: cacheNodeImage, DrainGrace: drainGrace}); err != nil {
+		log.Error(err, "setting up the controllers")
 		os.Exit(1)
 	}
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {

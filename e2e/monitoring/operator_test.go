@@ -119,12 +119,7 @@ var _ = BeforeSuite(func() {
 		Cache:   cache.Options{ByObject: byObject},
 	})
 	Expect(err).NotTo(HaveOccurred())
-	Expect((&controllers.DistributedCacheReconciler{
-		Client:         mgr.GetClient(),
-		Scheme:         mgr.GetScheme(),
-		Recorder:       mgr.GetEventRecorder("distributedcache-controller"),
-		CacheNodeImage: "example.com/cachenode:test",
-	}).SetupWithManager(mgr)).To(Succeed())
+	Expect(controllers.SetupWithManager(mgr, controllers.Options{CacheNodeImage: "example.com/cachenode:test"})).To(Succeed())
 
 	var ctx context.Context
 	ctx, stopMgr = context.WithCancel(context.Background())

@@ -96,22 +96,9 @@ var _ = BeforeSuite(func() {
 		Cache:   cache.Options{ByObject: controllers.CacheOptions()},
 	})
 	Expect(err).NotTo(HaveOccurred())
-	Expect((&controllers.DistributedCacheReconciler{
-		Client:         mgr.GetClient(),
-		APIReader:      mgr.GetAPIReader(),
-		Scheme:         mgr.GetScheme(),
-		Recorder:       mgr.GetEventRecorder("distributedcache-controller"),
-		CacheNodeImage: testImage,
-		DrainGrace:     drainGrace,
-		Now:            clock.Now,
-	}).SetupWithManager(mgr)).To(Succeed())
-	Expect((&controllers.CacheTenantReconciler{
-		Client:    mgr.GetClient(),
-		APIReader: mgr.GetAPIReader(),
-		Scheme:    mgr.GetScheme(),
-		Recorder:  mgr.GetEventRecorder("cachetenant-controller"),
-		Now:       clock.Now,
-	}).SetupWithManager(mgr)).To(Succeed())
+	Expect(controllers.SetupWithManager(mgr, controllers.Options{
+		CacheNodeImage: testImage, DrainGrace: drainGrace, Now: clock.Now,
+	})).To(Succeed())
 
 	var ctx context.Context
 	ctx, cancel = context.WithCancel(context.Background())
