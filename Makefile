@@ -73,13 +73,27 @@ test: tools verify-generated ## Run the whole suite against real MinIO, TLS and 
 	KUBEBUILDER_ASSETS="$$(hack/envtest-assets.sh)" MINIO_BIN=$(BIN)/minio \
 		$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $(GOTEST_FLAGS) ./...
 
+# Parts of make bench: micro (Go benchmarks), b1 (hit path), b2 (ClickHouse
+# table), b3 (scale-out), b4 (hit ratio). The chosen parts' chapters of
+# docs/benchmarks.md and their plots in docs/img/ are rewritten.
+BENCH_PARTS ?=
+
 .PHONY: bench
-bench: bin/minio build ## Hit throughput vs MinIO direct vs the raw TLS ceiling (docs/benchmarks.md).
-	$(BIN)/cachenode bench --minio-bin $(BIN)/minio
+bench: bin/minio chdb build ## Every benchmark side by side in one run; writes docs/benchmarks.md and docs/img/ (BENCH_PARTS=b1,b2 for some).
+	$(GO) run ./hack/bench $(if $(BENCH_PARTS),-parts $(BENCH_PARTS))
 
 .PHONY: bench-go
-bench-go: ## Go micro-benchmarks (store tiers, ring lookups).
+bench-go: ## Go micro-benchmarks only, printed (store tiers, node hit path, client, ring, SigV4).
 	$(GO) test -run '^$$' -bench . -benchmem ./internal/...
+
+##@ Reliability (docs/reliability.md)
+
+FUZZTIME ?= 30s
+SOAK_DURATION ?= 30m
+
+.PHONY: fuzz soak
+fuzz: ## Run every fuzz target for FUZZTIME each (default 30s); a crasher is left in testdata/fuzz.
+	FUZZTIME=$(FUZZTIME) hack/fuzz.sh
 
 ##@ Demo
 

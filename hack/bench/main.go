@@ -1,0 +1,119 @@
+// Command bench runs the benchmark parts of `make bench` one after the other
+// on this machine and writes their chapters into docs/benchmarks.md, with the
+// plots in docs/img/. A run of some parts (-parts b1,b3) replaces only their
+// chapters, each of which says when and on what it ran.
+//
+//	go run ./hack/bench                 # every part
+//	go run ./hack/bench -parts b2       # one part
+//	go run ./hack/bench -quick -docs /tmp/x   # smoke run into another directory
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/distcache/distcache/internal/bench/benchkit"
+)
+
+// part is one chapter of docs/benchmarks.md.
+type part struct {
+	id  string
+	run func(context.Context, benchkit.Env) (benchkit.Section, error)
+}
+
+// parts in the order of the chapters.
+var parts = []part{
+	{"micro", runMicro},
+}
+
+const intro = `# Benchmarks
+
+Speed is measured, never asserted by tests. ` + "`make bench`" + ` runs every part
+below on one machine in one go and rewrites this file and the plots in
+docs/img/; each chapter says when, on what machine and under what load it ran.
+Compare the columns of one table with each other (they come from the same run,
+back to back); absolute figures depend on the machine.
+
+` + "```sh" + `
+make bench                      # every part (go run ./hack/bench)
+make bench BENCH_PARTS=b1,b4    # some parts; the other chapters stay as they are
+` + "```" + `
+`
+
+func main() {
+	ids := make([]string, len(parts))
+	for i, p := range parts {
+		ids[i] = p.id
+	}
+	only := flag.String("parts", strings.Join(ids, ","), "comma-separated parts to run, of: "+strings.Join(ids, ","))
+	quick := flag.Bool("quick", false, "smoke mode: tiny sizes, same code paths")
+	docs := flag.String("docs", "docs", "directory of benchmarks.md; plots go to its img/")
+	bin := flag.String("bin", "bin", "the repository's bin/ directory (servers and tools)")
+	flag.Parse()
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, strings.Split(*only, ","), *quick, *docs, *bin); err != nil {
+		log.Fatal(err)
+	}
+}
+
+func run(ctx context.Context, want []string, quick bool, docs, bin string) error {
+	for _, id := range want {
+		if !slices.ContainsFunc(parts, func(p part) bool { return p.id == id }) {
+			return fmt.Errorf("unknown part %q", id)
+		}
+	}
+	binAbs, err := filepath.Abs(bin)
+	if err != nil {
+		return err
+	}
+	imgDir := filepath.Join(docs, "img")
+	if err := os.MkdirAll(imgDir, 0o755); err != nil {
+		return err
+	}
+	docPath := filepath.Join(docs, "benchmarks.md")
+	for _, p := range parts {
+		if !slices.Contains(want, p.id) {
+			continue
+		}
+		work, err := os.MkdirTemp("", "distcache-bench-"+p.id+"-")
+		if err != nil {
+			return err
+		}
+		logger := log.New(os.Stderr, p.id+": ", log.Ltime)
+		env := benchkit.Env{Bin: binAbs, WorkDir: work, ImgDir: imgDir, Quick: quick, Log: logger}
+		start, loadBefore := time.Now(), benchkit.LoadAverage()
+		logger.Printf("start (load average %s)", loadBefore)
+		sec, err := p.run(ctx, env)
+		os.RemoveAll(work)
+		if err != nil {
+			return fmt.Errorf("part %s: %w", p.id, err)
+		}
+		took := time.Since(start)
+		logger.Printf("done in %s", took.Round(time.Second))
+		body := "## " + sec.Title + "\n\n" + benchkit.RunInfo(start, took, loadBefore, benchkit.LoadAverage()) + "\n" + strings.TrimSpace(sec.Markdown) + "\n"
+		// Write after every part, so a later failure keeps the finished chapters.
+		old, err := os.ReadFile(docPath)
+		if err != nil && !os.IsNotExist(err) {
+			return err
+		}
+		doc := string(old)
+		if !strings.HasPrefix(doc, "# Benchmarks") || !strings.Contains(doc, "<!-- bench:") {
+			doc = intro // the first generated run replaces the hand-written page
+		}
+		if err := os.WriteFile(docPath, []byte(benchkit.Splice(doc, p.id, body)), 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}
