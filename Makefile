@@ -94,6 +94,9 @@ SOAK_DURATION ?= 30m
 .PHONY: fuzz soak
 fuzz: ## Run every fuzz target for FUZZTIME each (default 30s); a crasher is left in testdata/fuzz.
 	FUZZTIME=$(FUZZTIME) hack/fuzz.sh
+soak: bin/minio ## Mixed gateway load against a tiny cache for SOAK_DURATION; figures and plots into docs/img/soak*.
+	DISTCACHE_SOAK_DURATION=$(SOAK_DURATION) DISTCACHE_SOAK_OUT=$(CURDIR)/docs/img MINIO_BIN=$(BIN)/minio \
+		$(GO) test -count=1 -v -timeout 2h -run '^TestSoak$$' ./e2e/soak/
 
 ##@ Demo
 
