@@ -38,6 +38,13 @@ func (s *Server) authorize(r *http.Request, bucket string) (caller, *apiError) {
 		if h := r.Header.Get(HeaderTenant); h != "" && h != name {
 			return caller{}, newError(http.StatusForbidden, CodeAccessDenied, "a tenant certificate cannot act for another tenant")
 		}
+		// Hop and Local-Only steer how nodes serve each other (no
+		// forwarding, no metadata owner, store-only answers); they are
+		// the peer protocol, not the tenant API.
+		if r.Header.Get(HeaderHop) != "" || r.Header.Get(HeaderLocalOnly) != "" {
+			return caller{}, newError(http.StatusForbidden, CodeAccessDenied,
+				HeaderHop+" and "+HeaderLocalOnly+" are for cache nodes only, not tenant certificates")
+		}
 	case pki.KindPeer:
 		name = r.Header.Get(HeaderTenant)
 		if name == "" {

@@ -40,9 +40,18 @@ func newError(status int, code, msg string) *apiError {
 // being unreachable is a 503 with a message saying so, never a hang or a 500.
 func asAPIError(err error) *apiError {
 	var ae *apiError
+	var pe *peerError
 	switch {
 	case errors.As(err, &ae):
 		return ae
+	case errors.As(err, &pe) && pe.status >= 400 && pe.status < 500:
+		// The metadata owner refused the request itself: the same answer
+		// it gives when asked directly, not a failure of this node.
+		code := pe.code
+		if code == "" {
+			code = CodeBadRequest
+		}
+		return newError(pe.status, code, "the object's metadata owner refused the request: "+pe.Error())
 	case errors.Is(err, s3backend.ErrNotFound):
 		return newError(http.StatusNotFound, CodeNoSuchKey, "object not found in S3")
 	case errors.Is(err, s3backend.ErrAccessDenied):

@@ -4,8 +4,10 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"net/url"
 	"strconv"
 	"time"
+	"unicode/utf8"
 
 	"github.com/distcache/distcache/internal/chunk"
 	"github.com/distcache/distcache/internal/metrics"
@@ -31,6 +33,11 @@ const (
 // maxKeyLen is S3's limit on object key length in bytes.
 const maxKeyLen = 1024
 
+// validKey reports whether key fits S3's rules for key names: at most 1024
+// bytes of UTF-8. S3 answers other names with errors that depend on the
+// implementation (MinIO: 403 for invalid UTF-8), so they are refused here.
+func validKey(key string) bool { return len(key) <= maxKeyLen && utf8.ValidString(key) }
+
 // request is the parsed, authorized target of a call.
 type request struct {
 	caller
@@ -42,8 +49,8 @@ type request struct {
 func (s *Server) begin(w http.ResponseWriter, r *http.Request, op string) (request, bool) {
 	start := time.Now()
 	bucket, key := r.PathValue("bucket"), r.PathValue("key")
-	if key == "" || len(key) > maxKeyLen {
-		s.fail(w, op, "", start, newError(http.StatusBadRequest, CodeBadRequest, "object key must be 1 to 1024 bytes"))
+	if key == "" || !validKey(key) {
+		s.fail(w, op, "", start, newError(http.StatusBadRequest, CodeBadRequest, "object key must be 1 to 1024 bytes of valid UTF-8"))
 		return request{}, false
 	}
 	c, aerr := s.authorize(r, bucket)
@@ -79,27 +86,30 @@ func (s *Server) countChunk(tenant, result string) {
 }
 
 func (s *Server) handleGet(w http.ResponseWriter, r *http.Request) {
-	if r.URL.Query().Has("chunk") {
-		s.getChunk(w, r)
+	// Parsed once: every parse allocates the whole map again, and the
+	// chunk read needs chunk, etag and size.
+	query := r.URL.Query()
+	if query.Has("chunk") {
+		s.getChunk(w, r, query)
 		return
 	}
-	s.getObject(w, r)
+	s.getObject(w, r, query)
 }
 
 // getChunk serves one chunk, or a sub-range of it given by Range relative to
 // the chunk's first byte.
-func (s *Server) getChunk(w http.ResponseWriter, r *http.Request) {
+func (s *Server) getChunk(w http.ResponseWriter, r *http.Request, query url.Values) {
 	q, ok := s.begin(w, r, opGetChunk)
 	if !ok {
 		return
 	}
 	tenant := q.tenant.Name
-	idx, err := strconv.ParseInt(r.URL.Query().Get("chunk"), 10, 64)
+	idx, err := strconv.ParseInt(query.Get("chunk"), 10, 64)
 	if err != nil || idx < 0 {
 		s.fail(w, opGetChunk, tenant, q.start, newError(http.StatusBadRequest, CodeBadRequest, "chunk must be a non-negative integer"))
 		return
 	}
-	m, data, result, err := s.readPinned(r, q, idx)
+	m, data, result, err := s.readPinned(r, query, q, idx)
 	if err != nil {
 		s.countChunk(tenant, metrics.ResultError)
 		s.fail(w, opGetChunk, tenant, q.start, asAPIError(err))
@@ -137,8 +147,8 @@ func (s *Server) getChunk(w http.ResponseWriter, r *http.Request) {
 // peers send) is answered from the store without resolving metadata when the
 // chunk is there; a peer also passes the object size, so even its misses
 // need no HEAD. Size -1 in the returned Meta means metadata was not needed.
-func (s *Server) readPinned(r *http.Request, q request, idx int64) (chunk.Meta, []byte, string, error) {
-	pinned := r.URL.Query().Get("etag")
+func (s *Server) readPinned(r *http.Request, query url.Values, q request, idx int64) (chunk.Meta, []byte, string, error) {
+	pinned := query.Get("etag")
 	if pinned == "" {
 		return s.readVersion(r.Context(), q.caller, q.obj, "", idx)
 	}
@@ -146,7 +156,7 @@ func (s *Server) readPinned(r *http.Request, q request, idx int64) (chunk.Meta, 
 	if data, tier, err := s.lookup(id); err == nil {
 		return chunk.Meta{Size: -1, ETag: pinned}, data, hitResult(tier), nil
 	}
-	if size, err := strconv.ParseInt(r.URL.Query().Get("size"), 10, 64); err == nil && q.peer && size >= 0 {
+	if size, err := strconv.ParseInt(query.Get("size"), 10, 64); err == nil && q.peer && size >= 0 {
 		m := chunk.Meta{Size: size, ETag: pinned}
 		data, result, err := s.readChunk(r.Context(), q.caller, q.obj, m, idx)
 		return m, data, result, err
@@ -161,13 +171,13 @@ func (s *Server) readPinned(r *http.Request, q request, idx int64) (chunk.Meta, 
 // The request is counted once, under objectResult of its chunks; the body
 // bytes are counted chunk by chunk under each chunk's own result, so bytes
 // a chunk's owner served (and counted) are forwarded here, never a hit.
-func (s *Server) getObject(w http.ResponseWriter, r *http.Request) {
+func (s *Server) getObject(w http.ResponseWriter, r *http.Request, query url.Values) {
 	q, ok := s.begin(w, r, opGetObject)
 	if !ok {
 		return
 	}
 	tenant := q.tenant.Name
-	m, err := s.pinnedMeta(r.Context(), q.caller, q.obj, r.URL.Query().Get("etag"))
+	m, err := s.pinnedMeta(r.Context(), q.caller, q.obj, query.Get("etag"))
 	if err != nil {
 		s.fail(w, opGetObject, tenant, q.start, asAPIError(err))
 		return

@@ -49,6 +49,16 @@ func (s *Server) handlePassthrough(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	tenant := c.tenant.Name
+	if !validKey(key) {
+		s.fail(w, opPassthrough, tenant, start, newError(http.StatusBadRequest, CodeBadRequest, "object key must be valid UTF-8 of at most 1024 bytes"))
+		return
+	}
+	// The bucket checked must be the one S3 copies from: with several
+	// copy sources, which one S3 uses is up to S3.
+	if len(r.Header.Values("X-Amz-Copy-Source")) > 1 {
+		s.fail(w, opPassthrough, tenant, start, newError(http.StatusBadRequest, CodeBadRequest, "only one x-amz-copy-source header is allowed"))
+		return
+	}
 	if src := r.Header.Get("X-Amz-Copy-Source"); src != "" {
 		srcBucket, ok := copySourceBucket(src)
 		if !ok {

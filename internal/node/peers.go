@@ -117,6 +117,7 @@ func (p *Peers) get(ctx context.Context, m ring.Member, tenant string, id chunk.
 // fault (the same would happen anywhere) and do not mark the peer down.
 type peerError struct {
 	status int
+	code   string // the peer's X-Distcache-Error
 	msg    string
 }
 
@@ -279,7 +280,7 @@ func (p *Peers) head(ctx context.Context, m ring.Member, tenant string, o chunk.
 	case http.StatusServiceUnavailable:
 		return chunk.Meta{}, fmt.Errorf("%w (metadata owner %s)", s3backend.ErrUnavailable, m.Name)
 	default:
-		return chunk.Meta{}, &peerError{status: resp.StatusCode, msg: h.Get("X-Distcache-Error")}
+		return chunk.Meta{}, &peerError{status: resp.StatusCode, code: h.Get("X-Distcache-Error"), msg: h.Get("X-Distcache-Error")}
 	}
 	size, err := strconv.ParseInt(h.Get(HeaderObjectSize), 10, 64)
 	if err != nil {
