@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/distcache/distcache/internal/bench/benchkit"
+	"github.com/distcache/distcache/internal/bench/scaleout"
 )
 
 // part is one chapter of docs/benchmarks.md.
@@ -33,6 +34,7 @@ type part struct {
 // parts in the order of the chapters.
 var parts = []part{
 	{"micro", runMicro},
+	{"b3", scaleout.Run},
 }
 
 const intro = `# Benchmarks

@@ -13,6 +13,10 @@
 //
 // Tests never assert on time: nodes use Clock (Advance moves it past the
 // metadata TTL).
+//
+// Programs (the bench) use Open instead of Start: they run the S3 side
+// themselves and call the methods that return errors (AddMember,
+// PublishRing, ClientTLSConfig, Total).
 package nodecluster
 
 import (
@@ -74,6 +78,11 @@ type Options struct {
 	DiskBytes int64         // per node disk bound; default 256 MiB
 	// PeerTimeout bounds a node-to-node request (default 5s).
 	PeerTimeout time.Duration
+	// The nodes' shared S3 backend: in-flight cap (default 32), attempts
+	// per request (default 3) and backoff cap (default 100ms).
+	S3MaxConcurrent int
+	S3MaxAttempts   int
+	S3MaxBackoff    time.Duration
 }
 
 // Clock is the nodes' clock; tests move it instead of sleeping.
@@ -116,8 +125,10 @@ func (m *Member) Holds(id chunk.ID) bool {
 
 // Cluster is a running set of cache nodes.
 type Cluster struct {
-	T     testing.TB
-	Opts  Options
+	// T is the test the cluster belongs to; nil for a cluster made by Open.
+	T    testing.TB
+	Opts Options
+	// MinIO, Direct and Proxy are nil for a cluster made by Open.
 	MinIO *miniotest.Server
 	// Direct talks to MinIO itself (root credentials), bypassing the cache.
 	Direct *s3.Client
@@ -138,6 +149,15 @@ type Cluster struct {
 	members []*Member
 	epoch   int64
 	tls     map[string]*tls.Config
+	closers []func() // run in reverse by Close
+}
+
+// S3 is the S3 endpoint the nodes of a cluster read and write.
+type S3 struct {
+	Endpoint  string // http://host:port, path-style
+	Region    string
+	AccessKey string
+	SecretKey string
 }
 
 // Start runs n nodes with default options and publishes a ring of all of
@@ -148,67 +168,142 @@ func Start(t testing.TB, n int) *Cluster { return StartWith(t, n, Options{}) }
 // Everything stops when the test ends.
 func StartWith(t testing.TB, n int, opts Options) *Cluster {
 	t.Helper()
-	if opts.ChunkSize == 0 {
-		opts.ChunkSize = DefaultChunkSize
-	}
-	if opts.MetaTTL == 0 {
-		opts.MetaTTL = time.Minute
-	}
-	if opts.Tenants == "" {
-		opts.Tenants = DefaultTenants
-	}
-	if opts.Buckets == nil {
-		opts.Buckets = DefaultBuckets
-	}
-	if opts.RAMBytes == 0 {
-		opts.RAMBytes = 64 << 20
-	}
-	if opts.DiskBytes == 0 {
-		opts.DiskBytes = 256 << 20
-	}
-	if opts.PeerTimeout == 0 {
-		opts.PeerTimeout = 5 * time.Second
-	}
-	c := &Cluster{T: t, Opts: opts, Dir: t.TempDir(), Clock: &Clock{now: time.Now()}, tls: map[string]*tls.Config{}}
-	c.MinIO = miniotest.Start(t)
+	opts = opts.withDefaults()
+	minio := miniotest.Start(t)
 	for _, b := range opts.Buckets {
-		c.MinIO.CreateBucket(t, b)
+		minio.CreateBucket(t, b)
 	}
-	c.Direct = c.MinIO.Client(t)
-	c.Proxy = s3proxy.New(t, c.MinIO.Endpoint)
+	proxy := s3proxy.New(t, minio.Endpoint)
+	c := newCluster(opts, t.TempDir())
+	c.T, c.MinIO, c.Direct, c.Proxy = t, minio, minio.Client(t), proxy
+	t.Cleanup(c.Close)
+	must(t, c.start(n, S3{Endpoint: proxy.URL(), Region: minio.Region, AccessKey: minio.AccessKey, SecretKey: minio.SecretKey}))
+	return c
+}
 
+// Open is StartWith for programs rather than tests (the bench): the nodes
+// read s3, which the caller runs (MinIO with opts.Buckets created, any proxy
+// in front of it); certificates, the tenants file and the nodes' data live
+// under dir (created); errors are returned, and Close stops everything.
+func Open(n int, opts Options, s3 S3, dir string) (*Cluster, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	c := newCluster(opts.withDefaults(), dir)
+	if err := c.start(n, s3); err != nil {
+		c.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
+func (o Options) withDefaults() Options {
+	if o.ChunkSize == 0 {
+		o.ChunkSize = DefaultChunkSize
+	}
+	if o.MetaTTL == 0 {
+		o.MetaTTL = time.Minute
+	}
+	if o.Tenants == "" {
+		o.Tenants = DefaultTenants
+	}
+	if o.Buckets == nil {
+		o.Buckets = DefaultBuckets
+	}
+	if o.RAMBytes == 0 {
+		o.RAMBytes = 64 << 20
+	}
+	if o.DiskBytes == 0 {
+		o.DiskBytes = 256 << 20
+	}
+	if o.PeerTimeout == 0 {
+		o.PeerTimeout = 5 * time.Second
+	}
+	if o.S3MaxConcurrent == 0 {
+		o.S3MaxConcurrent = 32
+	}
+	if o.S3MaxAttempts == 0 {
+		o.S3MaxAttempts = 3
+	}
+	if o.S3MaxBackoff == 0 {
+		o.S3MaxBackoff = 100 * time.Millisecond
+	}
+	return o
+}
+
+func newCluster(opts Options, dir string) *Cluster {
+	return &Cluster{Opts: opts, Dir: dir, Clock: &Clock{now: time.Now()}, tls: map[string]*tls.Config{}}
+}
+
+// start writes the PKI and the tenants file, builds the S3 backend, then runs
+// n nodes and publishes a ring of them.
+func (c *Cluster) start(n int, s3 S3) error {
 	var err error
-	c.CA, err = pki.NewCA("distcache test CA", time.Hour)
-	must(t, err)
+	if c.CA, err = pki.NewCA("distcache test CA", time.Hour); err != nil {
+		return err
+	}
 	c.CAFile = filepath.Join(c.Dir, "ca.crt")
-	must(t, os.WriteFile(c.CAFile, c.CA.CertPEM, 0o600))
+	if err := os.WriteFile(c.CAFile, c.CA.CertPEM, 0o600); err != nil {
+		return err
+	}
 	leaf, err := c.CA.IssueServer("cache", []string{"localhost"}, []net.IP{net.ParseIP("127.0.0.1")}, time.Hour)
-	must(t, err)
-	must(t, pki.WriteFiles(c.Dir, "server", leaf))
+	if err != nil {
+		return err
+	}
+	if err := pki.WriteFiles(c.Dir, "server", leaf); err != nil {
+		return err
+	}
 
 	tenantsPath := filepath.Join(c.Dir, "tenants.yaml")
-	must(t, os.WriteFile(tenantsPath, []byte(opts.Tenants), 0o600))
+	if err := os.WriteFile(tenantsPath, []byte(c.Opts.Tenants), 0o600); err != nil {
+		return err
+	}
 	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	c.Tenants, err = tenancy.Watch(ctx, tenantsPath, slog.New(slog.DiscardHandler))
-	must(t, err)
-	t.Cleanup(func() { _ = c.Tenants.Close() })
+	c.onClose(cancel)
+	if c.Tenants, err = tenancy.Watch(ctx, tenantsPath, slog.New(slog.DiscardHandler)); err != nil {
+		return err
+	}
+	c.onClose(func() { _ = c.Tenants.Close() })
 
 	c.S3Registry = prometheus.NewRegistry()
 	c.Backend, err = s3backend.New(s3backend.Config{
-		Endpoint: c.Proxy.URL(), Region: c.MinIO.Region, UsePathStyle: true,
-		Default:       s3backend.Credentials{AccessKeyID: c.MinIO.AccessKey, SecretAccessKey: c.MinIO.SecretKey},
-		MaxConcurrent: 32, MaxAttempts: 3, MaxBackoff: 100 * time.Millisecond,
+		Endpoint: s3.Endpoint, Region: s3.Region, UsePathStyle: true,
+		Default:       s3backend.Credentials{AccessKeyID: s3.AccessKey, SecretAccessKey: s3.SecretKey},
+		MaxConcurrent: c.Opts.S3MaxConcurrent, MaxAttempts: c.Opts.S3MaxAttempts, MaxBackoff: c.Opts.S3MaxBackoff,
 		RequestTimeout: 10 * time.Second, PartSize: 5 << 20, Observer: metrics.NewNode(c.S3Registry),
 	})
-	must(t, err)
+	if err != nil {
+		return err
+	}
 	for i := 0; i < n; i++ {
-		c.Add()
+		if _, err := c.AddMember(); err != nil {
+			return err
+		}
 	}
 	if n > 0 {
-		c.Publish(false)
+		if _, err := c.PublishRing(false); err != nil {
+			return err
+		}
 	}
-	return c
+	return nil
+}
+
+func (c *Cluster) onClose(f func()) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.closers = append(c.closers, f)
+}
+
+// Close stops every node and what the cluster started, newest first. It is
+// idempotent; a cluster made by StartWith is closed when its test ends.
+func (c *Cluster) Close() {
+	c.mu.Lock()
+	closers := c.closers
+	c.closers = nil
+	c.mu.Unlock()
+	for i := len(closers) - 1; i >= 0; i-- {
+		closers[i]()
+	}
 }
 
 // Members returns the members started so far, dead ones included, in the
@@ -233,14 +328,27 @@ func (c *Cluster) Seeds() []string {
 
 // Add starts one more node. It is not in the ring until Publish.
 func (c *Cluster) Add() *Member {
-	t := c.T
-	t.Helper()
+	c.T.Helper()
+	m, err := c.AddMember()
+	must(c.T, err)
+	return m
+}
+
+// AddMember is Add returning its error.
+func (c *Cluster) AddMember() (*Member, error) {
 	c.mu.Lock()
 	name := fmt.Sprintf("cache-%d", len(c.members))
 	c.mu.Unlock()
 	m := &Member{Name: name, Registry: prometheus.NewRegistry(), Ring: &ring.Holder{}}
 	m.Metrics = metrics.NewNode(m.Registry)
-	var err error
+	peerTLS, err := c.ClientTLSConfig(pki.Identity{Kind: pki.KindPeer, Name: name})
+	if err != nil {
+		return nil, err
+	}
+	serverTLS, err := pki.ServerTLSConfig(filepath.Join(c.Dir, "server.crt"), filepath.Join(c.Dir, "server.key"), c.CAFile)
+	if err != nil {
+		return nil, err
+	}
 	m.Store, err = store.Open(store.Options{
 		Dir: filepath.Join(c.Dir, name), DiskBytes: c.Opts.DiskBytes, RAMBytes: c.Opts.RAMBytes,
 		Logger: slog.New(slog.DiscardHandler),
@@ -251,20 +359,26 @@ func (c *Cluster) Add() *Member {
 			return 0
 		},
 	})
-	must(t, err)
+	if err != nil {
+		return nil, err
+	}
 	peers := &node.Peers{Client: &http.Client{Transport: &http.Transport{
-		TLSClientConfig: c.PeerTLS(name), MaxIdleConnsPerHost: 64,
+		TLSClientConfig: peerTLS, MaxIdleConnsPerHost: 64,
 		DialContext: (&net.Dialer{Timeout: time.Second}).DialContext,
 	}}, Timeout: c.Opts.PeerTimeout}
 	srv, err := node.New(node.Config{
 		ChunkSize: c.Opts.ChunkSize, MetaTTL: c.Opts.MetaTTL, Immutable: c.Opts.Immutable, Now: c.Clock.Now,
 		Ring: m.Ring, Self: name, Peers: peers,
 	}, m.Store, c.Backend, c.Tenants, m.Metrics, slog.New(slog.DiscardHandler))
-	must(t, err)
-	serverTLS, err := pki.ServerTLSConfig(filepath.Join(c.Dir, "server.crt"), filepath.Join(c.Dir, "server.key"), c.CAFile)
-	must(t, err)
+	if err != nil {
+		_ = m.Store.Close()
+		return nil, err
+	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	must(t, err)
+	if err != nil {
+		_ = m.Store.Close()
+		return nil, err
+	}
 	m.Addr = ln.Addr().String()
 	m.Server = &http.Server{
 		Handler: srv.Handler(), TLSConfig: serverTLS,
@@ -272,14 +386,14 @@ func (c *Cluster) Add() *Member {
 		ErrorLog:     log.New(io.Discard, "", 0), // refused handshakes and killed connections are expected
 	}
 	go func() { _ = m.Server.Serve(tls.NewListener(ln, serverTLS)) }()
-	t.Cleanup(func() {
+	c.onClose(func() {
 		_ = m.Server.Close()
 		_ = m.Store.Close()
 	})
 	c.mu.Lock()
 	c.members = append(c.members, m)
 	c.mu.Unlock()
-	return m
+	return m, nil
 }
 
 // Kill stops member i at once: its listener and every open connection are
@@ -297,13 +411,22 @@ func (c *Cluster) Kill(i int) {
 // are alive; withPrevious carries the membership of the epoch before, for
 // warm handoff.
 func (c *Cluster) Publish(withPrevious bool) *ring.Ring {
+	c.T.Helper()
+	r, err := c.PublishRing(withPrevious)
+	must(c.T, err)
+	return r
+}
+
+// PublishRing is Publish returning its error.
+func (c *Cluster) PublishRing(withPrevious bool) (*ring.Ring, error) {
 	return c.publish(withPrevious, func(m *Member) bool { return !m.Dead() })
 }
 
 // PublishWithout is Publish leaving out the named members as well as dead
 // ones.
 func (c *Cluster) PublishWithout(withPrevious bool, names ...string) *ring.Ring {
-	return c.publish(withPrevious, func(m *Member) bool {
+	c.T.Helper()
+	r, err := c.publish(withPrevious, func(m *Member) bool {
 		for _, n := range names {
 			if m.Name == n {
 				return false
@@ -311,10 +434,11 @@ func (c *Cluster) PublishWithout(withPrevious bool, names ...string) *ring.Ring 
 		}
 		return !m.Dead()
 	})
+	must(c.T, err)
+	return r
 }
 
-func (c *Cluster) publish(withPrevious bool, include func(*Member) bool) *ring.Ring {
-	c.T.Helper()
+func (c *Cluster) publish(withPrevious bool, include func(*Member) bool) (*ring.Ring, error) {
 	members := c.Members()
 	c.mu.Lock()
 	c.epoch++
@@ -334,11 +458,13 @@ func (c *Cluster) publish(withPrevious bool, include func(*Member) bool) *ring.R
 		spec.Previous = &ring.PreviousRing{Epoch: prev.Epoch(), Members: prev.Members()}
 	}
 	r, err := ring.New(spec)
-	must(c.T, err)
+	if err != nil {
+		return nil, err
+	}
 	for _, m := range members {
 		m.Ring.Store(r)
 	}
-	return r
+	return r, nil
 }
 
 // Ring is the ring the cluster published last.
@@ -359,21 +485,33 @@ func (c *Cluster) PeerTLS(name string) *tls.Config {
 // ClientTLS returns a client TLS configuration for the identity, issued by
 // the cluster's CA and trusting the nodes' certificate.
 func (c *Cluster) ClientTLS(id pki.Identity) *tls.Config {
-	t := c.T
-	t.Helper()
+	c.T.Helper()
+	cfg, err := c.ClientTLSConfig(id)
+	must(c.T, err)
+	return cfg
+}
+
+// ClientTLSConfig is ClientTLS returning its error.
+func (c *Cluster) ClientTLSConfig(id pki.Identity) (*tls.Config, error) {
 	key := string(id.Kind) + "-" + id.Name
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if cfg, ok := c.tls[key]; ok {
-		return cfg
+		return cfg, nil
 	}
 	leaf, err := c.CA.IssueClient(id, time.Hour)
-	must(t, err)
-	must(t, pki.WriteFiles(c.Dir, key, leaf))
+	if err != nil {
+		return nil, err
+	}
+	if err := pki.WriteFiles(c.Dir, key, leaf); err != nil {
+		return nil, err
+	}
 	cfg, err := pki.ClientTLSConfig(filepath.Join(c.Dir, key+".crt"), filepath.Join(c.Dir, key+".key"), c.CAFile)
-	must(t, err)
+	if err != nil {
+		return nil, err
+	}
 	c.tls[key] = cfg
-	return cfg
+	return cfg, nil
 }
 
 // HTTPClient is an HTTP/1.1 client holding the identity's certificate.
@@ -429,8 +567,17 @@ func (c *Cluster) Sum(name string, want map[string]string) float64 {
 // include want.
 func Gather(t testing.TB, g prometheus.Gatherer, name string, want map[string]string) float64 {
 	t.Helper()
-	families, err := g.Gather()
+	sum, err := Total(g, name, want)
 	must(t, err)
+	return sum
+}
+
+// Total is Gather returning its error.
+func Total(g prometheus.Gatherer, name string, want map[string]string) (float64, error) {
+	families, err := g.Gather()
+	if err != nil {
+		return 0, err
+	}
 	var sum float64
 	for _, f := range families {
 		if f.GetName() != name {
@@ -448,7 +595,7 @@ func Gather(t testing.TB, g prometheus.Gatherer, name string, want map[string]st
 			}
 		}
 	}
-	return sum
+	return sum, nil
 }
 
 func matches(m *dto.Metric, want map[string]string) bool {
