@@ -94,9 +94,12 @@ SOAK_DURATION ?= 30m
 .PHONY: fuzz soak
 fuzz: ## Run every fuzz target for FUZZTIME each (default 30s); a crasher is left in testdata/fuzz.
 	FUZZTIME=$(FUZZTIME) hack/fuzz.sh
-soak: bin/minio ## Mixed gateway load against a tiny cache for SOAK_DURATION; figures and plots into docs/img/soak*.
+# The long forms: the soak (figures and plots into docs/img/soak*), then 30
+# kill -9 cycles of the process-fault suite.
+soak: bin/minio ## Mixed gateway load against a tiny cache for SOAK_DURATION, then the fault suites' long forms.
 	DISTCACHE_SOAK_DURATION=$(SOAK_DURATION) DISTCACHE_SOAK_OUT=$(CURDIR)/docs/img MINIO_BIN=$(BIN)/minio \
 		$(GO) test -count=1 -v -timeout 2h -run '^TestSoak$$' ./e2e/soak/
+	DISTCACHE_PROCESS_FAULT_CYCLES=30 MINIO_BIN=$(BIN)/minio $(GO) test -count=1 -timeout 60m ./e2e/processfaults/
 
 ##@ Demo
 

@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/distcache/distcache/internal/bench/benchkit"
+	"github.com/distcache/distcache/internal/bench/hitratio"
 	"github.com/distcache/distcache/internal/bench/scaleout"
 )
 
@@ -35,6 +36,7 @@ type part struct {
 var parts = []part{
 	{"micro", runMicro},
 	{"b3", scaleout.Run},
+	{"b4", hitratio.Run},
 }
 
 const intro = `# Benchmarks

@@ -15,3 +15,13 @@ func allocated(fi fs.FileInfo) int64 {
 	}
 	return fi.Size()
 }
+
+// fsAvailable is the space unprivileged users may still allocate on the
+// filesystem holding dir (statfs f_bavail).
+func fsAvailable(dir string) (int64, error) {
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(dir, &st); err != nil {
+		return 0, err
+	}
+	return int64(st.Bavail) * int64(st.Bsize), nil
+}

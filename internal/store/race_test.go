@@ -57,17 +57,29 @@ func checkConsistent(t testing.TB, s *Store) {
 	for name, ts := range s.idx.tenants {
 		tenants[name] = [2]int64{ts.bytes, ts.chunks}
 	}
-	var lru int
-	for e := s.idx.lru.head; e != nil; e = e.links[lruGlobal].next {
-		lru++
+	var queued int
+	for _, q := range []*list{&s.idx.small, &s.idx.main} {
+		var n int
+		var bytes int64
+		for e := q.head; e != nil; e = e.links[linkQueue].next {
+			if s.idx.queue(e) != q {
+				t.Errorf("entry %q is on the wrong queue", e.key)
+			}
+			n++
+			bytes += e.size
+		}
+		if bytes != q.bytes {
+			t.Errorf("a queue's entries sum to %d bytes, the queue says %d", bytes, q.bytes)
+		}
+		queued += n
 	}
 	s.mu.Unlock()
 
 	if inflight != 0 || reserved != 0 {
 		t.Errorf("not quiescent: %d keys in flight, %d bytes reserved", inflight, reserved)
 	}
-	if sum != total || lru != len(indexed) {
-		t.Errorf("index: entries sum to %d bytes, total is %d; %d entries, %d on the LRU list", sum, total, len(indexed), lru)
+	if sum != total || queued != len(indexed) {
+		t.Errorf("index: entries sum to %d bytes, total is %d; %d entries, %d on the eviction queues", sum, total, len(indexed), queued)
 	}
 	perTenant := map[string][2]int64{}
 	for k, n := range indexed {

@@ -5,8 +5,9 @@ package store
 // Two budgets are enforced on every PutChunk:
 //
 //  1. Live bytes. The index accounts the payload of every chunk; a put first
-//     evicts least recently used chunks until live+new <= LiveFraction *
-//     DiskBytes (after evicting the tenant's own chunks down to its quota).
+//     evicts chunks (the eviction policy's victims, index.go) until
+//     live+new <= LiveFraction * DiskBytes (after evicting the tenant's own
+//     chunks down to its quota).
 //
 //  2. Real usage. The store keeps an estimate of what du would report for
 //     Dir: the last measurement (st_blocks of every file) plus every byte it
@@ -16,8 +17,8 @@ package store
 //     entry), a compaction rewriting the whole LSM tree, a memtable flush and
 //     slack. A put is admitted only if estimate+its bytes <= DiskBytes, so the
 //     measured usage cannot exceed DiskBytes. If it does not fit, the put
-//     reclaims synchronously (below); if that is not enough it evicts least
-//     recently used chunks worth a value-log file and reclaims again, and
+//     reclaims synchronously (below); if that is not enough it evicts
+//     chunks worth a value-log file and reclaims again, and
 //     is refused with ErrNoSpace only if it still does not fit.
 //
 // Reclaiming value-log garbage in badger v4. RunValueLogGC only rewrites a
@@ -76,6 +77,7 @@ type usage struct {
 	measured int64 // du of Dir at the last measurement
 	lsm      int64 // bytes of LSM tables (.sst) at the last measurement
 	pending  int64 // bytes written since the last measurement started
+	fsFree   int64 // free bytes on the filesystem at the last measurement, -1 unknown (fsroom.go)
 }
 
 // putCost is what a chunk put can add on disk: the value-log entry, the WAL
@@ -114,7 +116,7 @@ func (s *Store) charge(n int64) {
 func (s *Store) tryCharge(cost int64) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.estimateLocked()+cost > s.opts.DiskBytes {
+	if s.estimateLocked()+cost > s.limitLocked() {
 		return false
 	}
 	s.usage.pending += cost
@@ -123,6 +125,9 @@ func (s *Store) tryCharge(cost int64) bool {
 
 // admit charges cost for a put, reclaiming space synchronously if needed.
 func (s *Store) admit(cost int64) bool {
+	if !s.fsRoom(cost + s.reserve()) {
+		return false
+	}
 	if s.tryCharge(cost) {
 		return true
 	}
@@ -169,6 +174,7 @@ func (s *Store) measure() {
 	before := s.usage.pending
 	s.mu.Unlock()
 	total, lsm, err := dirUsage(s.opts.Dir)
+	free, ferr := fsAvailable(s.opts.Dir)
 	if err != nil {
 		// Keep the old measurement: pending keeps growing, which errs on the
 		// side of refusing puts.
@@ -180,6 +186,7 @@ func (s *Store) measure() {
 	s.usage.measured = total
 	s.usage.lsm = lsm
 	s.usage.pending -= before // writes during the walk stay charged
+	s.noteFilesystemLocked(free, ferr)
 	s.mu.Unlock()
 }
 
@@ -234,7 +241,7 @@ func (s *Store) maintain(periodic bool) {
 	defer s.gcMu.Unlock()
 	s.measure()
 	s.mu.Lock()
-	high := s.estimateLocked() > s.opts.DiskBytes/10*9
+	high := s.estimateLocked() > s.limitLocked()/10*9
 	s.mu.Unlock()
 	g := s.garbage.Load()
 	if high || g >= s.vlogFile || (periodic && g >= s.vlogFile/4) {
@@ -242,8 +249,8 @@ func (s *Store) maintain(periodic bool) {
 	}
 }
 
-// enforceQuotas evicts the least recently used chunks of tenants that are
-// over their (possibly just lowered) quota.
+// enforceQuotas evicts chunks of tenants that are over their (possibly just
+// lowered) quota.
 func (s *Store) enforceQuotas() {
 	if s.opts.TenantQuota == nil {
 		return
@@ -262,9 +269,7 @@ func (s *Store) enforceQuotas() {
 		var victims []*entry
 		s.mu.Lock()
 		if t := s.idx.tenants[name]; t != nil {
-			for t.bytes+t.reserved > q && t.lru.tail != nil {
-				victims = append(victims, s.popLocked(t.lru.tail))
-			}
+			victims = s.evictTenantLocked(t, q, victims)
 		}
 		s.mu.Unlock()
 		s.drop(victims, true)
@@ -306,7 +311,7 @@ func (s *Store) reclaimLocked(pressure bool, need int64) {
 func (s *Store) fits(need int64) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.estimateLocked()+need <= s.opts.DiskBytes
+	return s.estimateLocked()+need <= s.limitLocked()
 }
 
 // runGC runs value-log GC while it rewrites files and there is room for the
@@ -315,9 +320,9 @@ func (s *Store) runGC(ratio float64) {
 	for range maxGCRounds {
 		s.mu.Lock()
 		rewrite := int64((1 - ratio) * float64(s.vlogFile+s.maxChunk.Load()))
-		room := s.usage.measured+s.usage.pending+rewrite+slackBytes <= s.opts.DiskBytes
+		room := s.usage.measured+s.usage.pending+rewrite+slackBytes <= s.limitLocked()
 		s.mu.Unlock()
-		if !room {
+		if !room || !s.fsRoom(rewrite+slackBytes) {
 			return
 		}
 		// Writes are held off during GC: badger v4.9.6's rewrite reads

@@ -80,6 +80,9 @@ type Options struct {
 	// use (default 0.6); the rest is headroom for value-log garbage waiting
 	// for GC, the LSM tree and GC's own rewrites.
 	LiveFraction float64
+	// Eviction is the disk tier's eviction policy (default EvictS3FIFO; see
+	// index.go).
+	Eviction Eviction
 }
 
 // DefaultLiveFraction is the default Options.LiveFraction.
@@ -100,12 +103,16 @@ type Stats struct {
 	DiskBytes    int64 // bytes of live chunk payload accounted by the store
 	DiskUsage    int64 // last measured bytes on disk under Dir (du-like)
 	DiskCapacity int64 // Options.DiskBytes
-	RAMBytes     int64 // payload bytes in the RAM tier
-	RAMCapacity  int64 // Options.RAMBytes (0: no RAM tier)
-	Chunks       int64
-	Tenants      map[string]TenantStats
+	// DiskLimit is the bound in force: DiskCapacity, or less when the
+	// filesystem holding Dir has less room (fsroom.go).
+	DiskLimit   int64
+	DiskFree    int64 // free bytes on that filesystem at the last measurement (-1: unknown)
+	RAMBytes    int64 // payload bytes in the RAM tier
+	RAMCapacity int64 // Options.RAMBytes (0: no RAM tier)
+	Chunks      int64
+	Tenants     map[string]TenantStats
 
-	Evictions        uint64 // chunks evicted from disk to make room (LRU or quota)
+	Evictions        uint64 // chunks evicted from disk to make room (policy or quota)
 	ChecksumFailures uint64 // corrupt or unreadable entries found (and deleted)
 	Errors           uint64 // badger and filesystem errors
 	Rejected         uint64 // PutChunk calls that returned ErrNoSpace
@@ -114,6 +121,7 @@ type Stats struct {
 	Misses           uint64
 	ForcedFlushes    uint64 // memtable flush + L0 compaction forced for value-log GC
 	ValueLogGCs      uint64 // value-log files rewritten and removed by GC
+	Resets           uint64 // 1 if Open found the store damaged and started it empty (recover.go)
 }
 
 // Store is safe for concurrent use.
@@ -147,6 +155,9 @@ type Store struct {
 	// index holds exactly the chunks on disk (failed deletes aside).
 	inflight map[string]bool
 	usage    usage
+	// The filesystem limit's log state (fsroom.go).
+	fsLimited             bool
+	fsLogged, fsErrLogged time.Time
 
 	// writeGate is held shared around every badger write and exclusively by
 	// forceFlush, because badger's DropPrefix makes concurrent writes fail.
@@ -165,6 +176,7 @@ type Store struct {
 	evictions, checksumFailures, errors, rejected atomic.Uint64
 	ramHits, diskHits, misses                     atomic.Uint64
 	flushes, gcs                                  atomic.Uint64
+	resets                                        atomic.Uint64
 
 	hooks *testHooks // nil outside tests
 }
@@ -201,29 +213,41 @@ func Open(opts Options) (*Store, error) {
 	if opts.LiveFraction <= 0 || opts.LiveFraction >= 1 {
 		return nil, fmt.Errorf("store: Options.LiveFraction %v outside (0, 1)", opts.LiveFraction)
 	}
+	switch opts.Eviction {
+	case "":
+		opts.Eviction = EvictS3FIFO
+	case EvictS3FIFO, EvictLRU:
+	default:
+		return nil, fmt.Errorf("store: unknown Options.Eviction %q (want %q or %q)", opts.Eviction, EvictS3FIFO, EvictLRU)
+	}
 	if err := os.MkdirAll(opts.Dir, 0o750); err != nil {
 		return nil, fmt.Errorf("store: %w", err)
 	}
 	log := opts.Logger.With("component", "store")
-	db, err := badger.Open(badgerOptions(opts.Dir, opts.DiskBytes, opts.Logger.With("component", "badger")))
+	db, reset, err := openBadger(opts, log) // resets a damaged store: recover.go
 	if err != nil {
-		return nil, fmt.Errorf("store: open badger in %s: %w", opts.Dir, err)
+		return nil, err
 	}
+	liveTarget := int64(float64(opts.DiskBytes) * opts.LiveFraction)
 	s := &Store{
 		opts:       opts,
 		log:        log,
 		db:         db,
-		liveTarget: int64(float64(opts.DiskBytes) * opts.LiveFraction),
+		liveTarget: liveTarget,
 		vlogFile:   vlogFileSize(opts.DiskBytes),
 		memTable:   memTableSize(opts.DiskBytes),
-		idx:        newIndex(),
+		idx:        newIndex(opts.Eviction, liveTarget),
 		inflight:   make(map[string]bool),
 		kick:       make(chan struct{}, 1),
 		done:       make(chan struct{}),
 	}
+	if reset {
+		s.resets.Store(1)
+	}
 	if err := s.rebuildIndex(); err != nil {
 		return nil, errors.Join(fmt.Errorf("store: rebuild index: %w", err), db.Close())
 	}
+	openDone(opts.Dir, log)
 	if opts.RAMBytes > 0 {
 		s.ram, err = ristretto.NewCache(&ristretto.Config[string, []byte]{
 			NumCounters:        max(1000, opts.RAMBytes/(32<<10)), // ~10x the chunks that fit
@@ -244,9 +268,9 @@ func Open(opts Options) (*Store, error) {
 }
 
 // rebuildIndex indexes every chunk on disk with a key-only iteration,
-// ordered by badger version so the LRU order after a restart follows write
-// order (chunks moved by value-log GC got a new version and count as recent;
-// reads since the last write are not remembered).
+// ordered by badger version so the eviction order after a restart follows
+// write order (chunks moved by value-log GC got a new version and count as
+// recent; reads since the last write are not remembered).
 func (s *Store) rebuildIndex() error {
 	type rec struct {
 		key       string
@@ -300,7 +324,7 @@ func (s *Store) rebuildIndex() error {
 	sort.SliceStable(recs, func(i, j int) bool { return recs[i].version < recs[j].version })
 	for _, r := range recs {
 		if r.size >= 0 {
-			s.idx.add(r.key, r.prefixLen, r.tenant, r.size)
+			s.idx.restore(r.key, r.prefixLen, r.tenant, r.size)
 		}
 	}
 	return nil
@@ -497,9 +521,9 @@ func (s *Store) removeLocked(e *entry) {
 	}
 }
 
-// PutChunk stores a chunk on disk (and in RAM). It evicts least recently
-// used chunks to make room, the tenant's own first when the tenant is over
-// its quota, and returns ErrNoSpace when the chunk cannot be stored within
+// PutChunk stores a chunk on disk (and in RAM). It evicts chunks (chosen by
+// the eviction policy, index.go) to make room, the tenant's own first when
+// the tenant is over its quota, and returns ErrNoSpace when the chunk cannot be stored within
 // the disk bound. A chunk that is already stored is only touched; a put
 // that races another put or a delete of the same chunk is dropped (nil), and
 // so is one that races a DeleteObject of its object (see there).
@@ -653,26 +677,40 @@ func (s *Store) popLocked(e *entry) *entry {
 }
 
 // makeRoomLocked unindexes the chunks to evict so that the reserved bytes
-// fit: first the tenant's own least recently used chunks while it is over
-// its quota, then the globally least recently used ones while live bytes are
-// over the live target. ok is false if the room is held by puts in flight.
-// The victims are for drop.
+// fit: first the tenant's own chunks while it is over its quota, then the
+// policy's victims while live bytes are over the live target. ok is false
+// if the room is held by puts in flight. The victims are for drop.
 func (s *Store) makeRoomLocked(t *tenantState, quota int64) (victims []*entry, ok bool) {
 	if quota > 0 {
-		for t.bytes+t.reserved > quota && t.lru.tail != nil {
-			victims = append(victims, s.popLocked(t.lru.tail))
-		}
+		victims = s.evictTenantLocked(t, quota, victims)
 		if t.bytes+t.reserved > quota {
 			return victims, false
 		}
 	}
-	for s.idx.bytes+s.idx.reserved > s.liveTarget && s.idx.lru.tail != nil {
-		victims = append(victims, s.popLocked(s.idx.lru.tail))
+	for s.idx.bytes+s.idx.reserved > s.liveTarget {
+		v := s.idx.victim()
+		if v == nil {
+			break
+		}
+		victims = append(victims, s.popLocked(v))
 	}
 	return victims, s.idx.bytes+s.idx.reserved <= s.liveTarget
 }
 
-// evictForSpace evicts least recently used chunks worth about one
+// evictTenantLocked unindexes t's chunks chosen by the policy while t is
+// over quota, appending them to victims.
+func (s *Store) evictTenantLocked(t *tenantState, quota int64, victims []*entry) []*entry {
+	for t.bytes+t.reserved > quota {
+		v := s.idx.tenantVictim(t)
+		if v == nil {
+			break
+		}
+		victims = append(victims, s.popLocked(v))
+	}
+	return victims
+}
+
+// evictForSpace evicts the policy's victims worth about one
 // value-log file (at least need bytes) when the disk is at its bound with
 // nothing left to reclaim, which happens when the live target is too large
 // for the bound (or LSM and metadata grew). It reports whether it evicted.
@@ -681,9 +719,12 @@ func (s *Store) evictForSpace(need int64) bool {
 	var victims []*entry
 	var freed int64
 	s.mu.Lock()
-	for freed < target && s.idx.lru.tail != nil {
-		v := s.popLocked(s.idx.lru.tail)
-		victims = append(victims, v)
+	for freed < target {
+		v := s.idx.victim()
+		if v == nil {
+			break
+		}
+		victims = append(victims, s.popLocked(v))
 		freed += v.size
 	}
 	s.mu.Unlock()
@@ -789,7 +830,12 @@ func (s *Store) PutMeta(o chunk.Object, m chunk.Meta) error {
 	if err != nil {
 		return fmt.Errorf("store: encode metadata %s: %w", o, err)
 	}
-	s.charge(metaCost(len(key), len(val)))
+	cost := metaCost(len(key), len(val))
+	if !s.fsRoom(cost) {
+		s.rejected.Add(1)
+		return fmt.Errorf("%w: metadata %s: the filesystem is full", ErrNoSpace, o)
+	}
+	s.charge(cost)
 	s.writeGate.RLock()
 	err = s.db.Update(func(txn *badger.Txn) error { return txn.Set(key, val) })
 	s.writeGate.RUnlock()
@@ -901,6 +947,8 @@ func (s *Store) Stats() Stats {
 		DiskBytes:    s.idx.bytes,
 		DiskUsage:    s.usage.measured,
 		DiskCapacity: s.opts.DiskBytes,
+		DiskLimit:    s.limitLocked(),
+		DiskFree:     s.usage.fsFree,
 		RAMCapacity:  s.opts.RAMBytes,
 		Chunks:       int64(len(s.idx.entries)),
 		Tenants:      make(map[string]TenantStats, len(s.idx.tenants)),
@@ -923,6 +971,7 @@ func (s *Store) Stats() Stats {
 	st.Misses = s.misses.Load()
 	st.ForcedFlushes = s.flushes.Load()
 	st.ValueLogGCs = s.gcs.Load()
+	st.Resets = s.resets.Load()
 	return st
 }
 

@@ -1,0 +1,531 @@
+// Package processfaults_test kills, starves and damages the real `cachenode
+// serve` process and checks that it never serves wrong bytes, never loses an
+// acknowledged write and never falls over:
+//
+//   - kill -9 during write-throughs and during reads, then a restart on the
+//     same data directory, for several cycles (TestKillDuringWriteThroughs,
+//     TestKillDuringReads);
+//   - a data directory on a filesystem smaller than --disk-bytes, so the
+//     store meets the real ENOSPC (TestDiskFull, needs root to mount);
+//   - store files damaged while the node is stopped (TestCorruptStoreFiles).
+//
+// The node runs as a process built from this tree, against a real MinIO,
+// with real certificates. Objects are checked against MinIO directly; the
+// node's S3 requests are counted from its own metrics
+// (distcache_s3_requests_total), which start at zero with each process.
+//
+// Environment:
+//
+//	DISTCACHE_PROCESS_FAULT_CYCLES  kill/restart cycles per kill test (default 3; make soak raises it)
+//	DISTCACHE_PROCESS_FAULT_SEED    seed of the kill moments and workloads (default: time-based, logged)
+package processfaults_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"fmt"
+	"hash/fnv"
+	"io"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+
+	"github.com/distcache/distcache/internal/pki"
+	"github.com/distcache/distcache/internal/testutil/miniotest"
+)
+
+const (
+	bucket  = "data"
+	tenant  = "analytics"
+	chunkSz = 1 << 20 // --chunk-size of every node here
+
+	readyTimeout = 90 * time.Second // a loaded 2-core machine, a store to replay
+	exitTimeout  = 60 * time.Second
+)
+
+var binary string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "processfaults-")
+	if err != nil {
+		panic(err)
+	}
+	binary = filepath.Join(dir, "cachenode")
+	build := exec.Command("go", "build", "-o", binary, "github.com/distcache/distcache/cachenode")
+	build.Stdout, build.Stderr = os.Stdout, os.Stderr
+	if err := build.Run(); err != nil {
+		panic("building cachenode: " + err.Error())
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// cycles is the number of kill/restart cycles of each kill test.
+func cycles(t *testing.T) int {
+	if v := os.Getenv("DISTCACHE_PROCESS_FAULT_CYCLES"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			t.Fatalf("DISTCACHE_PROCESS_FAULT_CYCLES=%q: want a positive integer", v)
+		}
+		return n
+	}
+	return 3
+}
+
+// newRand returns the test's seeded generator and logs the seed, so a
+// failure can be replayed with DISTCACHE_PROCESS_FAULT_SEED.
+func newRand(t *testing.T) *rand.Rand {
+	seed := uint64(time.Now().UnixNano())
+	if v := os.Getenv("DISTCACHE_PROCESS_FAULT_SEED"); v != "" {
+		var err error
+		if seed, err = strconv.ParseUint(v, 10, 64); err != nil {
+			t.Fatalf("DISTCACHE_PROCESS_FAULT_SEED=%q: %v", v, err)
+		}
+	}
+	t.Logf("seed %d (replay with DISTCACHE_PROCESS_FAULT_SEED=%d)", seed, seed)
+	return rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
+}
+
+// content is the deterministic payload of a key: the test never has to keep
+// what it wrote, only its key and size.
+func content(key string, size int) []byte {
+	h := fnv.New64a()
+	h.Write([]byte(key))
+	s := h.Sum64()
+	r := rand.NewChaCha8([32]byte{byte(s), byte(s >> 8), byte(s >> 16), byte(s >> 24), byte(s >> 32), byte(s >> 40), byte(s >> 48), byte(s >> 56)})
+	b := make([]byte, size)
+	_, _ = r.Read(b)
+	return b
+}
+
+// env is one test's world: MinIO, certificates and a tenants file.
+type env struct {
+	t     *testing.T
+	dir   string
+	minio *miniotest.Server
+	s3    *s3.Client // MinIO directly, for the ground truth
+	http  *http.Client
+}
+
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	e := &env{t: t, dir: t.TempDir()}
+	e.minio = miniotest.Start(t)
+	e.minio.CreateBucket(t, bucket)
+	e.s3 = e.minio.Client(t)
+
+	ca, err := pki.NewCA("processfaults CA", time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	server, err := ca.IssueServer("localhost", []string{"localhost"}, []net.IP{net.IPv4(127, 0, 0, 1)}, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	client, err := ca.IssueClient(pki.Identity{Kind: pki.KindTenant, Name: tenant}, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, l := range map[string]*pki.Leaf{"server": server, "client": client} {
+		if err := pki.WriteFiles(e.dir, name, l); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(e.path("ca.crt"), ca.CertPEM, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(e.path("tenants.yaml"), []byte("tenants:\n  - name: "+tenant+"\n    buckets: ["+bucket+"]\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tlsConfig, err := pki.ClientTLSConfig(e.path("client.crt"), e.path("client.key"), e.path("ca.crt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := &http.Transport{TLSClientConfig: tlsConfig, MaxIdleConnsPerHost: 16,
+		TLSNextProto: map[string]func(string, *tls.Conn) http.RoundTripper{}}
+	e.http = &http.Client{Transport: tr, Timeout: 2 * time.Minute}
+	t.Cleanup(tr.CloseIdleConnections)
+	return e
+}
+
+func (e *env) path(name string) string { return filepath.Join(e.dir, name) }
+
+// putS3 writes an object to MinIO directly.
+func (e *env) putS3(t *testing.T, key string, data []byte) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, err := e.s3.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(bucket), Key: aws.String(key), Body: bytes.NewReader(data)}); err != nil {
+		t.Fatalf("put %s to MinIO: %v", key, err)
+	}
+}
+
+// getS3 reads an object from MinIO directly; ok is false if it does not exist.
+func (e *env) getS3(t *testing.T, key string) (data []byte, etag string, ok bool) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	out, err := e.s3.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(bucket), Key: aws.String(key)})
+	if err != nil {
+		if strings.Contains(err.Error(), "NoSuchKey") {
+			return nil, "", false
+		}
+		t.Fatalf("get %s from MinIO: %v", key, err)
+	}
+	defer out.Body.Close()
+	data, err = io.ReadAll(out.Body)
+	if err != nil {
+		t.Fatalf("get %s from MinIO: %v", key, err)
+	}
+	return data, aws.ToString(out.ETag), true
+}
+
+// pendingUploads counts multipart uploads MinIO still holds (started, never
+// completed or aborted).
+func (e *env) pendingUploads(t *testing.T) int {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	out, err := e.s3.ListMultipartUploads(ctx, &s3.ListMultipartUploadsInput{Bucket: aws.String(bucket)})
+	if err != nil {
+		t.Fatalf("list multipart uploads: %v", err)
+	}
+	return len(out.Uploads)
+}
+
+// node is one `cachenode serve` process, restartable on the same data
+// directory.
+type node struct {
+	e       *env
+	name    string
+	dataDir string
+	args    []string // extra flags
+
+	api, ops string
+	cmd      *exec.Cmd
+	exited   chan error
+	logs     *logBuffer
+	starts   int
+}
+
+func (e *env) newNode(name, dataDir string, args ...string) *node {
+	n := &node{e: e, name: name, dataDir: dataDir, args: args, logs: &logBuffer{}}
+	e.t.Cleanup(func() {
+		if n.running() {
+			_ = n.cmd.Process.Kill()
+			<-n.exited
+		}
+		if e.t.Failed() {
+			e.t.Logf("%s output (%d starts):\n%s", n.name, n.starts, n.logs.tail(64<<10))
+		}
+	})
+	return n
+}
+
+func freePort(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+func (n *node) running() bool {
+	if n.cmd == nil {
+		return false
+	}
+	select {
+	case <-n.exited:
+		return false
+	default:
+		return true
+	}
+}
+
+// start starts the process and waits until it is ready.
+func (n *node) start(t *testing.T) {
+	t.Helper()
+	if err := n.launch(t); err != nil {
+		t.Fatal(err)
+	}
+	if err := n.waitReady(); err != nil {
+		t.Fatalf("%s: %v\n%s", n.name, err, n.logs.tail(16<<10))
+	}
+}
+
+func (n *node) launch(t *testing.T) error {
+	t.Helper()
+	if n.running() {
+		return fmt.Errorf("%s is already running", n.name)
+	}
+	n.starts++
+	n.api, n.ops = freePort(t), freePort(t)
+	args := append([]string{"serve",
+		"--listen", n.api, "--metrics-listen", n.ops,
+		"--tls-cert", n.e.path("server.crt"), "--tls-key", n.e.path("server.key"),
+		"--client-ca", n.e.path("ca.crt"), "--tenants-file", n.e.path("tenants.yaml"),
+		"--s3-endpoint", n.e.minio.Endpoint, "--s3-path-style",
+		"--data-dir", n.dataDir, "--chunk-size", "1Mi", "--log-level", "info",
+	}, n.args...)
+	n.cmd = exec.Command(binary, args...)
+	n.cmd.Env = append(os.Environ(), "AWS_ACCESS_KEY_ID="+n.e.minio.AccessKey, "AWS_SECRET_ACCESS_KEY="+n.e.minio.SecretKey)
+	fmt.Fprintf(n.logs, "=== start %d: %s\n", n.starts, strings.Join(n.cmd.Args, " "))
+	n.cmd.Stdout, n.cmd.Stderr = n.logs, n.logs
+	if err := n.cmd.Start(); err != nil {
+		return err
+	}
+	exited := make(chan error, 1)
+	n.exited = exited
+	cmd := n.cmd
+	go func() {
+		err := cmd.Wait()
+		fmt.Fprintf(n.logs, "=== exited: %v\n", cmd.ProcessState)
+		exited <- err
+		close(exited)
+	}()
+	return nil
+}
+
+// waitReady polls /readyz; it fails at once if the process exits.
+func (n *node) waitReady() error {
+	deadline := time.Now().Add(readyTimeout)
+	for time.Now().Before(deadline) {
+		select {
+		case err := <-n.exited:
+			return fmt.Errorf("exited before it was ready: %v", err)
+		default:
+		}
+		resp, err := http.Get("http://" + n.ops + "/readyz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return fmt.Errorf("not ready after %v", readyTimeout)
+}
+
+// kill9 sends SIGKILL and waits for the process to be gone.
+func (n *node) kill9(t *testing.T) {
+	t.Helper()
+	if err := n.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatalf("kill -9 %s: %v", n.name, err)
+	}
+	n.waitExit(t)
+}
+
+// stop sends SIGTERM and expects a clean exit.
+func (n *node) stop(t *testing.T) {
+	t.Helper()
+	if err := n.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatalf("SIGTERM %s: %v", n.name, err)
+	}
+	if err := n.waitExit(t); err != nil {
+		t.Fatalf("%s exited with %v after SIGTERM", n.name, err)
+	}
+}
+
+func (n *node) waitExit(t *testing.T) error {
+	t.Helper()
+	select {
+	case err := <-n.exited:
+		return err
+	case <-time.After(exitTimeout):
+		t.Fatalf("%s did not exit", n.name)
+		return nil
+	}
+}
+
+func (n *node) url(key string) string {
+	return "https://" + n.api + "/v1/objects/" + bucket + "/" + key
+}
+
+// put writes an object through the node; it returns the ETag of an
+// acknowledged write.
+func (n *node) put(key string, data []byte) (string, error) {
+	req, err := http.NewRequest(http.MethodPut, n.url(key), bytes.NewReader(data))
+	if err != nil {
+		return "", err
+	}
+	resp, err := n.e.http.Do(req)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return "", err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return "", fmt.Errorf("PUT %s: %d %s", key, resp.StatusCode, body)
+	}
+	var m struct {
+		ETag string `json:"etag"`
+		Size int64  `json:"size"`
+	}
+	if err := json.Unmarshal(body, &m); err != nil {
+		return "", fmt.Errorf("PUT %s: answer %q: %v", key, body, err)
+	}
+	if m.Size != int64(len(data)) {
+		return "", fmt.Errorf("PUT %s: acknowledged %d bytes, sent %d", key, m.Size, len(data))
+	}
+	return m.ETag, nil
+}
+
+// reply is a finished read: a status and a complete body (a body cut short
+// is an error from get, never a reply).
+type reply struct {
+	status int
+	body   []byte
+	header http.Header
+}
+
+// get reads through the node; query and rangeHeader are optional.
+func (n *node) get(key, query, rangeHeader string) (reply, error) {
+	u := n.url(key)
+	if query != "" {
+		u += "?" + query
+	}
+	req, err := http.NewRequest(http.MethodGet, u, nil)
+	if err != nil {
+		return reply{}, err
+	}
+	if rangeHeader != "" {
+		req.Header.Set("Range", rangeHeader)
+	}
+	resp, err := n.e.http.Do(req)
+	if err != nil {
+		return reply{}, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return reply{}, err
+	}
+	if resp.ContentLength >= 0 && int64(len(body)) != resp.ContentLength {
+		return reply{}, fmt.Errorf("GET %s: %d bytes of %d", key, len(body), resp.ContentLength)
+	}
+	return reply{resp.StatusCode, body, resp.Header}, nil
+}
+
+// metrics scrapes /metrics into series -> value (series as printed:
+// name{labels}).
+func (n *node) metrics(t *testing.T) metricSet {
+	t.Helper()
+	resp, err := http.Get("http://" + n.ops + "/metrics")
+	if err != nil {
+		t.Fatalf("scrape %s: %v", n.name, err)
+	}
+	defer resp.Body.Close()
+	m := metricSet{}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if line == "" || line[0] == '#' {
+			continue
+		}
+		i := strings.LastIndexByte(line, ' ')
+		if i < 0 {
+			continue
+		}
+		v, err := strconv.ParseFloat(line[i+1:], 64)
+		if err != nil {
+			continue
+		}
+		m[line[:i]] = v
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatalf("scrape %s: %v", n.name, err)
+	}
+	return m
+}
+
+type metricSet map[string]float64
+
+// sum adds every series of name whose labels contain all of labels
+// (each `k="v"`).
+func (m metricSet) sum(name string, labels ...string) float64 {
+	var total float64
+	for series, v := range m {
+		if series != name && !strings.HasPrefix(series, name+"{") {
+			continue
+		}
+		ok := true
+		for _, l := range labels {
+			if !strings.Contains(series, l) {
+				ok = false
+				break
+			}
+		}
+		if ok {
+			total += v
+		}
+	}
+	return total
+}
+
+// s3Gets is the number of ranged GETs the process made to S3.
+func (m metricSet) s3Gets() float64 {
+	return m.sum("distcache_s3_requests_total", `op="get"`)
+}
+
+// chunkReads is distcache_chunk_reads_total for one result.
+func (m metricSet) chunkReads(result string) float64 {
+	return m.sum("distcache_chunk_reads_total", `result="`+result+`"`)
+}
+
+// logBuffer collects a process's output across restarts.
+type logBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *logBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *logBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+func (b *logBuffer) tail(n int) string {
+	s := b.String()
+	if len(s) > n {
+		s = "...\n" + s[len(s)-n:]
+	}
+	return s
+}
+
+// since returns the output written after mark (a length of String()).
+func (b *logBuffer) since(mark int) string { return b.String()[mark:] }
+
+func (b *logBuffer) len() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Len()
+}

@@ -1,0 +1,176 @@
+package store
+
+// Opening a damaged store.
+//
+// The store is a cache: everything in it can be fetched from S3 again, so a
+// store that cannot be opened is not worth a node that cannot start. Open
+// therefore resets such a store (deletes badger's files in Dir and starts
+// empty) and logs why at error level, rather than failing: in a pod, failing
+// means a crash loop that only a human deleting files can end. What was
+// found (e2e/processfaults TestCorruptStoreFiles runs each case against the
+// real binary):
+//
+//   - damaged value-log files: badger opens; the damaged chunks fail their
+//     CRC-32C on read and are refetched (no reset needed);
+//   - a damaged, truncated or missing LSM table (.sst), a MANIFEST with bad
+//     magic, a damaged KEYREGISTRY: badger.Open returns an error, or, for a
+//     truncated table, panics in one of its own goroutines, which no recover
+//     can catch and which kills the process. So before badger.Open every
+//     table is opened and checksummed here, in this goroutine, with panics
+//     recovered (tables hold only keys and value pointers, so this reads
+//     little); a bad table resets the store;
+//   - anything else that kills the process during Open (a badger panic or
+//     log.Fatal not foreseen above): Open writes openMarker before
+//     badger.Open and removes it once the store is open, so the next start
+//     finds it and resets the store. The price: a node killed while opening
+//     its store starts cold.
+//
+// The store is not reset when badger says another process holds the
+// directory (its LOCK file), nor when the reset itself fails (permissions):
+// then Open fails as before.
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/dgraph-io/badger/v4"
+	"github.com/dgraph-io/badger/v4/options"
+	"github.com/dgraph-io/badger/v4/table"
+	"github.com/dgraph-io/ristretto/v2/z"
+)
+
+// openMarker exists in Dir while Open runs (badger ignores other files).
+const openMarker = "DISTCACHE-OPENING"
+
+// badgerFile reports whether name is one of badger's files.
+func badgerFile(name string) bool {
+	switch name {
+	case "MANIFEST", "MANIFEST-REWRITE", "KEYREGISTRY", "REWRITE-KEYREGISTRY", "DISCARD", "LOCK", openMarker:
+		return true
+	}
+	for _, ext := range []string{".sst", ".vlog", ".mem"} {
+		if strings.HasSuffix(name, ext) {
+			return true
+		}
+	}
+	return false
+}
+
+// openBadger opens badger in opts.Dir, resetting the store first or after
+// a failed open when it is damaged (see above). reset says whether it did.
+func openBadger(opts Options, log *slog.Logger) (db *badger.DB, reset bool, err error) {
+	dir := opts.Dir
+	bopts := badgerOptions(dir, opts.DiskBytes, opts.Logger.With("component", "badger"))
+	marker := filepath.Join(dir, openMarker)
+	why := ""
+	if _, err := os.Stat(marker); err == nil {
+		why = "the previous start did not finish opening it (the process crashed or was killed while opening)"
+	} else if err := checkTables(dir, bopts); err != nil {
+		why = err.Error()
+	}
+	if why == "" {
+		if err := os.WriteFile(marker, nil, 0o600); err != nil {
+			return nil, false, fmt.Errorf("store: %w", err)
+		}
+		db, err = openRecovered(bopts)
+		if err == nil {
+			return db, false, nil
+		}
+		if strings.Contains(err.Error(), "Cannot acquire directory lock") {
+			_ = os.Remove(marker) // another process's store: leave it alone
+			return nil, false, fmt.Errorf("store: open badger in %s: %w", dir, err)
+		}
+		why = err.Error()
+	}
+	log.Error("store cannot be opened; deleting it and starting with an empty store (a cache: every chunk can be fetched from S3 again)",
+		"dir", dir, "reason", why)
+	if err := resetDir(dir); err != nil {
+		return nil, false, fmt.Errorf("store: reset damaged store in %s (%s): %w", dir, why, err)
+	}
+	if err := os.WriteFile(marker, nil, 0o600); err != nil {
+		return nil, false, fmt.Errorf("store: %w", err)
+	}
+	db, err = openRecovered(bopts)
+	if err != nil {
+		return nil, false, fmt.Errorf("store: open badger in %s after reset: %w", dir, err)
+	}
+	return db, true, nil
+}
+
+// openDone removes the marker once the store is open and indexed.
+func openDone(dir string, log *slog.Logger) {
+	if err := os.Remove(filepath.Join(dir, openMarker)); err != nil {
+		log.Warn("remove open marker", "err", err)
+	}
+}
+
+// openRecovered is badger.Open with a panic in the calling goroutine turned
+// into an error.
+func openRecovered(opts badger.Options) (db *badger.DB, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			db, err = nil, fmt.Errorf("badger panicked: %v", r)
+		}
+	}()
+	return badger.Open(opts)
+}
+
+// checkTables opens and checksums every LSM table in dir as badger.Open
+// would, in this goroutine, so a damaged table is an error here instead of
+// a panic in one of badger's goroutines.
+func checkTables(dir string, bopts badger.Options) error {
+	tables, err := filepath.Glob(filepath.Join(dir, "*.sst"))
+	if err != nil {
+		return err
+	}
+	topts := table.Options{
+		ReadOnly: true, BlockSize: bopts.BlockSize, BloomFalsePositive: bopts.BloomFalsePositive,
+		ChkMode: options.OnTableAndBlockRead, Compression: bopts.Compression, ZSTDCompressionLevel: bopts.ZSTDCompressionLevel,
+	}
+	for _, f := range tables {
+		if err := checkTable(f, topts); err != nil {
+			return fmt.Errorf("LSM table %s is damaged: %w", filepath.Base(f), err)
+		}
+	}
+	return nil
+}
+
+func checkTable(path string, topts table.Options) (err error) {
+	mf, err := z.OpenMmapFile(path, os.O_RDONLY, 0)
+	if err != nil && !errors.Is(err, z.NewFile) {
+		return err
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("panic reading it: %v", r)
+			_ = mf.Close(-1)
+		}
+	}()
+	t, err := table.OpenTable(mf, topts)
+	if err != nil {
+		_ = mf.Close(-1)
+		return err
+	}
+	return t.Close(-1) // the mapping, not DecrRef: that deletes the file
+}
+
+// resetDir deletes badger's files in dir (nothing else).
+func resetDir(dir string) error {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, e := range entries {
+		if !e.IsDir() && badgerFile(e.Name()) {
+			if err := os.Remove(filepath.Join(dir, e.Name())); err != nil && !errors.Is(err, os.ErrNotExist) {
+				errs = append(errs, err)
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
