@@ -110,6 +110,10 @@ func kindOf(status int) error {
 // headerError is the node API's error code header.
 const headerError = "X-Distcache-Error"
 
+// codeSlowDown is a node's answer when S3 throttled it and the data is not
+// cached (503).
+const codeSlowDown = "SlowDown"
+
 // answerError reads a node's error answer (JSON {"code","message"}; HEAD
 // answers carry the code in a header only) into an *Error.
 func answerError(op, bucket, key, addr string, resp *http.Response) *Error {
@@ -139,7 +143,8 @@ type outcome int
 
 const (
 	// done: success, or an answer about the request itself (4xx) that
-	// every member would give.
+	// every member would give, or S3 throttling (503 SlowDown): other
+	// members would only ask the same S3 again.
 	done outcome = iota
 	// upstream: the node is healthy but its S3 failed (a 5xx carrying a
 	// node error code); another candidate may have the data cached.
@@ -152,6 +157,8 @@ const (
 // classify decides what an answered error means for failover.
 func classify(e *Error) outcome {
 	switch {
+	case e.Status == http.StatusServiceUnavailable && e.Code == codeSlowDown:
+		return done
 	case e.Status >= 500 && e.Code != "":
 		return upstream
 	case e.Status >= 500:

@@ -219,6 +219,8 @@ func (g *Gateway) cacheError(ctx context.Context, x *exchange, err error) *s3Err
 		return newS3Error(http.StatusRequestedRangeNotSatisfiable, CodeInvalidRange, "The requested range is not satisfiable")
 	case errors.Is(err, client.ErrChanged):
 		return newS3Error(http.StatusServiceUnavailable, CodeSlowDown, "The object changed while it was being read; please retry.")
+	case errors.Is(err, client.ErrUnavailable) && ce != nil && ce.Code == CodeSlowDown:
+		return newS3Error(http.StatusServiceUnavailable, CodeSlowDown, "Please reduce your request rate. (%s)", msg)
 	case errors.Is(err, client.ErrUnavailable):
 		g.log.Warn("cache unavailable", "op", x.rt.op, "bucket", x.rt.bucket, "key", x.rt.key, "err", err)
 		return errUnavailable(msg)

@@ -19,6 +19,7 @@ const (
 	CodeInvalidRange       = "InvalidRange"
 	CodePreconditionFailed = "PreconditionFailed"
 	CodeServiceUnavailable = "ServiceUnavailable"
+	CodeSlowDown           = "SlowDown"
 	CodeBadGateway         = "BadGateway"
 	CodeInternal           = "InternalError"
 )
@@ -60,6 +61,10 @@ func asAPIError(err error) *apiError {
 		return newError(http.StatusPreconditionFailed, CodePreconditionFailed, "object changed in S3 (ETag no longer matches)")
 	case errors.Is(err, s3backend.ErrInvalidRange):
 		return newError(http.StatusRequestedRangeNotSatisfiable, CodeInvalidRange, "range not satisfiable")
+	case errors.Is(err, s3backend.ErrUnavailable) && s3backend.Throttled(err):
+		// Not ServiceUnavailable: peers and clients must not ask S3 again
+		// elsewhere, and S3 clients should slow down.
+		return newError(http.StatusServiceUnavailable, CodeSlowDown, "S3 is throttling requests (SlowDown) and the data is not cached: "+err.Error())
 	case errors.Is(err, s3backend.ErrUnavailable):
 		return newError(http.StatusServiceUnavailable, CodeServiceUnavailable, "S3 backend unavailable and the data is not cached: "+err.Error())
 	}

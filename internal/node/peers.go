@@ -3,6 +3,7 @@ package node
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -99,9 +100,13 @@ func (p *Peers) get(ctx context.Context, m ring.Member, tenant string, id chunk.
 		return nil, errNotCached
 	case resp.StatusCode == http.StatusPreconditionFailed:
 		return nil, s3backend.ErrPreconditionFailed
+	case resp.StatusCode == http.StatusServiceUnavailable && resp.Header.Get("X-Distcache-Error") == CodeSlowDown:
+		var e apiError
+		_ = json.NewDecoder(io.LimitReader(resp.Body, 4<<10)).Decode(&e)
+		return nil, newError(http.StatusServiceUnavailable, CodeSlowDown, "owner "+m.Name+": "+e.Message)
 	default:
 		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
-		return nil, &peerError{status: resp.StatusCode, msg: string(msg)}
+		return nil, &peerError{status: resp.StatusCode, code: resp.Header.Get("X-Distcache-Error"), msg: string(msg)}
 	}
 	if resp.ContentLength < 0 || resp.ContentLength > id.Size {
 		return nil, fmt.Errorf("peer %s sent a chunk of %d bytes", m.Name, resp.ContentLength)
@@ -123,10 +128,19 @@ type peerError struct {
 
 func (e *peerError) Error() string { return fmt.Sprintf("peer answered %d: %s", e.status, e.msg) }
 
+func isSlowDown(err error) bool {
+	var ae *apiError
+	return errors.As(err, &ae) && ae.Code == CodeSlowDown
+}
+
+// A 5xx carrying a node error code is healthy too: the peer answered, its S3
+// failed. Marking it down would stop this node from reaching the chunks the
+// peer holds (hits) for as long as it stays marked, just when S3 cannot
+// stand in for them.
 func peerIsHealthy(err error) bool {
 	var pe *peerError
 	return errors.Is(err, errNotCached) || errors.Is(err, s3backend.ErrPreconditionFailed) ||
-		(errors.As(err, &pe) && pe.status < 500)
+		(errors.As(err, &pe) && (pe.status < 500 || pe.code != ""))
 }
 
 // fromOwners asks the chunk's owner, then the next candidates, for a chunk
@@ -150,6 +164,12 @@ func (s *Server) fromOwners(ctx context.Context, r *ring.Ring, c caller, id chun
 			return data, true, nil
 		case errors.Is(err, s3backend.ErrPreconditionFailed):
 			s.metrics.PeerRequests.WithLabelValues("forward", "changed").Inc()
+			return nil, true, err
+		case isSlowDown(err):
+			// The owner is up and S3 told it to slow down: asking S3
+			// again from here (or from the next candidate) would
+			// multiply the load S3 just refused.
+			s.metrics.PeerRequests.WithLabelValues("forward", "error").Inc()
 			return nil, true, err
 		case peerIsHealthy(err):
 			// The owner answered with an error about the request itself;

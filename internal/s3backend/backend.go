@@ -21,6 +21,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -282,8 +283,9 @@ func (b *Backend) GetRange(ctx context.Context, cr Credentials, bucket, key, eta
 			if err != nil {
 				return err // the SDK has retried what it could
 			}
-			buf, err = readBody(out, length)
-			if err == nil || errors.Is(err, ErrInvalidRange) || ctx.Err() != nil || attempt >= b.cfg.MaxAttempts {
+			buf, err = readBody(out, etag, length)
+			if err == nil || errors.Is(err, ErrInvalidRange) || errors.Is(err, ErrPreconditionFailed) ||
+				ctx.Err() != nil || attempt >= b.cfg.MaxAttempts {
 				return err
 			}
 			if ro, ok := b.cfg.Observer.(RetryObserver); ok {
@@ -301,9 +303,15 @@ func (b *Backend) GetRange(ctx context.Context, cr Credentials, bucket, key, eta
 }
 
 // readBody reads and closes a ranged GET's body, which must hold exactly
-// length bytes.
-func readBody(out *s3.GetObjectOutput, length int64) ([]byte, error) {
+// length bytes of version etag (when not empty). The ETag is checked even
+// though the request carried If-Match: a store (or a proxy) that ignores
+// If-Match would otherwise hand over bytes of a newer version, which would
+// be cached under the old version's ETag and mixed into its reads.
+func readBody(out *s3.GetObjectOutput, etag string, length int64) ([]byte, error) {
 	defer out.Body.Close()
+	if got := aws.ToString(out.ETag); etag != "" && out.ETag != nil && strings.Trim(got, `"`) != strings.Trim(etag, `"`) {
+		return nil, fmt.Errorf("%w: asked for version %s, S3 sent %s (If-Match ignored)", ErrPreconditionFailed, etag, got)
+	}
 	if n := aws.ToInt64(out.ContentLength); out.ContentLength != nil && n != length {
 		return nil, fmt.Errorf("%w: asked for %d bytes, S3 sent %d (Content-Range %q)",
 			ErrInvalidRange, length, n, aws.ToString(out.ContentRange))

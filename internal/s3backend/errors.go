@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 
 	"github.com/aws/aws-sdk-go-v2/aws/ratelimit"
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	"github.com/aws/smithy-go"
 	smithyhttp "github.com/aws/smithy-go/transport/http"
 )
@@ -136,6 +138,21 @@ var statusKinds = map[int]error{
 	416: ErrInvalidRange,
 	408: ErrUnavailable,
 	429: ErrUnavailable,
+}
+
+// Throttled reports whether err (an ErrUnavailable) is S3 asking for fewer
+// requests: a SlowDown or other throttling code, or a 503 or 429 status.
+// Asking again from another node would only add to the load S3 refuses.
+func Throttled(err error) bool {
+	var apiErr smithy.APIError
+	if errors.As(err, &apiErr) {
+		if _, ok := retry.DefaultThrottleErrorCodes[apiErr.ErrorCode()]; ok {
+			return true
+		}
+	}
+	var respErr *smithyhttp.ResponseError
+	return errors.As(err, &respErr) &&
+		(respErr.HTTPStatusCode() == http.StatusServiceUnavailable || respErr.HTTPStatusCode() == http.StatusTooManyRequests)
 }
 
 // kindOf classifies an error that was not caused by the caller's context.

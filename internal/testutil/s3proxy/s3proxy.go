@@ -1,8 +1,17 @@
 // Package s3proxy is a counting, fault-injecting reverse proxy for tests. It
 // sits between the code under test and a real S3 server (MinIO) and produces
 // the faults a real server cannot produce on demand: throttling, 5xx errors,
-// slow responses and bodies cut off mid-stream. It also counts requests and
-// the most requests it ever had in flight at once.
+// slow responses, connections reset before or in the middle of a response
+// and bodies cut off mid-stream. It also counts requests, records each one
+// (with the SDK's invocation id and attempt number, so retries of one
+// operation can be told apart and timed) and the most requests it ever had
+// in flight at once.
+//
+// Faults come from the simple one-shot helpers (FailNext, TruncateNext,
+// SetDelay) or from rules (Inject): each rule matches requests by method and
+// path prefix and applies a Fault to the first Times of them, until a
+// deadline, or to each with a probability drawn from a seeded generator, so
+// a randomised schedule replays from its seed. See faults.go.
 //
 // Requests are forwarded with their bodies and headers unchanged, including
 // Host: the client signs its requests (SigV4) for the proxy's address, and
@@ -17,6 +26,7 @@ import (
 	"fmt"
 	"io"
 	"log"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/http/httputil"
@@ -40,6 +50,17 @@ type Proxy struct {
 	delay       time.Duration
 	fail        fault
 	truncate    int
+
+	// Rules, the request log and hooks: faults.go.
+	tr        *http.Transport
+	rules     []*rule
+	pcg       *rand.PCG
+	rng       *rand.Rand
+	log       []Record
+	gen       int // Reset count: a request answered after a Reset is not in the new log
+	before    func(Record)
+	ignoreIfM func(path string) (string, error)
+	start     time.Time
 }
 
 type request struct{ method, path string }
@@ -61,7 +82,8 @@ func New(t testing.TB, target string) *Proxy {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.DisableCompression = true // pass bytes and Content-Length through untouched
 	tr.MaxIdleConnsPerHost = 128
-	p := &Proxy{target: u}
+	p := &Proxy{target: u, tr: tr, pcg: rand.NewPCG(1, 2), start: time.Now()}
+	p.rng = rand.New(p.pcg)
 	p.rp = &httputil.ReverseProxy{
 		Rewrite: func(r *httputil.ProxyRequest) {
 			r.SetURL(u)
@@ -111,24 +133,30 @@ func (p *Proxy) Count(method, pathPrefix string) int {
 
 // InFlightMax is the largest number of requests the proxy has had in flight
 // at once since it started or since the last Reset. A request is in flight
-// from when it arrives until its response has been written, including any
-// delay.
+// from when it arrives (including any delay) until the proxy starts writing
+// the last byte of its response (or resets its connection): a client that
+// got its whole answer and sends its next request is never counted twice.
 func (p *Proxy) InFlightMax() int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.inFlightMax
 }
 
-// Reset forgets counted requests and the in-flight maximum, and cancels
-// pending faults and the delay.
+// Reset forgets counted and recorded requests and the in-flight maximum,
+// and cancels pending faults, rules, hooks and the delay.
 func (p *Proxy) Reset() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.seen = nil
+	p.gen++
 	p.inFlightMax = p.inFlight
 	p.delay = 0
 	p.fail = fault{}
 	p.truncate = 0
+	p.rules = nil
+	p.log = nil
+	p.before = nil
+	p.ignoreIfM = nil
 }
 
 // FailNext makes the next n requests fail with status and an S3 XML error
@@ -168,13 +196,31 @@ func (p *Proxy) serve(w http.ResponseWriter, r *http.Request) {
 		p.fail.n--
 		f = p.fail
 	}
+	rec := newRecord(r, time.Since(p.start))
+	injected := p.pick(r)
+	if f.status != 0 {
+		injected = Fault{Kind: Status, Status: f.status, Code: f.code}
+	}
+	rec.Fault = injected
+	idx, gen := len(p.log), p.gen
+	p.log = append(p.log, rec)
+	before, ignoreIfMatch := p.before, p.ignoreIfM
 	p.mu.Unlock()
-	defer func() {
+	release := sync.OnceFunc(func() {
 		p.mu.Lock()
 		p.inFlight--
 		p.mu.Unlock()
-	}()
+	})
+	defer release()
+	if before != nil {
+		before(rec)
+	}
+	sw := &statusWriter{ResponseWriter: w, head: r.Method == http.MethodHead, release: release, left: -1,
+		onStatus: func(code int) { p.setStatus(gen, idx, code) }}
 
+	if injected.Kind == Delay {
+		delay += injected.Delay
+	}
 	if delay > 0 {
 		select {
 		case <-time.After(delay):
@@ -182,11 +228,32 @@ func (p *Proxy) serve(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	if f.status != 0 {
-		writeS3Error(w, r, f)
+	switch injected.Kind {
+	case Status:
+		writeS3Error(sw, r, fault{status: injected.Status, code: injected.Code})
+		return
+	case ResetBeforeHeaders:
+		release()
+		resetConn(w, false)
+		return
+	case ResetMidBody, TruncateBody:
+		p.forwardBroken(sw, r, injected.Kind)
 		return
 	}
-	p.rp.ServeHTTP(w, r)
+	if ignoreIfMatch != nil && r.Method == http.MethodGet && r.Header.Get("If-Match") != "" {
+		p.forwardIgnoringIfMatch(sw, r, ignoreIfMatch)
+		return
+	}
+	p.rp.ServeHTTP(sw, r)
+}
+
+// setStatus records the status of request idx of the log of generation gen.
+func (p *Proxy) setStatus(gen, idx, code int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if gen == p.gen {
+		p.log[idx].Status = code
+	}
 }
 
 // modifyResponse cuts the body of the response short when a truncation is

@@ -3,6 +3,7 @@ package s3proxy_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -90,5 +91,136 @@ func TestProxy(t *testing.T) {
 	p.Reset()
 	if n, m := p.Count("", ""), p.InFlightMax(); n != 0 || m != 0 {
 		t.Errorf("after Reset: Count = %d, InFlightMax = %d; want 0, 0", n, m)
+	}
+}
+
+func TestRulesAndBrokenResponses(t *testing.T) {
+	srv := miniotest.Start(t)
+	srv.CreateBucket(t, "bkt")
+	p := s3proxy.New(t, srv.Endpoint)
+	// The SDK retries, so the log shows attempts of one invocation.
+	c := s3.New(s3.Options{
+		Region: srv.Region, BaseEndpoint: aws.String(p.URL()), UsePathStyle: true,
+		Credentials:      credentials.NewStaticCredentialsProvider(srv.AccessKey, srv.SecretKey, ""),
+		RetryMaxAttempts: 3,
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	bkt, key := aws.String("bkt"), aws.String("obj")
+	data := []byte(strings.Repeat("0123456789", 10000))
+	if _, err := c.PutObject(ctx, &s3.PutObjectInput{Bucket: bkt, Key: key, Body: strings.NewReader(string(data))}); err != nil {
+		t.Fatal(err)
+	}
+	get := func() ([]byte, error) {
+		out, err := c.GetObject(ctx, &s3.GetObjectInput{Bucket: bkt, Key: key})
+		if err != nil {
+			return nil, err
+		}
+		defer out.Body.Close()
+		return io.ReadAll(out.Body)
+	}
+
+	// Two SlowDowns on GETs only, then success: one invocation, attempts 1-3.
+	p.Reset()
+	p.Inject(s3proxy.Rule{Method: http.MethodGet, Fault: s3proxy.SlowDown, Times: 2})
+	if b, err := get(); err != nil || string(b) != string(data) {
+		t.Fatalf("get after 2 SlowDowns with 3 attempts: %d bytes, %v", len(b), err)
+	}
+	recs := p.Requests()
+	if len(recs) != 3 {
+		t.Fatalf("recorded %d requests, want 3: %+v", len(recs), recs)
+	}
+	for i, r := range recs {
+		wantStatus := http.StatusServiceUnavailable
+		if i == 2 {
+			wantStatus = http.StatusOK
+		}
+		if r.Invocation == "" || r.Invocation != recs[0].Invocation || r.Attempt != i+1 || r.Status != wantStatus {
+			t.Errorf("request %d: %+v; want attempt %d of one invocation, status %d", i, r, i+1, wantStatus)
+		}
+	}
+
+	// Resets and truncations: the client sees an error, never a short body
+	// without one.
+	for _, f := range []s3proxy.Fault{s3proxy.ResetHeaders, s3proxy.ResetBody, s3proxy.Truncate} {
+		p.Reset()
+		p.Inject(s3proxy.Rule{Method: http.MethodGet, Fault: f})
+		b, err := get()
+		if err == nil {
+			t.Errorf("%v: read %d bytes without an error", f, len(b))
+		}
+		if f == s3proxy.ResetHeaders && !strings.Contains(fmt.Sprint(err), "reset") {
+			t.Errorf("%v: %v; want a connection reset", f, err)
+		}
+		if f != s3proxy.ResetHeaders && (len(b) >= len(data) || p.Requests()[0].Status != http.StatusOK) {
+			t.Errorf("%v: read %d bytes, status %d; want headers and a short body", f, len(b), p.Requests()[0].Status)
+		}
+	}
+
+	// A window: every GET fails until it ends.
+	p.Reset()
+	p.Inject(s3proxy.Rule{Method: http.MethodGet, Fault: s3proxy.InternalError, Until: time.Now().Add(time.Hour)})
+	if _, err := get(); err == nil {
+		t.Error("get during an InternalError window succeeded")
+	}
+	if n := p.Count(http.MethodGet, ""); n != 3 {
+		t.Errorf("%d attempts during the window, want 3", n)
+	}
+	p.ClearFaults()
+	if _, err := get(); err != nil {
+		t.Errorf("get after ClearFaults: %v", err)
+	}
+
+	// A probability replays from its seed.
+	draw := func(seed uint64) string {
+		p.Reset()
+		p.Seed(seed)
+		p.Inject(s3proxy.Rule{Method: http.MethodHead, Fault: s3proxy.SlowDown, Probability: 0.5})
+		var got []byte
+		for i := 0; i < 20; i++ {
+			_, err := c.HeadObject(ctx, &s3.HeadObjectInput{Bucket: bkt, Key: key}, func(o *s3.Options) { o.RetryMaxAttempts = 1 })
+			outcome := byte('o')
+			if err != nil {
+				outcome = 'x'
+			}
+			got = append(got, outcome)
+		}
+		return string(got)
+	}
+	a, b := draw(7), draw(7)
+	if a != b || !strings.Contains(a, "o") || !strings.Contains(a, "x") {
+		t.Errorf("seeded schedules %q and %q: want equal, with both outcomes", a, b)
+	}
+
+	// A hook runs before the request is forwarded.
+	p.Reset()
+	var hooked []string
+	p.OnRequest(func(r s3proxy.Record) { hooked = append(hooked, r.Method+" "+r.Path) })
+	if _, err := get(); err != nil {
+		t.Fatal(err)
+	}
+	if len(hooked) != 1 || hooked[0] != "GET /bkt/obj" {
+		t.Errorf("hook saw %q", hooked)
+	}
+}
+
+func TestDelayRule(t *testing.T) {
+	srv := miniotest.Start(t)
+	srv.CreateBucket(t, "bkt")
+	p := s3proxy.New(t, srv.Endpoint)
+	p.Inject(s3proxy.Rule{Fault: s3proxy.Spike(200 * time.Millisecond), Times: 1})
+	start := time.Now()
+	resp, err := http.Get(p.URL() + "/bkt")
+	took := time.Since(start)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if r := p.Requests(); len(r) != 1 || r[0].Fault.Kind != s3proxy.Delay {
+		t.Fatalf("requests %+v", r)
+	}
+	// Only a lower bound: a loaded machine may take longer, never shorter.
+	if took < 200*time.Millisecond {
+		t.Errorf("a request delayed by 200ms took %v", took)
 	}
 }
