@@ -18,7 +18,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"k8s.io/client-go/rest"
 
+	"github.com/distcache/distcache/internal/kubewatch"
 	"github.com/distcache/distcache/internal/metrics"
 	"github.com/distcache/distcache/internal/node"
 	"github.com/distcache/distcache/internal/pki"
@@ -39,16 +41,20 @@ type serveFlags struct {
 	writeCacheBytes                byteSize
 	metaTTL                        time.Duration
 	immutable                      bool
-	tenantsFile                    string
+	tenantsFile, tenantsSecret     string
 	s3Endpoint, s3Region           string
 	s3PathStyle                    bool
 	s3MaxConcurrent, s3MaxAttempts int
 	s3Timeout                      time.Duration
 	logLevel                       string
 	shutdownGrace                  time.Duration
-	ringFile, nodeName             string
+	ringFile, ringConfigMap        string
+	nodeName                       string
 	peerCert, peerKey              string
 	candidates                     int
+
+	// Parsed from ringConfigMap and tenantsSecret; zero when not set.
+	ringRef, tenantsRef kubewatch.Ref
 }
 
 func parseServeFlags(args []string) (*serveFlags, error) {
@@ -66,7 +72,8 @@ func parseServeFlags(args []string) (*serveFlags, error) {
 	fs.Var(&f.writeCacheBytes, "write-cache-bytes", "how much of one write-through upload is kept to be cached")
 	fs.DurationVar(&f.metaTTL, "meta-ttl", 30*time.Second, "how long object metadata is trusted before revalidation")
 	fs.BoolVar(&f.immutable, "immutable", false, "never revalidate metadata (object keys are never overwritten, as with ClickHouse)")
-	fs.StringVar(&f.tenantsFile, "tenants-file", "", "tenants configuration (YAML); hot-reloaded")
+	fs.StringVar(&f.tenantsFile, "tenants-file", "", "tenants configuration (YAML); hot-reloaded (with --tenants-secret: the start value)")
+	fs.StringVar(&f.tenantsSecret, "tenants-secret", "", "namespace/name[:key] of a Secret holding the tenants configuration (key default tenants.yaml), watched through the API server; wins over --tenants-file")
 	fs.StringVar(&f.s3Endpoint, "s3-endpoint", "", "S3 endpoint URL (empty: AWS)")
 	fs.StringVar(&f.s3Region, "s3-region", "us-east-1", "S3 region")
 	fs.BoolVar(&f.s3PathStyle, "s3-path-style", false, "use path-style S3 addressing (MinIO)")
@@ -74,7 +81,8 @@ func parseServeFlags(args []string) (*serveFlags, error) {
 	fs.IntVar(&f.s3MaxAttempts, "s3-max-attempts", 4, "attempts per S3 request (retries back off with jitter)")
 	fs.DurationVar(&f.s3Timeout, "s3-timeout", 30*time.Second, "timeout of one S3 request")
 	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
-	fs.StringVar(&f.ringFile, "ring-file", "", "ring document (JSON, docs/ring.md); watched. Empty: run alone")
+	fs.StringVar(&f.ringFile, "ring-file", "", "ring document (JSON, docs/ring.md); watched (with --ring-configmap: the start value). Empty: run alone")
+	fs.StringVar(&f.ringConfigMap, "ring-configmap", "", "namespace/name[:key] of a ConfigMap holding the ring document (key default ring.json), watched through the API server; needs --ring-file, wins over it")
 	fs.StringVar(&f.nodeName, "node-name", os.Getenv("POD_NAME"), "this node's member name in the ring (default $POD_NAME)")
 	fs.StringVar(&f.peerCert, "peer-cert", "", "certificate with this node's peer identity for calls to other nodes (default --tls-cert)")
 	fs.StringVar(&f.peerKey, "peer-key", "", "key of --peer-cert (default --tls-key)")
@@ -87,6 +95,25 @@ func parseServeFlags(args []string) (*serveFlags, error) {
 	}
 	if f.ringFile != "" && f.nodeName == "" {
 		return nil, errors.New("--ring-file needs --node-name (or $POD_NAME)")
+	}
+	if f.ringConfigMap != "" && f.ringFile == "" {
+		return nil, errors.New("--ring-configmap needs --ring-file (the ring a node starts with, so that it starts while the API server cannot be reached)")
+	}
+	for _, ref := range []struct {
+		flag, value, key string
+		into             *kubewatch.Ref
+	}{
+		{"ring-configmap", f.ringConfigMap, "ring.json", &f.ringRef},
+		{"tenants-secret", f.tenantsSecret, "tenants.yaml", &f.tenantsRef},
+	} {
+		if ref.value == "" {
+			continue
+		}
+		r, err := kubewatch.ParseRef(ref.value, ref.key)
+		if err != nil {
+			return nil, fmt.Errorf("--%s: %w", ref.flag, err)
+		}
+		*ref.into = r
 	}
 	if f.peerCert == "" {
 		f.peerCert, f.peerKey = f.tlsCert, f.tlsKey
@@ -118,6 +145,17 @@ func runServe(args []string) error {
 		return fmt.Errorf("loading tenants: %w", err)
 	}
 	metrics.RegisterTenantReloads(reg, tenants.Reloads)
+	var kube *rest.Config
+	if f.ringConfigMap != "" || f.tenantsSecret != "" {
+		if kube, err = kubewatch.RESTConfig(); err != nil {
+			return err
+		}
+	}
+	if f.tenantsSecret != "" {
+		if err := watchTenantsSecret(ctx, kube, f.tenantsRef, tenants, f.tenantsFile, reg, log); err != nil {
+			return err
+		}
+	}
 	st, err := store.Open(store.Options{
 		Dir: f.dataDir, DiskBytes: int64(f.diskBytes), RAMBytes: int64(f.ramBytes), Logger: log,
 		TenantQuota: func(name string) int64 {
@@ -147,8 +185,14 @@ func runServe(args []string) error {
 		WriteCacheBytes: int64(f.writeCacheBytes),
 	}
 	if f.ringFile != "" {
-		if cfg.Ring, err = watchRing(ctx, f.ringFile, m, log); err != nil {
+		var stopRingFile func()
+		if cfg.Ring, stopRingFile, err = watchRing(ctx, f.ringFile, m, log); err != nil {
 			return err
+		}
+		if f.ringConfigMap != "" {
+			if err := watchRingConfigMap(ctx, kube, f.ringRef, cfg.Ring, stopRingFile, reg, log); err != nil {
+				return err
+			}
 		}
 		peerTLS, err := pki.ClientTLSConfig(f.peerCert, f.peerKey, f.clientCA)
 		if err != nil {
@@ -227,19 +271,24 @@ func newLogger(level string) *slog.Logger {
 }
 
 // watchRing loads the ring file and keeps the node's ring current with it.
-func watchRing(ctx context.Context, path string, m *metrics.Node, log *slog.Logger) (*ring.Holder, error) {
+// stopFile stops watching the file (the ring stays) and waits until the
+// file watch has exited.
+func watchRing(ctx context.Context, path string, m *metrics.Node, log *slog.Logger) (h *ring.Holder, stopFile func(), err error) {
 	r, err := ring.LoadFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("ring: %w", err)
+		return nil, nil, fmt.Errorf("ring: %w", err)
 	}
-	h := &ring.Holder{}
+	h = &ring.Holder{}
 	h.Store(r)
 	m.RingEpoch.Set(float64(r.Epoch()))
 	// Take Changed before Load (ring.Holder), so a change landing between
 	// the two is not missed until the next one.
 	changed := h.Changed()
+	fileCtx, cancelFile := context.WithCancel(ctx)
+	fileDone := make(chan struct{})
 	go func() {
-		if err := ring.WatchFile(ctx, path, h, log); err != nil && ctx.Err() == nil {
+		defer close(fileDone)
+		if err := ring.WatchFile(fileCtx, path, h, log); err != nil && fileCtx.Err() == nil {
 			log.Error("ring watch stopped", "err", err)
 		}
 	}()
@@ -256,5 +305,5 @@ func watchRing(ctx context.Context, path string, m *metrics.Node, log *slog.Logg
 			log.Info("ring changed", "epoch", r.Epoch(), "members", len(r.Members()))
 		}
 	}()
-	return h, nil
+	return h, func() { cancelFile(); <-fileDone }, nil
 }

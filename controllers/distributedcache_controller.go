@@ -9,6 +9,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -39,7 +40,8 @@ const (
 
 // DistributedCacheReconciler turns a DistributedCache into, per zone, a
 // headless Service, a StatefulSet of cache nodes and a PodDisruptionBudget,
-// plus one client Service and one ring ConfigMap with a document per zone.
+// plus one client Service, one ring ConfigMap with a document per zone, and
+// the nodes' ServiceAccount, Role and RoleBinding.
 type DistributedCacheReconciler struct {
 	client.Client
 	// APIReader reads what the manager does not cache: credentials Secrets
@@ -90,6 +92,9 @@ func CacheOptions() map[client.Object]cache.ByObject {
 		&corev1.Service{}:               {Label: sel},
 		&appsv1.StatefulSet{}:           {Label: sel},
 		&policyv1.PodDisruptionBudget{}: {Label: sel},
+		&corev1.ServiceAccount{}:        {Label: sel},
+		&rbacv1.Role{}:                  {Label: sel},
+		&rbacv1.RoleBinding{}:           {Label: sel},
 	}
 }
 
@@ -101,9 +106,12 @@ func CacheOptions() map[client.Object]cache.ByObject {
 // +kubebuilder:rbac:groups=core,resources=namespaces,verbs=get;list;watch
 // +kubebuilder:rbac:groups=core,resources=pods,verbs=get;list;watch
 // +kubebuilder:rbac:groups=core,resources=secrets,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=core,resources=serviceaccounts,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=core,resources=services,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups=policy,resources=poddisruptionbudgets,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=rolebindings,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=roles,verbs=get;list;watch;create;update;patch;delete
 
 // Reconcile fetches the cache and reconciles it. A deleted cache needs
 // nothing: everything it owns carries an owner reference and is garbage
@@ -148,6 +156,9 @@ func (r *DistributedCacheReconciler) reconcile(ctx context.Context, dc *cachev1a
 	}
 	if err := r.reconcileTenants(ctx, dc); err != nil {
 		return ctrl.Result{}, fmt.Errorf("tenants: %w", err)
+	}
+	if err := r.reconcileNodeRBAC(ctx, dc); err != nil {
+		return ctrl.Result{}, fmt.Errorf("node service account: %w", err)
 	}
 	published, err := r.reconcileRing(ctx, dc, zones)
 	if err != nil {
@@ -439,7 +450,8 @@ func (r *DistributedCacheReconciler) recordCreated(dc *cachev1alpha1.Distributed
 }
 
 // SetupWithManager registers the reconciler: it owns the StatefulSets,
-// Services, ConfigMaps and PDBs, and follows the readiness of the cache's
+// Services, ConfigMaps, Secrets, PDBs and the nodes' ServiceAccount, Role
+// and RoleBinding, and follows the readiness of the cache's
 // pods (owned by the StatefulSets, so mapped by label).
 func (r *DistributedCacheReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	kinds, err := InstalledMonitoringKinds(mgr.GetRESTMapper())
@@ -453,6 +465,9 @@ func (r *DistributedCacheReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Owns(&corev1.ConfigMap{}).
 		Owns(&corev1.Secret{}).
 		Owns(&policyv1.PodDisruptionBudget{}).
+		Owns(&corev1.ServiceAccount{}).
+		Owns(&rbacv1.Role{}).
+		Owns(&rbacv1.RoleBinding{}).
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(podToCache)).
 		// A tenant's spec and deletion matter to the tenants file, its status
 		// writes do not.

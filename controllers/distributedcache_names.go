@@ -63,6 +63,20 @@ func NodeTLSSecretName(dc *cachev1alpha1.DistributedCache) string { return dc.Na
 // tenants file (docs/operations.md). The CacheTenant step creates it.
 func TenantsSecretName(dc *cachev1alpha1.DistributedCache) string { return dc.Name + "-tenants" }
 
+// NodeServiceAccountName is the ServiceAccount of the cache's node pods
+// (unless spec.podTemplate.serviceAccountName names another), bound by
+// the Role of the same name to reading the ring ConfigMap and the tenants
+// Secret.
+func NodeServiceAccountName(dc *cachev1alpha1.DistributedCache) string { return dc.Name + "-node" }
+
+// podServiceAccountName is the ServiceAccount the node pods run as.
+func podServiceAccountName(dc *cachev1alpha1.DistributedCache) string {
+	if ov := dc.Spec.PodTemplate; ov != nil && ov.ServiceAccountName != "" {
+		return ov.ServiceAccountName
+	}
+	return NodeServiceAccountName(dc)
+}
+
 // TenantsFileKey is the key of TenantsSecretName holding the tenants file.
 const TenantsFileKey = "tenants.yaml"
 

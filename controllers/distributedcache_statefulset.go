@@ -87,7 +87,8 @@ func buildStatefulSet(dc *cachev1alpha1.DistributedCache, zone, image, inputHash
 					Tolerations:                   spec.Tolerations,
 					ImagePullSecrets:              spec.ImagePullSecrets,
 					PriorityClassName:             ov.PriorityClassName,
-					ServiceAccountName:            ov.ServiceAccountName,
+					ServiceAccountName:            podServiceAccountName(dc),
+					AutomountServiceAccountToken:  ptr.To(true), // the node watches its ring and tenants through the API
 					SecurityContext:               ov.SecurityContext,
 					TopologySpreadConstraints:     ov.TopologySpreadConstraints,
 					TerminationGracePeriodSeconds: &grace,
@@ -110,8 +111,11 @@ func buildStatefulSet(dc *cachev1alpha1.DistributedCache, zone, image, inputHash
 	return sts
 }
 
-// nodeArgs are the `cachenode serve` flags from the spec (docs/operations.md).
-func nodeArgs(dc *cachev1alpha1.DistributedCache) []string {
+// nodeArgs are the `cachenode serve` flags of a zone's nodes from the spec
+// (docs/operations.md). The nodes watch their zone's ring document and the
+// tenants file through the API server (--ring-configmap, --tenants-secret,
+// allowed by the node Role); the mounted files are what they start with.
+func nodeArgs(dc *cachev1alpha1.DistributedCache, zone string) []string {
 	spec := &dc.Spec
 	args := []string{
 		"serve",
@@ -119,10 +123,12 @@ func nodeArgs(dc *cachev1alpha1.DistributedCache) []string {
 		fmt.Sprintf("--metrics-listen=:%d", MetricsPort),
 		"--data-dir=" + dataDir,
 		"--ring-file=" + path.Join(ringDir, ringFileName),
+		"--ring-configmap=" + dc.Namespace + "/" + ringConfigMapName(dc) + ":" + ringKey(zone),
 		"--tls-cert=" + path.Join(tlsDir, corev1.TLSCertKey),
 		"--tls-key=" + path.Join(tlsDir, corev1.TLSPrivateKeyKey),
 		"--client-ca=" + path.Join(tlsDir, "ca.crt"),
 		"--tenants-file=" + path.Join(tenantsDir, TenantsFileKey),
+		"--tenants-secret=" + dc.Namespace + "/" + TenantsSecretName(dc) + ":" + TenantsFileKey,
 	}
 	if q := spec.ChunkSize; q != nil {
 		args = append(args, "--chunk-size="+q.String())
@@ -269,7 +275,7 @@ func buildContainer(dc *cachev1alpha1.DistributedCache, zone, image string, ov c
 		Name:            containerName,
 		Image:           image,
 		ImagePullPolicy: dc.Spec.ImagePullPolicy,
-		Args:            nodeArgs(dc),
+		Args:            nodeArgs(dc, zone),
 		Env:             nodeEnv(dc, ov.Env),
 		Ports: []corev1.ContainerPort{
 			{Name: "api", ContainerPort: APIPort, Protocol: corev1.ProtocolTCP},

@@ -62,13 +62,17 @@ func TestBuildStatefulSet(t *testing.T) {
 				for _, a := range []string{"--chunk-size=4Mi", "--disk-bytes=10Gi", "--ram-bytes=1Gi", "--meta-ttl=30s",
 					"--s3-region=us-east-1", "--s3-max-concurrent=64", "--ring-file=/etc/distcache/ring/ring.json",
 					"--tls-cert=/etc/distcache/tls/tls.crt", "--tls-key=/etc/distcache/tls/tls.key",
-					"--client-ca=/etc/distcache/tls/ca.crt", "--tenants-file=/etc/distcache/tenants/tenants.yaml"} {
+					"--client-ca=/etc/distcache/tls/ca.crt", "--tenants-file=/etc/distcache/tenants/tenants.yaml",
+					"--ring-configmap=ns/c-ring:a.json", "--tenants-secret=ns/c-tenants:tenants.yaml"} {
 					if !slices.Contains(c.Args, a) {
 						t.Errorf("args lack %s: %v", a, c.Args)
 					}
 				}
 				if slices.Contains(c.Args, "--immutable") || slices.Contains(c.Args, "--s3-path-style") {
 					t.Errorf("unexpected flags: %v", c.Args)
+				}
+				if p := s.Spec.Template.Spec; p.ServiceAccountName != "c-node" || p.AutomountServiceAccountToken == nil || !*p.AutomountServiceAccountToken {
+					t.Errorf("service account %q, automount %v", p.ServiceAccountName, p.AutomountServiceAccountToken)
 				}
 				if !reflect.DeepEqual(envNames(c.Env), []string{"POD_NAME"}) || c.Env[0].ValueFrom.FieldRef.FieldPath != "metadata.name" {
 					t.Errorf("env %v", c.Env)
@@ -127,7 +131,7 @@ func TestBuildStatefulSet(t *testing.T) {
 				s := buildStatefulSet(dc, "b", "img", "h")
 				p := s.Spec.Template.Spec
 				c := p.Containers[0]
-				for _, a := range []string{"--immutable", "--s3-endpoint=http://minio:9000", "--s3-path-style"} {
+				for _, a := range []string{"--immutable", "--s3-endpoint=http://minio:9000", "--s3-path-style", "--ring-configmap=ns/c-ring:b.json"} {
 					if !slices.Contains(c.Args, a) {
 						t.Errorf("args lack %s", a)
 					}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"regexp"
 	"strings"
 	"sync"
@@ -17,6 +18,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/types"
@@ -66,6 +68,7 @@ var _ = Describe("a DistributedCache on a real cluster", Ordered, func() {
 			g.Expect(m.sum(mClientEpoch, nil)).To(BeEquivalentTo(epoch), "the gateway routes by the published ring")
 		}).WithTimeout(ringTimeout).WithPolling(time.Second).Should(Succeed())
 		fmt.Fprintf(GinkgoWriter, "ring epoch %d reached every node and the gateway in %s\n", epoch, time.Since(start).Round(time.Second))
+		AddReportEntry(fmt.Sprintf("ring epoch %d settled", epoch), fmt.Sprintf("every Ready node and the gateway route by it %s after the wait began", time.Since(start).Round(100*time.Millisecond)))
 		return epoch
 	}
 
@@ -150,9 +153,9 @@ var _ = Describe("a DistributedCache on a real cluster", Ordered, func() {
 			_, err := gw.PutObject(pctx, &s3.PutObjectInput{Bucket: aws.String(bucket), Key: aws.String(o.key), Body: bytes.NewReader(o.data)})
 			return err
 		}
-		// The nodes learn the tenant from their tenants file, which the
-		// kubelet refreshes on its own schedule: the first write may come
-		// before that.
+		// The nodes learn the tenant through their watch of the tenants
+		// Secret, a moment after the operator writes it: the first write
+		// may come before that.
 		Eventually(ctx, func() error { return put(objs[0]) }).WithPolling(2 * time.Second).Should(Succeed())
 		for _, o := range objs[1:] {
 			Expect(put(o)).To(Succeed(), "PutObject %s", o.key)
@@ -349,6 +352,65 @@ var _ = Describe("a DistributedCache on a real cluster", Ordered, func() {
 		r.stop()
 	}, SpecTimeout(specTimeout))
 
+	It("cuts a deleted CacheTenant off within seconds, and lets it back in when it is re-created", func(ctx SpecContext) {
+		o := objs[0]
+		Expect(verifyObject(ctx, gw, o)).To(Succeed())
+		var tenantDoc []byte
+		for _, obj := range decode(renderLocal(ctx)) {
+			if obj.GetKind() == "CacheTenant" && obj.GetName() == tenantName {
+				var err error
+				tenantDoc, err = obj.MarshalJSON()
+				Expect(err).NotTo(HaveOccurred())
+			}
+		}
+		Expect(tenantDoc).NotTo(BeEmpty(), "config/local has the CacheTenant %s", tenantName)
+
+		By("kubectl delete cachetenant while the gateway reads")
+		p := startProbe(gw, o)
+		DeferCleanup(p.halt)
+		p.await(ctx, func(r probeRead) bool { return r.err == nil }, time.Minute)
+		deleted := time.Now()
+		kubectl(ctx, "delete", "cachetenant/"+tenantName, "-n", tenantNamespace, "--wait=false")
+		// Generous: through the API watch it takes a second or two; through
+		// the kubelet's refresh of the mounted tenants file it took a minute
+		// or more.
+		refused := p.await(ctx, func(r probeRead) bool { return r.status == http.StatusForbidden }, accessEndBound)
+		since := refused.start.Sub(deleted)
+		okAfter := p.count(func(r probeRead) bool { return r.err == nil && r.start.After(deleted) })
+		By("every read after the first refusal is refused")
+		p.await(ctx, func(r probeRead) bool { return r.start.After(refused.end.Add(5 * time.Second)) }, time.Minute)
+		var lateOK []string
+		for _, r := range p.reads() {
+			if r.start.After(refused.end) && r.status != http.StatusForbidden {
+				lateOK = append(lateOK, fmt.Sprintf("%s: status %d, %v", r.start.Format("15:04:05.000"), r.status, r.err))
+			}
+		}
+		Expect(lateOK).To(BeEmpty(), "reads after the first refusal that were not refused")
+		p.halt()
+		figure := fmt.Sprintf("first refused gateway read %s after kubectl delete cachetenant (%d reads succeeded in between)",
+			since.Round(10*time.Millisecond), okAfter)
+		fmt.Fprintln(GinkgoWriter, "deleted CacheTenant: "+figure)
+		AddReportEntry("access of a deleted CacheTenant ends", figure)
+
+		By("the CacheTenant applied again: the gateway reads again")
+		Eventually(ctx, func() bool {
+			return apierrors.IsNotFound(k8sClient.Get(ctx, key(tenantNamespace, tenantName), &cachev1alpha1.CacheTenant{}))
+		}).WithTimeout(timeout).Should(BeTrue(), "the CacheTenant is gone")
+		recreated := time.Now()
+		kubectlIn(ctx, tenantDoc, "apply", "--server-side", "-f", "-")
+		Eventually(ctx, func() error { return verifyObject(ctx, gw, o) }).WithTimeout(timeout).WithPolling(100 * time.Millisecond).Should(Succeed())
+		back := time.Since(recreated)
+		Eventually(ctx, func(g Gomega) {
+			var t cachev1alpha1.CacheTenant
+			g.Expect(k8sClient.Get(ctx, key(tenantNamespace, tenantName), &t)).To(Succeed())
+			g.Expect(meta.IsStatusConditionTrue(t.Status.Conditions, cachev1alpha1.ConditionReady)).To(BeTrue(), "tenant Ready")
+		}).Should(Succeed())
+		readAll(ctx, gw, objs)
+		figure = fmt.Sprintf("gateway reads succeed again %s after the CacheTenant was applied again", back.Round(10*time.Millisecond))
+		fmt.Fprintln(GinkgoWriter, "re-created CacheTenant: "+figure)
+		AddReportEntry("access of a re-created CacheTenant", figure)
+	}, SpecTimeout(specTimeout))
+
 	It("refuses an invalid DistributedCache, naming the field", func(ctx SpecContext) {
 		cases := []struct {
 			name, field string
@@ -382,6 +444,9 @@ var _ = Describe("a DistributedCache on a real cluster", Ordered, func() {
 		Expect(kinds).To(HaveKeyWithValue("*v1.ConfigMap", BeNumerically(">=", 1)))
 		Expect(kinds).To(HaveKeyWithValue("*v1.Secret", BeNumerically(">=", 3)))
 		Expect(kinds).To(HaveKeyWithValue("*v1.PodDisruptionBudget", 1))
+		Expect(kinds).To(HaveKeyWithValue("*v1.ServiceAccount", 1))
+		Expect(kinds).To(HaveKeyWithValue("*v1.Role", 1))
+		Expect(kinds).To(HaveKeyWithValue("*v1.RoleBinding", 1))
 		pods := cachePods(ctx, Default)
 		Expect(pods).To(HaveLen(3))
 
@@ -487,6 +552,7 @@ func ownedObjects(ctx context.Context, uid types.UID) []client.Object {
 	var out []client.Object
 	lists := []client.ObjectList{
 		&appsv1.StatefulSetList{}, &corev1.ServiceList{}, &corev1.ConfigMapList{}, &corev1.SecretList{}, &policyv1.PodDisruptionBudgetList{},
+		&corev1.ServiceAccountList{}, &rbacv1.RoleList{}, &rbacv1.RoleBindingList{},
 	}
 	for _, l := range lists {
 		Expect(k8sClient.List(ctx, l, client.InNamespace(cacheNamespace))).To(Succeed())

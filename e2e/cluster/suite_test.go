@@ -80,10 +80,15 @@ const (
 	// in zone-a.
 	nodeInstanceType = "i4i.2xlarge"
 
-	// Waits. The kubelet refreshes a mounted ConfigMap on its pod sync (a
-	// minute, plus jitter), so ring changes reach the nodes slowly.
-	timeout         = 3 * time.Minute
-	ringTimeout     = 4 * time.Minute
+	// Waits, generous for a loaded machine. The nodes follow the ring
+	// ConfigMap and the tenants Secret through the API server (a second or
+	// so); the mounted files the kubelet refreshes every minute or more are
+	// only their start values.
+	timeout     = 3 * time.Minute
+	ringTimeout = 4 * time.Minute
+	// accessEndBound bounds the time from deleting a CacheTenant to the
+	// first read of its gateway that is refused.
+	accessEndBound  = 30 * time.Second
 	rolloutTimeout  = 8 * time.Minute
 	interval        = 250 * time.Millisecond
 	commandTimeout  = 2 * time.Minute

@@ -1,10 +1,12 @@
 package deploy_test
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
@@ -259,7 +261,11 @@ var _ = Describe("make deploy", Ordered, func() {
 			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "distcache-cachetenant-editor-role"},
 			Subjects:   []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: "clickhouse-admin"}},
 		})).To(Succeed())
-		applyManifests(ctx, tenantAdmin, encode(tenantObj[0]))
+		// As below: the new binding reaches the authorizer through an informer.
+		Eventually(func() error {
+			_, err := tryKubectl(ctx, tenantAdmin, encode(tenantObj[0]), "apply", "--server-side", "--force-conflicts", "-f", "-")
+			return err
+		}).WithTimeout(30 * time.Second).WithPolling(500 * time.Millisecond).Should(Succeed())
 		inTenantNS := cacheObj[0].DeepCopy()
 		inTenantNS.SetNamespace(tenant.Namespace)
 		_, err := tryKubectl(ctx, tenantAdmin, encode(inTenantNS), "apply", "--server-side", "-f", "-")
@@ -274,8 +280,15 @@ var _ = Describe("make deploy", Ordered, func() {
 				Subjects:   []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: "viewer"}},
 			})).To(Succeed())
 			for _, verb := range []string{"get", "list", "watch"} {
-				ok, reason := access(ctx, "viewer", nil, verb, cacheGroup, resource, tenant.Namespace)
-				Expect(ok).To(BeTrue(), "%s %s: %s", verb, resource, reason)
+				// The authorizer learns of a new binding from its informer:
+				// a review right after the create may not see it yet.
+				Eventually(func() (bool, error) {
+					ok, reason := access(ctx, "viewer", nil, verb, cacheGroup, resource, tenant.Namespace)
+					if !ok {
+						return false, fmt.Errorf("%s %s: %s", verb, resource, reason)
+					}
+					return true, nil
+				}).WithTimeout(30 * time.Second).WithPolling(200 * time.Millisecond).Should(BeTrue())
 			}
 			for _, verb := range []string{"create", "update", "delete"} {
 				ok, _ := access(ctx, "viewer", nil, verb, cacheGroup, resource, tenant.Namespace)

@@ -26,6 +26,7 @@ import (
 	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -53,9 +54,11 @@ var (
 	clock     = &testClock{}
 	testEnv   *envtest.Environment
 	k8sClient client.Client
-	scheme    = runtime.NewScheme()
-	cancel    context.CancelFunc
-	mgrDone   chan error
+	// restCfg is the admin's configuration of the API server.
+	restCfg *rest.Config
+	scheme  = runtime.NewScheme()
+	cancel  context.CancelFunc
+	mgrDone chan error
 )
 
 func TestOperator(t *testing.T) {
@@ -87,6 +90,7 @@ var _ = BeforeSuite(func() {
 	}
 	cfg, err := testEnv.Start()
 	Expect(err).NotTo(HaveOccurred())
+	restCfg = cfg
 	k8sClient, err = client.New(cfg, client.Options{Scheme: scheme})
 	Expect(err).NotTo(HaveOccurred())
 

@@ -49,7 +49,7 @@ func WatchFile(ctx context.Context, path string, h *Holder, logger *slog.Logger)
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	w := &fileWatch{holder: h}
+	w := &fileWatch{holder: h, what: "ring file"}
 	fw, err := filewatch.New(path, filewatch.Options{Apply: w.apply, OnError: w.report, Logger: logger})
 	if err != nil {
 		return fmt.Errorf("ring: %w", err)
@@ -62,6 +62,35 @@ func WatchFile(ctx context.Context, path string, h *Holder, logger *slog.Logger)
 type fileWatch struct {
 	holder *Holder
 	logger *slog.Logger
+	what   string // "ring file", or where an Updater's documents come from
+}
+
+// Updater puts ring documents that come from elsewhere than a file (the
+// node's watch of its ring ConfigMap through the API server) into a Holder
+// with WatchFile's rules: a document is put in force only if it is valid and
+// its epoch is higher than the ring in force (or the holder is empty);
+// otherwise the ring in force stays and the reason is logged.
+type Updater struct{ w fileWatch }
+
+// NewUpdater returns an Updater of h. what names the source in logs (for
+// example "ring ConfigMap"); a nil logger discards logs.
+func NewUpdater(h *Holder, what string, logger *slog.Logger) *Updater {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	return &Updater{w: fileWatch{holder: h, logger: logger, what: what}}
+}
+
+// Update puts the ring document data in force if it is valid and newer.
+// Data equal to the ring in force is not an error. Any other document is
+// logged and returned as an error, and the ring in force stays. Calls must
+// not overlap.
+func (u *Updater) Update(data []byte) error {
+	err := u.w.apply(data)
+	if err != nil {
+		u.w.report(err)
+	}
+	return err
 }
 
 // invalidError is a ring file that does not parse.
@@ -80,7 +109,7 @@ type staleError struct {
 }
 
 func (e *staleError) Error() string {
-	return fmt.Sprintf("ring file epoch %d is not higher than the ring in force (epoch %d)", e.fileEpoch, e.epoch)
+	return fmt.Sprintf("ring document epoch %d is not higher than the ring in force (epoch %d)", e.fileEpoch, e.epoch)
 }
 
 // apply puts the ring document data in force if it is newer. Rewriting the
@@ -106,7 +135,7 @@ func (w *fileWatch) apply(data []byte) error {
 	}
 	cur = w.holder.Load()
 	if reflect.DeepEqual(cur.spec, r.spec) {
-		w.logger.Debug("ring file rewritten with the ring in force", "epoch", cur.Epoch(), "sha256", short)
+		w.logger.Debug(w.what+" rewritten with the ring in force", "epoch", cur.Epoch(), "sha256", short)
 		return nil
 	}
 	return &staleError{fileEpoch: r.Epoch(), epoch: cur.Epoch(), sum: short}
@@ -118,12 +147,12 @@ func (w *fileWatch) report(err error) {
 	var stale *staleError
 	switch {
 	case errors.As(err, &stale):
-		w.logger.Warn("ring file epoch is not higher than the ring in force but its content differs; ignored",
+		w.logger.Warn(w.what+" epoch is not higher than the ring in force but its content differs; ignored",
 			"fileEpoch", stale.fileEpoch, "epoch", stale.epoch, "sha256", stale.sum)
 	case errors.As(err, &invalid):
-		w.logger.Error("ring file invalid; keeping the ring in force", "err", invalid.err, "epoch", epochOf(w.holder.Load()), "sha256", invalid.sum)
+		w.logger.Error(w.what+" invalid; keeping the ring in force", "err", invalid.err, "epoch", epochOf(w.holder.Load()), "sha256", invalid.sum)
 	default:
-		w.logger.Error("ring file unreadable; keeping the ring in force", "err", err, "epoch", epochOf(w.holder.Load()))
+		w.logger.Error(w.what+" unreadable; keeping the ring in force", "err", err, "epoch", epochOf(w.holder.Load()))
 	}
 }
 

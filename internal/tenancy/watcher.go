@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"log/slog"
+	"sync"
 	"sync/atomic"
 
 	"github.com/distcache/distcache/internal/filewatch"
@@ -31,7 +32,8 @@ type Watcher struct {
 	cancel context.CancelFunc
 	done   chan struct{}
 
-	// Owned by the watch goroutine after Watch returns.
+	// mu serializes applying a version, from the file or from Update.
+	mu        sync.Mutex
 	loadedSum [sha256.Size]byte
 }
 
@@ -79,17 +81,42 @@ func (w *Watcher) Reloads() (ok, failed uint64) { return w.ok.Load(), w.failed.L
 // several reloads; it should then read Current. Meant for one receiver.
 func (w *Watcher) Changed() <-chan struct{} { return w.changed }
 
-// Close stops watching and waits until the watch goroutine has exited.
-// Current keeps returning the last configuration.
+// Close stops watching the file and waits until the watch goroutine has
+// exited. Current keeps returning the last configuration, and Update still
+// works: a node that follows its tenants Secret through the API server
+// closes the file watch once the API has delivered the Secret, so that a
+// kubelet's late copy of an older version cannot replace a newer one.
 func (w *Watcher) Close() error {
 	w.cancel()
 	<-w.done
 	return nil
 }
 
+// Update puts the configuration in data in force if it is valid, as a
+// reload of the file would: content identical to the loaded version changes
+// nothing, an invalid one is logged and counted as a failed reload (each
+// time Update is called with it) and the previous configuration stays. It
+// is how versions that come from elsewhere than the file (the API server)
+// are fed in; it may be called concurrently with the file watch.
+func (w *Watcher) Update(data []byte) error {
+	w.mu.Lock()
+	same := w.loadedSum == sha256.Sum256(data)
+	w.mu.Unlock()
+	if same {
+		return nil
+	}
+	if err := w.apply(data); err != nil {
+		w.fail(err)
+		return err
+	}
+	return nil
+}
+
 // apply puts the configuration in data in force if it is valid. filewatch
 // calls it only for content that differs from the loaded version.
 func (w *Watcher) apply(data []byte) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
 	cfg, err := Parse(data)
 	if err != nil {
 		return err
@@ -111,8 +138,11 @@ func (w *Watcher) apply(data []byte) error {
 
 // fail counts and logs a failed reload; filewatch reports each failure once.
 func (w *Watcher) fail(err error) {
+	w.mu.Lock()
+	sum := w.loadedSum
+	w.mu.Unlock()
 	w.failed.Add(1)
-	w.logger.Error("tenants config reload failed; keeping the previous config", "err", err, "loaded_sha256", shortSum(w.loadedSum))
+	w.logger.Error("tenants config reload failed; keeping the previous config", "err", err, "loaded_sha256", shortSum(sum))
 }
 
 func shortSum(sum [sha256.Size]byte) string { return hex.EncodeToString(sum[:6]) }

@@ -1,0 +1,74 @@
+package main
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/client-go/rest"
+
+	"github.com/distcache/distcache/internal/kubewatch"
+	"github.com/distcache/distcache/internal/metrics"
+	"github.com/distcache/distcache/internal/ring"
+	"github.com/distcache/distcache/internal/tenancy"
+)
+
+// With --ring-configmap and --tenants-secret a node follows its ring and
+// tenants through the API server, which delivers a change within about a
+// second, where the kubelet refreshes the mounted files only every minute or
+// so. The mounted file stays the start value and is watched as before until
+// the API server first delivers the object; then the file watch stops, so
+// that the kubelet's late copy of an older version can never replace a
+// newer one, and the API watch is the only source. A lost connection to the
+// API server hands nothing over (client-go re-lists with back-off), and a
+// deleted object or an invalid version is logged and counted: the
+// configuration in force stays.
+
+// watchRingConfigMap feeds the ring document in the ConfigMap ref into h
+// with the ring file's rules (valid and a higher epoch, else ignored).
+// stopFile stops the ring file's watch.
+func watchRingConfigMap(ctx context.Context, kube *rest.Config, ref kubewatch.Ref, h *ring.Holder, stopFile func(),
+	reg prometheus.Registerer, log *slog.Logger) error {
+	log = log.With("source", "api")
+	u := ring.NewUpdater(h, "ring ConfigMap", log.With("configmap", ref.String()))
+	var once sync.Once
+	w, err := kubewatch.Start(ctx, kube, kubewatch.Options{
+		Kind: kubewatch.ConfigMap, Ref: ref, Logger: log,
+		Apply: func(data []byte) error {
+			once.Do(func() {
+				stopFile()
+				log.Info("ring ConfigMap delivered by the API server; the ring file is no longer watched")
+			})
+			return u.Update(data)
+		},
+	})
+	if err != nil {
+		return err
+	}
+	metrics.RegisterAPIWatch(reg, "ring", w.Updates)
+	return nil
+}
+
+// watchTenantsSecret feeds the tenants configuration in the Secret ref into
+// tenants, whose file watch it stops at the first delivery.
+func watchTenantsSecret(ctx context.Context, kube *rest.Config, ref kubewatch.Ref, tenants *tenancy.Watcher, file string,
+	reg prometheus.Registerer, log *slog.Logger) error {
+	log = log.With("source", "api")
+	var once sync.Once
+	w, err := kubewatch.Start(ctx, kube, kubewatch.Options{
+		Kind: kubewatch.Secret, Ref: ref, Logger: log,
+		Apply: func(data []byte) error {
+			once.Do(func() {
+				_ = tenants.Close()
+				log.Info("tenants Secret delivered by the API server; the tenants file is no longer watched", "path", file)
+			})
+			return tenants.Update(data)
+		},
+	})
+	if err != nil {
+		return err
+	}
+	metrics.RegisterAPIWatch(reg, "tenants", w.Updates)
+	return nil
+}
