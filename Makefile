@@ -61,8 +61,14 @@ bin/prometheus: hack/prometheus.sh
 .PHONY: prometheus
 prometheus: bin/prometheus ## Prometheus and promtool (Debian's package, unpacked, no service) in bin/, for e2e/monitoring.
 
+bin/nginx: hack/nginx.sh
+	hack/nginx.sh >/dev/null
+
+.PHONY: nginx
+nginx: bin/nginx ## nginx (Debian's package, unpacked, no service) in bin/, the proxy_cache column of bench b1.
+
 .PHONY: tools
-tools: bin/minio envtest-assets chdb prometheus cluster-build
+tools: bin/minio envtest-assets chdb prometheus nginx cluster-build
 
 ##@ Test
 
@@ -79,7 +85,7 @@ test: tools verify-generated ## Run the whole suite against real MinIO, TLS and 
 BENCH_PARTS ?=
 
 .PHONY: bench
-bench: bin/minio chdb build ## Every benchmark side by side in one run; writes docs/benchmarks.md and docs/img/ (BENCH_PARTS=b1,b2 for some).
+bench: bin/minio bin/nginx chdb build ## Every benchmark side by side in one run; writes docs/benchmarks.md and docs/img/ (BENCH_PARTS=b1,b2 for some).
 	$(GO) run ./hack/bench $(if $(BENCH_PARTS),-parts $(BENCH_PARTS))
 
 .PHONY: bench-go

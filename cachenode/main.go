@@ -1,7 +1,6 @@
 // Command cachenode is the distcache data-plane binary.
 //
 //	cachenode serve   run a cache node (mTLS chunk API + plain metrics port)
-//	cachenode bench   measure hit throughput against MinIO and a raw TLS ceiling
 //	cachenode certs   issue certificates for running outside Kubernetes
 //	cachenode gateway serve the S3 API next to compute, in front of the cache
 //	cachenode init-data-dir  hand a hostPath data directory to the node's user
@@ -16,7 +15,6 @@ const usage = `usage: cachenode <command> [flags]
 
 commands:
   serve    run a cache node
-  bench    measure hit throughput and latency (see docs/benchmarks.md)
   certs    issue a CA and server, peer and tenant certificates (outside Kubernetes)
   gateway  serve the S3 API (path-style, SigV4) in front of the cache, next to compute
   init-data-dir  create the data directory and give it to the node's user (an init container)
@@ -33,8 +31,6 @@ func main() {
 	switch os.Args[1] {
 	case "serve":
 		err = runServe(os.Args[2:])
-	case "bench":
-		err = runBench(os.Args[2:])
 	case "certs":
 		err = runCerts(os.Args[2:])
 	case "gateway":

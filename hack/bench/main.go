@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/distcache/distcache/internal/bench/benchkit"
+	"github.com/distcache/distcache/internal/bench/hitpath"
 	"github.com/distcache/distcache/internal/bench/hitratio"
 	"github.com/distcache/distcache/internal/bench/scaleout"
 )
@@ -35,6 +36,7 @@ type part struct {
 // parts in the order of the chapters.
 var parts = []part{
 	{"micro", runMicro},
+	{"b1", hitpath.Run},
 	{"b3", scaleout.Run},
 	{"b4", hitratio.Run},
 }

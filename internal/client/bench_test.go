@@ -9,7 +9,7 @@ import (
 	"github.com/distcache/distcache/internal/testutil/nodecluster"
 )
 
-// benchChunk is the chunk size of the benchmarks: what `cachenode bench`
+// benchChunk is the chunk size of the benchmarks: what the B1 hit-path benchmark
 // uses, in the 1-8 MiB range of real deployments.
 const benchChunk = 4 << 20
 

@@ -32,7 +32,7 @@ func (c *Client) Stat(ctx context.Context, bucket, key string) (Meta, error) {
 		if err != nil {
 			return &finalError{err}
 		}
-		resp, err := c.http.Do(req)
+		resp, err := c.rt.RoundTrip(req) // as getChunk: no redirects to follow
 		if err != nil {
 			return err
 		}

@@ -112,10 +112,8 @@ func (g *Gateway) serveVersion(x *exchange, m client.Meta) (retry bool) {
 		return false
 	}
 	x.w.WriteHeader(status)
-	buf := copyBuffers.Get().(*[]byte)
-	defer copyBuffers.Put(buf)
 	out := &clientWriter{w: x.w}
-	if _, err := io.CopyBuffer(out, body, *buf); err != nil {
+	if _, err := body.WriteTo(out); err != nil {
 		if out.err != nil || r.Context().Err() != nil {
 			return false // the client went away
 		}
@@ -126,8 +124,7 @@ func (g *Gateway) serveVersion(x *exchange, m client.Meta) (retry bool) {
 	return false
 }
 
-// clientWriter records the error of writing to the client, and hides
-// ReadFrom so io.CopyBuffer uses the buffer given.
+// clientWriter records the error of writing to the client.
 type clientWriter struct {
 	w   io.Writer
 	err error

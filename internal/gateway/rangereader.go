@@ -84,7 +84,9 @@ func (r *rangeReader) prime() error {
 	return nil
 }
 
-func (r *rangeReader) Read(p []byte) (int, error) {
+// advance makes r.cur a piece with unread bytes, waiting for its fetch; at
+// the end of the range it returns io.EOF.
+func (r *rangeReader) advance() error {
 	for r.cur == nil || r.pos == len(*r.cur.buf) {
 		if r.cur != nil {
 			r.pool.Put(r.cur.buf) // consumed; its fetch has finished
@@ -92,24 +94,56 @@ func (r *rangeReader) Read(p []byte) (int, error) {
 		}
 		r.fill()
 		if len(r.queue) == 0 {
-			return 0, io.EOF
+			return io.EOF
 		}
 		f := r.queue[0]
 		select {
 		case <-f.done:
 		case <-r.ctx.Done():
-			return 0, r.ctx.Err()
+			return r.ctx.Err()
 		}
 		if f.err != nil {
-			return 0, f.err
+			return f.err
 		}
 		r.queue = r.queue[1:]
 		r.cur, r.pos = f, 0
 		r.fill()
 	}
+	return nil
+}
+
+func (r *rangeReader) Read(p []byte) (int, error) {
+	if err := r.advance(); err != nil {
+		return 0, err
+	}
 	n := copy(p, (*r.cur.buf)[r.pos:])
 	r.pos += n
 	return n, nil
+}
+
+// WriteTo writes the rest of the range to w straight from the fetched
+// pieces, one Write per piece: no copy into an intermediate buffer, and
+// for whole chunks one large write instead of one per 64 KiB (io.Copy
+// uses it).
+func (r *rangeReader) WriteTo(w io.Writer) (int64, error) {
+	var total int64
+	for {
+		if err := r.advance(); err != nil {
+			if err == io.EOF {
+				return total, nil
+			}
+			return total, err
+		}
+		n, err := w.Write((*r.cur.buf)[r.pos:])
+		r.pos += n
+		total += int64(n)
+		if err != nil {
+			return total, err
+		}
+		if r.pos < len(*r.cur.buf) {
+			return total, io.ErrShortWrite
+		}
+	}
 }
 
 // Close cancels the fetches in flight. Their buffers are left to the

@@ -110,3 +110,83 @@ func TestRangeReader(t *testing.T) {
 		t.Errorf("failing piece: read %d bytes, err %v; want the 4000 before it, then the error", len(got), err)
 	}
 }
+
+// countingWriter records each Write; failAfter > 0 fails the Write that
+// would take the total past it.
+type countingWriter struct {
+	bytes.Buffer
+	writes    int
+	failAfter int
+}
+
+func (w *countingWriter) Write(p []byte) (int, error) {
+	w.writes++
+	if w.failAfter > 0 && w.Len()+len(p) > w.failAfter {
+		n, _ := w.Buffer.Write(p[:w.failAfter-w.Len()])
+		return n, errors.New("client went away")
+	}
+	return w.Buffer.Write(p)
+}
+
+// TestRangeReaderWriteTo: GetObject streams with WriteTo, one Write per
+// piece straight from the piece buffer; it must deliver exactly the
+// bytes Read would, continue after a partial Read, and stop at a failed
+// fetch or a failed write.
+func TestRangeReaderWriteTo(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	data := make([]byte, 10_000)
+	for i := range data {
+		data[i] = byte(r.Uint32())
+	}
+	const piece = 1000
+	pool := &sync.Pool{New: func() any { b := make([]byte, piece); return &b }}
+	for _, tt := range []struct {
+		off, n int64
+		writes int
+	}{{0, 10_000, 10}, {0, 1, 1}, {999, 2, 2}, {1500, 4000, 5}, {9999, 1, 1}, {3000, 1000, 1}} {
+		f := &fakeObject{data: data, failAt: -1}
+		rr := newRangeReader(context.Background(), f.readAt, pool, piece, 3, tt.off, tt.n)
+		var w countingWriter
+		n, err := rr.WriteTo(&w)
+		rr.Close()
+		if err != nil || n != tt.n || !bytes.Equal(w.Bytes(), data[tt.off:tt.off+tt.n]) {
+			t.Fatalf("[%d,+%d): wrote %d (%d bytes), %v", tt.off, tt.n, n, w.Len(), err)
+		}
+		if w.writes != tt.writes {
+			t.Errorf("[%d,+%d): %d writes, want one per piece (%d)", tt.off, tt.n, w.writes, tt.writes)
+		}
+	}
+
+	// After a partial Read, WriteTo sends the rest.
+	f := &fakeObject{data: data, failAt: -1}
+	rr := newRangeReader(context.Background(), f.readAt, pool, piece, 3, 0, 10_000)
+	head := make([]byte, 1500)
+	if _, err := io.ReadFull(rr, head); err != nil {
+		t.Fatal(err)
+	}
+	var w countingWriter
+	if n, err := rr.WriteTo(&w); err != nil || n != 8500 || !bytes.Equal(append(head, w.Bytes()...), data) {
+		t.Errorf("WriteTo after Read: %d bytes, %v", n, err)
+	}
+	rr.Close()
+
+	// A failed fetch: the bytes before it, then its error.
+	f = &fakeObject{data: data, failAt: 4500}
+	rr = newRangeReader(context.Background(), f.readAt, pool, piece, 3, 0, 10_000)
+	w = countingWriter{}
+	n, err := rr.WriteTo(&w)
+	rr.Close()
+	if err == nil || n != 4000 || !bytes.Equal(w.Bytes(), data[:4000]) {
+		t.Errorf("failing piece: wrote %d, err %v; want the 4000 bytes before it, then the error", n, err)
+	}
+
+	// A failed write: its error, counted bytes included.
+	f = &fakeObject{data: data, failAt: -1}
+	rr = newRangeReader(context.Background(), f.readAt, pool, piece, 3, 0, 10_000)
+	w = countingWriter{failAfter: 2500}
+	n, err = rr.WriteTo(&w)
+	rr.Close()
+	if err == nil || err.Error() != "client went away" || n != 2500 {
+		t.Errorf("failing writer: wrote %d, err %v", n, err)
+	}
+}
