@@ -3,6 +3,7 @@ package controllers
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"slices"
 	"time"
 
@@ -133,8 +134,12 @@ func buildRing(dc *cachev1alpha1.DistributedCache, zone string, published *ring.
 	return next
 }
 
-// parsePublishedRing reads a published document leniently: nil if absent or
-// unreadable (then buildRing starts over from the epoch in status).
+// parsePublishedRing reads a published document leniently: nil if absent,
+// unreadable or invalid (then buildRing starts over from the epoch in
+// status). An invalid document (one edited by hand, say) must not be kept:
+// its members would become the next document's previous membership, which
+// would fail validation at every reconcile until someone repaired it; nor
+// one whose epoch has no successor.
 func parsePublishedRing(data string) *ring.Spec {
 	if data == "" {
 		return nil
@@ -143,7 +148,7 @@ func parsePublishedRing(data string) *ring.Spec {
 	if err := json.Unmarshal([]byte(data), &s); err != nil {
 		return nil
 	}
-	if s.Hash.Algorithm != ring.AlgorithmRendezvousXXHash64 {
+	if s.Validate() != nil || s.Epoch == math.MaxInt64 {
 		return nil
 	}
 	return &s

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -151,6 +153,14 @@ func readCredentials(ctx context.Context, c client.Reader, ns string, ref *cache
 	if err := c.Get(ctx, types.NamespacedName{Namespace: ns, Name: ref.Name}, &s); err != nil {
 		return nil, fmt.Errorf("credentials secret %s/%s: %w", ns, ref.Name, err)
 	}
+	return credentialsFromSecret(&s, ref)
+}
+
+// credentialsFromSecret reads the credentials ref names from s. Each value
+// must be text without control characters: the nodes' tenants file (YAML)
+// cannot hold them, and a tenant that does not render would keep the file
+// from being written for every tenant of the cache.
+func credentialsFromSecret(s *corev1.Secret, ref *cachev1alpha1.CredentialsSecretReference) (*tenancy.Credentials, error) {
 	keyOr := func(k, def string) string {
 		if k == "" {
 			return def
@@ -165,8 +175,15 @@ func readCredentials(ctx context.Context, c client.Reader, ns string, ref *cache
 		cr.SessionToken = string(s.Data[ref.SessionTokenKey])
 	}
 	if cr.AccessKeyID == "" || cr.SecretAccessKey == "" {
-		return nil, fmt.Errorf("credentials secret %s/%s lacks key %s or %s", ns, ref.Name,
+		return nil, fmt.Errorf("credentials secret %s/%s lacks key %s or %s", s.Namespace, ref.Name,
 			keyOr(ref.AccessKeyIDKey, "AWS_ACCESS_KEY_ID"), keyOr(ref.SecretAccessKeyKey, "AWS_SECRET_ACCESS_KEY"))
+	}
+	for key, v := range map[string]string{keyOr(ref.AccessKeyIDKey, "AWS_ACCESS_KEY_ID"): cr.AccessKeyID,
+		keyOr(ref.SecretAccessKeyKey, "AWS_SECRET_ACCESS_KEY"): cr.SecretAccessKey, ref.SessionTokenKey: cr.SessionToken} {
+		if !utf8.ValidString(v) || strings.ContainsFunc(v, unicode.IsControl) {
+			return nil, fmt.Errorf("credentials secret %s/%s: key %s holds control characters (a trailing newline?) or bytes that are not UTF-8",
+				s.Namespace, ref.Name, key)
+		}
 	}
 	return cr, nil
 }

@@ -128,6 +128,14 @@ func (g *Gateway) groupByOwner(bucket string, body []byte) ([]ownerGroup, delete
 	if g.up.Owners == nil || xml.Unmarshal(body, &req) != nil || len(req.Objects) == 0 {
 		return nil, req
 	}
+	for _, o := range req.Objects {
+		if usesPrefix(o.Inner) {
+			// The prefix is declared outside the Object, and buildDeleteBody
+			// would copy it out of scope (S3 refuses an unbound prefix).
+			// Unsplit, the node invalidates at each key's owner itself.
+			return nil, req
+		}
+	}
 	var groups []ownerGroup
 	index := map[string]int{}
 	for _, o := range req.Objects {
@@ -144,6 +152,28 @@ func (g *Gateway) groupByOwner(bucket string, body []byte) ([]ownerGroup, delete
 		groups[i].objects = append(groups[i].objects, o)
 	}
 	return groups, req
+}
+
+// usesPrefix reports whether an XML fragment has a namespace-prefixed
+// element or attribute.
+func usesPrefix(fragment string) bool {
+	d := xml.NewDecoder(strings.NewReader(fragment))
+	for {
+		tok, err := d.RawToken()
+		if err != nil {
+			return false
+		}
+		if e, ok := tok.(xml.StartElement); ok {
+			if e.Name.Space != "" {
+				return true
+			}
+			for _, a := range e.Attr {
+				if a.Name.Space != "" {
+					return true
+				}
+			}
+		}
+	}
 }
 
 func buildDeleteBody(quiet string, objects []deleteObject) []byte {

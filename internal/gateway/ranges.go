@@ -31,7 +31,7 @@ func parseRange(header string, size int64) (r byteRange, ok bool, err *s3Error) 
 		return byteRange{}, false, nil
 	}
 	unit, spec, found := strings.Cut(header, "=")
-	if !found || !strings.EqualFold(strings.TrimSpace(unit), "bytes") || strings.Contains(spec, ",") {
+	if !found || !isBytesUnit(strings.TrimSpace(unit)) || strings.Contains(spec, ",") {
 		return byteRange{}, false, nil
 	}
 	first, last, found := strings.Cut(strings.TrimSpace(spec), "-")
@@ -56,7 +56,7 @@ func parseRange(header string, size int64) (r byteRange, ok bool, err *s3Error) 
 	}
 	end := int64(-1)
 	if last != "" {
-		if end, ok = parseDigits(last); !ok || end < start {
+		if end, ok = parseDigits(last); !ok || lessDecimal(last, first) {
 			return byteRange{}, false, nil
 		}
 	}
@@ -88,4 +88,28 @@ func parseDigits(s string) (int64, bool) {
 		n = n*10 + int64(c-'0')
 	}
 	return n, true
+}
+
+// isBytesUnit reports whether a range unit is "bytes", ASCII
+// case-insensitively (strings.EqualFold would also take "byteſ").
+func isBytesUnit(u string) bool {
+	if len(u) != len("bytes") {
+		return false
+	}
+	for i := 0; i < len(u); i++ {
+		if u[i]|0x20 != "bytes"[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// lessDecimal compares two runs of ASCII digits as numbers of any size
+// (parseDigits saturates, so two huge positions would compare equal).
+func lessDecimal(a, b string) bool {
+	a, b = strings.TrimLeft(a, "0"), strings.TrimLeft(b, "0")
+	if len(a) != len(b) {
+		return len(a) < len(b)
+	}
+	return a < b
 }

@@ -242,10 +242,12 @@ func joinValues(vs []string) string {
 	return strings.Join(out, ",")
 }
 
-// trimAll trims leading and trailing spaces and collapses inner runs of
-// spaces to one, the SigV4 Trimall function.
+// trimAll collapses inner runs of spaces to one and trims leading and
+// trailing white space, the SigV4 Trimall function as aws-sdk-go-v2 applies
+// it: the ends are trimmed of Unicode white space (strings.TrimSpace), so a
+// value that starts or ends with, say, a no-break space verifies.
 func trimAll(s string) string {
-	s = strings.Trim(s, " \t")
+	s = strings.TrimSpace(s)
 	if !strings.Contains(s, "  ") {
 		return s
 	}

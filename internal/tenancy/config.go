@@ -17,7 +17,8 @@
 //	  - name: analytics
 //	    buckets: [events]
 //
-// Parsing is strict: unknown or duplicate fields are errors, and so is a file
+// Parsing is strict: unknown or duplicate fields are errors (field names are
+// case-sensitive: "Buckets" is not buckets), and so is a file
 // without a tenants key (write "tenants: []" for none), so that an empty or
 // truncated file is never taken for "no tenants". Tenant names are unique;
 // every tenant lists at least one valid bucket name. Two tenants may list the
@@ -25,6 +26,7 @@
 package tenancy
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -117,6 +119,9 @@ func Parse(data []byte) (*Config, error) {
 	}
 	if f.Tenants == nil {
 		return nil, errors.New(`tenancy: tenants: required (write "tenants: []" for none)`)
+	}
+	if err := exactFieldNames(data); err != nil {
+		return nil, err
 	}
 	c := &Config{Tenants: *f.Tenants}
 	if err := c.validate(); err != nil {
@@ -226,4 +231,46 @@ func looksLikeIPv4(b string) bool {
 		}
 	}
 	return true
+}
+
+// fieldNames are the keys of the file, at each level.
+var (
+	fileFields       = []string{"tenants"}
+	tenantFields     = []string{"name", "buckets", "quotaBytes", "credentials"}
+	credentialFields = []string{"accessKeyID", "secretAccessKey", "sessionToken"}
+)
+
+// exactFieldNames refuses keys that differ from a field name in case only.
+// encoding/json, under the YAML decoder, matches keys case-insensitively:
+// "Buckets" would be taken for buckets, and a second "NAME" would silently
+// replace name.
+func exactFieldNames(data []byte) error {
+	js, err := yaml.YAMLToJSON(data)
+	if err != nil {
+		return fmt.Errorf("tenancy: %w", err)
+	}
+	var errs []error
+	check := func(at string, raw json.RawMessage, allowed []string) map[string]json.RawMessage {
+		var m map[string]json.RawMessage
+		if json.Unmarshal(raw, &m) != nil {
+			return nil
+		}
+		for k := range m {
+			if !slices.Contains(allowed, k) {
+				errs = append(errs, fmt.Errorf("tenancy: %sfield %q: field names are case-sensitive (one of %s)", at, k, strings.Join(allowed, ", ")))
+			}
+		}
+		return m
+	}
+	top := check("", js, fileFields)
+	var tenants []json.RawMessage
+	_ = json.Unmarshal(top["tenants"], &tenants)
+	for i, raw := range tenants {
+		t := check(fmt.Sprintf("tenants[%d]: ", i), raw, tenantFields)
+		if cr, ok := t["credentials"]; ok {
+			check(fmt.Sprintf("tenants[%d]: credentials: ", i), cr, credentialFields)
+		}
+	}
+	slices.SortFunc(errs, func(a, b error) int { return strings.Compare(a.Error(), b.Error()) })
+	return errors.Join(errs...)
 }
