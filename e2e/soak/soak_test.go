@@ -446,7 +446,7 @@ func (rec *recorder) write(dir, summary string) error {
 	}
 	plots := []struct {
 		file, title, y string
-		series       []benchkit.Series
+		series         []benchkit.Series
 	}{
 		{"soak-rss.png", "Resident memory per process", "MiB", perProc(func(s sample) []float64 { return s.rss }, 1<<20)},
 		{"soak-goroutines.png", "Goroutines per process", "goroutines", perProc(func(s sample) []float64 { return s.goroutines }, 1)},

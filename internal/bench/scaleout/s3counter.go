@@ -24,7 +24,7 @@ type s3Counter struct {
 	url     string
 	latency time.Duration // before each GET and HEAD
 	srv     *http.Server
-	tr  *http.Transport
+	tr      *http.Transport
 
 	gets, heads, others atomic.Int64
 	getBytes            atomic.Int64
