@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/distcache/distcache/internal/bench/benchkit"
+	"github.com/distcache/distcache/internal/bench/clickhouse"
 	"github.com/distcache/distcache/internal/bench/hitpath"
 	"github.com/distcache/distcache/internal/bench/hitratio"
 	"github.com/distcache/distcache/internal/bench/scaleout"
@@ -37,6 +38,7 @@ type part struct {
 var parts = []part{
 	{"micro", runMicro},
 	{"b1", hitpath.Run},
+	{"b2", clickhouse.Run},
 	{"b3", scaleout.Run},
 	{"b4", hitratio.Run},
 }

@@ -23,7 +23,9 @@ import (
 // The chunks the range covers are fetched in parallel, at most Parallelism
 // at a time, each from its owner with failover to the next candidates and
 // then to any member. With a page cache, whole chunks are fetched, kept and
-// served from RAM; without one, only the bytes asked for are transferred.
+// served from RAM; a read of part of a chunk that is not in RAM gets only
+// its bytes from the node and fills the page in the background. Without a
+// page cache, only the bytes asked for are transferred.
 func (c *Client) ReadAt(ctx context.Context, bucket, key string, m Meta, p []byte, off int64) (int, error) {
 	if err := checkObjectName(opGetChunk, bucket, key); err != nil {
 		return 0, err
@@ -92,7 +94,7 @@ func (c *Client) readChunk(ctx context.Context, bucket, key string, m Meta, cs, 
 	lo, hi := max(off, coff), min(off+int64(len(p)), coff+clen)
 	dst := p[lo-off : hi-off]
 	within := lo - coff
-	if c.pages != nil {
+	if c.pages != nil && int64(len(dst)) == clen {
 		data, err := c.wholeChunk(ctx, bucket, key, m, cs, idx)
 		if err != nil {
 			return err
@@ -100,7 +102,22 @@ func (c *Client) readChunk(ctx context.Context, bucket, key string, m Meta, cs, 
 		copy(dst, data[within:])
 		return nil
 	}
-	// No page cache: transfer only the bytes asked for, straight into p.
+	if c.pages != nil {
+		// Part of a chunk (a small ranged read, the edge of a large one).
+		// From RAM when the page is there; otherwise only the bytes asked
+		// for are fetched now, and the whole chunk is fetched into the page
+		// cache in the background (joining a fetch already in flight), so
+		// a small read never waits for a whole chunk to cross the network.
+		pk := pageKey(bucket, key, m.ETag, cs, idx)
+		if data, ok := c.pages.get(pk); ok {
+			c.metrics.pageCache.WithLabelValues("hit").Inc()
+			copy(dst, data[within:])
+			return nil
+		}
+		c.metrics.pageCache.WithLabelValues("miss").Inc()
+		go func() { _, _ = c.fetchPage(context.WithoutCancel(ctx), pk, bucket, key, m, cs, idx) }()
+	}
+	// Only the bytes asked for, straight into p.
 	id := c.chunkID(bucket, key, m.ETag, cs, idx)
 	return c.try(ctx, opGetChunk, bucket, key, id, func(ctx context.Context, addr string) error {
 		return c.getChunk(ctx, addr, bucket, key, m, idx, within, int64(len(dst)) == clen, dst)
@@ -119,6 +136,12 @@ func (c *Client) wholeChunk(ctx context.Context, bucket, key string, m Meta, cs,
 	if c.pages != nil {
 		c.metrics.pageCache.WithLabelValues("miss").Inc()
 	}
+	return c.fetchPage(ctx, pk, bucket, key, m, cs, idx)
+}
+
+// fetchPage fetches whole chunk idx into the page cache (one request
+// however many callers want it at once) and returns it.
+func (c *Client) fetchPage(ctx context.Context, pk, bucket, key string, m Meta, cs, idx int64) ([]byte, error) {
 	for {
 		ch := c.flight.DoChan(pk, func() (any, error) {
 			if data, ok := c.pages.get(pk); ok { // a fetch that just finished
@@ -169,7 +192,7 @@ func (c *Client) getChunk(ctx context.Context, addr, bucket, key string, m Meta,
 	if !whole {
 		req.Header.Set("Range", "bytes="+strconv.FormatInt(within, 10)+"-"+strconv.FormatInt(within+int64(len(dst))-1, 10))
 	}
-	resp, err := c.http.Do(req)
+	resp, err := c.rt.RoundTrip(req)
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,303 @@
+// Package clickhouse is part B2 of `make bench`: ClickHouse's MergeTree table
+// on an S3 disk, cold and hot, read by a real ClickHouse engine (chdb) five
+// ways: S3 directly, through ClickHouse's own filesystem cache, and through
+// distcache (cold; warm cache nodes with a fresh gateway; warm gateway RAM).
+//
+// Everything runs on this machine as separate processes: MinIO behind an
+// S3-like link (toxiproxy: per-request latency, per-connection bandwidth;
+// s3link.go), three `cachenode serve` processes and `cachenode gateway`
+// processes (cluster.go), and one fresh chdb process per "compute node"
+// (chbench.py, driven by chdb.go). Run writes the chapter of
+// docs/benchmarks.md (report.go).
+package clickhouse
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"time"
+
+	"github.com/distcache/distcache/internal/bench/benchkit"
+	"github.com/distcache/distcache/internal/minioproc"
+)
+
+// Sizes and injected S3 properties of a full run and of Quick.
+const (
+	fullRows  = 6_000_000 // ~2.3 GB uncompressed, ~0.8 GB compressed
+	quickRows = 30_000    // ~11 MB uncompressed
+
+	bucket = "reviews"
+)
+
+// S3-like link: AWS documents S3 first-byte latencies of tens of
+// milliseconds and sizes one connection at 85-90 MB/s.
+var linkConfig = LinkConfig{Latency: 30 * time.Millisecond, Bandwidth: 85_000_000}
+
+// Queries, in the order they are measured.
+var queries = []string{"full", "scattered"}
+
+// rowSpec is one way of reading the table.
+type rowSpec struct {
+	Name string
+	Key  string // short id
+}
+
+var rows = []rowSpec{
+	{"1. S3 directly", "s3"},
+	{"2. ClickHouse filesystem cache", "fscache"},
+	{"3. distcache cold (first compute node, gateway G1)", "dc-cold"},
+	{"4. distcache warm, gateway RAM cold (fresh node, fresh G2)", "dc-warm"},
+	{"5. distcache, gateway RAM warm (fresh node, G2 again)", "dc-ram"},
+}
+
+// cell is one measured run: a row, a query, cold or hot.
+type cell struct {
+	Seconds float64
+	S3      Counts // what reached MinIO through the link
+	// ClickHouse's own view: its requests to its endpoint and the bytes it
+	// read from it, and (row 2) bytes it read from its local cache.
+	CHGets, CHBytes, CHCacheBytes int64
+	// distcache rows: the gateway's page cache and the nodes' chunk reads.
+	PageHits, PageMisses          float64
+	NodeRAM, NodeDisk, NodeMisses float64
+	Answer                        string
+}
+
+// results holds every cell: [row][query][0 cold, 1 hot].
+type results struct {
+	Load    *loadInfo
+	Probe   probe
+	Cells   [][][2]cell
+	Checked map[string]string // query -> the answer every row gave
+	Cache   cacheConfig
+}
+
+// Run measures the five rows for both queries and returns the chapter.
+func Run(ctx context.Context, env benchkit.Env) (benchkit.Section, error) {
+	res, err := measure(ctx, env)
+	if err != nil {
+		return benchkit.Section{}, err
+	}
+	return report(env, res)
+}
+
+func measure(ctx context.Context, env benchkit.Env) (*results, error) {
+	root := filepath.Dir(env.Bin)
+	python, err := findPython(ctx, root)
+	if err != nil {
+		return nil, err
+	}
+	ch, err := newChdb(python, filepath.Join(env.WorkDir, "chdb"))
+	if err != nil {
+		return nil, err
+	}
+	env.Logf("building cachenode")
+	bin, err := buildCachenode(ctx, root, env.WorkDir)
+	if err != nil {
+		return nil, err
+	}
+	minio, err := minioproc.Start(ctx, filepath.Join(env.Bin, "minio"), filepath.Join(env.WorkDir, "minio"))
+	if err != nil {
+		return nil, err
+	}
+	defer minio.Stop()
+	if err := minio.CreateBucket(ctx, bucket); err != nil {
+		return nil, err
+	}
+	link, err := StartLink(minio.Endpoint, linkConfig)
+	if err != nil {
+		return nil, err
+	}
+	defer link.Close()
+	direct := endpoint{URL: minio.Endpoint, AccessKey: minio.AccessKey, SecretKey: minio.SecretKey, Bucket: bucket}
+	viaLink := direct
+	viaLink.URL = link.URL
+
+	res := &results{Checked: map[string]string{}}
+	if res.Probe, err = probeLink(ctx, minio, link); err != nil {
+		return nil, err
+	}
+	env.Logf("link: %s", res.Probe)
+
+	n := int64(fullRows)
+	if env.Quick {
+		n = quickRows
+	}
+	env.Logf("loading %d rows straight into MinIO", n)
+	if res.Load, err = ch.load(ctx, direct, n); err != nil {
+		return nil, err
+	}
+	if res.Load.Rows != n {
+		return nil, fmt.Errorf("loaded %d rows, want %d", res.Load.Rows, n)
+	}
+	env.Logf("table: %d rows, %d parts, %.1f MB uncompressed, %.1f MB compressed (load %.0fs)",
+		res.Load.Rows, res.Load.Parts, mb(res.Load.Uncompressed), mb(res.Load.Compressed), res.Load.Seconds)
+
+	// The cache holds the whole table with room to spare (chunks of the
+	// default 4 MiB): each node's RAM
+	// 0.6x the table (1.8x over three nodes), its disk 2x, each gateway's
+	// page cache 1.5x.
+	t := res.Load.Compressed
+	res.Cache = cacheConfig{Nodes: 3, ChunkSize: 4 << 20, RAMBytes: max(64<<20, t*6/10), DiskBytes: max(256<<20, 2*t), PageCacheBytes: max(64<<20, t*3/2)}
+
+	res.Cells = make([][][2]cell, len(rows))
+	for i := range res.Cells {
+		res.Cells[i] = make([][2]cell, len(queries))
+	}
+	m := &meter{ctx: ctx, ch: ch, link: link, checked: res.Checked}
+	for qi, q := range queries {
+		env.Logf("%s: row 1 (S3 directly)", q)
+		if res.Cells[0][qi], err = m.session(viaLink, false, q, nil, nil); err != nil {
+			return nil, fmt.Errorf("row 1, %s: %w", q, err)
+		}
+		env.Logf("%s: row 2 (ClickHouse filesystem cache)", q)
+		if res.Cells[1][qi], err = m.session(viaLink, true, q, nil, nil); err != nil {
+			return nil, fmt.Errorf("row 2, %s: %w", q, err)
+		}
+		if err := m.distcache(env, bin, filepath.Join(env.WorkDir, "cache-"+q), res.Cache, viaLink, q, qi, res.Cells); err != nil {
+			return nil, err
+		}
+		for ri := range rows {
+			env.Logf("%s: row %d: cold %.2fs (%d S3 GETs), hot %.2fs (%d S3 GETs)", q, ri+1,
+				res.Cells[ri][qi][0].Seconds, res.Cells[ri][qi][0].S3.GETs, res.Cells[ri][qi][1].Seconds, res.Cells[ri][qi][1].S3.GETs)
+		}
+	}
+	return res, nil
+}
+
+// distcache measures rows 3-5 of one query on a fresh cache (empty nodes),
+// so the query's own cold and warm states are measured, not what the other
+// query left behind.
+func (m *meter) distcache(env benchkit.Env, bin, dir string, cfg cacheConfig, s3 endpoint, q string, qi int, cells [][][2]cell) (err error) {
+	cl, err := startCluster(m.ctx, bin, dir, cfg, s3)
+	if err != nil {
+		return err
+	}
+	defer cl.stop()
+	g1, err := cl.startGateway(m.ctx, bucket)
+	if err != nil {
+		return err
+	}
+	env.Logf("%s: row 3 (distcache cold, gateway G1)", q)
+	cells[2][qi], err = m.session(g1.endpoint, false, q, []string{g1.metrics}, cl.nodeStats)
+	g1.stop()
+	if err != nil {
+		return fmt.Errorf("row 3, %s: %w\ngateway log:\n%s", q, err, g1.logTail())
+	}
+	g2, err := cl.startGateway(m.ctx, bucket)
+	if err != nil {
+		return err
+	}
+	defer g2.stop()
+	env.Logf("%s: row 4 (distcache warm, fresh gateway G2)", q)
+	if cells[3][qi], err = m.session(g2.endpoint, false, q, []string{g2.metrics}, cl.nodeStats); err != nil {
+		return fmt.Errorf("row 4, %s: %w\ngateway log:\n%s", q, err, g2.logTail())
+	}
+	env.Logf("%s: row 5 (distcache, G2's RAM warm)", q)
+	if cells[4][qi], err = m.session(g2.endpoint, false, q, []string{g2.metrics}, cl.nodeStats); err != nil {
+		return fmt.Errorf("row 5, %s: %w\ngateway log:\n%s", q, err, g2.logTail())
+	}
+	return nil
+}
+
+// meter runs sessions and takes counter snapshots around each run.
+type meter struct {
+	ctx     context.Context
+	ch      *chdb
+	link    *Link
+	checked map[string]string
+}
+
+type snapshot struct {
+	s3      Counts
+	gateway metrics
+	nodes   metrics
+}
+
+func (m *meter) snap(gw, nodes []string) (snapshot, error) {
+	s := snapshot{s3: m.link.Counts()}
+	var err error
+	if len(gw) > 0 {
+		if s.gateway, err = scrape(m.ctx, gw...); err != nil {
+			return s, err
+		}
+	}
+	if len(nodes) > 0 {
+		if s.nodes, err = scrape(m.ctx, nodes...); err != nil {
+			return s, err
+		}
+	}
+	return s, nil
+}
+
+// session is one fresh ClickHouse process on ep: the query cold, then hot,
+// then (scattered) its checksum, which must equal every other row's.
+func (m *meter) session(ep endpoint, fsCache bool, q string, gw, nodes []string) (out [2]cell, err error) {
+	s, err := m.ch.serve(m.ctx, ep, fsCache)
+	if err != nil {
+		return out, err
+	}
+	defer func() {
+		if cerr := s.close(); err == nil {
+			err = cerr
+		}
+	}()
+	for i := range out {
+		before, err := m.snap(gw, nodes)
+		if err != nil {
+			return out, err
+		}
+		r, err := s.run(q)
+		if err != nil {
+			return out, err
+		}
+		after, err := m.snap(gw, nodes)
+		if err != nil {
+			return out, err
+		}
+		c := cell{Seconds: r.Seconds, S3: after.s3.Sub(before.s3),
+			CHGets: r.Events["S3GetObject"], CHBytes: r.Events["ReadBufferFromS3Bytes"],
+			CHCacheBytes: r.Events["CachedReadBufferReadFromCacheBytes"]}
+		if gw != nil {
+			d := after.gateway.sub(before.gateway)
+			c.PageHits = d.sum("distcache_client_page_cache_requests_total", `result="hit"`)
+			c.PageMisses = d.sum("distcache_client_page_cache_requests_total", `result="miss"`)
+		}
+		if nodes != nil {
+			d := after.nodes.sub(before.nodes)
+			c.NodeRAM = d.sum("distcache_chunk_reads_total", `result="hit_ram"`)
+			c.NodeDisk = d.sum("distcache_chunk_reads_total", `result="hit_disk"`)
+			c.NodeMisses = d.sum("distcache_chunk_reads_total", `result="miss"`)
+		}
+		if q == "full" {
+			c.Answer = fmt.Sprint(r.Rows)
+			if err := m.check(q, c.Answer); err != nil {
+				return out, err
+			}
+		}
+		out[i] = c
+	}
+	if q != "full" {
+		r, err := s.verify(q)
+		if err != nil {
+			return out, err
+		}
+		a := fmt.Sprint(r.Rows)
+		out[0].Answer, out[1].Answer = a, a
+		if err := m.check(q, a); err != nil {
+			return out, err
+		}
+	}
+	return out, nil
+}
+
+// check requires every run of q to give the same answer.
+func (m *meter) check(q, answer string) error {
+	if want, ok := m.checked[q]; ok && want != answer {
+		return fmt.Errorf("%s: %w: %s, earlier runs %s", q, errAnswer, answer, want)
+	}
+	m.checked[q] = answer
+	return nil
+}
+
+func mb(b int64) float64 { return float64(b) / 1e6 }

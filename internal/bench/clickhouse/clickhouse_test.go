@@ -1,0 +1,119 @@
+package clickhouse
+
+import (
+	"context"
+	"log"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/distcache/distcache/internal/bench/benchkit"
+	"github.com/distcache/distcache/internal/testutil/repo"
+)
+
+// TestRunQuick runs the whole part on a tiny table: real MinIO behind the
+// toxiproxy link, real cachenode processes, real chdb. It checks the
+// harness, not speed: every cell measured, the S3 traffic where each row
+// says it comes from, and the same answers everywhere.
+func TestRunQuick(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs MinIO, cachenode processes and chdb")
+	}
+	root, err := repo.Root()
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := benchkit.Env{Bin: filepath.Join(root, "bin"), WorkDir: t.TempDir(), ImgDir: t.TempDir(), Quick: true,
+		Log: log.New(testWriter{t}, "b2: ", 0)}
+	if p := os.Getenv("MINIO_BIN"); p != "" && p != filepath.Join(env.Bin, "minio") {
+		t.Logf("MINIO_BIN=%s; the bench uses %s", p, filepath.Join(env.Bin, "minio"))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	res, err := measure(ctx, env)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	if res.Load.Rows != quickRows || res.Load.Compressed <= 0 || res.Load.ScatteredRows <= 0 {
+		t.Fatalf("load: %+v", res.Load)
+	}
+	// The link adds its latency to every request.
+	if res.Probe.Link1KiB < linkConfig.Latency {
+		t.Errorf("a GET through the link took %v, less than the injected %v", res.Probe.Link1KiB, linkConfig.Latency)
+	}
+	scat := indexOf("scattered")
+	for ri := range rows {
+		for qi, q := range queries {
+			for h, c := range res.Cells[ri][qi] {
+				if c.Seconds <= 0 || c.CHGets <= 0 && ri != 1 {
+					t.Errorf("row %d %s run %d: %+v", ri+1, q, h, c)
+				}
+			}
+		}
+	}
+	for qi, q := range queries {
+		cold := func(ri int) cell { return res.Cells[ri][qi][0] }
+		hot := func(ri int) cell { return res.Cells[ri][qi][1] }
+		// Row 1 reads S3 both times; row 2's hot run reads its local cache.
+		if cold(0).S3.GETs == 0 || hot(0).S3.GETs == 0 {
+			t.Errorf("%s row 1: S3 GETs cold %d hot %d, want both > 0", q, cold(0).S3.GETs, hot(0).S3.GETs)
+		}
+		// (A hot run still makes a GET or two of a few bytes that
+		// ClickHouse does not cache, so compare bytes.)
+		if cold(1).S3.GETs == 0 || hot(1).S3.GETBytes*100 > cold(1).S3.GETBytes || hot(1).CHCacheBytes == 0 {
+			t.Errorf("%s row 2: cold %+v hot %+v; want S3 cold, the local cache hot", q, cold(1), hot(1))
+		}
+		// Row 3 fills the cache from S3; row 4 and 5 are served without S3.
+		if cold(2).S3.GETs == 0 || cold(2).NodeMisses == 0 {
+			t.Errorf("%s row 3 cold: %+v, want misses to S3", q, cold(2))
+		}
+		// (ClickHouse may read a small file that row 3 did not, so
+		// "served by the cache" allows a stray GET.)
+		for ri := 3; ri < 5; ri++ {
+			for h, c := range res.Cells[ri][qi] {
+				if c.S3.GETs*10 > cold(2).S3.GETs || c.S3.GETBytes*100 > cold(2).S3.GETBytes {
+					t.Errorf("%s row %d run %d went to S3: %+v (row 3 cold: %+v)", q, ri+1, h, c, cold(2))
+				}
+			}
+		}
+		if cold(3).PageMisses == 0 || cold(3).NodeRAM+cold(3).NodeDisk == 0 {
+			t.Errorf("%s row 4 cold: %+v, want gateway misses served by the nodes", q, cold(3))
+		}
+		// (The page cache may refuse an entry now and then: mostly hits.)
+		if cold(4).PageHits <= cold(4).NodeRAM+cold(4).NodeDisk {
+			t.Errorf("%s row 5 cold: %+v, want the gateway's RAM to serve it", q, cold(4))
+		}
+	}
+	if res.Checked["full"] != "[[30000]]" {
+		t.Errorf("full scan answer %q", res.Checked["full"])
+	}
+	if !strings.HasPrefix(res.Checked["scattered"], "[[") || res.Cells[0][scat][0].Answer != res.Checked["scattered"] {
+		t.Errorf("scattered answers: %q", res.Checked["scattered"])
+	}
+
+	sec, err := report(env, res)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"| row |", "Goals", "make bench BENCH_PARTS=b2", "img/b2-clickhouse-full.png"} {
+		if !strings.Contains(sec.Markdown, want) {
+			t.Errorf("section lacks %q", want)
+		}
+	}
+	for _, q := range queries {
+		if _, err := os.Stat(filepath.Join(env.ImgDir, "b2-clickhouse-"+q+".png")); err != nil {
+			t.Error(err)
+		}
+	}
+	t.Logf("section:\n%s", sec.Markdown)
+}
+
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}

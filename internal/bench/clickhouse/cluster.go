@@ -1,0 +1,329 @@
+package clickhouse
+
+import (
+	"bufio"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// buildCachenode builds the cachenode binary of this tree into dir, so the
+// bench measures the code it sits next to (never a stale bin/cachenode).
+func buildCachenode(ctx context.Context, root, dir string) (string, error) {
+	out := filepath.Join(dir, "cachenode")
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", out, "./cachenode")
+	cmd.Dir = root
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go build ./cachenode: %v\n%s", err, b)
+	}
+	return out, nil
+}
+
+// process is one cachenode process.
+type process struct {
+	name string
+	cmd  *exec.Cmd
+	log  string
+	done chan struct{}
+}
+
+func startProcess(bin, logPath, name string, env []string, args ...string) (*process, error) {
+	logf, err := os.Create(logPath)
+	if err != nil {
+		return nil, err
+	}
+	defer logf.Close() // the child has its own descriptor
+	cmd := exec.Command(bin, args...)
+	cmd.Env = append(os.Environ(), env...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	setProcAttrs(cmd)
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start %s: %w", name, err)
+	}
+	p := &process{name: name, cmd: cmd, log: logPath, done: make(chan struct{})}
+	go func() {
+		_ = cmd.Wait()
+		close(p.done)
+	}()
+	return p, nil
+}
+
+// stop sends SIGTERM and waits (SIGKILL after a while).
+func (p *process) stop() {
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+	case <-time.After(30 * time.Second):
+		_ = p.cmd.Process.Kill()
+		<-p.done
+	}
+}
+
+func (p *process) logTail() string {
+	b, err := os.ReadFile(p.log)
+	if err != nil {
+		return err.Error()
+	}
+	return tail(b, 4<<10)
+}
+
+// waitReady polls url until it answers 200.
+func waitReady(ctx context.Context, p *process, url string) error {
+	client := &http.Client{Timeout: 2 * time.Second}
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		resp, err := client.Get(url)
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s not ready at %s: %v\n%s", p.name, url, err, p.logTail())
+		}
+		select {
+		case <-p.done:
+			return fmt.Errorf("%s exited before it was ready:\n%s", p.name, p.logTail())
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// cacheConfig sizes the cache.
+type cacheConfig struct {
+	Nodes          int
+	ChunkSize      int64
+	RAMBytes       int64 // per node
+	DiskBytes      int64 // per node
+	PageCacheBytes int64 // per gateway
+}
+
+// cluster is a distcache on loopback, as hack/stack.sh starts it: cache
+// nodes sharing one ring over mTLS, reading S3 through the Link, and
+// gateways next to "compute" (ClickHouse).
+type cluster struct {
+	bin, dir  string
+	cfg       cacheConfig
+	nodes     []*process
+	nodeURLs  []string // https://127.0.0.1:PORT
+	nodeStats []string // http://127.0.0.1:PORT/metrics
+	tenant    string
+	seq       int
+}
+
+// gatewayProc is one `cachenode gateway`.
+type gatewayProc struct {
+	*process
+	endpoint endpoint
+	metrics  string
+}
+
+const tenantName = "bench"
+
+func startCluster(ctx context.Context, bin, dir string, cfg cacheConfig, s3 endpoint) (c *cluster, err error) {
+	c = &cluster{bin: bin, dir: dir, cfg: cfg, tenant: tenantName}
+	defer func() {
+		if err != nil {
+			c.stop()
+		}
+	}()
+	certs := filepath.Join(dir, "certs")
+	args := []string{"certs", "--dir", certs, "--server-dns", "localhost", "--server-ip", "127.0.0.1", "--tenant", c.tenant}
+	names := make([]string, cfg.Nodes)
+	for i := range names {
+		names[i] = fmt.Sprintf("cache-%d", i)
+		args = append(args, "--node", names[i])
+	}
+	if b, err := exec.CommandContext(ctx, bin, args...).CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("cachenode certs: %v\n%s", err, b)
+	}
+	tenants := filepath.Join(dir, "tenants.yaml")
+	if err := os.WriteFile(tenants, fmt.Appendf(nil, "tenants:\n  - name: %s\n    buckets: [%s]\n", c.tenant, s3.Bucket), 0o600); err != nil {
+		return nil, err
+	}
+	type member struct {
+		Name    string `json:"name"`
+		Address string `json:"address"`
+		Ordinal int    `json:"ordinal"`
+		Weight  int    `json:"weight"`
+		State   string `json:"state"`
+	}
+	var members []member
+	api, ops := make([]string, cfg.Nodes), make([]string, cfg.Nodes)
+	for i, n := range names {
+		if api[i], err = freeAddr(); err != nil {
+			return nil, err
+		}
+		if ops[i], err = freeAddr(); err != nil {
+			return nil, err
+		}
+		members = append(members, member{Name: n, Address: api[i], Ordinal: i, Weight: 100, State: "active"})
+	}
+	ring, _ := json.Marshal(map[string]any{"epoch": 1, "zone": "local",
+		"hash": map[string]any{"algorithm": "rendezvous-xxhash64", "seed": 0}, "members": members})
+	ringFile := filepath.Join(dir, "ring.json")
+	if err := os.WriteFile(ringFile, ring, 0o600); err != nil {
+		return nil, err
+	}
+	for i, n := range names {
+		p, err := startProcess(bin, filepath.Join(dir, n+".log"), n,
+			[]string{"AWS_ACCESS_KEY_ID=" + s3.AccessKey, "AWS_SECRET_ACCESS_KEY=" + s3.SecretKey},
+			"serve", "--node-name", n, "--ring-file", ringFile,
+			"--listen", api[i], "--metrics-listen", ops[i],
+			"--tls-cert", filepath.Join(certs, "node-"+n+".crt"), "--tls-key", filepath.Join(certs, "node-"+n+".key"),
+			"--client-ca", filepath.Join(certs, "ca.crt"), "--tenants-file", tenants,
+			"--data-dir", filepath.Join(dir, n), "--disk-bytes", fmt.Sprint(cfg.DiskBytes), "--chunk-size", fmt.Sprint(cfg.ChunkSize), "--ram-bytes", fmt.Sprint(cfg.RAMBytes),
+			"--immutable", "--s3-endpoint", s3.URL, "--s3-path-style", "--log-level", "warn")
+		if err != nil {
+			return nil, err
+		}
+		c.nodes = append(c.nodes, p)
+		c.nodeURLs = append(c.nodeURLs, "https://"+api[i])
+		c.nodeStats = append(c.nodeStats, "http://"+ops[i]+"/metrics")
+	}
+	for i, p := range c.nodes {
+		if err := waitReady(ctx, p, "http://"+ops[i]+"/readyz"); err != nil {
+			return nil, err
+		}
+	}
+	return c, nil
+}
+
+// startGateway starts a fresh gateway process (empty RAM page cache).
+func (c *cluster) startGateway(ctx context.Context, bucket string) (*gatewayProc, error) {
+	c.seq++
+	name := fmt.Sprintf("gateway-%d", c.seq)
+	listen, err := freeAddr()
+	if err != nil {
+		return nil, err
+	}
+	ops, err := freeAddr()
+	if err != nil {
+		return nil, err
+	}
+	key, secret := "bench-"+randomHex(6), randomHex(20)
+	certs := filepath.Join(c.dir, "certs")
+	p, err := startProcess(c.bin, filepath.Join(c.dir, name+".log"), name,
+		[]string{"DISTCACHE_SECRET_KEY=" + secret},
+		"gateway", "--listen", listen, "--metrics-listen", ops, "--nodes", strings.Join(c.nodeURLs, ","),
+		"--tls-cert", filepath.Join(certs, "tenant-"+c.tenant+".crt"), "--tls-key", filepath.Join(certs, "tenant-"+c.tenant+".key"),
+		"--ca", filepath.Join(certs, "ca.crt"), "--access-key", key,
+		"--page-cache-bytes", fmt.Sprint(c.cfg.PageCacheBytes), "--log-level", "warn")
+	if err != nil {
+		return nil, err
+	}
+	g := &gatewayProc{process: p, metrics: "http://" + ops + "/metrics",
+		endpoint: endpoint{URL: "http://" + listen, AccessKey: key, SecretKey: secret, Bucket: bucket}}
+	if err := waitReady(ctx, p, "http://"+ops+"/readyz"); err != nil {
+		p.stop()
+		return nil, err
+	}
+	return g, nil
+}
+
+func (c *cluster) stop() {
+	for _, p := range c.nodes {
+		p.stop()
+	}
+}
+
+func freeAddr() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer l.Close()
+	return l.Addr().String(), nil
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// metrics is a scrape of Prometheus text: sample line (name{labels}) to
+// value, summed over the URLs scraped.
+type metrics map[string]float64
+
+var sampleLine = regexp.MustCompile(`^([a-zA-Z_:][a-zA-Z0-9_:]*(?:\{.*\})?)\s+(\S+)`)
+
+func scrape(ctx context.Context, urls ...string) (metrics, error) {
+	m := metrics{}
+	client := &http.Client{Timeout: 10 * time.Second}
+	for _, u := range urls {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+		if err != nil {
+			return nil, err
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			return nil, err
+		}
+		sc := bufio.NewScanner(resp.Body)
+		sc.Buffer(make([]byte, 1<<20), 1<<20)
+		for sc.Scan() {
+			line := sc.Text()
+			if strings.HasPrefix(line, "#") {
+				continue
+			}
+			if s := sampleLine.FindStringSubmatch(line); s != nil {
+				if v, err := strconv.ParseFloat(s[2], 64); err == nil {
+					m[s[1]] += v
+				}
+			}
+		}
+		resp.Body.Close()
+		if err := sc.Err(); err != nil {
+			return nil, err
+		}
+	}
+	return m, nil
+}
+
+// sum adds the samples of family name whose label set holds every
+// label="value" in labels.
+func (m metrics) sum(name string, labels ...string) float64 {
+	var s float64
+	for k, v := range m {
+		fam, rest, _ := strings.Cut(k, "{")
+		if fam != name {
+			continue
+		}
+		ok := true
+		for _, l := range labels {
+			if !strings.Contains(rest, l) {
+				ok = false
+				break
+			}
+		}
+		if ok {
+			s += v
+		}
+	}
+	return s
+}
+
+// sub is m - o, sample by sample.
+func (m metrics) sub(o metrics) metrics {
+	d := metrics{}
+	for k, v := range m {
+		d[k] = v - o[k]
+	}
+	return d
+}

@@ -1,0 +1,7 @@
+//go:build !linux
+
+package clickhouse
+
+import "os/exec"
+
+func setProcAttrs(*exec.Cmd) {}
