@@ -36,11 +36,11 @@ type part struct {
 
 // parts in the order of the chapters.
 var parts = []part{
-	{"micro", runMicro},
 	{"b1", hitpath.Run},
 	{"b2", clickhouse.Run},
 	{"b3", scaleout.Run},
 	{"b4", hitratio.Run},
+	{"micro", runMicro},
 }
 
 const intro = `# Benchmarks
@@ -66,11 +66,15 @@ func main() {
 	quick := flag.Bool("quick", false, "smoke mode: tiny sizes, same code paths")
 	docs := flag.String("docs", "docs", "directory of benchmarks.md; plots go to its img/")
 	bin := flag.String("bin", "bin", "the repository's bin/ directory (servers and tools)")
+	profiling := flag.String("profiling", "hack/bench/profiling.md", "hand-written profiling notes, copied into the page as its last chapter")
 	flag.Parse()
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := run(ctx, strings.Split(*only, ","), *quick, *docs, *bin); err != nil {
+		log.Fatal(err)
+	}
+	if err := copyChapter(filepath.Join(*docs, "benchmarks.md"), "profiling", *profiling); err != nil {
 		log.Fatal(err)
 	}
 }
@@ -124,4 +128,21 @@ func run(ctx context.Context, want []string, quick bool, docs, bin string) error
 		}
 	}
 	return nil
+}
+
+// copyChapter puts the file src into the page as chapter id, unchanged (a
+// missing src leaves the page alone).
+func copyChapter(docPath, id, src string) error {
+	body, err := os.ReadFile(src)
+	if os.IsNotExist(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	doc, err := os.ReadFile(docPath)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(docPath, []byte(benchkit.Splice(string(doc), id, string(body))), 0o644)
 }
