@@ -113,9 +113,10 @@ var _ = Describe("Certificates and CacheTenants", func() {
 		_, err = tls.X509KeyPair(nodeTLS.Data[corev1.TLSCertKey], nodeTLS.Data[corev1.TLSPrivateKeyKey])
 		Expect(err).NotTo(HaveOccurred())
 
-		// The pods mount it.
+		// The pods mount it. The StatefulSets come after the certificates
+		// (and the nodes' RBAC) in a reconcile: wait for them.
 		var sts appsv1.StatefulSet
-		Expect(k8sClient.Get(ctx, key(ns, "certs-zone-a"), &sts)).To(Succeed())
+		Eventually(func() error { return k8sClient.Get(ctx, key(ns, "certs-zone-a"), &sts) }).Should(Succeed())
 		hash := sts.Spec.Template.Annotations[controllers.AnnotationInputHash]
 		Expect(sts.Spec.Template.Spec.Volumes).To(ContainElement(HaveField("VolumeSource.Secret.SecretName", controllers.NodeTLSSecretName(dc))))
 

@@ -379,10 +379,14 @@ func (e *env) verifyCache() (chunks, verifiedBytes int) {
 			}
 		}
 		gets := e.cluster.Proxy.Count(http.MethodGet, "/"+bucket+"/")
-		lo, hi := nowhere, missing
+		// At most the chunks their owners lack. Fewer than those no member
+		// held is fine: a fetch still in flight when the snapshot above was
+		// taken (a page fill in the background) may have stored one since.
+		lo, hi := 0, missing
 		if pass == 1 {
-			lo, hi = 0, 0
+			hi = 0
 		}
+		t.Logf("re-read pass %d: %d S3 GETs (%d chunks their owners lacked, %d held by no member)", pass+1, gets, missing, nowhere)
 		if gets < lo || gets > hi {
 			t.Errorf("re-read pass %d made %d S3 GETs; want %d to %d (chunks held by no member, by no owner)", pass+1, gets, lo, hi)
 		}

@@ -219,7 +219,8 @@ type node struct {
 
 	api, ops string
 	cmd      *exec.Cmd
-	exited   chan error
+	exited   chan struct{} // closed when the process of the last launch has exited
+	exitErr  error         // its Wait error, set before exited is closed
 	logs     *logBuffer
 	starts   int
 }
@@ -292,13 +293,16 @@ func (n *node) launch(t *testing.T) error {
 	if err := n.cmd.Start(); err != nil {
 		return err
 	}
-	exited := make(chan error, 1)
+	// One channel closed (never sent on) at exit: every reader sees it,
+	// so running() cannot mistake an exit someone already waited for for
+	// a live process.
+	exited := make(chan struct{})
 	n.exited = exited
 	cmd := n.cmd
 	go func() {
 		err := cmd.Wait()
 		fmt.Fprintf(n.logs, "=== exited: %v\n", cmd.ProcessState)
-		exited <- err
+		n.exitErr = err
 		close(exited)
 	}()
 	return nil
@@ -309,8 +313,8 @@ func (n *node) waitReady() error {
 	deadline := time.Now().Add(readyTimeout)
 	for time.Now().Before(deadline) {
 		select {
-		case err := <-n.exited:
-			return fmt.Errorf("exited before it was ready: %v", err)
+		case <-n.exited:
+			return fmt.Errorf("exited before it was ready: %v", n.exitErr)
 		default:
 		}
 		resp, err := http.Get("http://" + n.ops + "/readyz")
@@ -348,8 +352,8 @@ func (n *node) stop(t *testing.T) {
 func (n *node) waitExit(t *testing.T) error {
 	t.Helper()
 	select {
-	case err := <-n.exited:
-		return err
+	case <-n.exited:
+		return n.exitErr
 	case <-time.After(exitTimeout):
 		t.Fatalf("%s did not exit", n.name)
 		return nil

@@ -146,7 +146,9 @@ func (w *world) run(ctx context.Context, col column, wl workload, n int, d time.
 			buf := make([]byte, wl.size)
 			var lat benchkit.Latencies
 			defer res.lat.Merge(&lat)
-			for time.Now().Before(deadline) {
+			// At least one read each, however short the cell and loaded
+			// the machine (quick mode runs cells of a few milliseconds).
+			for first := true; first || time.Now().Before(deadline); first = false {
 				off := w.target(wk.rng, wl.size)
 				// Poison both ends so a read that wrote nothing is caught.
 				buf[0], buf[len(buf)-1] = ^w.payload[off], ^w.payload[off+wl.size-1]
