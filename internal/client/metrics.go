@@ -30,6 +30,7 @@ const (
 type clientMetrics struct {
 	reg           prometheus.Registerer
 	pageCache     *prometheus.CounterVec
+	pageFills     *prometheus.CounterVec
 	requests      *prometheus.CounterVec
 	failovers     prometheus.Counter
 	ringEpoch     prometheus.Gauge
@@ -45,6 +46,10 @@ func newMetrics(reg prometheus.Registerer) (*clientMetrics, error) {
 			Namespace: ns, Subsystem: sub, Name: "page_cache_requests_total",
 			Help: "Chunk lookups in the client's RAM page cache by result (hit, miss).",
 		}, []string{"result"}),
+		pageFills: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: ns, Subsystem: sub, Name: "page_fills_total",
+			Help: "Whole chunks fetched from the nodes into the page cache, by mode (read: a read waited for it; background: filled behind a read of part of the chunk).",
+		}, []string{"mode"}),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: ns, Subsystem: sub, Name: "node_requests_total",
 			Help: "Requests to cache nodes by operation (stat, get_chunk, put, delete, ring) and result (ok, not_found, access_denied, changed, invalid_range, bad_request, upstream_error, node_error, unreachable).",
@@ -62,7 +67,7 @@ func newMetrics(reg prometheus.Registerer) (*clientMetrics, error) {
 			Help: "Ring fetches by outcome (updated: a newer epoch, unchanged, error: no member answered).",
 		}, []string{"result"}),
 	}
-	m.all = []prometheus.Collector{m.pageCache, m.requests, m.failovers, m.ringEpoch, m.ringRefreshes}
+	m.all = []prometheus.Collector{m.pageCache, m.pageFills, m.requests, m.failovers, m.ringEpoch, m.ringRefreshes}
 	if reg == nil {
 		return m, nil
 	}

@@ -107,4 +107,11 @@ func TestSmallReadDoesNotWaitForTheWholeChunk(t *testing.T) {
 	if hits := nodecluster.Gather(t, reg, "distcache_client_page_cache_requests_total", map[string]string{"result": "hit"}); hits < 1 {
 		t.Fatalf("page cache hits = %v", hits)
 	}
+	// The chunk the reads touched was filled in the background (once, unless
+	// the page cache refused it and a later miss filled it again).
+	bg := nodecluster.Gather(t, reg, "distcache_client_page_fills_total", map[string]string{"mode": "background"})
+	fg := nodecluster.Gather(t, reg, "distcache_client_page_fills_total", map[string]string{"mode": "read"})
+	if bg < 1 || fg != 0 {
+		t.Fatalf("page fills: %v background, %v read; want the background fill only", bg, fg)
+	}
 }

@@ -115,7 +115,9 @@ func (c *Client) readChunk(ctx context.Context, bucket, key string, m Meta, cs, 
 			return nil
 		}
 		c.metrics.pageCache.WithLabelValues("miss").Inc()
-		go func() { _, _ = c.fetchPage(context.WithoutCancel(ctx), pk, bucket, key, m, cs, idx) }()
+		if ctx.Err() == nil { // not for a read its caller has given up
+			go func() { _, _ = c.fetchPage(context.WithoutCancel(ctx), pk, fillBackground, bucket, key, m, cs, idx) }()
+		}
 	}
 	// Only the bytes asked for, straight into p.
 	id := c.chunkID(bucket, key, m.ETag, cs, idx)
@@ -136,12 +138,19 @@ func (c *Client) wholeChunk(ctx context.Context, bucket, key string, m Meta, cs,
 	if c.pages != nil {
 		c.metrics.pageCache.WithLabelValues("miss").Inc()
 	}
-	return c.fetchPage(ctx, pk, bucket, key, m, cs, idx)
+	return c.fetchPage(ctx, pk, fillRead, bucket, key, m, cs, idx)
 }
 
+// Modes of a page fill (the mode label of distcache_client_page_fills_total).
+const (
+	fillRead       = "read"
+	fillBackground = "background"
+)
+
 // fetchPage fetches whole chunk idx into the page cache (one request
-// however many callers want it at once) and returns it.
-func (c *Client) fetchPage(ctx context.Context, pk, bucket, key string, m Meta, cs, idx int64) ([]byte, error) {
+// however many callers want it at once) and returns it; mode labels the
+// fill in the metrics.
+func (c *Client) fetchPage(ctx context.Context, pk, mode, bucket, key string, m Meta, cs, idx int64) ([]byte, error) {
 	for {
 		ch := c.flight.DoChan(pk, func() (any, error) {
 			if data, ok := c.pages.get(pk); ok { // a fetch that just finished
@@ -151,6 +160,7 @@ func (c *Client) fetchPage(ctx context.Context, pk, bucket, key string, m Meta, 
 			if !ok {
 				return nil, &Error{Op: opGetChunk, Bucket: bucket, Key: key, Kind: ErrInvalidRange, Message: "chunk outside the object"}
 			}
+			c.metrics.pageFills.WithLabelValues(mode).Inc()
 			buf := make([]byte, clen)
 			id := c.chunkID(bucket, key, m.ETag, cs, idx)
 			err := c.try(ctx, opGetChunk, bucket, key, id, func(ctx context.Context, addr string) error {

@@ -57,8 +57,10 @@ type cell struct {
 	// ClickHouse's own view: its requests to its endpoint and the bytes it
 	// read from it, and (row 2) bytes it read from its local cache.
 	CHGets, CHBytes, CHCacheBytes int64
-	// distcache rows: the gateway's page cache and the nodes' chunk reads.
-	PageHits, PageMisses          float64
+	// distcache rows: the gateway's page cache (lookups, and whole chunks
+	// filled in the background behind reads of part of a chunk) and the
+	// nodes' chunk reads.
+	PageHits, PageMisses, BGFills float64
 	NodeRAM, NodeDisk, NodeMisses float64
 	Answer                        string
 }
@@ -262,6 +264,7 @@ func (m *meter) session(ep endpoint, fsCache bool, q string, gw, nodes []string)
 			d := after.gateway.sub(before.gateway)
 			c.PageHits = d.sum("distcache_client_page_cache_requests_total", `result="hit"`)
 			c.PageMisses = d.sum("distcache_client_page_cache_requests_total", `result="miss"`)
+			c.BGFills = d.sum("distcache_client_page_fills_total", `mode="background"`)
 		}
 		if nodes != nil {
 			d := after.nodes.sub(before.nodes)

@@ -82,6 +82,13 @@ func TestRunQuick(t *testing.T) {
 		if cold(3).PageMisses == 0 || cold(3).NodeRAM+cold(3).NodeDisk == 0 {
 			t.Errorf("%s row 4 cold: %+v, want gateway misses served by the nodes", q, cold(3))
 		}
+		// Background page fills are for chunks ClickHouse read part of:
+		// never more than the page cache misses.
+		if cold(3).BGFills > cold(3).PageMisses {
+			t.Errorf("%s row 4 cold: %v background fills for %v page cache misses", q, cold(3).BGFills, cold(3).PageMisses)
+		}
+		t.Logf("%s row 4 cold: %v page cache misses, %v background fills, %v chunk reads on the nodes",
+			q, cold(3).PageMisses, cold(3).BGFills, cold(3).NodeRAM+cold(3).NodeDisk)
 		// (The page cache may refuse an entry now and then: mostly hits.)
 		if cold(4).PageHits <= cold(4).NodeRAM+cold(4).NodeDisk {
 			t.Errorf("%s row 5 cold: %+v, want the gateway's RAM to serve it", q, cold(4))

@@ -197,13 +197,14 @@ func reading(r *results) string {
 		c(3, fi, 0).Seconds, c(3, fi, 0).S3.GETs, c(3, fi, 0).NodeRAM+c(3, fi, 0).NodeDisk, c(4, fi, 0).Seconds))
 	s = append(s, fmt.Sprintf("The scattered query needs %s of compressed data (what row 2 hot read from its local cache), "+
 		"but ClickHouse asks a remote disk for ranges that run on to the end of the column file and stops reading when it has "+
-		"what it needs: it took %s from its endpoint (S3 or gateway) each time. Behind the gateway every small range costs "+
-		"a whole chunk to fill the page cache, and a range that runs to the end of the file starts a read-ahead of whole "+
-		"chunks, so the fresh gateway of row 4 made %.0f chunk reads on the nodes (%s) for it. "+
+		"what it needs: it took %s from its endpoint (S3 or gateway) each time. Behind the gateway such a range costs the "+
+		"chunk it starts in (the bytes asked for at once, the whole chunk into the gateway's page cache in the background: "+
+		"%.0f such fills) and one chunk read ahead; the read-ahead widens only as the client keeps reading, like the "+
+		"kernel's. The fresh gateway of row 4 made %.0f chunk reads on the nodes (at most %s) for it. "+
 		"That, and the fresh ClickHouse process loading marks and the primary index over the network (row 5 cold, "+
 		"everything in the gateway's RAM, still took %.3f s against %.3f s hot), is where row 4's %.3f s go, against "+
 		"%.3f s for row 2 hot and %.3f s for S3 cold.",
-		size(c(1, si, 1).CHCacheBytes), size(c(3, si, 0).CHBytes), c(3, si, 0).NodeRAM+c(3, si, 0).NodeDisk,
+		size(c(1, si, 1).CHCacheBytes), size(c(3, si, 0).CHBytes), c(3, si, 0).BGFills, c(3, si, 0).NodeRAM+c(3, si, 0).NodeDisk,
 		size(int64(c(3, si, 0).NodeRAM+c(3, si, 0).NodeDisk)*r.Cache.ChunkSize),
 		c(4, si, 0).Seconds, c(4, si, 1).Seconds, c(3, si, 0).Seconds, c(1, si, 1).Seconds, c(0, si, 0).Seconds))
 	if c(3, fi, 0).S3.GETs == 0 && c(3, si, 0).S3.GETs == 0 {
