@@ -106,13 +106,19 @@ func TestSoak(t *testing.T) {
 	if hits == 0 {
 		t.Errorf("no chunk read hit the cache")
 	}
-	for _, s := range rec.samples {
-		for i, n := range st.nodes {
-			// The store's bound is on what du reports; a directory entry or
-			// two of slack are not a breach worth failing on.
-			if s.disk[i] > diskBytes+(1<<20) {
-				t.Errorf("%s used %d bytes of disk at %s, over its %d bound", n.name, s.disk[i], s.at.Round(time.Second), diskBytes)
+	for i, n := range st.nodes {
+		// The store's bound is on what du reports; a directory entry or
+		// two of slack are not a breach worth failing on.
+		var worst int64
+		var at time.Duration
+		for _, s := range rec.samples {
+			if s.disk[i] > worst {
+				worst, at = s.disk[i], s.at
 			}
+		}
+		if worst > diskBytes+(1<<20) {
+			t.Errorf("%s used up to %d bytes of disk (at %s), over its %d bound; the store reports %.0f; its files now:\n%s",
+				n.name, worst, at.Round(time.Second), diskBytes, n.metric("distcache_store_disk_usage_bytes"), n.files())
 		}
 	}
 }
@@ -144,6 +150,7 @@ type workload struct {
 	problem string
 
 	reads, puts, heads, deletes, notFound atomic.Int64
+	cutByDelete                           atomic.Int64 // streams of objects deleted mid-read that ended early
 	verifiedBytes, writtenBytes           atomic.Int64
 	errors, mismatches                    atomic.Int64
 }
@@ -242,6 +249,16 @@ func (w *workload) get(ctx context.Context, r *rand.Rand) {
 	body, err := io.ReadAll(out.Body)
 	out.Body.Close()
 	if err != nil {
+		// An object deleted while it is read may end the stream early
+		// (the cache fetches later chunks by ETag, and S3 no longer has
+		// them): a cut body, never wrong bytes.
+		w.mu.Lock()
+		gone := w.deleted[o.key]
+		w.mu.Unlock()
+		if gone {
+			w.cutByDelete.Add(1)
+			return
+		}
 		w.fail(&w.errors, "GET %s: body: %v", o.key, err)
 		return
 	}
@@ -381,9 +398,9 @@ func (rec *recorder) summary(w *workload) string {
 			fmt.Sprint(first.goroutines[i]), fmt.Sprint(gMax), fmt.Sprint(last.goroutines[i]), disk})
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s of load: %d verified reads (%.0f MiB, %.1f MiB/s), %d writes (%.0f MiB), %d HEADs, %d deletes, %d reads of deleted objects answered NoSuchKey; errors: %d, byte mismatches: %d.\n\n",
+	fmt.Fprintf(&b, "%s of load: %d verified reads (%.0f MiB, %.1f MiB/s), %d writes (%.0f MiB), %d HEADs, %d deletes, %d reads of deleted objects answered NoSuchKey and %d cut short by the delete; errors: %d, byte mismatches: %d.\n\n",
 		last.at.Round(time.Second), w.reads.Load(), float64(w.verifiedBytes.Load())/(1<<20), float64(w.verifiedBytes.Load())/(1<<20)/secs,
-		w.puts.Load(), float64(w.writtenBytes.Load())/(1<<20), w.heads.Load(), w.deletes.Load(), w.notFound.Load(), w.errors.Load(), w.mismatches.Load())
+		w.puts.Load(), float64(w.writtenBytes.Load())/(1<<20), w.heads.Load(), w.deletes.Load(), w.notFound.Load(), w.cutByDelete.Load(), w.errors.Load(), w.mismatches.Load())
 	b.WriteString(t.Markdown())
 	return b.String()
 }

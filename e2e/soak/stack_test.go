@@ -196,6 +196,21 @@ func (p *proc) diskBytes() int64 {
 	return total
 }
 
+// files lists the data directory's files with their allocated sizes.
+func (p *proc) files() string {
+	var b strings.Builder
+	_ = filepath.Walk(p.dataDir, func(path string, info os.FileInfo, err error) error {
+		if err == nil && !info.IsDir() {
+			if st, ok := info.Sys().(*syscall.Stat_t); ok {
+				rel, _ := filepath.Rel(p.dataDir, path)
+				fmt.Fprintf(&b, "  %-40s %10d allocated, %10d apparent\n", rel, st.Blocks*512, info.Size())
+			}
+		}
+		return nil
+	})
+	return b.String()
+}
+
 // metric sums the samples of name whose labels include every k="v" of want.
 func (p *proc) metric(name string, want ...string) float64 {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
