@@ -239,14 +239,30 @@ func (e *env) newNode(name, dataDir string, args ...string) *node {
 	return n
 }
 
+var (
+	portsMu sync.Mutex
+	ports   = map[string]bool{} // handed out by freePort in this process
+)
+
+// freePort returns a loopback address nothing listens on, never one it
+// returned before: the kernel may hand a just-closed port out again, and two
+// flags of one process given the same port make it fail to start.
 func freePort(t *testing.T) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	portsMu.Lock()
+	defer portsMu.Unlock()
+	for {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr := l.Addr().String()
+		l.Close()
+		if !ports[addr] {
+			ports[addr] = true
+			return addr
+		}
 	}
-	defer l.Close()
-	return l.Addr().String()
 }
 
 func (n *node) running() bool {

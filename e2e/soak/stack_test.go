@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -244,12 +245,30 @@ lines:
 	return sum
 }
 
+var (
+	portsMu sync.Mutex
+	ports   = map[string]bool{} // handed out by freePort in this process
+)
+
+// freePort returns a loopback address nothing listens on, never one it
+// returned before: the kernel may hand a just-closed port out again, and two
+// flags of one process given the same port make it fail to start.
 func freePort(t *testing.T) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	must(t, err)
-	defer l.Close()
-	return l.Addr().String()
+	portsMu.Lock()
+	defer portsMu.Unlock()
+	for {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr := l.Addr().String()
+		l.Close()
+		if !ports[addr] {
+			ports[addr] = true
+			return addr
+		}
+	}
 }
 
 func tail(b []byte, n int) []byte {

@@ -79,12 +79,9 @@
 // ServiceUnavailable (503) when the cache or S3 behind it is unavailable,
 // SlowDown (503) when an object changed while being read twice in a row,
 // NotImplemented and MethodNotAllowed. GetObject fetches only the chunks of
-// the range, with an adaptive read-ahead (one chunk ahead at first,
-// doubling per chunk the client consumes, up to ReadAhead, so a client
-// that asks for a range to the end of the object and reads only its start
-// costs two chunks), and sends its status once the first chunk is in (so
-// an object overwritten meanwhile is read again cleanly); a read that
-// fails after the status was sent aborts the connection: the client sees a
-// short body, never wrong bytes. Every response carries x-amz-request-id;
-// pass-through answers keep S3's in X-Distcache-S3-Request-Id.
+// the range, ReadAhead at a time, and sends its status once the first
+// ReadAhead chunks are in (so an object overwritten meanwhile is read again
+// cleanly); a read that fails after the status was sent aborts the
+// connection: the client sees a short body, never wrong bytes. Every response carries x-amz-request-id; pass-through answers keep
+// S3's in X-Distcache-S3-Request-Id.
 package gateway

@@ -35,8 +35,8 @@ var responseOverrides = [][2]string{
 
 // getObject serves GetObject and HeadObject from the cache: metadata from
 // Stat (cached by the nodes), then the range streamed chunk by chunk with
-// up to ReadAhead chunks in flight, as many as the client has shown it
-// reads (never the whole object in memory, never a chunk past the range).
+// ReadAhead chunks in flight (never the whole object in memory, never a
+// chunk past the range).
 func (g *Gateway) getObject(x *exchange) {
 	ctx := x.r.Context()
 	for attempt := 0; ; attempt++ {
