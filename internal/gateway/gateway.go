@@ -33,9 +33,10 @@ type Config struct {
 	// chunk size so that a piece is one chunk request (default
 	// DefaultReadPieceBytes, the cache's default chunk size).
 	ReadPieceBytes int64
-	// ReadAhead is how many pieces of one GetObject are fetched ahead of
-	// the client (default 8); it bounds a read's memory to ReadAhead
-	// pieces.
+	// ReadAhead is the most pieces of one GetObject fetched ahead of the
+	// client (default 8): ranges of at most ReadAhead pieces are fetched
+	// whole at once, longer ones start at one and double per piece
+	// consumed. It bounds a read's memory to ReadAhead+1 pieces.
 	ReadAhead int
 	// BucketCacheTTL is how long a bucket's existence, learnt to tell
 	// NoSuchBucket from NoSuchKey, is remembered (default 1 minute).

@@ -9,17 +9,25 @@ import (
 
 // rangeReader streams [off, end) of one object version, fetching it in
 // pieces aligned to multiples of piece (the cache's chunk size, so that a
-// piece is one chunk request) with at most depth pieces in flight, in
-// order. It never fetches past end: a small range read is one chunk
-// request, however far the object goes on. Memory is bounded by depth
-// pieces.
+// piece is one chunk request), in order. It never fetches past end: a
+// small range read is one chunk request, however far the object goes on.
+//
+// Read-ahead is adaptive, like the kernel's page cache read-ahead: a
+// range longer than depth pieces starts with one piece in flight ahead of
+// the one being sent (a shorter one is fetched whole at once), and
+// each piece the client consumes doubles that window, up to depth. A
+// client that asks for a range to the end of the object and stops within
+// its first piece (ClickHouse asks so for every column read) costs two
+// pieces, not depth+1; a sequential read still reaches depth pieces in
+// flight after a few pieces. Memory is bounded by depth+1 pieces.
 type rangeReader struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	readAt func(ctx context.Context, p []byte, off int64) (int, error)
 	pool   *sync.Pool // of *[]byte with capacity piece
 	piece  int64
-	depth  int
+	depth  int // the most pieces in flight
+	window int // pieces in flight allowed now: 1, doubling per piece consumed, up to depth
 
 	next, end int64 // next offset to fetch, end of the range
 	queue     []*pieceFetch
@@ -36,13 +44,21 @@ type pieceFetch struct {
 func newRangeReader(ctx context.Context, readAt func(context.Context, []byte, int64) (int, error), pool *sync.Pool,
 	piece int64, depth int, off, n int64) *rangeReader {
 	ctx, cancel := context.WithCancel(ctx)
-	return &rangeReader{ctx: ctx, cancel: cancel, readAt: readAt, pool: pool, piece: piece, depth: max(depth, 1),
-		next: off, end: off + n}
+	depth = max(depth, 1)
+	// A range of at most depth pieces (most objects) is fetched whole
+	// before the status goes out, so an object overwritten meanwhile is
+	// retried, never cut off; a longer one starts adaptive.
+	window := 1
+	if n > 0 && (off+n-1)/piece-off/piece+1 <= int64(depth) {
+		window = depth
+	}
+	return &rangeReader{ctx: ctx, cancel: cancel, readAt: readAt, pool: pool, piece: piece, depth: depth,
+		window: window, next: off, end: off + n}
 }
 
-// fill starts fetches until depth are in flight or the range is covered.
+// fill starts fetches until window are in flight or the range is covered.
 func (r *rangeReader) fill() {
-	for len(r.queue) < r.depth && r.next < r.end {
+	for len(r.queue) < r.window && r.next < r.end {
 		lo := r.next
 		hi := min((lo/r.piece+1)*r.piece, r.end)
 		r.next = hi
@@ -64,11 +80,11 @@ func (r *rangeReader) fill() {
 	}
 }
 
-// prime starts the first fetches and waits for all of them, returning the
+// prime starts the first fetches (the whole range when it fits the
+// read-ahead, else the first piece) and waits for them, returning the
 // first error. A GetObject primes before it sends its status, so that a
-// version that vanished (or an unavailable cache) within the first
-// ReadAhead pieces, which is all of most objects, is still a clean error
-// or a retry, not a response cut off.
+// version that vanished (or an unavailable cache) there, which is all of
+// most objects, is still a clean error or a retry, not a response cut off.
 func (r *rangeReader) prime() error {
 	r.fill()
 	for _, f := range r.queue {
@@ -91,6 +107,7 @@ func (r *rangeReader) advance() error {
 		if r.cur != nil {
 			r.pool.Put(r.cur.buf) // consumed; its fetch has finished
 			r.cur = nil
+			r.window = min(2*r.window, r.depth)
 		}
 		r.fill()
 		if len(r.queue) == 0 {

@@ -85,11 +85,19 @@ func TestRangeReader(t *testing.T) {
 		}
 	}
 
-	// prime waits for the whole first window and reports its errors.
-	f := &fakeObject{data: data, failAt: 2500}
+	// prime waits for the first piece and reports its error.
+	f := &fakeObject{data: data, failAt: 500}
 	rr := newRangeReader(context.Background(), f.readAt, pool, piece, 3, 0, 10_000)
+	if err := rr.prime(); err == nil || len(f.asked) != 1 {
+		t.Errorf("prime: %v after %d fetches; want the first piece's error", err, len(f.asked))
+	}
+	rr.Close()
+	// A range that fits the read-ahead is primed whole: an error in its
+	// last piece comes before the status, not after.
+	f = &fakeObject{data: data, failAt: 2500}
+	rr = newRangeReader(context.Background(), f.readAt, pool, piece, 3, 0, 3000)
 	if err := rr.prime(); err == nil || len(f.asked) != 3 {
-		t.Errorf("prime: %v after %d fetches; want the third piece's error", err, len(f.asked))
+		t.Errorf("prime of a 3-piece range: %v after %d fetches; want the third piece's error", err, len(f.asked))
 	}
 	rr.Close()
 	f = &fakeObject{data: data, failAt: -1}
@@ -188,5 +196,117 @@ func TestRangeReaderWriteTo(t *testing.T) {
 	rr.Close()
 	if err == nil || err.Error() != "client went away" || n != 2500 {
 		t.Errorf("failing writer: wrote %d, err %v", n, err)
+	}
+}
+
+// fetchedPieces is how many pieces rr has started to fetch since off.
+func fetchedPieces(rr *rangeReader, off int64) int64 {
+	if rr.next == off {
+		return 0
+	}
+	return (rr.next-1)/rr.piece - off/rr.piece + 1
+}
+
+// TestRangeReaderOpenEndedShortRead: ClickHouse asks for a range to the
+// end of a column file and reads only its start before closing. That
+// must cost the first piece and the one read ahead of it, not ReadAhead
+// pieces (it cost 9 before the read-ahead was adaptive).
+func TestRangeReaderOpenEndedShortRead(t *testing.T) {
+	const piece, pieces, depth = 256 << 10, 32, 8
+	data := make([]byte, piece*pieces)
+	pool := &sync.Pool{New: func() any { b := make([]byte, piece); return &b }}
+	for _, off := range []int64{0, 300_000} {
+		n := int64(len(data)) - off
+		// As GetObject streams: prime, then WriteTo a client that goes
+		// away after 100 KiB.
+		f := &fakeObject{data: data, failAt: -1}
+		rr := newRangeReader(context.Background(), f.readAt, pool, piece, depth, off, n)
+		if err := rr.prime(); err != nil {
+			t.Fatal(err)
+		}
+		w := countingWriter{failAfter: 100 << 10}
+		if _, err := rr.WriteTo(&w); err == nil {
+			t.Fatal("WriteTo to a client that went away succeeded")
+		}
+		if got := fetchedPieces(rr, off); got > 2 {
+			t.Errorf("off %d: client read 100 KiB and left; %d pieces fetched, want at most 2", off, got)
+		}
+		rr.Close()
+
+		// With Read, the same.
+		f = &fakeObject{data: data, failAt: -1}
+		rr = newRangeReader(context.Background(), f.readAt, pool, piece, depth, off, n)
+		if err := rr.prime(); err != nil {
+			t.Fatal(err)
+		}
+		buf := make([]byte, 100<<10)
+		if _, err := io.ReadFull(rr, buf); err != nil || !bytes.Equal(buf, data[off:off+int64(len(buf))]) {
+			t.Fatalf("off %d: read: %v", off, err)
+		}
+		if got := fetchedPieces(rr, off); got > 2 {
+			t.Errorf("off %d: client read 100 KiB; %d pieces fetched, want at most 2", off, got)
+		}
+		rr.Close()
+	}
+}
+
+// TestRangeReaderSequentialReachesDepth: a client that keeps reading gets
+// the full read-ahead: depth fetches at the same time. Fetches from the
+// fourth piece on (when the window, doubling per piece consumed, has
+// reached 8) hold until depth are in flight at once; if that never
+// happens they give up after a while and the test fails.
+func TestRangeReaderSequentialReachesDepth(t *testing.T) {
+	const piece, pieces, depth, gated = 1000, 20, 8, 3
+	data := make([]byte, piece*pieces)
+	for i := range data {
+		data[i] = byte(i / 7)
+	}
+	pool := &sync.Pool{New: func() any { b := make([]byte, piece); return &b }}
+	for _, viaWriteTo := range []bool{false, true} {
+		var inflight, maxIn atomic.Int32
+		full := make(chan struct{})
+		var once sync.Once
+		readAt := func(ctx context.Context, p []byte, off int64) (int, error) {
+			n := inflight.Add(1)
+			defer inflight.Add(-1)
+			for {
+				m := maxIn.Load()
+				if n <= m || maxIn.CompareAndSwap(m, n) {
+					break
+				}
+			}
+			if n >= depth {
+				once.Do(func() { close(full) })
+			}
+			if off/piece >= gated {
+				select {
+				case <-full:
+				case <-ctx.Done():
+					return 0, ctx.Err()
+				case <-time.After(30 * time.Second): // a failure, not a pass: maxIn stays below depth
+				}
+			}
+			return copy(p, data[off:]), nil
+		}
+		rr := newRangeReader(context.Background(), readAt, pool, piece, depth, 0, int64(len(data)))
+		if err := rr.prime(); err != nil {
+			t.Fatal(err)
+		}
+		var got []byte
+		var err error
+		if viaWriteTo {
+			var w countingWriter
+			_, err = rr.WriteTo(&w)
+			got = w.Bytes()
+		} else {
+			got, err = io.ReadAll(rr)
+		}
+		rr.Close()
+		if err != nil || !bytes.Equal(got, data) {
+			t.Fatalf("read %d bytes, %v", len(got), err)
+		}
+		if m := maxIn.Load(); m != depth {
+			t.Errorf("writeTo %v: at most %d fetches in flight at once, want the read-ahead depth %d", viaWriteTo, m, depth)
+		}
 	}
 }

@@ -199,8 +199,8 @@ func reading(r *results) string {
 		"but ClickHouse asks a remote disk for ranges that run on to the end of the column file and stops reading when it has "+
 		"what it needs: it took %s from its endpoint (S3 or gateway) each time. Behind the gateway such a range costs the "+
 		"chunk it starts in (the bytes asked for at once, the whole chunk into the gateway's page cache in the background: "+
-		"%.0f such fills) and, as it runs to the end of the file, a read-ahead of up to --parallelism whole chunks before "+
-		"the answer starts. The fresh gateway of row 4 made %.0f chunk reads on the nodes (at most %s) for it. "+
+		"%.0f such fills) and, as it runs to the end of a file longer than --parallelism chunks, one chunk read ahead, "+
+		"widening as the client keeps reading. The fresh gateway of row 4 made %.0f chunk reads on the nodes (at most %s) for it. "+
 		"That, and the fresh ClickHouse process loading marks and the primary index over the network (row 5 cold, "+
 		"everything in the gateway's RAM, still took %.3f s against %.3f s hot), is where row 4's %.3f s go, against "+
 		"%.3f s for row 2 hot and %.3f s for S3 cold.",
