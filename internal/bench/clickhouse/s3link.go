@@ -1,20 +1,14 @@
 package clickhouse
 
 import (
-	"context"
 	"fmt"
-	"io"
-	"log"
-	"net"
-	"net/http"
-	"net/http/httputil"
-	"net/url"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	toxiproxy "github.com/Shopify/toxiproxy/v2"
 	"github.com/rs/zerolog"
+
+	"github.com/distcache/distcache/internal/bench/benchkit"
 )
 
 // Link is what makes MinIO on this machine behave like S3 in a region:
@@ -41,8 +35,7 @@ type Link struct {
 	URL string // http://127.0.0.1:PORT, what clients use as their S3 endpoint
 
 	proxy   *toxiproxy.Proxy
-	counter *counter
-	srv     *http.Server
+	counter *benchkit.S3Counter
 }
 
 // LinkConfig are the injected S3 properties.
@@ -52,49 +45,20 @@ type LinkConfig struct {
 }
 
 // Counts are the S3 requests and bytes seen by a Link.
-type Counts struct {
-	GETs, HEADs, Others int64
-	GETBytes            int64 // response body bytes of GETs
-}
-
-// Sub is c - o.
-func (c Counts) Sub(o Counts) Counts {
-	return Counts{GETs: c.GETs - o.GETs, HEADs: c.HEADs - o.HEADs, Others: c.Others - o.Others, GETBytes: c.GETBytes - o.GETBytes}
-}
+type Counts = benchkit.S3Counts
 
 // StartLink starts the counter in front of target (MinIO's endpoint) and
 // toxiproxy in front of the counter.
 func StartLink(target string, cfg LinkConfig) (*Link, error) {
-	u, err := url.Parse(target)
-	if err != nil {
-		return nil, err
-	}
-	c := &counter{}
-	tr := http.DefaultTransport.(*http.Transport).Clone()
-	tr.DisableCompression = true
-	tr.MaxIdleConnsPerHost = 256
-	rp := &httputil.ReverseProxy{
-		Rewrite: func(r *httputil.ProxyRequest) {
-			r.SetURL(u)
-			r.Out.Host = r.In.Host // the client signed for the address it dialled
-		},
-		Transport:      tr,
-		ModifyResponse: c.modifyResponse,
-		ErrorLog:       log.New(io.Discard, "", 0),
-		FlushInterval:  -1,
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	c, err := benchkit.StartS3Counter(target, 0)
 	if err != nil {
 		return nil, err
 	}
 	l := &Link{counter: c}
-	l.srv = &http.Server{Handler: c.wrap(rp), ErrorLog: log.New(io.Discard, "", 0)}
-	go func() { _ = l.srv.Serve(ln) }()
-
 	server := toxiproxy.NewServer(toxiproxy.NewMetricsContainer(nil), zerolog.Nop())
-	l.proxy = toxiproxy.NewProxy(server, "s3", "127.0.0.1:0", ln.Addr().String())
+	l.proxy = toxiproxy.NewProxy(server, "s3", "127.0.0.1:0", c.Addr())
 	if err := l.proxy.Start(); err != nil {
-		_ = l.srv.Close()
+		c.Close()
 		return nil, fmt.Errorf("toxiproxy: %w", err)
 	}
 	l.URL = "http://" + l.proxy.Listen
@@ -118,54 +82,10 @@ func StartLink(target string, cfg LinkConfig) (*Link, error) {
 }
 
 // Counts returns what the link has seen so far.
-func (l *Link) Counts() Counts { return l.counter.snapshot() }
+func (l *Link) Counts() Counts { return l.counter.Counts() }
 
 // Close stops the proxies.
 func (l *Link) Close() {
 	l.proxy.Stop()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if err := l.srv.Shutdown(ctx); err != nil {
-		_ = l.srv.Close()
-	}
-}
-
-type counter struct {
-	gets, heads, others, getBytes atomic.Int64
-}
-
-func (c *counter) wrap(h http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		switch r.Method {
-		case http.MethodGet:
-			c.gets.Add(1)
-		case http.MethodHead:
-			c.heads.Add(1)
-		default:
-			c.others.Add(1)
-		}
-		h.ServeHTTP(w, r)
-	})
-}
-
-func (c *counter) modifyResponse(resp *http.Response) error {
-	if resp.Request.Method == http.MethodGet {
-		resp.Body = &countingBody{ReadCloser: resp.Body, n: &c.getBytes}
-	}
-	return nil
-}
-
-func (c *counter) snapshot() Counts {
-	return Counts{GETs: c.gets.Load(), HEADs: c.heads.Load(), Others: c.others.Load(), GETBytes: c.getBytes.Load()}
-}
-
-type countingBody struct {
-	io.ReadCloser
-	n *atomic.Int64
-}
-
-func (b *countingBody) Read(p []byte) (int, error) {
-	n, err := b.ReadCloser.Read(p)
-	b.n.Add(int64(n))
-	return n, err
+	l.counter.Close()
 }

@@ -40,7 +40,7 @@ type caseResult struct {
 	// S3 requests at the proxy: the warming lap, the steady reading of the
 	// warm cache before the change, from the change to the end of the
 	// re-read, and from there to the end of the window.
-	Warm, Steady, Reread, Rest s3Counts
+	Warm, Steady, Reread, Rest benchkit.S3Counts
 	// Node counters over the whole run.
 	HandedOff, HandoffMisses float64 // previous owners' answers to handoff probes
 	Hits, Misses             float64 // chunk reads on the nodes
@@ -76,15 +76,15 @@ func runCase(ctx context.Context, env benchkit.Env, cfg config, data [][]byte, h
 	if err := upload(ctx, minio, data); err != nil {
 		return res, err
 	}
-	counter, err := startS3Counter(minio.Endpoint, cfg.s3Latency)
+	counter, err := benchkit.StartS3Counter(minio.Endpoint, cfg.s3Latency)
 	if err != nil {
 		return res, err
 	}
-	defer counter.close()
+	defer counter.Close()
 	cluster, err := nodecluster.Open(3, nodecluster.Options{
 		ChunkSize: cfg.chunkSize, Immutable: true, Tenants: tenantsYAML, Buckets: []string{bucket},
 		RAMBytes: cfg.ramBytes, DiskBytes: cfg.diskBytes,
-	}, nodecluster.S3{Endpoint: counter.url, Region: minio.Region, AccessKey: minio.AccessKey, SecretKey: minio.SecretKey},
+	}, nodecluster.S3{Endpoint: counter.URL, Region: minio.Region, AccessKey: minio.AccessKey, SecretKey: minio.SecretKey},
 		filepath.Join(dir, "nodes"))
 	if err != nil {
 		return res, err
@@ -105,7 +105,7 @@ func runCase(ctx context.Context, env benchkit.Env, cfg config, data [][]byte, h
 	if err := rd.lap(ctx, cfg.readers, lapTimeout); err != nil {
 		return res, fmt.Errorf("warming: %w", err)
 	}
-	res.Warm = counter.counts()
+	res.Warm = counter.Counts()
 
 	if err := grow(ctx, env, cfg, cluster, c, rd, counter, handoff, &res); err != nil {
 		return res, err
@@ -124,12 +124,12 @@ func runCase(ctx context.Context, env benchkit.Env, cfg config, data [][]byte, h
 // ring while the readers run, waits for the client to route by it and for a
 // whole re-read, and reads on to the end of the window.
 func grow(ctx context.Context, env benchkit.Env, cfg config, cluster *nodecluster.Cluster, c *client.Client,
-	rd *readers, counter *s3Counter, handoff bool, res *caseResult) error {
+	rd *readers, counter *benchkit.S3Counter, handoff bool, res *caseResult) error {
 	stop := rd.start(ctx, cfg.readers)
 	defer stop()
 	smp := startSampler(cfg.bucket, rd, counter)
 	defer smp.stop()
-	t0, c0, b0 := time.Now(), counter.counts(), rd.bytes.Load()
+	t0, c0, b0 := time.Now(), counter.Counts(), rd.bytes.Load()
 	if err := sleep(ctx, cfg.before); err != nil {
 		return err
 	}
@@ -144,8 +144,8 @@ func grow(ctx context.Context, env benchkit.Env, cfg config, cluster *nodecluste
 	if err != nil {
 		return err
 	}
-	tChange, cChange, bChange := time.Now(), counter.counts(), rd.bytes.Load()
-	res.Steady = cChange.minus(c0)
+	tChange, cChange, bChange := time.Now(), counter.Counts(), rd.bytes.Load()
+	res.Steady = cChange.Sub(c0)
 	res.BeforeMBps = mbps(bChange-b0, tChange.Sub(t0))
 
 	for c.Ring().Epoch() < after.Epoch() {
@@ -159,29 +159,29 @@ func grow(ctx context.Context, env benchkit.Env, cfg config, cluster *nodecluste
 	res.RefreshTook = time.Since(tChange)
 	var (
 		tLap time.Time
-		cLap s3Counts
+		cLap benchkit.S3Counts
 		bLap int64
 	)
-	lapDone := rd.startLap(func() { tLap, cLap, bLap = time.Now(), counter.counts(), rd.bytes.Load() })
+	lapDone := rd.startLap(func() { tLap, cLap, bLap = time.Now(), counter.Counts(), rd.bytes.Load() })
 	if err := wait(ctx, lapDone, lapTimeout, "whole re-read after the change"); err != nil {
 		return err
 	}
 	res.RereadTook = tLap.Sub(tChange)
-	res.Reread = cLap.minus(cChange)
+	res.Reread = cLap.Sub(cChange)
 	res.RereadMBps = mbps(bLap-bChange, tLap.Sub(tChange))
 	if err := sleep(ctx, max(cfg.after-time.Since(tChange), cfg.tail)); err != nil {
 		return err
 	}
 	stop()
 	samples := smp.stop()
-	res.Rest = counter.counts().minus(cLap)
+	res.Rest = counter.Counts().Sub(cLap)
 
 	res.MinAfterMBps = -1
 	for i := 1; i < len(samples); i++ {
 		p := point{
 			At:   samples[i].at.Sub(tChange).Seconds(),
 			MBps: mbps(samples[i].bytes-samples[i-1].bytes, samples[i].at.Sub(samples[i-1].at)),
-			Gets: float64(samples[i].gets - c0.Gets),
+			Gets: float64(samples[i].gets - c0.GETs),
 		}
 		res.Series = append(res.Series, p)
 		if p.At > 0 && (res.MinAfterMBps < 0 || p.MBps < res.MinAfterMBps) {
@@ -265,9 +265,9 @@ type sample struct {
 	bytes, gets int64
 }
 
-func startSampler(every time.Duration, rd *readers, counter *s3Counter) *sampler {
+func startSampler(every time.Duration, rd *readers, counter *benchkit.S3Counter) *sampler {
 	s := &sampler{done: make(chan struct{})}
-	take := func() { s.samples = append(s.samples, sample{time.Now(), rd.bytes.Load(), counter.counts().Gets}) }
+	take := func() { s.samples = append(s.samples, sample{time.Now(), rd.bytes.Load(), counter.Counts().GETs}) }
 	take()
 	s.wg.Add(1)
 	go func() {

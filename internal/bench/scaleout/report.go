@@ -51,14 +51,14 @@ func render(res results, env benchkit.Env) (benchkit.Section, error) {
 	b.WriteString("\nReproduce: `make bench BENCH_PARTS=b3` (`go run ./hack/bench -parts b3`).\n\n")
 
 	b.WriteString(benchkit.Table{Header: []string{"", "with warm handoff", "without"}, Rows: [][]string{
-		row("S3 GETs during the re-read", func(r caseResult) string { return fmt.Sprint(r.Reread.Gets) }),
-		row("bytes from S3 during the re-read", func(r caseResult) string { return mib(r.Reread.GetBytes) }),
-		row("S3 HEADs during the re-read", func(r caseResult) string { return fmt.Sprint(r.Reread.Heads) }),
+		row("S3 GETs during the re-read", func(r caseResult) string { return fmt.Sprint(r.Reread.GETs) }),
+		row("bytes from S3 during the re-read", func(r caseResult) string { return mib(r.Reread.GETBytes) }),
+		row("S3 HEADs during the re-read", func(r caseResult) string { return fmt.Sprint(r.Reread.HEADs) }),
 		row("chunks handed over by their previous owner", func(r caseResult) string { return fmt.Sprint(r.HandedOff) }),
 		row("handoff probes the previous owner missed", func(r caseResult) string { return fmt.Sprint(r.HandoffMisses) }),
-		row("S3 GETs after the re-read, to the end", func(r caseResult) string { return fmt.Sprint(r.Rest.Gets) }),
+		row("S3 GETs after the re-read, to the end", func(r caseResult) string { return fmt.Sprint(r.Rest.GETs) }),
 		row("S3 GETs warming / in the steady phase before the change", func(r caseResult) string {
-			return fmt.Sprintf("%d / %d", r.Warm.Gets, r.Steady.Gets)
+			return fmt.Sprintf("%d / %d", r.Warm.GETs, r.Steady.GETs)
 		}),
 		row("client on the new ring after", func(r caseResult) string { return secs(r.RefreshTook) }),
 		row("whole dataset re-read after", func(r caseResult) string { return secs(r.RereadTook) }),
@@ -106,19 +106,19 @@ func reading(res results) string {
 		s = append(s, fmt.Sprintf("%d chunks moved between old nodes, which rendezvous hashing should never do.", h.Moved-h.MovedToNew))
 	}
 	switch {
-	case h.Reread.Gets == 0:
+	case h.Reread.GETs == 0:
 		s = append(s, fmt.Sprintf("Without warm handoff the re-read made %d S3 GETs (%.1f MiB); with it, none: the new node took %.0f chunks from their previous owners.",
-			c.Reread.Gets, float64(c.Reread.GetBytes)/(1<<20), h.HandedOff))
+			c.Reread.GETs, float64(c.Reread.GETBytes)/(1<<20), h.HandedOff))
 	default:
 		s = append(s, fmt.Sprintf("Without warm handoff the re-read made %d S3 GETs (%.1f MiB), with it %d (%.1f MiB, %s fewer); the new node took %.0f chunks from their previous owners.",
-			c.Reread.Gets, float64(c.Reread.GetBytes)/(1<<20), h.Reread.Gets, float64(h.Reread.GetBytes)/(1<<20),
-			benchkit.Ratio(float64(c.Reread.Gets), float64(h.Reread.Gets)), h.HandedOff))
+			c.Reread.GETs, float64(c.Reread.GETBytes)/(1<<20), h.Reread.GETs, float64(h.Reread.GETBytes)/(1<<20),
+			benchkit.Ratio(float64(c.Reread.GETs), float64(h.Reread.GETs)), h.HandedOff))
 	}
 	switch {
-	case c.Reread.Gets == int64(c.Moved):
+	case c.Reread.GETs == int64(c.Moved):
 		s = append(s, fmt.Sprintf("Without it, one GET per moved chunk (%d): the new owner fetched each once.", c.Moved))
-	case c.Reread.Gets > int64(c.Moved):
-		s = append(s, fmt.Sprintf("Without it, %d GETs more than the %d moved chunks (retries or chunks fetched twice).", c.Reread.Gets-int64(c.Moved), c.Moved))
+	case c.Reread.GETs > int64(c.Moved):
+		s = append(s, fmt.Sprintf("Without it, %d GETs more than the %d moved chunks (retries or chunks fetched twice).", c.Reread.GETs-int64(c.Moved), c.Moved))
 	}
 	s = append(s, fmt.Sprintf("Read throughput from the change to the end of the re-read was %.0f MB/s with handoff and %.0f MB/s without "+
 		"(%s and %s of the rate before the change); the lowest %s bucket after the change was %.0f and %.0f MB/s.",

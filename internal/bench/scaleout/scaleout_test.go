@@ -48,11 +48,11 @@ func TestQuickRun(t *testing.T) {
 		if int64(r.Chunks) != int64(res.cfg.objects)*res.cfg.chunksPerObject() {
 			t.Errorf("%s: %d chunks placed, want %d", name, r.Chunks, int64(res.cfg.objects)*res.cfg.chunksPerObject())
 		}
-		if r.Warm.Gets < int64(r.Chunks) {
-			t.Errorf("%s: warming made %d S3 GETs for %d chunks", name, r.Warm.Gets, r.Chunks)
+		if r.Warm.GETs < int64(r.Chunks) {
+			t.Errorf("%s: warming made %d S3 GETs for %d chunks", name, r.Warm.GETs, r.Chunks)
 		}
-		if r.Steady.Gets != 0 {
-			t.Errorf("%s: the warm cache made %d S3 GETs before the change", name, r.Steady.Gets)
+		if r.Steady.GETs != 0 {
+			t.Errorf("%s: the warm cache made %d S3 GETs before the change", name, r.Steady.GETs)
 		}
 		if r.Hits == 0 {
 			t.Errorf("%s: no chunk hits on the nodes", name)
@@ -70,14 +70,14 @@ func TestQuickRun(t *testing.T) {
 	}
 	// Without the previous ring the new node fetches every chunk it got from
 	// S3; with it, from the previous owners.
-	if c.Reread.Gets < int64(c.Moved) || c.Reread.GetBytes < c.Reread.Gets {
-		t.Errorf("without handoff the re-read made %d S3 GETs (%d bytes) for %d moved chunks", c.Reread.Gets, c.Reread.GetBytes, c.Moved)
+	if c.Reread.GETs < int64(c.Moved) || c.Reread.GETBytes < c.Reread.GETs {
+		t.Errorf("without handoff the re-read made %d S3 GETs (%d bytes) for %d moved chunks", c.Reread.GETs, c.Reread.GETBytes, c.Moved)
 	}
 	if c.HandedOff != 0 {
 		t.Errorf("without the previous ring %v chunks were handed off", c.HandedOff)
 	}
-	if h.HandedOff == 0 || h.Reread.Gets >= c.Reread.Gets {
-		t.Errorf("with handoff: %v chunks handed off, %d S3 GETs in the re-read (%d without)", h.HandedOff, h.Reread.Gets, c.Reread.Gets)
+	if h.HandedOff == 0 || h.Reread.GETs >= c.Reread.GETs {
+		t.Errorf("with handoff: %v chunks handed off, %d S3 GETs in the re-read (%d without)", h.HandedOff, h.Reread.GETs, c.Reread.GETs)
 	}
 
 	sec, err := render(res, env)
