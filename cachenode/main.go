@@ -9,6 +9,7 @@ package main
 import (
 	"fmt"
 	"os"
+	"runtime/pprof"
 )
 
 const usage = `usage: cachenode <command> [flags]
@@ -27,7 +28,11 @@ func main() {
 		fmt.Fprint(os.Stderr, usage)
 		os.Exit(2)
 	}
-	var err error
+	stopProfile, err := startCPUProfile(os.Getenv("DISTCACHE_CPU_PROFILE"))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "cachenode:", err)
+		os.Exit(1)
+	}
 	switch os.Args[1] {
 	case "serve":
 		err = runServe(os.Args[2:])
@@ -44,8 +49,27 @@ func main() {
 		fmt.Fprintf(os.Stderr, "cachenode: unknown command %q\n\n%s", os.Args[1], usage)
 		os.Exit(2)
 	}
+	stopProfile()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "cachenode:", err)
 		os.Exit(1)
 	}
+}
+
+// startCPUProfile writes a CPU profile of the whole run to path when it is
+// set (DISTCACHE_CPU_PROFILE: how the benchmarks profile the processes they
+// start); the profile is complete once the command returns (SIGTERM).
+func startCPUProfile(path string) (stop func(), err error) {
+	if path == "" {
+		return func() {}, nil
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("DISTCACHE_CPU_PROFILE: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("DISTCACHE_CPU_PROFILE: %w", err)
+	}
+	return func() { pprof.StopCPUProfile(); f.Close() }, nil
 }

@@ -68,6 +68,7 @@ type envOptions struct {
 	nodes     int
 	peer      bool // a peer certificate acting for team-a, instead of team-a's own
 	pageCache int64
+	immutable bool // nodes started with --immutable
 	logger    *slog.Logger
 }
 
@@ -76,7 +77,7 @@ func newEnv(t *testing.T, opts envOptions) *env {
 	if opts.nodes == 0 {
 		opts.nodes = 3
 	}
-	c := nodecluster.StartWith(t, opts.nodes, nodecluster.Options{ChunkSize: chunkSize, Tenants: tenants, Buckets: buckets})
+	c := nodecluster.StartWith(t, opts.nodes, nodecluster.Options{ChunkSize: chunkSize, Tenants: tenants, Buckets: buckets, Immutable: opts.immutable})
 	e := &env{t: t, cluster: c, registry: prometheus.NewRegistry()}
 	tlsA, actFor := c.TenantTLS("team-a"), ""
 	if opts.peer {

@@ -128,6 +128,9 @@ type Client struct {
 	chunkSize atomic.Int64
 	pages     *pageCache // nil when disabled
 	flight    singleflight.Group
+	ahead     *readAhead // nil without a page cache
+	fills     sync.Map   // page keys of whole chunks being fetched into the page cache
+	metas     metaCache  // Stat answers of immutable caches
 
 	downMu sync.Mutex
 	down   map[string]time.Time // address -> skipped until
@@ -196,6 +199,7 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 			c.metrics.unregister()
 			return nil, err
 		}
+		c.ahead = newReadAhead(cfg.Parallelism)
 	}
 	if err := c.initRing(ctx); err != nil {
 		c.pages.close()

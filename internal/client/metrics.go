@@ -48,7 +48,7 @@ func newMetrics(reg prometheus.Registerer) (*clientMetrics, error) {
 		}, []string{"result"}),
 		pageFills: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: ns, Subsystem: sub, Name: "page_fills_total",
-			Help: "Whole chunks fetched from the nodes into the page cache, by mode (read: a read waited for it; background: filled behind a read of part of the chunk).",
+			Help: "Whole chunks fetched from the nodes into the page cache, by mode (read: a read waited for it; background: filled behind a read of part of the chunk; ahead: read ahead of a reader moving through the object).",
 		}, []string{"mode"}),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: ns, Subsystem: sub, Name: "node_requests_total",

@@ -26,7 +26,13 @@ func (c *Client) Stat(ctx context.Context, bucket, key string) (Meta, error) {
 	if err := checkObjectName(opStat, bucket, key); err != nil {
 		return Meta{}, err
 	}
-	var m Meta
+	if m, ok := c.metas.get(bucket, key); ok {
+		return m, nil
+	}
+	var (
+		m         Meta
+		immutable bool
+	)
 	err := c.try(ctx, opStat, bucket, key, c.metaID(bucket, key), func(ctx context.Context, addr string) error {
 		req, err := c.newRequest(ctx, http.MethodHead, addr, bucket, key, "")
 		if err != nil {
@@ -45,8 +51,12 @@ func (c *Client) Stat(ctx context.Context, bucket, key string) (Meta, error) {
 			return err
 		}
 		m, err = metaFromHeader(resp)
+		immutable = resp.Header.Get("Cache-Control") == cacheControlImmutable
 		return err
 	})
+	if err == nil && immutable {
+		c.metas.put(bucket, key, m)
+	}
 	return m, err
 }
 
@@ -94,6 +104,8 @@ func (c *Client) Put(ctx context.Context, bucket, key string, body io.Reader, si
 	if body == nil {
 		body = http.NoBody
 	}
+	c.metas.forget(bucket, key)
+	defer c.metas.forget(bucket, key) // a Stat during the upload may have kept the old version
 	seeker, _ := body.(io.Seeker)
 	start := int64(0)
 	if seeker != nil {
@@ -239,6 +251,8 @@ func (c *Client) Delete(ctx context.Context, bucket, key string) error {
 	if err := checkObjectName(opDelete, bucket, key); err != nil {
 		return err
 	}
+	c.metas.forget(bucket, key)
+	defer c.metas.forget(bucket, key)
 	return c.try(ctx, opDelete, bucket, key, c.metaID(bucket, key), func(ctx context.Context, addr string) error {
 		req, err := c.newRequest(ctx, http.MethodDelete, addr, bucket, key, "")
 		if err != nil {

@@ -51,6 +51,9 @@ func (c *Client) ReadAt(ctx context.Context, bucket, key string, m Meta, p []byt
 		return 0, err
 	}
 	first, last := chunk.Span(off, want, cs)
+	for idx := first; idx <= last; idx++ {
+		c.readAheadAfter(ctx, bucket, key, m, cs, idx)
+	}
 	if first == last {
 		err = c.readChunk(ctx, bucket, key, m, cs, first, off, p[:want])
 	} else {
@@ -65,6 +68,7 @@ func (c *Client) ReadAt(ctx context.Context, bucket, key string, m Meta, p []byt
 		}
 	}
 	if err != nil {
+		c.forgetChanged(bucket, key, err)
 		return 0, err
 	}
 	if want < int64(len(p)) {
@@ -115,6 +119,16 @@ func (c *Client) readChunk(ctx context.Context, bucket, key string, m Meta, cs, 
 			return nil
 		}
 		c.metrics.pageCache.WithLabelValues("miss").Inc()
+		if c.filling(pk) {
+			// The whole chunk is on its way (read ahead, or filled behind
+			// another read): wait for it rather than fetch its bytes twice.
+			data, err := c.fetchPage(ctx, pk, fillRead, bucket, key, m, cs, idx)
+			if err != nil {
+				return err
+			}
+			copy(dst, data[within:])
+			return nil
+		}
 		if ctx.Err() == nil { // not for a read its caller has given up
 			go func() { _, _ = c.fetchPage(context.WithoutCancel(ctx), pk, fillBackground, bucket, key, m, cs, idx) }()
 		}
@@ -145,6 +159,7 @@ func (c *Client) wholeChunk(ctx context.Context, bucket, key string, m Meta, cs,
 const (
 	fillRead       = "read"
 	fillBackground = "background"
+	fillAhead      = "ahead" // read-ahead of a reader moving through the object
 )
 
 // fetchPage fetches whole chunk idx into the page cache (one request
@@ -156,6 +171,8 @@ func (c *Client) fetchPage(ctx context.Context, pk, mode, bucket, key string, m 
 			if data, ok := c.pages.get(pk); ok { // a fetch that just finished
 				return data, nil
 			}
+			c.fills.Store(pk, struct{}{})
+			defer c.fills.Delete(pk)
 			_, clen, ok := chunk.Bounds(m.Size, cs, idx)
 			if !ok {
 				return nil, &Error{Op: opGetChunk, Bucket: bucket, Key: key, Kind: ErrInvalidRange, Message: "chunk outside the object"}
@@ -228,4 +245,59 @@ func (c *Client) getChunk(ctx context.Context, addr, bucket, key string, m Meta,
 		return fmt.Errorf("reading chunk %d: %w", idx, err)
 	}
 	return nil
+}
+
+// View returns bytes [off, off+n) of version m without a copy, as a slice
+// of the page cache's page of the chunk they lie in, when that chunk is
+// cached, or when they are at least half of it (the whole chunk is then
+// fetched into the page cache, joining a fill already in flight, instead
+// of a part of it beside the fill). The slice must not be modified (a page
+// never changes once cached). Like ReadAt, it counts in the page cache
+// metrics and moves the reader's read-ahead on. ok is false, with a nil
+// error, when the range is not served this way: read it with ReadAt.
+func (c *Client) View(ctx context.Context, bucket, key string, m Meta, off, n int64) (data []byte, ok bool, err error) {
+	cs := c.chunkSize.Load()
+	if c.pages == nil || cs <= 0 || n <= 0 || off < 0 || off+n > m.Size || m.ETag == "" {
+		return nil, false, nil
+	}
+	if err := checkObjectName(opGetChunk, bucket, key); err != nil {
+		return nil, false, err
+	}
+	idx := off / cs
+	if (off+n-1)/cs != idx {
+		return nil, false, nil
+	}
+	_, clen, _ := chunk.Bounds(m.Size, cs, idx)
+	pk := pageKey(bucket, key, m.ETag, cs, idx)
+	page, hit := c.pages.get(pk)
+	if !hit && 2*n < clen && !c.filling(pk) {
+		return nil, false, nil // a small part: ReadAt fetches only its bytes
+	}
+	c.readAheadAfter(ctx, bucket, key, m, cs, idx)
+	if hit {
+		c.metrics.pageCache.WithLabelValues("hit").Inc()
+	} else {
+		c.metrics.pageCache.WithLabelValues("miss").Inc()
+		if page, err = c.fetchPage(ctx, pk, fillRead, bucket, key, m, cs, idx); err != nil {
+			c.forgetChanged(bucket, key, err)
+			return nil, false, err
+		}
+	}
+	within := off - idx*cs
+	return page[within : within+n : within+n], true, nil
+}
+
+// forgetChanged drops the kept metadata of an object whose version is gone,
+// so the next Stat asks a node.
+func (c *Client) forgetChanged(bucket, key string, err error) {
+	if errors.Is(err, ErrChanged) {
+		c.metas.forget(bucket, key)
+	}
+}
+
+// filling says whether the whole chunk pk is being fetched into the page
+// cache right now.
+func (c *Client) filling(pk string) bool {
+	_, ok := c.fills.Load(pk)
+	return ok
 }

@@ -144,12 +144,29 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case viaCacheWrite:
 		g.putObject(x)
 	case viaPassthrough:
+		if f, ok := g.cache.(forgetter); ok && r.Method != http.MethodGet && r.Method != http.MethodHead {
+			// A write the client does not see (a copy, a multipart upload, a
+			// batch delete): whatever metadata it keeps of the key is stale
+			// once S3 has it, and may be stale during it.
+			key := x.rt.key
+			if x.rt.op == OpDeleteObjects {
+				key = "" // its keys are in the body: forget them all
+			}
+			f.Forget(x.rt.bucket, key)
+			defer f.Forget(x.rt.bucket, key)
+		}
 		if x.rt.op == OpDeleteObjects {
 			g.deleteObjects(x)
 			return
 		}
 		g.passthrough(x)
 	}
+}
+
+// forgetter is a Cache that keeps object metadata (*client.Client of an
+// immutable cache).
+type forgetter interface {
+	Forget(bucket, key string)
 }
 
 // checkVirtualHost refuses virtual-hosted-style requests, whose bucket is

@@ -19,6 +19,12 @@ type Cache interface {
 	Put(ctx context.Context, bucket, key string, body io.Reader, size int64, contentType string) (client.Meta, error)
 }
 
+// viewer is a Cache that can hand out ranges held in its RAM without a
+// copy (*client.Client with a page cache).
+type viewer interface {
+	View(ctx context.Context, bucket, key string, m client.Meta, off, n int64) ([]byte, bool, error)
+}
+
 // defaultContentType is what S3 reports for objects stored without one.
 const defaultContentType = "binary/octet-stream"
 
@@ -103,6 +109,11 @@ func (g *Gateway) serveVersion(x *exchange, m client.Meta) (retry bool) {
 		return g.cache.ReadAt(ctx, x.rt.bucket, x.rt.key, m, p, off)
 	}
 	body := newRangeReader(r.Context(), readAt, &g.pieces, g.cfg.ReadPieceBytes, g.cfg.ReadAhead, rng.off, rng.n)
+	if v, ok := g.cache.(viewer); ok {
+		body.view = func(ctx context.Context, off, n int64) ([]byte, bool, error) {
+			return v.View(ctx, x.rt.bucket, x.rt.key, m, off, n)
+		}
+	}
 	defer body.Close()
 	if err := body.prime(); err != nil {
 		if errors.Is(err, client.ErrChanged) {

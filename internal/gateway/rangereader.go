@@ -24,6 +24,9 @@ type rangeReader struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	readAt func(ctx context.Context, p []byte, off int64) (int, error)
+	// view, when set, is tried first: the piece as a slice of the cache's
+	// RAM page (no buffer, no copy); ok false means read it with readAt.
+	view   func(ctx context.Context, off, n int64) (data []byte, ok bool, err error)
 	pool   *sync.Pool // of *[]byte with capacity piece
 	piece  int64
 	depth  int // the most pieces in flight
@@ -32,12 +35,13 @@ type rangeReader struct {
 	next, end int64 // next offset to fetch, end of the range
 	queue     []*pieceFetch
 	cur       *pieceFetch // being read by the caller
-	pos       int         // within cur.buf
+	pos       int         // within cur.data
 }
 
 type pieceFetch struct {
 	done chan struct{}
-	buf  *[]byte
+	data []byte  // the piece, once done: *buf, or a view
+	buf  *[]byte // from the pool; nil for a view
 	err  error
 }
 
@@ -62,20 +66,27 @@ func (r *rangeReader) fill() {
 		lo := r.next
 		hi := min((lo/r.piece+1)*r.piece, r.end)
 		r.next = hi
-		buf := r.pool.Get().(*[]byte)
-		*buf = (*buf)[:hi-lo]
-		f := &pieceFetch{done: make(chan struct{}), buf: buf}
+		f := &pieceFetch{done: make(chan struct{})}
 		r.queue = append(r.queue, f)
 		go func() {
 			defer close(f.done)
-			n, err := r.readAt(r.ctx, *f.buf, lo)
-			if n == len(*f.buf) && errors.Is(err, io.EOF) {
+			if r.view != nil {
+				data, ok, err := r.view(r.ctx, lo, hi-lo)
+				if ok || err != nil {
+					f.data, f.err = data, err
+					return
+				}
+			}
+			buf := r.pool.Get().(*[]byte)
+			*buf = (*buf)[:hi-lo]
+			n, err := r.readAt(r.ctx, *buf, lo)
+			if n == len(*buf) && errors.Is(err, io.EOF) {
 				err = nil
 			}
-			if err == nil && n < len(*f.buf) {
+			if err == nil && n < len(*buf) {
 				err = io.ErrUnexpectedEOF
 			}
-			f.err = err
+			f.data, f.buf, f.err = *buf, buf, err
 		}()
 	}
 }
@@ -103,9 +114,9 @@ func (r *rangeReader) prime() error {
 // advance makes r.cur a piece with unread bytes, waiting for its fetch; at
 // the end of the range it returns io.EOF.
 func (r *rangeReader) advance() error {
-	for r.cur == nil || r.pos == len(*r.cur.buf) {
+	for r.cur == nil || r.pos == len(r.cur.data) {
 		if r.cur != nil {
-			r.pool.Put(r.cur.buf) // consumed; its fetch has finished
+			r.release(r.cur) // consumed; its fetch has finished
 			r.cur = nil
 			r.window = min(2*r.window, r.depth)
 		}
@@ -133,7 +144,7 @@ func (r *rangeReader) Read(p []byte) (int, error) {
 	if err := r.advance(); err != nil {
 		return 0, err
 	}
-	n := copy(p, (*r.cur.buf)[r.pos:])
+	n := copy(p, r.cur.data[r.pos:])
 	r.pos += n
 	return n, nil
 }
@@ -151,13 +162,13 @@ func (r *rangeReader) WriteTo(w io.Writer) (int64, error) {
 			}
 			return total, err
 		}
-		n, err := w.Write((*r.cur.buf)[r.pos:])
+		n, err := w.Write(r.cur.data[r.pos:])
 		r.pos += n
 		total += int64(n)
 		if err != nil {
 			return total, err
 		}
-		if r.pos < len(*r.cur.buf) {
+		if r.pos < len(r.cur.data) {
 			return total, io.ErrShortWrite
 		}
 	}
@@ -168,9 +179,17 @@ func (r *rangeReader) WriteTo(w io.Writer) (int64, error) {
 func (r *rangeReader) Close() error {
 	r.cancel()
 	if r.cur != nil {
-		r.pool.Put(r.cur.buf)
+		r.release(r.cur)
 		r.cur = nil
 	}
 	r.queue = nil
 	return nil
+}
+
+// release gives a consumed piece's buffer back to the pool (a view has
+// none: it belongs to the page cache).
+func (r *rangeReader) release(f *pieceFetch) {
+	if f.buf != nil {
+		r.pool.Put(f.buf)
+	}
 }

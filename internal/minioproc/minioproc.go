@@ -71,6 +71,16 @@ func Start(ctx context.Context, bin, dir string) (*Server, error) {
 	return s, s.start(ctx)
 }
 
+// Pid is the MinIO process's ID; 0 when it is not running.
+func (s *Server) Pid() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cmd == nil || s.cmd.Process == nil {
+		return 0
+	}
+	return s.cmd.Process.Pid
+}
+
 // Stop kills the MinIO process, as if S3 went away. It is idempotent.
 func (s *Server) Stop() {
 	s.mu.Lock()

@@ -307,6 +307,9 @@ func (s *Server) handleHead(w http.ResponseWriter, r *http.Request) {
 	}
 	h.Set("Content-Length", strconv.FormatInt(m.Size, 10))
 	h.Set(HeaderChunkSize, strconv.FormatInt(s.cfg.ChunkSize, 10))
+	if s.cfg.Immutable {
+		h.Set("Cache-Control", "immutable") // clients may keep it too (internal/client)
+	}
 	w.WriteHeader(http.StatusOK)
 	s.observe(opHead, q.tenant.Name, metrics.ResultHitRAM, 0, q.start)
 }

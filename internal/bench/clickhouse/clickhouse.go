@@ -14,6 +14,7 @@ package clickhouse
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"time"
 
@@ -61,8 +62,19 @@ type cell struct {
 	// filled in the background behind reads of part of a chunk) and the
 	// nodes' chunk reads.
 	PageHits, PageMisses, BGFills float64
+	AheadFills                    float64 // chunks read ahead of a reader moving through a file
 	NodeRAM, NodeDisk, NodeMisses float64
-	Answer                        string
+	// CPU seconds of the run, by process: ClickHouse, the gateway, the cache
+	// nodes, and S3's side (MinIO and this process, which runs the link).
+	CPU    cpuSplit
+	Answer string
+}
+
+// cpuSplit is where a run's CPU time went, in seconds.
+type cpuSplit struct{ ClickHouse, Gateway, Nodes, S3 float64 }
+
+func (c cpuSplit) sub(o cpuSplit) cpuSplit {
+	return cpuSplit{c.ClickHouse - o.ClickHouse, c.Gateway - o.Gateway, c.Nodes - o.Nodes, c.S3 - o.S3}
 }
 
 // results holds every cell: [row][query][0 cold, 1 hot].
@@ -140,13 +152,14 @@ func measure(ctx context.Context, env benchkit.Env) (*results, error) {
 	// 0.6x the table (1.8x over three nodes), its disk 2x, each gateway's
 	// page cache 1.5x.
 	t := res.Load.Compressed
-	res.Cache = cacheConfig{Nodes: 3, ChunkSize: 4 << 20, RAMBytes: max(64<<20, t*6/10), DiskBytes: max(256<<20, 2*t), PageCacheBytes: max(64<<20, t*3/2)}
+	res.Cache = cacheConfig{Nodes: 3, ChunkSize: 4 << 20, RAMBytes: max(64<<20, t*6/10), DiskBytes: max(256<<20, 2*t), PageCacheBytes: max(64<<20, t*3/2),
+		ProfileDir: os.Getenv("BENCH_PROFILE_DIR")}
 
 	res.Cells = make([][][2]cell, len(rows))
 	for i := range res.Cells {
 		res.Cells[i] = make([][2]cell, len(queries))
 	}
-	m := &meter{ctx: ctx, ch: ch, link: link, checked: res.Checked}
+	m := &meter{ctx: ctx, ch: ch, link: link, minio: minio, checked: res.Checked}
 	for qi, q := range queries {
 		env.Logf("%s: row 1 (S3 directly)", q)
 		if res.Cells[0][qi], err = m.session(viaLink, false, q, nil, nil); err != nil {
@@ -181,7 +194,7 @@ func (m *meter) distcache(env benchkit.Env, bin, dir string, cfg cacheConfig, s3
 		return err
 	}
 	env.Logf("%s: row 3 (distcache cold, gateway G1)", q)
-	cells[2][qi], err = m.session(g1.endpoint, false, q, []string{g1.metrics}, cl.nodeStats)
+	cells[2][qi], err = m.session(g1.endpoint, false, q, g1, cl)
 	g1.stop()
 	if err != nil {
 		return fmt.Errorf("row 3, %s: %w\ngateway log:\n%s", q, err, g1.logTail())
@@ -192,11 +205,11 @@ func (m *meter) distcache(env benchkit.Env, bin, dir string, cfg cacheConfig, s3
 	}
 	defer g2.stop()
 	env.Logf("%s: row 4 (distcache warm, fresh gateway G2)", q)
-	if cells[3][qi], err = m.session(g2.endpoint, false, q, []string{g2.metrics}, cl.nodeStats); err != nil {
+	if cells[3][qi], err = m.session(g2.endpoint, false, q, g2, cl); err != nil {
 		return fmt.Errorf("row 4, %s: %w\ngateway log:\n%s", q, err, g2.logTail())
 	}
 	env.Logf("%s: row 5 (distcache, G2's RAM warm)", q)
-	if cells[4][qi], err = m.session(g2.endpoint, false, q, []string{g2.metrics}, cl.nodeStats); err != nil {
+	if cells[4][qi], err = m.session(g2.endpoint, false, q, g2, cl); err != nil {
 		return fmt.Errorf("row 5, %s: %w\ngateway log:\n%s", q, err, g2.logTail())
 	}
 	return nil
@@ -207,6 +220,7 @@ type meter struct {
 	ctx     context.Context
 	ch      *chdb
 	link    *Link
+	minio   *minioproc.Server
 	checked map[string]string
 }
 
@@ -214,6 +228,22 @@ type snapshot struct {
 	s3      Counts
 	gateway metrics
 	nodes   metrics
+	cpu     cpuSplit
+}
+
+// cpu reads the CPU time of the processes of a run so far.
+func (m *meter) cpu(chPid int, gw *gatewayProc, cl *cluster) cpuSplit {
+	secs := func(pid int) float64 { return benchkit.PidCPU(pid).Seconds() }
+	c := cpuSplit{ClickHouse: secs(chPid), S3: secs(m.minio.Pid()) + benchkit.ProcessCPU().Seconds()}
+	if gw != nil {
+		c.Gateway = secs(gw.cmd.Process.Pid)
+	}
+	if cl != nil {
+		for _, p := range cl.nodes {
+			c.Nodes += secs(p.cmd.Process.Pid)
+		}
+	}
+	return c
 }
 
 func (m *meter) snap(gw, nodes []string) (snapshot, error) {
@@ -234,7 +264,14 @@ func (m *meter) snap(gw, nodes []string) (snapshot, error) {
 
 // session is one fresh ClickHouse process on ep: the query cold, then hot,
 // then (scattered) its checksum, which must equal every other row's.
-func (m *meter) session(ep endpoint, fsCache bool, q string, gw, nodes []string) (out [2]cell, err error) {
+func (m *meter) session(ep endpoint, fsCache bool, q string, g *gatewayProc, cl *cluster) (out [2]cell, err error) {
+	var gw, nodes []string
+	if g != nil {
+		gw = []string{g.metrics}
+	}
+	if cl != nil {
+		nodes = cl.nodeStats
+	}
 	s, err := m.ch.serve(m.ctx, ep, fsCache)
 	if err != nil {
 		return out, err
@@ -249,15 +286,18 @@ func (m *meter) session(ep endpoint, fsCache bool, q string, gw, nodes []string)
 		if err != nil {
 			return out, err
 		}
+		before.cpu = m.cpu(s.cmd.Process.Pid, g, cl)
 		r, err := s.run(q)
 		if err != nil {
 			return out, err
 		}
+		cpuAfter := m.cpu(s.cmd.Process.Pid, g, cl)
 		after, err := m.snap(gw, nodes)
 		if err != nil {
 			return out, err
 		}
-		c := cell{Seconds: r.Seconds, S3: after.s3.Sub(before.s3),
+		after.cpu = cpuAfter
+		c := cell{Seconds: r.Seconds, S3: after.s3.Sub(before.s3), CPU: after.cpu.sub(before.cpu),
 			CHGets: r.Events["S3GetObject"], CHBytes: r.Events["ReadBufferFromS3Bytes"],
 			CHCacheBytes: r.Events["CachedReadBufferReadFromCacheBytes"]}
 		if gw != nil {
@@ -265,6 +305,7 @@ func (m *meter) session(ep endpoint, fsCache bool, q string, gw, nodes []string)
 			c.PageHits = d.sum("distcache_client_page_cache_requests_total", `result="hit"`)
 			c.PageMisses = d.sum("distcache_client_page_cache_requests_total", `result="miss"`)
 			c.BGFills = d.sum("distcache_client_page_fills_total", `mode="background"`)
+			c.AheadFills = d.sum("distcache_client_page_fills_total", `mode="ahead"`)
 		}
 		if nodes != nil {
 			d := after.nodes.sub(before.nodes)

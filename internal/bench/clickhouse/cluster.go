@@ -111,6 +111,18 @@ type cacheConfig struct {
 	RAMBytes       int64 // per node
 	DiskBytes      int64 // per node
 	PageCacheBytes int64 // per gateway
+	// ProfileDir (BENCH_PROFILE_DIR): every cachenode process writes a CPU
+	// profile of its whole life there (DISTCACHE_CPU_PROFILE).
+	ProfileDir string
+}
+
+// profileEnv is the environment that makes process name (of the cache in
+// dir) write its CPU profile, if profiles are asked for.
+func (c cacheConfig) profileEnv(dir, name string) []string {
+	if c.ProfileDir == "" {
+		return nil
+	}
+	return []string{"DISTCACHE_CPU_PROFILE=" + filepath.Join(c.ProfileDir, filepath.Base(dir)+"-"+name+".cpu.pprof")}
 }
 
 // cluster is a distcache on loopback, as hack/stack.sh starts it: cache
@@ -182,7 +194,7 @@ func startCluster(ctx context.Context, bin, dir string, cfg cacheConfig, s3 endp
 	}
 	for i, n := range names {
 		p, err := startProcess(bin, filepath.Join(dir, n+".log"), n,
-			[]string{"AWS_ACCESS_KEY_ID=" + s3.AccessKey, "AWS_SECRET_ACCESS_KEY=" + s3.SecretKey},
+			append(cfg.profileEnv(dir, n), "AWS_ACCESS_KEY_ID="+s3.AccessKey, "AWS_SECRET_ACCESS_KEY="+s3.SecretKey),
 			"serve", "--node-name", n, "--ring-file", ringFile,
 			"--listen", api[i], "--metrics-listen", ops[i],
 			"--tls-cert", filepath.Join(certs, "node-"+n+".crt"), "--tls-key", filepath.Join(certs, "node-"+n+".key"),
@@ -219,7 +231,7 @@ func (c *cluster) startGateway(ctx context.Context, bucket string) (*gatewayProc
 	key, secret := "bench-"+randomHex(6), randomHex(20)
 	certs := filepath.Join(c.dir, "certs")
 	p, err := startProcess(c.bin, filepath.Join(c.dir, name+".log"), name,
-		[]string{"DISTCACHE_SECRET_KEY=" + secret},
+		append(c.cfg.profileEnv(c.dir, name), "DISTCACHE_SECRET_KEY="+secret),
 		"gateway", "--listen", listen, "--metrics-listen", ops, "--nodes", strings.Join(c.nodeURLs, ","),
 		"--tls-cert", filepath.Join(certs, "tenant-"+c.tenant+".crt"), "--tls-key", filepath.Join(certs, "tenant-"+c.tenant+".key"),
 		"--ca", filepath.Join(certs, "ca.crt"), "--access-key", key,

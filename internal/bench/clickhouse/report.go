@@ -3,6 +3,7 @@ package clickhouse
 import (
 	"fmt"
 	"path/filepath"
+	"runtime"
 	"strings"
 
 	"github.com/distcache/distcache/internal/bench/benchkit"
@@ -116,6 +117,25 @@ func report(env benchkit.Env, r *results) (benchkit.Section, error) {
 		src.Rows = append(src.Rows, line)
 	}
 	b.WriteString(src.Markdown())
+
+	p("\nWhere the CPU went (seconds of CPU time during the run, user + system, every process on this machine's %d cores): ", runtime.NumCPU())
+	p("ClickHouse / the gateway / the cache nodes / S3's side (MinIO, and the bench process that runs the link).\n\n")
+	cpu := benchkit.Table{Header: src.Header}
+	for ri, row := range rows {
+		line := []string{row.Name}
+		for qi := range queries {
+			for h := 0; h < 2; h++ {
+				c := r.Cells[ri][qi][h].CPU
+				s := fmt.Sprintf("CH %.2f", c.ClickHouse)
+				if ri >= 2 {
+					s += fmt.Sprintf(" / gw %.2f / nodes %.2f", c.Gateway, c.Nodes)
+				}
+				line = append(line, s+fmt.Sprintf(" / S3 %.2f", c.S3))
+			}
+		}
+		cpu.Rows = append(cpu.Rows, line)
+	}
+	b.WriteString(cpu.Markdown())
 	p("\nEvery run gave the same answer: full scan %s rows; scattered query (count, sum of row hashes) %s.\n\n",
 		r.Checked["full"], r.Checked["scattered"])
 
@@ -160,8 +180,8 @@ func sourceCell(ri int, c cell) string {
 		s += fmt.Sprintf(", %s from local cache", size(c.CHCacheBytes))
 	}
 	if ri >= 2 {
-		s += fmt.Sprintf("; page cache %.0f/%.0f hit; nodes %.0f RAM, %.0f disk, %.0f S3",
-			c.PageHits, c.PageHits+c.PageMisses, c.NodeRAM, c.NodeDisk, c.NodeMisses)
+		s += fmt.Sprintf("; page cache %.0f/%.0f hit, %.0f read ahead; nodes %.0f RAM, %.0f disk, %.0f S3",
+			c.PageHits, c.PageHits+c.PageMisses, c.AheadFills, c.NodeRAM, c.NodeDisk, c.NodeMisses)
 	}
 	return s
 }

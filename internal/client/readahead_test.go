@@ -1,0 +1,238 @@
+package client_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/distcache/distcache/internal/client"
+	"github.com/distcache/distcache/internal/testutil/nodecluster"
+)
+
+// statRequests is the number of metadata lookups the nodes answered.
+func statRequests(c *nodecluster.Cluster) float64 {
+	return c.Sum("distcache_requests_total", map[string]string{"op": "head"})
+}
+
+// A scan made of many small separate reads (as ClickHouse reads a column
+// file) gets the chunks ahead of it fetched into the page cache, so most of
+// its reads find their chunk in RAM; random reads get nothing read ahead.
+func TestReadAheadAcrossSeparateReads(t *testing.T) {
+	c := nodecluster.Start(t, 3)
+	cl, reg := newClient(t, c, c.TenantTLS("team-a"), func(cfg *client.Config) { cfg.PageCacheBytes = 64 << 20 })
+	ctx := context.Background()
+	r := rand.New(rand.NewPCG(21, 22))
+	data := randomBytes(r, 12*cs)
+	c.PutDirect("bucket-a", "column.bin", data)
+	m, err := cl.Stat(ctx, "bucket-a", "column.bin")
+	must(t, err)
+
+	ahead := func() float64 {
+		return nodecluster.Gather(t, reg, "distcache_client_page_fills_total", map[string]string{"mode": "ahead"})
+	}
+	// Random single reads of separate chunks: no read-ahead.
+	for _, idx := range []int64{9, 2, 6} {
+		p := make([]byte, 100)
+		_, err := cl.ReadAt(ctx, "bucket-a", "column.bin", m, p, idx*cs+5)
+		must(t, err)
+		if !bytes.Equal(p, data[idx*cs+5:idx*cs+105]) {
+			t.Fatalf("read in chunk %d differs", idx)
+		}
+	}
+	if n := ahead(); n != 0 {
+		t.Fatalf("random reads read %v chunks ahead, want 0", n)
+	}
+
+	// A scan in reads of a quarter chunk, one at a time.
+	step := int64(cs / 4)
+	for off := int64(0); off < int64(len(data)); off += step {
+		p := make([]byte, step)
+		_, err := cl.ReadAt(ctx, "bucket-a", "column.bin", m, p, off)
+		must(t, err)
+		if !bytes.Equal(p, data[off:off+step]) {
+			t.Fatalf("scan read at %d differs", off)
+		}
+	}
+	if n := ahead(); n < 3 {
+		t.Fatalf("a scan of 12 chunks read %v chunks ahead, want at least 3", n)
+	}
+	// What was read ahead and filled behind the reads ends up in the page
+	// cache: once every chunk is there, reading the whole object again
+	// costs no node request.
+	waitFor(t, "every chunk in the page cache", func() bool {
+		for idx := int64(0); idx < 12; idx++ {
+			if _, ok, err := cl.View(ctx, "bucket-a", "column.bin", m, idx*cs, 10); !ok || err != nil {
+				return false
+			}
+		}
+		return true
+	})
+	before := chunkRequests(c)
+	all := make([]byte, len(data))
+	_, err = cl.ReadAt(ctx, "bucket-a", "column.bin", m, all, 0)
+	must(t, err)
+	if !bytes.Equal(all, data) {
+		t.Fatal("re-read differs")
+	}
+	if n := chunkRequests(c) - before; n != 0 {
+		t.Fatalf("re-read made %v chunk requests, want 0", n)
+	}
+}
+
+// waitFor polls cond for up to a minute.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// View hands out the page cache's bytes of a range without a copy: a
+// cached chunk, or at least half a chunk (fetched whole); a small part of
+// an uncached chunk is left to ReadAt.
+func TestView(t *testing.T) {
+	c := nodecluster.Start(t, 1)
+	cl, _ := newClient(t, c, c.TenantTLS("team-a"), func(cfg *client.Config) { cfg.PageCacheBytes = 64 << 20 })
+	ctx := context.Background()
+	r := rand.New(rand.NewPCG(23, 24))
+	data := randomBytes(r, 3*cs+1000)
+	c.PutDirect("bucket-a", "v.bin", data)
+	m, err := cl.Stat(ctx, "bucket-a", "v.bin")
+	must(t, err)
+
+	if _, ok, err := cl.View(ctx, "bucket-a", "v.bin", m, 10, 100); ok || err != nil {
+		t.Fatalf("View of a small part of an uncached chunk: ok %v, err %v; want false, nil", ok, err)
+	}
+	if _, ok, err := cl.View(ctx, "bucket-a", "v.bin", m, cs-10, 20); ok || err != nil {
+		t.Fatalf("View across two chunks: ok %v, err %v; want false, nil", ok, err)
+	}
+	v, ok, err := cl.View(ctx, "bucket-a", "v.bin", m, cs+7, cs-7)
+	if err != nil || !ok || !bytes.Equal(v, data[cs+7:2*cs]) {
+		t.Fatalf("View of most of chunk 1: ok %v, err %v, equal %v", ok, err, bytes.Equal(v, data[cs+7:2*cs]))
+	}
+	before := chunkRequests(c)
+	v, ok, err = cl.View(ctx, "bucket-a", "v.bin", m, cs+100, 50)
+	if err != nil || !ok || !bytes.Equal(v, data[cs+100:cs+150]) {
+		t.Fatalf("View of a small part of a cached chunk: ok %v, err %v", ok, err)
+	}
+	if cap(v) != len(v) {
+		t.Fatalf("a view has room past its range (cap %d, len %d): an append would write into the page", cap(v), len(v))
+	}
+	last := int64(len(data)) - 1000
+	v, ok, err = cl.View(ctx, "bucket-a", "v.bin", m, last, 1000)
+	if err != nil || !ok || !bytes.Equal(v, data[last:]) {
+		t.Fatalf("View of the whole last chunk: ok %v, err %v", ok, err)
+	}
+	if got := chunkRequests(c) - before; got != 1 {
+		t.Fatalf("views made %v chunk requests, want 1 (the last chunk)", got)
+	}
+
+	// A version that is gone: the error, not stale bytes.
+	c.PutDirect("bucket-a", "v.bin", randomBytes(r, len(data)))
+	c.Clock.Advance(2 * time.Minute)
+	_, ok, err = cl.View(ctx, "bucket-a", "v.bin", m, 2*cs, cs)
+	if ok || !errors.Is(err, client.ErrChanged) {
+		t.Fatalf("View of an overwritten version's uncached chunk: ok %v, err %v; want ErrChanged", ok, err)
+	}
+}
+
+// Nodes of an immutable cache mark their metadata so; the client keeps it
+// and does not ask again, except after its own writes and deletes, after
+// Forget, or when a read finds the version gone. Metadata of other caches
+// is never kept.
+func TestImmutableMetadataIsKept(t *testing.T) {
+	ctx := context.Background()
+	r := rand.New(rand.NewPCG(25, 26))
+
+	mutable := nodecluster.Start(t, 1)
+	cl, _ := newClient(t, mutable, mutable.TenantTLS("team-a"), nil)
+	mutable.PutDirect("bucket-a", "m.bin", randomBytes(r, 100))
+	for range 3 {
+		_, err := cl.Stat(ctx, "bucket-a", "m.bin")
+		must(t, err)
+	}
+	if n := statRequests(mutable); n != 3 {
+		t.Fatalf("3 Stats of a mutable cache's object made %v metadata requests, want 3", n)
+	}
+
+	c := nodecluster.StartWith(t, 2, nodecluster.Options{Immutable: true})
+	cl, _ = newClient(t, c, c.TenantTLS("team-a"), nil)
+	v1 := randomBytes(r, 2*cs)
+	c.PutDirect("bucket-a", "i.bin", v1)
+	m1, err := cl.Stat(ctx, "bucket-a", "i.bin")
+	must(t, err)
+	for range 5 {
+		m, err := cl.Stat(ctx, "bucket-a", "i.bin")
+		must(t, err)
+		if m != m1 {
+			t.Fatalf("kept metadata %+v, want %+v", m, m1)
+		}
+	}
+	if n := statRequests(c); n != 1 {
+		t.Fatalf("6 Stats of an immutable cache's object made %v metadata requests, want 1", n)
+	}
+	if _, err := cl.Stat(ctx, "bucket-a", "missing.bin"); !errors.Is(err, client.ErrNotFound) {
+		t.Fatalf("Stat of a missing object: %v", err)
+	}
+	if _, err := cl.Stat(ctx, "bucket-a", "missing.bin"); !errors.Is(err, client.ErrNotFound) {
+		t.Fatalf("Stat of a missing object again: %v", err)
+	}
+	if n := statRequests(c); n != 3 {
+		t.Fatalf("a missing object was kept: %v metadata requests, want 3", n)
+	}
+
+	// The client's own write replaces it.
+	v2 := randomBytes(r, 2*cs)
+	m2, err := cl.Put(ctx, "bucket-a", "i.bin", bytes.NewReader(v2), int64(len(v2)), "")
+	must(t, err)
+	if m, err := cl.Stat(ctx, "bucket-a", "i.bin"); err != nil || m.ETag != m2.ETag {
+		t.Fatalf("Stat after Put: %+v, %v; want ETag %s", m, err, m2.ETag)
+	}
+	// Forget drops it (the gateway's passthrough writes).
+	before := statRequests(c)
+	cl.Forget("bucket-a", "i.bin")
+	_, err = cl.Stat(ctx, "bucket-a", "i.bin")
+	must(t, err)
+	if n := statRequests(c) - before; n != 1 {
+		t.Fatalf("Stat after Forget made %v metadata requests, want 1", n)
+	}
+	// Delete drops it.
+	must(t, cl.Delete(ctx, "bucket-a", "i.bin"))
+	if _, err := cl.Stat(ctx, "bucket-a", "i.bin"); !errors.Is(err, client.ErrNotFound) {
+		t.Fatalf("Stat after Delete: %v, want ErrNotFound", err)
+	}
+}
+
+// A read that finds the kept version gone drops it: the next Stat asks a
+// node (the gateway's retry of an overwritten object relies on it).
+func TestKeptMetadataIsDroppedWhenTheVersionIsGone(t *testing.T) {
+	ctx := context.Background()
+	r := rand.New(rand.NewPCG(27, 28))
+	c := nodecluster.StartWith(t, 1, nodecluster.Options{Immutable: true})
+	cl, _ := newClient(t, c, c.TenantTLS("team-a"), nil)
+	c.PutDirect("bucket-a", "o.bin", randomBytes(r, 2*cs))
+	m1, err := cl.Stat(ctx, "bucket-a", "o.bin")
+	must(t, err)
+	// Overwritten behind the cache (against the immutable contract): the
+	// node still has the old metadata but no chunk of it; S3 refuses the
+	// old ETag.
+	v2 := randomBytes(r, 2*cs)
+	c.PutDirect("bucket-a", "o.bin", v2)
+	p := make([]byte, 10)
+	if _, err := cl.ReadAt(ctx, "bucket-a", "o.bin", m1, p, 0); !errors.Is(err, client.ErrChanged) {
+		t.Fatalf("read of the overwritten version: %v, want ErrChanged", err)
+	}
+	before := statRequests(c)
+	_, err = cl.Stat(ctx, "bucket-a", "o.bin")
+	must(t, err)
+	if n := statRequests(c) - before; n != 1 {
+		t.Fatalf("Stat after ErrChanged made %v metadata requests, want 1 (the kept version was not dropped)", n)
+	}
+}
