@@ -159,7 +159,8 @@ func scrapeConfig(nodes []*cacheNode) string {
 }
 
 // waitIngested waits until Prometheus holds the nodes' current totals of
-// family, so rates over the last minute include everything done so far.
+// family, and at least two samples of each of its series, so rates over the
+// last minutes include everything done so far.
 func waitIngested(t *testing.T, prom *promClient, nodes []*cacheNode, family string) {
 	t.Helper()
 	waitFor(t, 30*time.Second, "prometheus ingesting "+family, func() error {
@@ -177,6 +178,15 @@ func waitIngested(t *testing.T, prom *promClient, nodes []*cacheNode, family str
 		}
 		if got := r.values(); len(got) != 1 || got[0] != want || want == 0 {
 			return fmt.Errorf("prometheus has %v, the nodes %v", got, want)
+		}
+		// A rate needs two samples of a series: a series that appeared at
+		// the last scrape (the first hit of a tier) has one.
+		r, err = prom.query(fmt.Sprintf(`min(count_over_time(%s{namespace=%q,service=%q}[5m]))`, family, testNamespace, testCache))
+		if err != nil {
+			return err
+		}
+		if got := r.values(); len(got) != 1 || got[0] < 2 {
+			return fmt.Errorf("a series of %s has fewer than 2 samples (fewest: %v)", family, got)
 		}
 		return nil
 	})
