@@ -47,7 +47,8 @@ var _ = Describe("a DistributedCache on a real cluster", Ordered, func() {
 	}, NodeTimeout(5*time.Minute))
 
 	// waitRingSettled waits until every Ready cache node and the gateway
-	// route by the ring the operator last published, and returns its epoch.
+	// route by the ring the operator last published, with no member skipped
+	// by the gateway, and returns its epoch.
 	waitRingSettled := func(ctx context.Context) int64 {
 		GinkgoHelper()
 		var epoch int64
@@ -66,6 +67,9 @@ var _ = Describe("a DistributedCache on a real cluster", Ordered, func() {
 			m, err := scrape(ctx, gwIP, gatewayMetrics)
 			g.Expect(err).NotTo(HaveOccurred())
 			g.Expect(m.sum(mClientEpoch, nil)).To(BeEquivalentTo(epoch), "the gateway routes by the published ring")
+			// A member that failed moments ago (a pod that just came back
+			// under its stable name) is tried last for a few seconds.
+			g.Expect(m.sum(mClientSkipped, nil)).To(BeZero(), "the gateway skips no member")
 		}).WithTimeout(ringTimeout).WithPolling(time.Second).Should(Succeed())
 		fmt.Fprintf(GinkgoWriter, "ring epoch %d reached every node and the gateway in %s\n", epoch, time.Since(start).Round(time.Second))
 		AddReportEntry(fmt.Sprintf("ring epoch %d settled", epoch), fmt.Sprintf("every Ready node and the gateway route by it %s after the wait began", time.Since(start).Round(100*time.Millisecond)))

@@ -27,7 +27,8 @@ const (
 	mRAMCapacity   = "distcache_store_ram_capacity_bytes"
 	mRingEpoch     = "distcache_ring_epoch"
 	mClientEpoch   = "distcache_client_ring_epoch" // the gateway's
-	gatewayMetrics = 9091                          // the gateway's --metrics-listen
+	mClientSkipped = "distcache_client_members_skipped"
+	gatewayMetrics = 9091 // the gateway's --metrics-listen
 )
 
 // sample is one line of the Prometheus text format.

@@ -191,7 +191,7 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 	c.http = &http.Client{Transport: rt, CheckRedirect: func(*http.Request, []*http.Request) error {
 		return http.ErrUseLastResponse // the node API never redirects; a redirect would change the key
 	}}
-	if c.metrics, err = newMetrics(cfg.Registerer); err != nil {
+	if c.metrics, err = newMetrics(cfg.Registerer, c.skipped); err != nil {
 		return nil, fmt.Errorf("client: metrics: %w", err)
 	}
 	if cfg.PageCacheBytes > 0 {
@@ -332,6 +332,20 @@ func (c *Client) isDown(addr string, now time.Time) bool {
 	c.downMu.Lock()
 	defer c.downMu.Unlock()
 	return now.Before(c.down[addr])
+}
+
+// skipped counts the members isDown skips now.
+func (c *Client) skipped() float64 {
+	now := time.Now()
+	c.downMu.Lock()
+	defer c.downMu.Unlock()
+	n := 0
+	for _, until := range c.down {
+		if now.Before(until) {
+			n++
+		}
+	}
+	return float64(n)
 }
 
 func (c *Client) markDown(addr string) {

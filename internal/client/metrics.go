@@ -38,7 +38,8 @@ type clientMetrics struct {
 	all           []prometheus.Collector
 }
 
-func newMetrics(reg prometheus.Registerer) (*clientMetrics, error) {
+// newMetrics makes the series; skipped counts the members skipped now.
+func newMetrics(reg prometheus.Registerer, skipped func() float64) (*clientMetrics, error) {
 	const ns, sub = "distcache", "client"
 	m := &clientMetrics{
 		reg: reg,
@@ -67,7 +68,11 @@ func newMetrics(reg prometheus.Registerer) (*clientMetrics, error) {
 			Help: "Ring fetches by outcome (updated: a newer epoch, unchanged, error: no member answered).",
 		}, []string{"result"}),
 	}
-	m.all = []prometheus.Collector{m.pageCache, m.pageFills, m.requests, m.failovers, m.ringEpoch, m.ringRefreshes}
+	skippedGauge := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Namespace: ns, Subsystem: sub, Name: "members_skipped",
+		Help: "Members the client skips (tries only after all others) because a request to them failed in the last 5 seconds.",
+	}, skipped)
+	m.all = []prometheus.Collector{m.pageCache, m.pageFills, m.requests, m.failovers, m.ringEpoch, m.ringRefreshes, skippedGauge}
 	if reg == nil {
 		return m, nil
 	}
