@@ -76,7 +76,13 @@ const (
 type usage struct {
 	measured int64 // du of Dir at the last measurement
 	lsm      int64 // bytes of LSM tables (.sst) at the last measurement
-	pending  int64 // bytes written since the last measurement started
+	// pending is charged bytes a measurement has not seen: writes in flight
+	// (admitted, perhaps still waiting for badger) and writes that finished
+	// after the last measurement started.
+	pending int64
+	// done is the part of pending whose writes have finished: only those are
+	// on disk for the next measurement to see.
+	done int64
 	fsFree   int64 // free bytes on the filesystem at the last measurement, -1 unknown (fsroom.go)
 }
 
@@ -109,6 +115,14 @@ func (s *Store) estimateLocked() int64 {
 func (s *Store) charge(n int64) {
 	s.mu.Lock()
 	s.usage.pending += n
+	s.mu.Unlock()
+}
+
+// wrote says the write charged n has finished (or failed): from now on a
+// measurement sees whatever it put on disk.
+func (s *Store) wrote(n int64) {
+	s.mu.Lock()
+	s.usage.done += n
 	s.mu.Unlock()
 }
 
@@ -170,8 +184,12 @@ func (s *Store) poke() {
 
 // measure sums st_blocks of every file under Dir. gcMu must be held.
 func (s *Store) measure() {
+	// Only writes finished before the walk starts are surely in it; writes
+	// still in flight (admitted puts queued behind badger's writer or a GC
+	// holding writeGate, many under load) stay charged. Dropping them was
+	// how a busy store went past its bound.
 	s.mu.Lock()
-	before := s.usage.pending
+	before := s.usage.done
 	s.mu.Unlock()
 	total, lsm, err := dirUsage(s.opts.Dir)
 	free, ferr := fsAvailable(s.opts.Dir)
@@ -185,7 +203,8 @@ func (s *Store) measure() {
 	s.mu.Lock()
 	s.usage.measured = total
 	s.usage.lsm = lsm
-	s.usage.pending -= before // writes during the walk stay charged
+	s.usage.pending -= before // writes finishing during the walk stay charged
+	s.usage.done -= before
 	s.noteFilesystemLocked(free, ferr)
 	s.mu.Unlock()
 }

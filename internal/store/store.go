@@ -611,6 +611,7 @@ func (s *Store) PutChunk(id chunk.ID, data []byte) error {
 		s.writeGate.RLock()
 		err = s.db.Update(func(txn *badger.Txn) error { return txn.SetEntry(badger.NewEntry(key, val)) })
 		s.writeGate.RUnlock()
+		s.wrote(cost)
 		if err == nil && s.hooks != nil && s.hooks.putIndex != nil {
 			s.hooks.putIndex(ks)
 		}
@@ -769,6 +770,7 @@ func (s *Store) deleteKeys(keys [][]byte) error {
 		cost += deleteCost(len(k))
 	}
 	s.charge(cost)
+	defer s.wrote(cost) // after the commit and RUnlock below
 	s.writeGate.RLock()
 	defer s.writeGate.RUnlock()
 	txn := s.db.NewTransaction(true)
@@ -839,6 +841,7 @@ func (s *Store) PutMeta(o chunk.Object, m chunk.Meta) error {
 	s.writeGate.RLock()
 	err = s.db.Update(func(txn *badger.Txn) error { return txn.Set(key, val) })
 	s.writeGate.RUnlock()
+	s.wrote(cost)
 	if err != nil {
 		s.errors.Add(1)
 		return fmt.Errorf("store: put metadata %s: %w", o, err)
