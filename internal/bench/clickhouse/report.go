@@ -162,8 +162,9 @@ func report(env benchkit.Env, r *results) (benchkit.Section, error) {
 		benchkit.Ratio(c(0, fi, 0).Seconds, c(1, fi, 1).Seconds), benchkit.Ratio(c(0, fi, 0).Seconds, c(4, fi, 0).Seconds))
 	p("- Scattered query, row 4 within %.1fx of row 2 hot (ClickHouse's local filesystem cache): row 4 cold / row 2 hot = **%.2fx**: %s. ",
 		goalScatteredWithin, scat, met(scat > 0 && scat <= goalScatteredWithin))
-	p("Row 4 cold is a fresh ClickHouse process, row 2 hot a warm one; like for like, row 4 hot / row 2 hot = %s and row 5 cold (gateway RAM warm, fresh process) / row 2 hot = %s.\n\n",
+	p("Row 4 cold is a fresh ClickHouse process, row 2 hot a warm one; like for like, row 4 hot / row 2 hot = %s and row 5 cold (gateway RAM warm, fresh process) / row 2 hot = %s.\n",
 		benchkit.Ratio(c(3, si, 1).Seconds, c(1, si, 1).Seconds), benchkit.Ratio(c(4, si, 0).Seconds, c(1, si, 1).Seconds))
+	p("- What bounds them here: %s\n\n", bounds(r))
 
 	p("**Reading it.** ")
 	b.WriteString(reading(r))
@@ -184,6 +185,34 @@ func sourceCell(ri int, c cell) string {
 			c.PageHits, c.PageHits+c.PageMisses, c.AheadFills, c.NodeRAM, c.NodeDisk, c.NodeMisses)
 	}
 	return s
+}
+
+// bounds explains, from the CPU table, what limits rows 4 and 5 on this
+// machine: every process shares its cores, so a run cannot be shorter than
+// the CPU time of all of them divided by the cores.
+func bounds(r *results) string {
+	fi, si := indexOf("full"), indexOf("scattered")
+	c := func(ri, qi, h int) cell { return r.Cells[ri][qi][h] }
+	cores := float64(runtime.NumCPU())
+	total := func(x cell) float64 { return x.CPU.ClickHouse + x.CPU.Gateway + x.CPU.Nodes + x.CPU.S3 }
+	r4, r5, r1, r2h := c(3, fi, 0), c(4, fi, 0), c(0, fi, 0), c(1, fi, 1)
+	var s []string
+	s = append(s, fmt.Sprintf("the full scan is bound by CPU on these %.0f cores. Row 4 used %.2f CPU-seconds in %.2f s: "+
+		"ClickHouse %.2f, the gateway %.2f, the three cache nodes %.2f (on other machines in a deployment; here they share "+
+		"ClickHouse's cores), so it cannot run in less than %.2f s here; without the cache nodes' CPU that bound is %.2f s "+
+		"(row 1 cold takes %s that). "+
+		"Row 5 (no node traffic) used %.2f CPU-seconds (%.2f s at the least) and row 2 hot, from local files, %.2f. "+
+		"Row 1 is slowed the other way: the S3 side (MinIO and the toxiproxy link, on this machine too) used %.2f CPU-seconds "+
+		"beside ClickHouse's %.2f.",
+		cores, total(r4), r4.Seconds, r4.CPU.ClickHouse, r4.CPU.Gateway, r4.CPU.Nodes, total(r4)/cores,
+		(total(r4)-r4.CPU.Nodes)/cores, benchkit.Ratio(r1.Seconds, (total(r4)-r4.CPU.Nodes)/cores),
+		total(r5), total(r5)/cores, total(r2h), r1.CPU.S3, r1.CPU.ClickHouse))
+	s4h, s2h := c(3, si, 1), c(1, si, 1)
+	s = append(s, fmt.Sprintf("For the scattered query, ClickHouse reads %s from a remote disk for the %s it reads from its local cache "+
+		"(it asks for ranges to the end of each column file and fills a read buffer), and its own CPU time in row 4 hot, %.3f s, "+
+		"is %s row 2 hot's whole run (%.3f s).",
+		size(s4h.CHBytes), size(s2h.CHCacheBytes), s4h.CPU.ClickHouse, benchkit.Ratio(s4h.CPU.ClickHouse, s2h.Seconds)+" of", s2h.Seconds))
+	return strings.Join(s, " ")
 }
 
 // reading is the "Reading it" paragraph, computed from the numbers.
@@ -215,12 +244,18 @@ func reading(r *results) string {
 		"compute node in %.2f s from the gateway's RAM.",
 		c(2, fi, 0).Seconds, benchkit.Ratio(c(2, fi, 0).Seconds, c(0, fi, 0).Seconds), size(r.Cache.ChunkSize), c(2, fi, 0).S3.GETs,
 		c(3, fi, 0).Seconds, c(3, fi, 0).S3.GETs, c(3, fi, 0).NodeRAM+c(3, fi, 0).NodeDisk, c(4, fi, 0).Seconds))
+	s = append(s, fmt.Sprintf("ClickHouse reads each column file as a few hundred ranged GETs from several threads, not in order; "+
+		"the gateway sees a scan in them (a read of chunk i after a read of chunk i-1) and reads the next chunks into its page "+
+		"cache ahead of the requests (%.0f chunks read ahead in row 4, %.0f in row 3), so most GETs find their chunk in RAM "+
+		"(%.0f of %.0f lookups in row 4).",
+		c(3, fi, 0).AheadFills, c(2, fi, 0).AheadFills, c(3, fi, 0).PageHits, c(3, fi, 0).PageHits+c(3, fi, 0).PageMisses))
 	s = append(s, fmt.Sprintf("The scattered query needs %s of compressed data (what row 2 hot read from its local cache), "+
 		"but ClickHouse asks a remote disk for ranges that run on to the end of the column file and stops reading when it has "+
 		"what it needs: it took %s from its endpoint (S3 or gateway) each time. Behind the gateway such a range costs the "+
 		"chunk it starts in (the bytes asked for at once, the whole chunk into the gateway's page cache in the background: "+
-		"%.0f such fills) and, as it runs to the end of a file longer than --parallelism chunks, one chunk read ahead, "+
-		"widening as the client keeps reading. The fresh gateway of row 4 made %.0f chunk reads on the nodes (at most %s) for it. "+
+		"%.0f such fills; or the whole chunk at once when the range covers half of it or more) and, as it runs to the end of "+
+		"a file longer than --parallelism chunks, one chunk read ahead, widening as the client keeps reading. "+
+		"The fresh gateway of row 4 made %.0f chunk reads on the nodes (at most %s) for it. "+
 		"That, and the fresh ClickHouse process loading marks and the primary index over the network (row 5 cold, "+
 		"everything in the gateway's RAM, still took %.3f s against %.3f s hot), is where row 4's %.3f s go, against "+
 		"%.3f s for row 2 hot and %.3f s for S3 cold.",
