@@ -6,9 +6,10 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"syscall"
 	"time"
+
+	"github.com/distcache/distcache/internal/bench/benchkit"
 )
 
 // setPdeathsig makes the kernel kill the child if this process dies
@@ -17,37 +18,8 @@ func setPdeathsig(cmd *exec.Cmd) {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 }
 
-// clockTick is USER_HZ, the unit of /proc/<pid>/stat times (100 on every
-// Linux architecture Go supports).
-const clockTick = 10 * time.Millisecond
-
-// procCPU is the user+system CPU time of process pid (its own threads, not
-// its children), from /proc/<pid>/stat; 0 once the process is gone.
-func procCPU(pid int) time.Duration {
-	f := statFields(pid)
-	if len(f) < 15 {
-		return 0
-	}
-	// Fields after the command: state is f[2]; utime and stime are fields
-	// 14 and 15 of the man page, f[13] and f[14] here.
-	u, _ := strconv.ParseInt(f[13], 10, 64)
-	s, _ := strconv.ParseInt(f[14], 10, 64)
-	return time.Duration(u+s) * clockTick
-}
-
-// statFields splits /proc/<pid>/stat, keeping the command (which may hold
-// spaces) as one field.
-func statFields(pid int) []string {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return nil
-	}
-	i, j := bytes.IndexByte(b, '('), bytes.LastIndexByte(b, ')')
-	if i < 0 || j < i {
-		return nil
-	}
-	return append([]string{string(b[:i-1]), string(b[i+1 : j])}, strings.Fields(string(b[j+1:]))...)
-}
+// procCPU is the user+system CPU time of process pid (benchkit.PidCPU).
+func procCPU(pid int) time.Duration { return benchkit.PidCPU(pid) }
 
 // childrenOf lists the processes whose parent is pid.
 func childrenOf(pid int) []int {
@@ -58,7 +30,7 @@ func childrenOf(pid int) []int {
 		if err != nil {
 			continue
 		}
-		if f := statFields(child); len(f) > 3 && f[3] == strconv.Itoa(pid) {
+		if f := benchkit.StatFields(child); len(f) > 3 && f[3] == strconv.Itoa(pid) {
 			out = append(out, child)
 		}
 	}
