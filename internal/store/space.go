@@ -82,8 +82,8 @@ type usage struct {
 	pending int64
 	// done is the part of pending whose writes have finished: only those are
 	// on disk for the next measurement to see.
-	done int64
-	fsFree   int64 // free bytes on the filesystem at the last measurement, -1 unknown (fsroom.go)
+	done   int64
+	fsFree int64 // free bytes on the filesystem at the last measurement, -1 unknown (fsroom.go)
 }
 
 // putCost is what a chunk put can add on disk: the value-log entry, the WAL
