@@ -220,6 +220,9 @@ func runServe(args []string) error {
 		// An empty, non-nil map turns HTTP/2 off: HTTP/1.1 moves bulk bytes faster in Go.
 		TLSNextProto: map[string]func(*http.Server, *tls.Conn, http.Handler){},
 	}
+	// Chunk reads on connections that negotiate the read protocol are
+	// answered by the node's own loop; everything else stays on net/http.
+	srv.ServeReads(api)
 	// Ready while serving; not ready once shutdown starts, so endpoints drain.
 	var draining atomic.Bool
 	ready := func() error {

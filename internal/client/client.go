@@ -115,7 +115,10 @@ type Client struct {
 	tenant    string // the tenant chunk placement is computed for
 	seeds     []string
 	transport *http.Transport
-	http      *http.Client
+	// inline makes GET and HEAD requests in the caller's goroutine and
+	// passes the others to transport.
+	inline *inlineTransport
+	http   *http.Client
 	// rt is the transport (wrapped, with WrapTransport) that http uses.
 	// Reads call it directly: the node API never redirects, so
 	// http.Client's redirect bookkeeping (a copy of every request's
@@ -183,7 +186,8 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 		c.seeds = append(c.seeds, addr)
 	}
 	c.transport = newTransport(cfg)
-	var rt http.RoundTripper = c.transport
+	c.inline = newInlineTransport(c.transport)
+	var rt http.RoundTripper = c.inline
 	if cfg.WrapTransport != nil {
 		rt = cfg.WrapTransport(rt)
 	}
@@ -204,7 +208,7 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 	if err := c.initRing(ctx); err != nil {
 		c.pages.close()
 		c.metrics.unregister()
-		c.transport.CloseIdleConnections()
+		c.inline.close()
 		return nil, err
 	}
 	loopCtx, stop := context.WithCancel(context.Background())
@@ -224,7 +228,7 @@ func (c *Client) Close() error {
 		c.stop()
 		<-c.stopped
 		c.pages.close()
-		c.transport.CloseIdleConnections()
+		c.inline.close()
 		c.metrics.unregister()
 	})
 	return nil

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"strconv"
 	"time"
 
@@ -164,20 +165,31 @@ func (c *Client) metaID(bucket, key string) chunk.ID {
 }
 
 // newRequest builds a node API request for bucket/key on addr.
+//
+// The URL is built, not parsed: ObjectPath escapes bucket and key so that
+// their unescaped path is exactly /v1/objects/{bucket}/{key}; that is the
+// URL's Path, and the escaped form its RawPath when the two differ, which
+// is what url.Parse makes of the same string. This runs for every chunk
+// request.
 func (c *Client) newRequest(ctx context.Context, method, addr, bucket, key, query string) (*http.Request, error) {
-	u := "https://" + addr + nodeapi.ObjectPath(bucket, key)
-	if query != "" {
-		u += "?" + query
+	if ctx == nil {
+		return nil, errors.New("client: nil context")
 	}
-	req, err := http.NewRequestWithContext(ctx, method, u, nil)
-	if err != nil {
-		return nil, err
+	escaped := nodeapi.ObjectPath(bucket, key)
+	u := &url.URL{Scheme: "https", Host: addr, Path: objectsPrefix + bucket + "/" + key, RawQuery: query}
+	if escaped != u.Path {
+		u.RawPath = escaped
 	}
+	req := (&http.Request{Method: method, URL: u, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+		Header: make(http.Header, 2), Host: addr}).WithContext(ctx)
 	if c.cfg.Tenant != "" {
-		req.Header.Set(headerTenant, c.cfg.Tenant)
+		req.Header[headerTenant] = []string{c.cfg.Tenant}
 	}
 	return req, nil
 }
+
+// objectsPrefix starts every object path of the node API.
+const objectsPrefix = "/v1/objects/"
 
 // checkChunkSize learns the nodes' chunk size from an answer, or checks it
 // against the one known.

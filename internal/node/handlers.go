@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
-	"net/url"
 	"strconv"
 	"time"
 	"unicode/utf8"
@@ -47,8 +46,12 @@ type request struct {
 
 // begin parses and authorizes; on failure it has already answered.
 func (s *Server) begin(w http.ResponseWriter, r *http.Request, op string) (request, bool) {
+	return s.beginAt(w, r, op, r.PathValue("bucket"), r.PathValue("key"))
+}
+
+// beginAt is begin for a bucket and key already taken from the path.
+func (s *Server) beginAt(w http.ResponseWriter, r *http.Request, op, bucket, key string) (request, bool) {
 	start := time.Now()
-	bucket, key := r.PathValue("bucket"), r.PathValue("key")
 	if key == "" || !validKey(key) {
 		s.fail(w, op, "", start, newError(http.StatusBadRequest, CodeBadRequest, "object key must be 1 to 1024 bytes of valid UTF-8"))
 		return request{}, false
@@ -73,38 +76,42 @@ func (s *Server) observe(op, tenant, result string, n int, start time.Time) {
 }
 
 func (s *Server) countRequest(op, tenant, result string, start time.Time) {
-	s.metrics.Requests.WithLabelValues(tenant, op, result).Inc()
-	s.metrics.RequestDuration.WithLabelValues(op, result).Observe(time.Since(start).Seconds())
+	s.series.requests.get(labelKey{tenant, op, result}).Inc()
+	s.series.duration.get(labelKey{op, result}).Observe(time.Since(start).Seconds())
 }
 
 func (s *Server) countBytes(op, tenant, result string, n int) {
-	s.metrics.ResponseBytes.WithLabelValues(tenant, op, result).Add(float64(n))
+	s.series.bytes.get(labelKey{tenant, op, result}).Add(float64(n))
 }
 
 func (s *Server) countChunk(tenant, result string) {
-	s.metrics.ChunkReads.WithLabelValues(tenant, result).Inc()
+	s.series.chunks.get(labelKey{tenant, result}).Inc()
 }
 
 func (s *Server) handleGet(w http.ResponseWriter, r *http.Request) {
-	// Parsed once: every parse allocates the whole map again, and the
-	// chunk read needs chunk, etag and size.
-	query := r.URL.Query()
-	if query.Has("chunk") {
-		s.getChunk(w, r, query)
+	s.get(w, r, r.PathValue("bucket"), r.PathValue("key"))
+}
+
+// get serves GET /v1/objects/{bucket}/{key...}: one chunk or the object.
+func (s *Server) get(w http.ResponseWriter, r *http.Request, bucket, key string) {
+	// Parsed once, and only for the parameters a read uses.
+	query := parseReadQuery(r.URL.RawQuery)
+	if query.hasChunk {
+		s.getChunk(w, r, bucket, key, query)
 		return
 	}
-	s.getObject(w, r, query)
+	s.getObject(w, r, bucket, key, query)
 }
 
 // getChunk serves one chunk, or a sub-range of it given by Range relative to
 // the chunk's first byte.
-func (s *Server) getChunk(w http.ResponseWriter, r *http.Request, query url.Values) {
-	q, ok := s.begin(w, r, opGetChunk)
+func (s *Server) getChunk(w http.ResponseWriter, r *http.Request, bucket, key string, query readQuery) {
+	q, ok := s.beginAt(w, r, opGetChunk, bucket, key)
 	if !ok {
 		return
 	}
 	tenant := q.tenant.Name
-	idx, err := strconv.ParseInt(query.Get("chunk"), 10, 64)
+	idx, err := strconv.ParseInt(query.chunk, 10, 64)
 	if err != nil || idx < 0 {
 		s.fail(w, opGetChunk, tenant, q.start, newError(http.StatusBadRequest, CodeBadRequest, "chunk must be a non-negative integer"))
 		return
@@ -122,22 +129,26 @@ func (s *Server) getChunk(w http.ResponseWriter, r *http.Request, query url.Valu
 		return
 	}
 	body := data
+	// Header values are assigned under their canonical keys (what Set
+	// would do, without canonicalizing each key again); the constant ones
+	// share read-only slices, the per-request ones one backing array.
 	h := w.Header()
+	vals := make([]string, 3)
 	if m.Size >= 0 {
 		setMetaHeaders(h, m)
 	} else {
-		h.Set("ETag", m.ETag) // a pinned hit: the version is known, the rest was not needed
+		h[hkETag] = one(vals, 0, m.ETag) // a pinned hit: the version is known, the rest was not needed
 	}
-	h.Set(HeaderChunkSize, strconv.FormatInt(s.cfg.ChunkSize, 10))
-	h.Set(HeaderCache, result)
-	h.Set("Content-Type", "application/octet-stream")
+	h[hkChunkSize] = s.chunkSizeValue
+	h[hkCache] = cacheValue(result)
+	h[hkContentType] = octetStream
 	status := http.StatusOK
 	if partial {
 		body = data[rng.Off : rng.Off+rng.Len]
-		h.Set("Content-Range", contentRange(rng, int64(len(data))))
+		h[hkContentRange] = one(vals, 1, contentRange(rng, int64(len(data))))
 		status = http.StatusPartialContent
 	}
-	h.Set("Content-Length", strconv.Itoa(len(body)))
+	h[hkContentLength] = one(vals, 2, strconv.Itoa(len(body)))
 	w.WriteHeader(status)
 	n, _ := w.Write(body)
 	s.observe(opGetChunk, tenant, result, n, q.start)
@@ -147,8 +158,8 @@ func (s *Server) getChunk(w http.ResponseWriter, r *http.Request, query url.Valu
 // peers send) is answered from the store without resolving metadata when the
 // chunk is there; a peer also passes the object size, so even its misses
 // need no HEAD. Size -1 in the returned Meta means metadata was not needed.
-func (s *Server) readPinned(r *http.Request, query url.Values, q request, idx int64) (chunk.Meta, []byte, string, error) {
-	pinned := query.Get("etag")
+func (s *Server) readPinned(r *http.Request, query readQuery, q request, idx int64) (chunk.Meta, []byte, string, error) {
+	pinned := query.etag
 	if pinned == "" {
 		return s.readVersion(r.Context(), q.caller, q.obj, "", idx)
 	}
@@ -156,7 +167,7 @@ func (s *Server) readPinned(r *http.Request, query url.Values, q request, idx in
 	if data, tier, err := s.lookup(id); err == nil {
 		return chunk.Meta{Size: -1, ETag: pinned}, data, hitResult(tier), nil
 	}
-	if size, err := strconv.ParseInt(query.Get("size"), 10, 64); err == nil && q.peer && size >= 0 {
+	if size, err := strconv.ParseInt(query.size, 10, 64); err == nil && q.peer && size >= 0 {
 		m := chunk.Meta{Size: size, ETag: pinned}
 		data, result, err := s.readChunk(r.Context(), q.caller, q.obj, m, idx)
 		return m, data, result, err
@@ -171,13 +182,13 @@ func (s *Server) readPinned(r *http.Request, query url.Values, q request, idx in
 // The request is counted once, under objectResult of its chunks; the body
 // bytes are counted chunk by chunk under each chunk's own result, so bytes
 // a chunk's owner served (and counted) are forwarded here, never a hit.
-func (s *Server) getObject(w http.ResponseWriter, r *http.Request, query url.Values) {
-	q, ok := s.begin(w, r, opGetObject)
+func (s *Server) getObject(w http.ResponseWriter, r *http.Request, bucket, key string, query readQuery) {
+	q, ok := s.beginAt(w, r, opGetObject, bucket, key)
 	if !ok {
 		return
 	}
 	tenant := q.tenant.Name
-	m, err := s.pinnedMeta(r.Context(), q.caller, q.obj, query.Get("etag"))
+	m, err := s.pinnedMeta(r.Context(), q.caller, q.obj, query.etag)
 	if err != nil {
 		s.fail(w, opGetObject, tenant, q.start, asAPIError(err))
 		return
@@ -267,6 +278,44 @@ func objectResult(overall, next string) string {
 		return next
 	}
 	return overall
+}
+
+// Canonical header keys (textproto.CanonicalMIMEHeaderKey of the names
+// above) for direct assignment on the hot path.
+const (
+	hkETag          = "Etag"
+	hkChunkSize     = "X-Distcache-Chunk-Size"
+	hkCache         = "X-Distcache-Cache"
+	hkRingEpoch     = "X-Distcache-Ring-Epoch"
+	hkContentType   = "Content-Type"
+	hkContentRange  = "Content-Range"
+	hkContentLength = "Content-Length"
+)
+
+// Constant header values, shared by every response. Their capacity equals
+// their length, so an Add on a response's header copies instead of writing
+// into them.
+var (
+	octetStream = []string{"application/octet-stream"}
+	cacheValues = map[string][]string{
+		metrics.ResultHitRAM: {metrics.ResultHitRAM}, metrics.ResultHitDisk: {metrics.ResultHitDisk},
+		metrics.ResultMiss: {metrics.ResultMiss}, metrics.ResultForwarded: {metrics.ResultForwarded},
+	}
+)
+
+// cacheValue is the X-Distcache-Cache header value for a result.
+func cacheValue(result string) []string {
+	if v, ok := cacheValues[result]; ok {
+		return v
+	}
+	return []string{result}
+}
+
+// one sets vals[i] to v and returns it as a one-value header slice whose
+// capacity is one.
+func one(vals []string, i int, v string) []string {
+	vals[i] = v
+	return vals[i : i+1 : i+1]
 }
 
 func setMetaHeaders(h http.Header, m chunk.Meta) {

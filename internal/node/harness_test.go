@@ -22,6 +22,7 @@ import (
 
 	"github.com/distcache/distcache/internal/metrics"
 	"github.com/distcache/distcache/internal/node"
+	"github.com/distcache/distcache/internal/nodeapi"
 	"github.com/distcache/distcache/internal/pki"
 	"github.com/distcache/distcache/internal/s3backend"
 	"github.com/distcache/distcache/internal/store"
@@ -178,6 +179,7 @@ func (h *harness) startNode() {
 		TLSNextProto: map[string]func(*http.Server, *tls.Conn, http.Handler){},
 		ErrorLog:     log.New(io.Discard, "", 0), // refused handshakes are expected in tests
 	}
+	srv.ServeReads(h.server) // as `cachenode serve` does
 	go func() { _ = h.server.Serve(tls.NewListener(ln, tlsConfig)) }()
 }
 
@@ -213,6 +215,21 @@ func (h *harness) client(id pki.Identity) *http.Client {
 	must(h.t, pki.WriteFiles(h.dir, name, leaf))
 	cfg, err := pki.ClientTLSConfig(filepath.Join(h.dir, name+".crt"), filepath.Join(h.dir, name+".key"), h.serverCA)
 	must(h.t, err)
+	c := &http.Client{Transport: &http.Transport{TLSClientConfig: cfg, ForceAttemptHTTP2: false, MaxIdleConnsPerHost: 128}}
+	h.clients[key] = c
+	return c
+}
+
+// readClient is client(id) on connections that negotiate
+// nodeapi.ProtoRead (the node's chunk read loop), as internal/client opens
+// them for chunk reads.
+func (h *harness) readClient(id pki.Identity) *http.Client {
+	key := "read/" + string(id.Kind) + "/" + id.Name
+	if c, ok := h.clients[key]; ok {
+		return c
+	}
+	cfg := h.client(id).Transport.(*http.Transport).TLSClientConfig.Clone()
+	cfg.NextProtos = []string{nodeapi.ProtoRead}
 	c := &http.Client{Transport: &http.Transport{TLSClientConfig: cfg, ForceAttemptHTTP2: false, MaxIdleConnsPerHost: 128}}
 	h.clients[key] = c
 	return c

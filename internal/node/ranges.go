@@ -27,15 +27,18 @@ func parseRange(header string, size int64) (r byteRange, ok bool, err *apiError)
 	if !found {
 		return byteRange{}, false, newError(http.StatusBadRequest, CodeBadRequest, "Range "+header+" has no '-'")
 	}
-	unsatisfiable := newError(http.StatusRequestedRangeNotSatisfiable, CodeInvalidRange,
-		"Range "+header+" is outside the "+strconv.FormatInt(size, 10)+"-byte content")
+	// Built only when needed: this runs for every ranged read.
+	unsatisfiable := func() *apiError {
+		return newError(http.StatusRequestedRangeNotSatisfiable, CodeInvalidRange,
+			"Range "+header+" is outside the "+strconv.FormatInt(size, 10)+"-byte content")
+	}
 	if first == "" { // suffix: the last N bytes
 		n, perr := strconv.ParseInt(last, 10, 64)
 		if perr != nil || n < 0 {
 			return byteRange{}, false, newError(http.StatusBadRequest, CodeBadRequest, "bad suffix length in Range "+header)
 		}
 		if n == 0 || size == 0 {
-			return byteRange{}, false, unsatisfiable
+			return byteRange{}, false, unsatisfiable()
 		}
 		n = min(n, size)
 		return byteRange{Off: size - n, Len: n}, true, nil
@@ -53,11 +56,18 @@ func parseRange(header string, size int64) (r byteRange, ok bool, err *apiError)
 		end = min(end, size-1)
 	}
 	if start >= size {
-		return byteRange{}, false, unsatisfiable
+		return byteRange{}, false, unsatisfiable()
 	}
 	return byteRange{Off: start, Len: end - start + 1}, true, nil
 }
 
 func contentRange(r byteRange, size int64) string {
-	return "bytes " + strconv.FormatInt(r.Off, 10) + "-" + strconv.FormatInt(r.Off+r.Len-1, 10) + "/" + strconv.FormatInt(size, 10)
+	var buf [6 + 3*20 + 2]byte // one allocation: the string
+	b := append(buf[:0], "bytes "...)
+	b = strconv.AppendInt(b, r.Off, 10)
+	b = append(b, '-')
+	b = strconv.AppendInt(b, r.Off+r.Len-1, 10)
+	b = append(b, '/')
+	b = strconv.AppendInt(b, size, 10)
+	return string(b)
 }

@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sync/singleflight"
@@ -87,6 +88,14 @@ type Server struct {
 	s3      Backend
 	tenants Tenants
 	metrics *metrics.Node
+	series  requestSeries
+	// chunkSizeValue is the X-Distcache-Chunk-Size header value.
+	chunkSizeValue []string
+	// epochValue caches the X-Distcache-Ring-Epoch value of the ring in force.
+	epochValue atomic.Pointer[epochHeader]
+	// readMux routes the chunk reads of read connections (ServeReads)
+	// whose path objectReadPath leaves to a mux.
+	readMux *http.ServeMux
 	log     *slog.Logger
 
 	chunks singleflight.Group
@@ -99,10 +108,26 @@ type Server struct {
 func (s *Server) withRingEpoch(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if rg := s.currentRing(); rg != nil {
-			w.Header().Set(HeaderRingEpoch, strconv.FormatInt(rg.Epoch(), 10))
+			w.Header()[hkRingEpoch] = s.ringEpochValue(rg)
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// epochHeader is the X-Distcache-Ring-Epoch value of one ring.
+type epochHeader struct {
+	ring  *ring.Ring
+	value []string
+}
+
+// ringEpochValue is rg's epoch as a header value, formatted once per ring.
+func (s *Server) ringEpochValue(rg *ring.Ring) []string {
+	if e := s.epochValue.Load(); e != nil && e.ring == rg {
+		return e.value
+	}
+	e := &epochHeader{ring: rg, value: []string{strconv.FormatInt(rg.Epoch(), 10)}}
+	s.epochValue.Store(e)
+	return e.value
 }
 
 // currentRing is the ring in force, or nil when the node runs alone.
@@ -144,7 +169,9 @@ func New(cfg Config, st Store, be Backend, tenants Tenants, m *metrics.Node, log
 		cfg.Peers.Client = &client
 		m.ReportRing(cfg.Ring)
 	}
-	return &Server{cfg: cfg, store: st, s3: be, tenants: tenants, metrics: m, log: log, peers: cfg.Peers}, nil
+	return &Server{cfg: cfg, store: st, s3: be, tenants: tenants, metrics: m, log: log, peers: cfg.Peers,
+		series:         newRequestSeries(m.Requests, m.ResponseBytes, m.ChunkReads, m.RequestDuration),
+		chunkSizeValue: []string{strconv.FormatInt(cfg.ChunkSize, 10)}}, nil
 }
 
 // Handler is the node API; every route needs a verified client identity.
@@ -160,8 +187,13 @@ func New(cfg Config, st Store, be Backend, tenants Tenants, m *metrics.Node, log
 //	GET    /v1/ring                                        the ring this node routes by
 //	*      /v1/s3/{bucket}[/{key...}]                      any other S3 operation, passed through to S3
 func (s *Server) Handler() http.Handler {
+	return pki.Middleware(s.withRingEpoch(s.routeReads(s.mux())))
+}
+
+// mux routes every endpoint of the node API.
+func (s *Server) mux() *http.ServeMux {
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /v1/objects/{bucket}/{key...}", s.handleGet)
+	mux.HandleFunc(patternGetObject, s.handleGet)
 	mux.HandleFunc("HEAD /v1/objects/{bucket}/{key...}", s.handleHead)
 	mux.HandleFunc("GET /v1/meta/{bucket}/{key...}", s.handleMeta)
 	mux.HandleFunc("PUT /v1/objects/{bucket}/{key...}", s.handlePut)
@@ -170,5 +202,22 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /v1/ring", s.handleRing)
 	mux.HandleFunc("/v1/s3/{bucket}", s.handlePassthrough)
 	mux.HandleFunc("/v1/s3/{bucket}/{key...}", s.handlePassthrough)
-	return pki.Middleware(s.withRingEpoch(mux))
+	return mux
+}
+
+// patternGetObject is the route of object and chunk reads.
+const patternGetObject = "GET /v1/objects/{bucket}/{key...}"
+
+// routeReads sends object reads whose path the mux would take as it is
+// (see objectReadPath) straight to the read handler, and everything else
+// through mux: routing a path costs the mux several allocations, and this
+// is every chunk read.
+func (s *Server) routeReads(mux *http.ServeMux) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if bucket, key, ok := objectReadPath(r); ok {
+			s.get(w, r, bucket, key)
+			return
+		}
+		mux.ServeHTTP(w, r)
+	})
 }

@@ -47,3 +47,11 @@ func ObjectPath(bucket, key string) string {
 // is the one place its metadata is cached, so nodes never disagree about
 // which version is current.
 func MetaID(o chunk.Object) chunk.ID { return chunk.ID{Object: o} }
+
+// ProtoRead is the ALPN protocol a client offers for connections that
+// carry only chunk reads (GET /v1/objects/{bucket}/{key}?chunk=N). It is
+// HTTP/1.1 on the wire; a node that serves it (node.Server.ServeReads)
+// answers those connections with a loop made for chunk reads instead of
+// net/http's general server, and a node that does not negotiates
+// "http/1.1" instead.
+const ProtoRead = "distcache-read/1"

@@ -385,6 +385,7 @@ func (c *Cluster) AddMember() (*Member, error) {
 		TLSNextProto: map[string]func(*http.Server, *tls.Conn, http.Handler){},
 		ErrorLog:     log.New(io.Discard, "", 0), // refused handshakes and killed connections are expected
 	}
+	srv.ServeReads(m.Server) // as cachenode serve does
 	go func() { _ = m.Server.Serve(tls.NewListener(ln, serverTLS)) }()
 	c.onClose(func() {
 		_ = m.Server.Close()

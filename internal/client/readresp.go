@@ -1,0 +1,179 @@
+package client
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/textproto"
+	"strconv"
+	"strings"
+)
+
+// readChunkResponse parses the status line and headers of an answer on a
+// nodeapi.ProtoRead connection, where the node's read loop answers: HTTP/1.1,
+// a body framed by Content-Length, or by the end of the connection (with
+// "Connection: close"), never chunked. It makes what http.ReadResponse
+// would for those answers with a few allocations instead of one per header
+// line: the header names the node sends are constants, and all values
+// share one string. Anything else is an error (the connection is then
+// closed).
+func readChunkResponse(br *bufio.Reader, req *http.Request) (*http.Response, error) {
+	line, err := readLine(br)
+	if err != nil {
+		return nil, err
+	}
+	proto, status, ok := bytes.Cut(line, []byte{' '})
+	if !ok || string(proto) != "HTTP/1.1" || len(status) < 3 {
+		return nil, fmt.Errorf("client: malformed status line %q", line)
+	}
+	code, err := strconv.Atoi(string(status[:3]))
+	if err != nil || code < 100 || code > 999 || len(status) > 3 && status[3] != ' ' {
+		return nil, fmt.Errorf("client: malformed status line %q", line)
+	}
+	resp := &http.Response{Status: statusText(code, status), StatusCode: code, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+		Request: req, ContentLength: -1}
+	// The header block: names, and the values gathered into one buffer
+	// that becomes one string.
+	var (
+		names  [16]string
+		ends   [16]int
+		n      int
+		values = make([]byte, 0, 512)
+	)
+	for {
+		line, err := readLine(br)
+		if err != nil {
+			return nil, err
+		}
+		if len(line) == 0 {
+			break
+		}
+		k, v, ok := bytes.Cut(line, []byte{':'})
+		if !ok || len(k) == 0 || n == len(names) {
+			return nil, fmt.Errorf("client: malformed or too many headers in the answer (%q)", line)
+		}
+		names[n] = headerName(k)
+		values = append(values, bytes.TrimSpace(v)...)
+		ends[n] = len(values)
+		n++
+	}
+	all := string(values)
+	h := make(http.Header, n)
+	vals := make([]string, n)
+	start := 0
+	for i := 0; i < n; i++ {
+		vals[i] = all[start:ends[i]]
+		start = ends[i]
+		if old, ok := h[names[i]]; ok {
+			h[names[i]] = append(old[:len(old):len(old)], vals[i])
+			continue
+		}
+		h[names[i]] = vals[i : i+1 : i+1]
+	}
+	resp.Header = h
+	if len(h["Transfer-Encoding"]) > 0 {
+		return nil, errors.New("client: a chunked answer on a read connection")
+	}
+	if resp.Close = hasToken(h["Connection"], "close"); resp.Close {
+		delete(h, "Connection") // as http.ReadResponse does
+	}
+	switch cl := h["Content-Length"]; {
+	case len(cl) > 1:
+		return nil, errors.New("client: several Content-Length headers in the answer")
+	case len(cl) == 1:
+		if resp.ContentLength, err = strconv.ParseInt(cl[0], 10, 64); err != nil || resp.ContentLength < 0 {
+			return nil, fmt.Errorf("client: bad Content-Length %q", cl[0])
+		}
+	case !resp.Close:
+		return nil, errors.New("client: an answer with neither Content-Length nor Connection: close")
+	}
+	switch {
+	case req.Method == http.MethodHead || code == http.StatusNoContent || code == http.StatusNotModified || code < 200:
+		resp.Body = http.NoBody
+	case resp.ContentLength == 0:
+		resp.Body = http.NoBody
+	case resp.ContentLength > 0:
+		resp.Body = io.NopCloser(io.LimitReader(br, resp.ContentLength))
+	default:
+		resp.Body = io.NopCloser(br) // to the end of the connection
+	}
+	return resp, nil
+}
+
+// readLine reads one CRLF- (or LF-) terminated line without its ending; the
+// slice is valid until the next read.
+func readLine(br *bufio.Reader) ([]byte, error) {
+	line, err := br.ReadSlice('\n')
+	if err == bufio.ErrBufferFull {
+		return nil, errors.New("client: header line too long")
+	}
+	if err != nil {
+		if err == io.EOF && len(line) > 0 {
+			err = io.ErrUnexpectedEOF
+		}
+		return nil, err
+	}
+	line = line[:len(line)-1]
+	if n := len(line); n > 0 && line[n-1] == '\r' {
+		line = line[:n-1]
+	}
+	return line, nil
+}
+
+// headerName is the canonical form of a header name, without allocating
+// for the names the node sends.
+func headerName(k []byte) string {
+	switch string(k) {
+	case "Etag":
+		return "Etag"
+	case "Content-Length":
+		return "Content-Length"
+	case "Content-Type":
+		return "Content-Type"
+	case "Content-Range":
+		return "Content-Range"
+	case "Connection":
+		return "Connection"
+	case "Last-Modified":
+		return "Last-Modified"
+	case "X-Distcache-Cache":
+		return "X-Distcache-Cache"
+	case "X-Distcache-Chunk-Size":
+		return "X-Distcache-Chunk-Size"
+	case "X-Distcache-Ring-Epoch":
+		return "X-Distcache-Ring-Epoch"
+	case "X-Distcache-Object-Size":
+		return "X-Distcache-Object-Size"
+	case "X-Distcache-Content-Type":
+		return "X-Distcache-Content-Type"
+	case "X-Distcache-Error":
+		return "X-Distcache-Error"
+	}
+	return textproto.CanonicalMIMEHeaderKey(string(k))
+}
+
+// statusText is the Status of a response ("206 Partial Content").
+func statusText(code int, line []byte) string {
+	switch code {
+	case http.StatusOK:
+		return "200 OK"
+	case http.StatusPartialContent:
+		return "206 Partial Content"
+	}
+	return string(line)
+}
+
+// hasToken reports whether a comma-separated header value lists token.
+func hasToken(values []string, token string) bool {
+	for _, v := range values {
+		for t := range strings.SplitSeq(v, ",") {
+			if strings.EqualFold(strings.TrimSpace(t), token) {
+				return true
+			}
+		}
+	}
+	return false
+}

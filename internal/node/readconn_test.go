@@ -1,0 +1,186 @@
+package node_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/distcache/distcache/internal/client"
+	"github.com/distcache/distcache/internal/nodeapi"
+	"github.com/distcache/distcache/internal/pki"
+)
+
+// TestReadConnectionsAnswerAsHandler sends the same chunk reads on plain
+// HTTP/1.1 connections (net/http's server and Handler) and on
+// nodeapi.ProtoRead connections (the read loop): status, headers, body and
+// metrics must be the same.
+func TestReadConnectionsAnswerAsHandler(t *testing.T) {
+	h := newHarness(t, options{ramBytes: 16 << 20})
+	data := randomBytes(rand.New(rand.NewPCG(7, 7)), 2*testChunk+100)
+	h.putDirect("bucket-a", "dir/obj", data)
+	h.putDirect("bucket-a", "sp ace+plus", data[:100])
+	plain, fast := h.client(tenant("team-a")), h.readClient(tenant("team-a"))
+	etag := h.get(plain, "bucket-a", "dir/obj", "chunk=0", nil).header.Get("ETag")
+	tests := []struct {
+		name, bucket, key, query, rng string
+	}{
+		{"whole chunk", "bucket-a", "dir/obj", "chunk=1", ""},
+		{"pinned range", "bucket-a", "dir/obj", "chunk=0&etag=" + etag, "bytes=100-65635"},
+		{"last chunk", "bucket-a", "dir/obj", "chunk=2", "bytes=50-"},
+		{"suffix", "bucket-a", "dir/obj", "chunk=2", "bytes=-10"},
+		{"range past the end", "bucket-a", "dir/obj", "chunk=2", "bytes=100-"},
+		{"bad range", "bucket-a", "dir/obj", "chunk=0", "bytes=5-2"},
+		{"chunk past the end", "bucket-a", "dir/obj", "chunk=9", ""},
+		{"bad chunk", "bucket-a", "dir/obj", "chunk=x", ""},
+		{"other version", "bucket-a", "dir/obj", `chunk=0&etag="nope"`, ""},
+		{"missing object", "bucket-a", "missing", "chunk=0", ""},
+		{"escaped key", "bucket-a", "sp%20ace%2Bplus", "chunk=0", "bytes=1-3"},
+		{"path the mux cleans", "bucket-a", "dir/../obj", "chunk=0", ""},
+		{"bucket of another tenant", "bucket-b", "dir/obj", "chunk=0", ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var hdr map[string]string
+			if tc.rng != "" {
+				hdr = map[string]string{"Range": tc.rng}
+			}
+			h.get(plain, tc.bucket, tc.key, tc.query, hdr) // a miss fills the chunk: compare hits
+			want := h.get(plain, tc.bucket, tc.key, tc.query, hdr)
+			before := h.counter("distcache_requests_total", map[string]string{"op": "get_chunk"})
+			req, err := http.NewRequest(http.MethodGet, h.url(tc.bucket, tc.key, tc.query), nil)
+			must(t, err)
+			if tc.rng != "" {
+				req.Header.Set("Range", tc.rng)
+			}
+			resp, err := fast.Do(req)
+			must(t, err)
+			body, err := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			must(t, err)
+			if resp.TLS == nil || resp.TLS.NegotiatedProtocol != nodeapi.ProtoRead {
+				t.Fatalf("negotiated %q, want %q", resp.TLS.NegotiatedProtocol, nodeapi.ProtoRead)
+			}
+			if resp.StatusCode != want.status || !bytes.Equal(body, want.body) {
+				t.Fatalf("read connection: %d %q; net/http: %d %q", resp.StatusCode, cut(body), want.status, cut(want.body))
+			}
+			for k := range want.header {
+				if k == "Date" || k == "X-Content-Type-Options" {
+					continue
+				}
+				if got, w := resp.Header.Values(k), want.header.Values(k); strings.Join(got, ",") != strings.Join(w, ",") {
+					t.Errorf("header %s: %q, want %q", k, got, w)
+				}
+			}
+			if after := h.counter("distcache_requests_total", map[string]string{"op": "get_chunk"}); after != before+1 {
+				t.Errorf("get_chunk requests counted %v -> %v, want one more", before, after)
+			}
+		})
+	}
+	if n := h.counter("distcache_chunk_reads_total", map[string]string{"tenant": "team-a", "result": "hit_ram"}); n == 0 {
+		t.Error("no RAM hits counted")
+	}
+}
+
+func cut(b []byte) []byte { return b[:min(len(b), 120)] }
+
+// TestReadConnectionsRefuseOtherRequests: a read connection carries chunk
+// reads only; anything else is a 400 that ends the connection.
+func TestReadConnectionsRefuseOtherRequests(t *testing.T) {
+	h := newHarness(t, options{})
+	h.putDirect("bucket-a", "k", []byte("0123456789"))
+	fast := h.readClient(tenant("team-a"))
+	for _, tc := range []struct{ method, url string }{
+		{http.MethodGet, h.url("bucket-a", "k", "")},
+		{http.MethodHead, h.url("bucket-a", "k", "chunk=0")},
+		{http.MethodGet, "https://" + h.addr + "/v1/ring"},
+		{http.MethodPut, h.url("bucket-a", "k", "chunk=0")},
+	} {
+		req, err := http.NewRequest(tc.method, tc.url, strings.NewReader(""))
+		must(t, err)
+		resp, err := fast.Do(req)
+		must(t, err)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusBadRequest || !resp.Close {
+			t.Errorf("%s %s: status %d, close %v; want 400 and the connection closed", tc.method, tc.url, resp.StatusCode, resp.Close)
+		}
+	}
+}
+
+// TestShutdownClosesIdleReadConnections: net/http's Shutdown cannot close
+// connections it handed over; ServeReads closes them when they are idle.
+func TestShutdownClosesIdleReadConnections(t *testing.T) {
+	h := newHarness(t, options{})
+	h.putDirect("bucket-a", "k", []byte("0123456789"))
+	fast := h.readClient(tenant("team-a"))
+	if resp := h.get(fast, "bucket-a", "k", "chunk=0", nil); resp.status != http.StatusOK {
+		t.Fatalf("status %d", resp.status)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	if err := h.server.Shutdown(ctx); err != nil {
+		t.Fatalf("Shutdown with an idle read connection: %v", err)
+	}
+	_, err := fast.Get(h.url("bucket-a", "k", "chunk=0"))
+	if err == nil || errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("a read after shutdown: %v; want a connection error", err)
+	}
+}
+
+// TestClientReadsOverReadConnections: internal/client against a node that
+// serves read connections: byte-exact ranges, and the errors a read can
+// meet (a missing object, a changed version) still map to the client's
+// sentinels.
+func TestClientReadsOverReadConnections(t *testing.T) {
+	h := newHarness(t, options{ramBytes: 16 << 20})
+	data := randomBytes(rand.New(rand.NewPCG(3, 3)), 3*testChunk+7)
+	h.putDirect("bucket-a", "obj", data)
+	h.putDirect("bucket-a", "with space+plus%pct?q#h", data[:10])
+	h.client(tenant("team-a")) // writes team-a's certificate files
+	cfg, err := pki.ClientTLSConfig(filepath.Join(h.dir, "tenant-team-a.crt"), filepath.Join(h.dir, "tenant-team-a.key"), h.serverCA)
+	must(t, err)
+	c, err := client.New(t.Context(), client.Config{Seeds: []string{"https://" + h.addr}, TLS: cfg, ChunkSize: testChunk})
+	must(t, err)
+	defer c.Close()
+	m, err := c.Stat(t.Context(), "bucket-a", "obj")
+	must(t, err)
+	r := rand.New(rand.NewPCG(4, 4))
+	for i := 0; i < 50; i++ {
+		off := r.IntN(len(data))
+		n := min(1+r.IntN(2*testChunk), len(data)-off)
+		buf := make([]byte, n)
+		if _, err := c.ReadAt(t.Context(), "bucket-a", "obj", m, buf, int64(off)); err != nil {
+			t.Fatalf("ReadAt(%d, %d): %v", off, n, err)
+		}
+		if !bytes.Equal(buf, data[off:off+n]) {
+			t.Fatalf("ReadAt(%d, %d): wrong bytes", off, n)
+		}
+	}
+	stale := m
+	stale.ETag = `"not-the-etag"`
+	if _, err := c.ReadAt(t.Context(), "bucket-a", "obj", stale, make([]byte, 10), 0); !errors.Is(err, client.ErrChanged) {
+		t.Errorf("read of another version: %v, want ErrChanged", err)
+	}
+	missing := m
+	if _, err := c.ReadAt(t.Context(), "bucket-a", "missing", missing, make([]byte, 10), 0); !errors.Is(err, client.ErrNotFound) && !errors.Is(err, client.ErrChanged) {
+		t.Errorf("read of a missing object: %v, want ErrNotFound or ErrChanged", err)
+	}
+	odd, err := c.Stat(t.Context(), "bucket-a", "with space+plus%pct?q#h")
+	must(t, err)
+	buf10 := make([]byte, 10)
+	if _, err := c.ReadAt(t.Context(), "bucket-a", "with space+plus%pct?q#h", odd, buf10, 0); err != nil || !bytes.Equal(buf10, data[:10]) {
+		t.Fatalf("read of a key that needs escaping: %v", err)
+	}
+	// The reads after the errors still work (connections closed by an
+	// error were replaced).
+	buf := make([]byte, 100)
+	if _, err := c.ReadAt(t.Context(), "bucket-a", "obj", m, buf, 5); err != nil || !bytes.Equal(buf, data[5:105]) {
+		t.Fatalf("read after the errors: %v", err)
+	}
+}

@@ -1,0 +1,168 @@
+package node
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/textproto"
+	"net/url"
+	"strconv"
+	"strings"
+)
+
+// readRequest parses one request of a read connection into r's fields,
+// with h (cleared) as its header: what http.ReadRequest makes of the
+// requests a read connection carries (HTTP/1.1, no body), with a few
+// allocations instead of one per header line, since the header names
+// clients send are constants and all values share one string. A request
+// with a body comes back with its ContentLength (-1 for chunked) so that
+// it can be refused; a malformed one is an error (the connection closes).
+func readRequest(ctx context.Context, br *bufio.Reader, h http.Header) (*http.Request, error) {
+	line, err := readLine(br)
+	if err != nil {
+		return nil, err
+	}
+	method, rest, ok1 := strings.Cut(string(line), " ")
+	uri, proto, ok2 := strings.Cut(rest, " ")
+	if !ok1 || !ok2 || proto != "HTTP/1.1" || method == "" || uri == "" {
+		return nil, fmt.Errorf("node: malformed request line %q", line)
+	}
+	r, err := http.NewRequestWithContext(ctx, method, "", nil)
+	if err != nil {
+		return nil, err
+	}
+	r.RequestURI = uri
+	if uri[0] == '/' && !strings.ContainsAny(uri, "%#") && !hasCTL(uri) {
+		r.URL.Path, r.URL.RawQuery, _ = strings.Cut(uri, "?")
+		r.URL.ForceQuery = strings.HasSuffix(uri, "?") && r.URL.RawQuery == ""
+	} else if r.URL, err = url.ParseRequestURI(uri); err != nil {
+		return nil, err
+	}
+	clear(h)
+	var (
+		names  [16]string
+		ends   [16]int
+		n      int
+		values = make([]byte, 0, 512)
+	)
+	for {
+		line, err := readLine(br)
+		if err != nil {
+			return nil, err
+		}
+		if len(line) == 0 {
+			break
+		}
+		k, v, ok := bytes.Cut(line, []byte{':'})
+		if !ok || len(k) == 0 || n == len(names) || bytes.ContainsAny(k, " \t") {
+			return nil, fmt.Errorf("node: malformed or too many header lines (%q)", line)
+		}
+		names[n] = requestHeaderName(k)
+		values = append(values, bytes.TrimSpace(v)...)
+		ends[n] = len(values)
+		n++
+	}
+	all := string(values)
+	vals := make([]string, n)
+	start := 0
+	for i := 0; i < n; i++ {
+		vals[i] = all[start:ends[i]]
+		start = ends[i]
+		if old, ok := h[names[i]]; ok {
+			h[names[i]] = append(old[:len(old):len(old)], vals[i])
+			continue
+		}
+		h[names[i]] = vals[i : i+1 : i+1]
+	}
+	r.Header = h
+	hosts := h["Host"]
+	if len(hosts) != 1 {
+		return nil, errors.New("node: a request needs exactly one Host")
+	}
+	r.Host = hosts[0]
+	delete(h, "Host")
+	r.Close = hasToken(h["Connection"], "close")
+	switch cl := h["Content-Length"]; {
+	case len(h["Transfer-Encoding"]) > 0:
+		r.ContentLength = -1
+	case len(cl) > 1:
+		return nil, errors.New("node: several Content-Length headers")
+	case len(cl) == 1:
+		if r.ContentLength, err = strconv.ParseInt(cl[0], 10, 64); err != nil || r.ContentLength < 0 {
+			return nil, fmt.Errorf("node: bad Content-Length %q", cl[0])
+		}
+	}
+	return r, nil
+}
+
+// readLine reads one CRLF- (or LF-) terminated line without its ending; the
+// slice is valid until the next read.
+func readLine(br *bufio.Reader) ([]byte, error) {
+	line, err := br.ReadSlice('\n')
+	if err == bufio.ErrBufferFull {
+		return nil, errors.New("node: request line or header too long")
+	}
+	if err != nil {
+		if err == io.EOF && len(line) > 0 {
+			err = io.ErrUnexpectedEOF
+		}
+		return nil, err
+	}
+	line = line[:len(line)-1]
+	if n := len(line); n > 0 && line[n-1] == '\r' {
+		line = line[:n-1]
+	}
+	return line, nil
+}
+
+// requestHeaderName is the canonical form of a header name, without
+// allocating for the names clients of the node send.
+func requestHeaderName(k []byte) string {
+	switch string(k) {
+	case "Host":
+		return "Host"
+	case "Range":
+		return "Range"
+	case "Connection":
+		return "Connection"
+	case "Content-Length":
+		return "Content-Length"
+	case "User-Agent":
+		return "User-Agent"
+	case "Accept-Encoding":
+		return "Accept-Encoding"
+	case HeaderTenant:
+		return HeaderTenant
+	case HeaderHop:
+		return HeaderHop
+	case HeaderLocalOnly:
+		return HeaderLocalOnly
+	}
+	return textproto.CanonicalMIMEHeaderKey(string(k))
+}
+
+// hasToken reports whether a comma-separated header value lists token.
+func hasToken(values []string, token string) bool {
+	for _, v := range values {
+		for t := range strings.SplitSeq(v, ",") {
+			if strings.EqualFold(strings.TrimSpace(t), token) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// hasCTL reports whether s has ASCII control bytes (url.Parse refuses them).
+func hasCTL(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < ' ' || s[i] == 0x7f {
+			return true
+		}
+	}
+	return false
+}
