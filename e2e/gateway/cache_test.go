@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
@@ -191,4 +192,59 @@ func TestPeerCertificateActingForATenant(t *testing.T) {
 	wantCode(t, "team-b's bucket", err, "AccessDenied", http.StatusForbidden)
 	_, err = e.s3.ListObjectsV2(ctx, &s3.ListObjectsV2Input{Bucket: aws.String("bucket-b")})
 	wantCode(t, "list team-b's bucket", err, "AccessDenied", http.StatusForbidden)
+}
+
+// TestSeparateGetsOfAScanAreReadAhead: GETs that walk through an object a
+// chunk at a time, as ClickHouse reads a column file, get the next chunks
+// read into the gateway's page cache before they are asked for.
+func TestSeparateGetsOfAScanAreReadAhead(t *testing.T) {
+	e := newEnv(t, envOptions{pageCache: 8 << 20})
+	data := randomBytes(rand.New(rand.NewPCG(27, 28)), 8*chunkSize)
+	e.cluster.PutDirect("bucket-a", "scan.bin", data)
+	get := func(idx int) {
+		t.Helper()
+		lo, hi := idx*chunkSize, (idx+1)*chunkSize
+		if got := e.mustGet("bucket-a", "scan.bin", fmt.Sprintf("bytes=%d-%d", lo, hi-1)); !bytes.Equal(got, data[lo:hi]) {
+			t.Fatalf("chunk %d differs", idx)
+		}
+	}
+	ahead := func() float64 {
+		return e.counter("distcache_client_page_fills_total", map[string]string{"mode": "ahead"})
+	}
+	get(0)
+	if n := ahead(); n != 0 {
+		t.Fatalf("one GET read %v chunks ahead", n)
+	}
+	get(1)
+	get(2)
+	deadline := time.Now().Add(time.Minute)
+	for ahead() < 2 {
+		if time.Now().After(deadline) {
+			t.Fatalf("GETs of chunks 0, 1, 2 read %v chunks ahead, want at least 2", ahead())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	// Chunk 3 reaches the page cache without a GET of it (a View of a few
+	// bytes only answers from RAM, joining a fill in flight).
+	m, err := e.cache.Stat(context.Background(), "bucket-a", "scan.bin")
+	must(t, err)
+	for {
+		if _, ok, err := e.cache.View(context.Background(), "bucket-a", "scan.bin", m, 3*chunkSize, 10); err != nil {
+			t.Fatal(err)
+		} else if ok {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("chunk 3 never reached the page cache")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	hits := func() float64 {
+		return e.counter("distcache_client_page_cache_requests_total", map[string]string{"result": "hit"})
+	}
+	before := hits()
+	get(3)
+	if hits() <= before {
+		t.Error("the chunk read ahead was not a page cache hit")
+	}
 }

@@ -51,9 +51,7 @@ func (c *Client) ReadAt(ctx context.Context, bucket, key string, m Meta, p []byt
 		return 0, err
 	}
 	first, last := chunk.Span(off, want, cs)
-	for idx := first; idx <= last; idx++ {
-		c.readAheadAfter(ctx, bucket, key, m, cs, idx)
-	}
+	c.readAheadAfter(ctx, bucket, key, m, cs, first, last)
 	if first == last {
 		err = c.readChunk(ctx, bucket, key, m, cs, first, off, p[:want])
 	} else {
@@ -273,7 +271,7 @@ func (c *Client) View(ctx context.Context, bucket, key string, m Meta, off, n in
 	if !hit && 2*n < clen && !c.filling(pk) {
 		return nil, false, nil // a small part: ReadAt fetches only its bytes
 	}
-	c.readAheadAfter(ctx, bucket, key, m, cs, idx)
+	c.readAheadAfter(ctx, bucket, key, m, cs, idx, idx)
 	if hit {
 		c.metrics.pageCache.WithLabelValues("hit").Inc()
 	} else {

@@ -48,9 +48,11 @@ func versionKey(bucket, key, etag string) string {
 	return strconv.Itoa(len(bucket)) + ":" + bucket + strconv.Itoa(len(key)) + ":" + key + etag
 }
 
-// next records a read of chunk idx (of last+1) and returns the chunks to
-// fetch ahead of it, marked as launched.
-func (ra *readAhead) next(vk string, idx, last int64) []int64 {
+// next records a read of chunks [first, last] (of lastChunk+1) and returns
+// the chunks to fetch ahead of it, marked as launched. Only earlier reads
+// are evidence of a scan: one read covering several chunks reads ahead
+// nothing past its range by itself.
+func (ra *readAhead) next(vk string, first, last, lastChunk int64) []int64 {
 	ra.mu.Lock()
 	defer ra.mu.Unlock()
 	sc := ra.versions[vk]
@@ -65,13 +67,15 @@ func (ra *readAhead) next(vk string, idx, last int64) []int64 {
 		clear(sc.read)
 		clear(sc.launched)
 	}
-	sc.read[idx] = true
 	run := int64(0)
-	for run < ra.max && idx-run-1 >= 0 && sc.read[idx-run-1] {
+	for run < ra.max && first-run-1 >= 0 && sc.read[first-run-1] {
 		run++
 	}
+	for i := first; i <= last; i++ {
+		sc.read[i] = true
+	}
 	var out []int64
-	for i := idx + 1; i <= min(idx+run, last); i++ {
+	for i := last + 1; i <= min(last+run, lastChunk); i++ {
 		if !sc.launched[i] && !sc.read[i] {
 			sc.launched[i] = true
 			out = append(out, i)
@@ -90,15 +94,38 @@ func (ra *readAhead) stopped(vk string, idx int64) {
 	}
 }
 
-// readAheadAfter notes a read of chunk idx of version m and fetches the
-// chunks its scan's window covers into the page cache in the background.
-func (c *Client) readAheadAfter(ctx context.Context, bucket, key string, m Meta, cs, idx int64) {
-	if c.pages == nil || c.ahead == nil {
+// noAheadKey marks a context whose reads are parts of one larger read
+// that was noted already (WithoutReadAhead).
+type noAheadKey struct{}
+
+// WithoutReadAhead returns a context whose reads do not count for
+// read-ahead: for the parts of one read the caller notes itself with
+// NoteRead (the gateway reads a GetObject's range in pieces, and the pieces
+// of one range are not a scan).
+func WithoutReadAhead(ctx context.Context) context.Context {
+	return context.WithValue(ctx, noAheadKey{}, true)
+}
+
+// NoteRead tells the read-ahead that a read of [off, off+n) of version m
+// starts (with a page cache; see WithoutReadAhead).
+func (c *Client) NoteRead(ctx context.Context, bucket, key string, m Meta, off, n int64) {
+	cs := c.chunkSize.Load()
+	if cs <= 0 || n <= 0 || off < 0 || off >= m.Size {
 		return
 	}
-	last := chunk.Count(m.Size, cs) - 1
+	first, last := chunk.Span(off, min(n, m.Size-off), cs)
+	c.readAheadAfter(context.WithoutCancel(ctx), bucket, key, m, cs, first, last)
+}
+
+// readAheadAfter notes a read of chunks [first, last] of version m and
+// fetches the chunks its scan's window covers into the page cache in the
+// background.
+func (c *Client) readAheadAfter(ctx context.Context, bucket, key string, m Meta, cs, first, last int64) {
+	if c.pages == nil || c.ahead == nil || ctx.Value(noAheadKey{}) != nil {
+		return
+	}
 	vk := versionKey(bucket, key, m.ETag)
-	ahead := c.ahead.next(vk, idx, last)
+	ahead := c.ahead.next(vk, first, last, chunk.Count(m.Size, cs)-1)
 	for n, i := range ahead {
 		pk := pageKey(bucket, key, m.ETag, cs, i)
 		if _, ok := c.pages.get(pk); ok || c.filling(pk) {

@@ -20,9 +20,11 @@ type Cache interface {
 }
 
 // viewer is a Cache that can hand out ranges held in its RAM without a
-// copy (*client.Client with a page cache).
+// copy, and reads ahead of readers moving through an object
+// (*client.Client with a page cache).
 type viewer interface {
 	View(ctx context.Context, bucket, key string, m client.Meta, off, n int64) ([]byte, bool, error)
+	NoteRead(ctx context.Context, bucket, key string, m client.Meta, off, n int64)
 }
 
 // defaultContentType is what S3 reports for objects stored without one.
@@ -108,7 +110,14 @@ func (g *Gateway) serveVersion(x *exchange, m client.Meta) (retry bool) {
 	readAt := func(ctx context.Context, p []byte, off int64) (int, error) {
 		return g.cache.ReadAt(ctx, x.rt.bucket, x.rt.key, m, p, off)
 	}
-	body := newRangeReader(r.Context(), readAt, &g.pieces, g.cfg.ReadPieceBytes, g.cfg.ReadAhead, rng.off, rng.n)
+	ctx := r.Context()
+	if v, ok := g.cache.(viewer); ok {
+		// The range is one read for the cache's read-ahead, not one per
+		// piece (a range of a few chunks is not a scan by itself).
+		v.NoteRead(ctx, x.rt.bucket, x.rt.key, m, rng.off, rng.n)
+		ctx = client.WithoutReadAhead(ctx)
+	}
+	body := newRangeReader(ctx, readAt, &g.pieces, g.cfg.ReadPieceBytes, g.cfg.ReadAhead, rng.off, rng.n)
 	if v, ok := g.cache.(viewer); ok {
 		body.view = func(ctx context.Context, off, n int64) ([]byte, bool, error) {
 			return v.View(ctx, x.rt.bucket, x.rt.key, m, off, n)
