@@ -194,7 +194,14 @@ func (s *Server) storeFailed(op string, err error) {
 	if errors.Is(err, store.ErrNoSpace) {
 		reason = "no_space"
 	} else {
-		s.log.Warn("local store failed; serving from S3", "op", op, "err", err)
+		// A broken disk fails every request: warn at most every
+		// storeWarnEvery, with the count since the last warning (the
+		// metric counts each).
+		s.storeWarnings.Add(1)
+		s.storeWarn.Do(func() {
+			s.log.Warn("local store failed; serving from S3", "op", op, "err", err,
+				"failuresSinceLastWarning", s.storeWarnings.Swap(0))
+		})
 	}
 	s.metrics.StoreFailures.WithLabelValues(op, reason).Inc()
 }

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"golang.org/x/sync/singleflight"
+	"golang.org/x/time/rate"
 
 	"github.com/distcache/distcache/internal/chunk"
 	"github.com/distcache/distcache/internal/metrics"
@@ -97,6 +98,10 @@ type Server struct {
 	// whose path objectReadPath leaves to a mux.
 	readMux *http.ServeMux
 	log     *slog.Logger
+	// storeWarn and storeWarnings rate-limit the warning of a failing
+	// store (storeFailed).
+	storeWarn     rate.Sometimes
+	storeWarnings atomic.Int64
 
 	chunks singleflight.Group
 	metas  singleflight.Group
@@ -113,6 +118,9 @@ func (s *Server) withRingEpoch(next http.Handler) http.Handler {
 		next.ServeHTTP(w, r)
 	})
 }
+
+// storeWarnEvery spaces the warnings of a failing store.
+const storeWarnEvery = 10 * time.Second
 
 // epochHeader is the X-Distcache-Ring-Epoch value of one ring.
 type epochHeader struct {
@@ -170,6 +178,7 @@ func New(cfg Config, st Store, be Backend, tenants Tenants, m *metrics.Node, log
 		m.ReportRing(cfg.Ring)
 	}
 	return &Server{cfg: cfg, store: st, s3: be, tenants: tenants, metrics: m, log: log, peers: cfg.Peers,
+		storeWarn:      rate.Sometimes{First: 1, Interval: storeWarnEvery},
 		series:         newRequestSeries(m.Requests, m.ResponseBytes, m.ChunkReads, m.RequestDuration),
 		chunkSizeValue: []string{strconv.FormatInt(cfg.ChunkSize, 10)}}, nil
 }
