@@ -9,7 +9,8 @@ import (
 	"net/http"
 	"net/textproto"
 	"strconv"
-	"strings"
+
+	"github.com/distcache/distcache/internal/nodeapi"
 )
 
 // readChunkResponse parses the status line and headers of an answer on a
@@ -21,7 +22,7 @@ import (
 // share one string. Anything else is an error (the connection is then
 // closed).
 func readChunkResponse(br *bufio.Reader, req *http.Request) (*http.Response, error) {
-	line, err := readLine(br)
+	line, err := nodeapi.ReadLine(br)
 	if err != nil {
 		return nil, err
 	}
@@ -35,49 +36,15 @@ func readChunkResponse(br *bufio.Reader, req *http.Request) (*http.Response, err
 	}
 	resp := &http.Response{Status: statusText(code, status), StatusCode: code, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
 		Request: req, ContentLength: -1}
-	// The header block: names, and the values gathered into one buffer
-	// that becomes one string.
-	var (
-		names  [16]string
-		ends   [16]int
-		n      int
-		values = make([]byte, 0, 512)
-	)
-	for {
-		line, err := readLine(br)
-		if err != nil {
-			return nil, err
-		}
-		if len(line) == 0 {
-			break
-		}
-		k, v, ok := bytes.Cut(line, []byte{':'})
-		if !ok || len(k) == 0 || n == len(names) {
-			return nil, fmt.Errorf("client: malformed or too many headers in the answer (%q)", line)
-		}
-		names[n] = headerName(k)
-		values = append(values, bytes.TrimSpace(v)...)
-		ends[n] = len(values)
-		n++
-	}
-	all := string(values)
-	h := make(http.Header, n)
-	vals := make([]string, n)
-	start := 0
-	for i := 0; i < n; i++ {
-		vals[i] = all[start:ends[i]]
-		start = ends[i]
-		if old, ok := h[names[i]]; ok {
-			h[names[i]] = append(old[:len(old):len(old)], vals[i])
-			continue
-		}
-		h[names[i]] = vals[i : i+1 : i+1]
+	h := make(http.Header, 8)
+	if err := nodeapi.ReadHeader(br, h, headerName); err != nil {
+		return nil, fmt.Errorf("client: the answer's header: %w", err)
 	}
 	resp.Header = h
 	if len(h["Transfer-Encoding"]) > 0 {
 		return nil, errors.New("client: a chunked answer on a read connection")
 	}
-	if resp.Close = hasToken(h["Connection"], "close"); resp.Close {
+	if resp.Close = nodeapi.HasToken(h["Connection"], "close"); resp.Close {
 		delete(h, "Connection") // as http.ReadResponse does
 	}
 	switch cl := h["Content-Length"]; {
@@ -101,26 +68,6 @@ func readChunkResponse(br *bufio.Reader, req *http.Request) (*http.Response, err
 		resp.Body = io.NopCloser(br) // to the end of the connection
 	}
 	return resp, nil
-}
-
-// readLine reads one CRLF- (or LF-) terminated line without its ending; the
-// slice is valid until the next read.
-func readLine(br *bufio.Reader) ([]byte, error) {
-	line, err := br.ReadSlice('\n')
-	if err == bufio.ErrBufferFull {
-		return nil, errors.New("client: header line too long")
-	}
-	if err != nil {
-		if err == io.EOF && len(line) > 0 {
-			err = io.ErrUnexpectedEOF
-		}
-		return nil, err
-	}
-	line = line[:len(line)-1]
-	if n := len(line); n > 0 && line[n-1] == '\r' {
-		line = line[:n-1]
-	}
-	return line, nil
 }
 
 // headerName is the canonical form of a header name, without allocating
@@ -164,16 +111,4 @@ func statusText(code int, line []byte) string {
 		return "206 Partial Content"
 	}
 	return string(line)
-}
-
-// hasToken reports whether a comma-separated header value lists token.
-func hasToken(values []string, token string) bool {
-	for _, v := range values {
-		for t := range strings.SplitSeq(v, ",") {
-			if strings.EqualFold(strings.TrimSpace(t), token) {
-				return true
-			}
-		}
-	}
-	return false
 }

@@ -2,16 +2,16 @@ package node
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"net/textproto"
 	"net/url"
 	"strconv"
 	"strings"
+
+	"github.com/distcache/distcache/internal/nodeapi"
 )
 
 // readRequest parses one request of a read connection into r's fields,
@@ -22,7 +22,7 @@ import (
 // with a body comes back with its ContentLength (-1 for chunked) so that
 // it can be refused; a malformed one is an error (the connection closes).
 func readRequest(ctx context.Context, br *bufio.Reader, h http.Header) (*http.Request, error) {
-	line, err := readLine(br)
+	line, err := nodeapi.ReadLine(br)
 	if err != nil {
 		return nil, err
 	}
@@ -43,40 +43,8 @@ func readRequest(ctx context.Context, br *bufio.Reader, h http.Header) (*http.Re
 		return nil, err
 	}
 	clear(h)
-	var (
-		names  [16]string
-		ends   [16]int
-		n      int
-		values = make([]byte, 0, 512)
-	)
-	for {
-		line, err := readLine(br)
-		if err != nil {
-			return nil, err
-		}
-		if len(line) == 0 {
-			break
-		}
-		k, v, ok := bytes.Cut(line, []byte{':'})
-		if !ok || len(k) == 0 || n == len(names) || bytes.ContainsAny(k, " \t") {
-			return nil, fmt.Errorf("node: malformed or too many header lines (%q)", line)
-		}
-		names[n] = requestHeaderName(k)
-		values = append(values, bytes.TrimSpace(v)...)
-		ends[n] = len(values)
-		n++
-	}
-	all := string(values)
-	vals := make([]string, n)
-	start := 0
-	for i := 0; i < n; i++ {
-		vals[i] = all[start:ends[i]]
-		start = ends[i]
-		if old, ok := h[names[i]]; ok {
-			h[names[i]] = append(old[:len(old):len(old)], vals[i])
-			continue
-		}
-		h[names[i]] = vals[i : i+1 : i+1]
+	if err := nodeapi.ReadHeader(br, h, requestHeaderName); err != nil {
+		return nil, fmt.Errorf("node: request header: %w", err)
 	}
 	r.Header = h
 	hosts := h["Host"]
@@ -85,7 +53,7 @@ func readRequest(ctx context.Context, br *bufio.Reader, h http.Header) (*http.Re
 	}
 	r.Host = hosts[0]
 	delete(h, "Host")
-	r.Close = hasToken(h["Connection"], "close")
+	r.Close = nodeapi.HasToken(h["Connection"], "close")
 	switch cl := h["Content-Length"]; {
 	case len(h["Transfer-Encoding"]) > 0:
 		r.ContentLength = -1
@@ -97,26 +65,6 @@ func readRequest(ctx context.Context, br *bufio.Reader, h http.Header) (*http.Re
 		}
 	}
 	return r, nil
-}
-
-// readLine reads one CRLF- (or LF-) terminated line without its ending; the
-// slice is valid until the next read.
-func readLine(br *bufio.Reader) ([]byte, error) {
-	line, err := br.ReadSlice('\n')
-	if err == bufio.ErrBufferFull {
-		return nil, errors.New("node: request line or header too long")
-	}
-	if err != nil {
-		if err == io.EOF && len(line) > 0 {
-			err = io.ErrUnexpectedEOF
-		}
-		return nil, err
-	}
-	line = line[:len(line)-1]
-	if n := len(line); n > 0 && line[n-1] == '\r' {
-		line = line[:n-1]
-	}
-	return line, nil
 }
 
 // requestHeaderName is the canonical form of a header name, without
@@ -143,18 +91,6 @@ func requestHeaderName(k []byte) string {
 		return HeaderLocalOnly
 	}
 	return textproto.CanonicalMIMEHeaderKey(string(k))
-}
-
-// hasToken reports whether a comma-separated header value lists token.
-func hasToken(values []string, token string) bool {
-	for _, v := range values {
-		for t := range strings.SplitSeq(v, ",") {
-			if strings.EqualFold(strings.TrimSpace(t), token) {
-				return true
-			}
-		}
-	}
-	return false
 }
 
 // hasCTL reports whether s has ASCII control bytes (url.Parse refuses them).

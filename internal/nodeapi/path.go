@@ -1,5 +1,5 @@
-// Package nodeapi holds what cache nodes and their clients must agree on
-// about the node API's URLs.
+// Package nodeapi holds what cache nodes and their clients must agree on:
+// the node API's URLs and the framing of read connections.
 package nodeapi
 
 import (

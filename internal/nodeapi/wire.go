@@ -1,0 +1,99 @@
+package nodeapi
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+)
+
+// The HTTP/1.1 framing of read connections (ProtoRead), shared by the
+// node's request parser and the client's answer parser: both read the same
+// lean subset of HTTP/1.1 with a few allocations per message.
+
+// ErrLineTooLong is a start or header line longer than the reader's buffer.
+var ErrLineTooLong = errors.New("line too long")
+
+// maxHeaderLines bounds a header block on a read connection: the node and
+// the client each send a handful.
+const maxHeaderLines = 16
+
+// ReadLine reads one CRLF- (or LF-) terminated line without its ending; the
+// slice is valid until the next read.
+func ReadLine(br *bufio.Reader) ([]byte, error) {
+	line, err := br.ReadSlice('\n')
+	if err == bufio.ErrBufferFull {
+		return nil, ErrLineTooLong
+	}
+	if err != nil {
+		if err == io.EOF && len(line) > 0 {
+			err = io.ErrUnexpectedEOF
+		}
+		return nil, err
+	}
+	line = line[:len(line)-1]
+	if n := len(line); n > 0 && line[n-1] == '\r' {
+		line = line[:n-1]
+	}
+	return line, nil
+}
+
+// ReadHeader reads a header block up to its empty line into h. name gives
+// the canonical form of a header name; returning constants for the names
+// the peer sends saves an allocation per line. All values share one
+// string. A line without a colon, a name with a space or tab, or more than
+// maxHeaderLines lines is an error, as for http.ReadRequest and
+// http.ReadResponse.
+func ReadHeader(br *bufio.Reader, h http.Header, name func([]byte) string) error {
+	var (
+		names  [maxHeaderLines]string
+		ends   [maxHeaderLines]int
+		n      int
+		values = make([]byte, 0, 512)
+	)
+	for {
+		line, err := ReadLine(br)
+		if err != nil {
+			return err
+		}
+		if len(line) == 0 {
+			break
+		}
+		k, v, ok := bytes.Cut(line, []byte{':'})
+		if !ok || len(k) == 0 || n == len(names) || bytes.ContainsAny(k, " \t") {
+			return fmt.Errorf("malformed or too many header lines (%q)", line)
+		}
+		names[n] = name(k)
+		values = append(values, bytes.TrimSpace(v)...)
+		ends[n] = len(values)
+		n++
+	}
+	all := string(values)
+	vals := make([]string, n)
+	start := 0
+	for i := 0; i < n; i++ {
+		vals[i] = all[start:ends[i]]
+		start = ends[i]
+		if old, ok := h[names[i]]; ok {
+			h[names[i]] = append(old[:len(old):len(old)], vals[i])
+			continue
+		}
+		h[names[i]] = vals[i : i+1 : i+1]
+	}
+	return nil
+}
+
+// HasToken reports whether a comma-separated header value lists token.
+func HasToken(values []string, token string) bool {
+	for _, v := range values {
+		for t := range strings.SplitSeq(v, ",") {
+			if strings.EqualFold(strings.TrimSpace(t), token) {
+				return true
+			}
+		}
+	}
+	return false
+}
