@@ -22,6 +22,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/distcache/distcache/internal/pki"
+	"github.com/distcache/distcache/internal/testutil/freeport"
 	"github.com/distcache/distcache/internal/testutil/miniotest"
 )
 
@@ -41,15 +42,6 @@ func TestMain(m *testing.M) {
 	code := m.Run()
 	os.RemoveAll(dir)
 	os.Exit(code)
-}
-
-func freePort(t *testing.T) string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
 }
 
 func waitFor(t *testing.T, url string, want int) {
@@ -105,7 +97,7 @@ func TestServeProcess(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	api, ops := freePort(t), freePort(t)
+	api, ops := freeport.Addr(t), freeport.Addr(t)
 	cmd := exec.Command(binary, "serve",
 		"--listen", api, "--metrics-listen", ops,
 		"--tls-cert", filepath.Join(dir, "server.crt"), "--tls-key", filepath.Join(dir, "server.key"),

@@ -19,6 +19,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
+	"github.com/distcache/distcache/internal/testutil/freeport"
 	"github.com/distcache/distcache/internal/testutil/nodecluster"
 )
 
@@ -50,14 +51,6 @@ func cachenodeBinary(t *testing.T) string {
 	return binaryPath
 }
 
-func freePort(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	must(t, err)
-	defer l.Close()
-	return l.Addr().String()
-}
-
 // TestGatewayProcess runs `cachenode gateway` as the operator would (flags
 // plus DISTCACHE_* environment, credentials from a file) in front of a
 // cache cluster, and checks the S3 API, readiness and metrics.
@@ -70,7 +63,7 @@ func TestGatewayProcess(t *testing.T) {
 	c.TenantTLS("team-a") // writes tenant-team-a.crt/.key into c.Dir
 	creds := filepath.Join(t.TempDir(), "creds.yaml")
 	must(t, os.WriteFile(creds, []byte("accessKeyID: "+accessKey+"\nsecretAccessKey: "+secretKey+"\n"), 0o600))
-	listen, metricsAddr := freePort(t), freePort(t)
+	listen, metricsAddr := freeport.Addr(t), freeport.Addr(t)
 
 	cmd := exec.Command(bin, "gateway",
 		"--listen", listen, "--credentials-file", creds, "--region", region,
@@ -151,8 +144,8 @@ func TestGatewayProcessWaitsForTheCache(t *testing.T) {
 	bin := cachenodeBinary(t)
 	c := nodecluster.StartWith(t, 1, nodecluster.Options{ChunkSize: chunkSize, Tenants: tenants})
 	c.TenantTLS("team-a")
-	listen, metricsAddr := freePort(t), freePort(t)
-	nodeAddr := freePort(t) // nothing listens there yet
+	listen, metricsAddr := freeport.Addr(t), freeport.Addr(t)
+	nodeAddr := freeport.Addr(t) // nothing listens there yet
 	cmd := exec.Command(bin, "gateway", "--listen", listen, "--metrics-listen", metricsAddr,
 		"--nodes", "https://"+nodeAddr, "--access-key", accessKey, "--ca", c.CAFile,
 		"--tls-cert", filepath.Join(c.Dir, "tenant-team-a.crt"), "--tls-key", filepath.Join(c.Dir, "tenant-team-a.key"))

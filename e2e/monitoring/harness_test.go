@@ -29,7 +29,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -42,6 +41,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/distcache/distcache/internal/testutil/freeport"
 	"github.com/distcache/distcache/internal/testutil/repo"
 )
 
@@ -72,14 +72,6 @@ func must(t testing.TB, err error) {
 	if err != nil {
 		t.Fatal(err)
 	}
-}
-
-func freePort(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	must(t, err)
-	defer l.Close()
-	return l.Addr().String()
 }
 
 // waitFor polls cond every 100ms until it returns nil or the timeout
@@ -317,7 +309,7 @@ func startPrometheus(t *testing.T, config string) *promClient {
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "prometheus.yml")
 	must(t, os.WriteFile(cfg, []byte(config), 0o600))
-	addr := freePort(t)
+	addr := freeport.Addr(t)
 	p := start(t, "prometheus", exec.Command(bin,
 		"--config.file="+cfg, "--storage.tsdb.path="+filepath.Join(dir, "data"),
 		"--web.listen-address="+addr, "--log.level=warn"))

@@ -27,6 +27,7 @@ import (
 	"github.com/distcache/distcache/internal/monitoring"
 	"github.com/distcache/distcache/internal/pki"
 	"github.com/distcache/distcache/internal/ring"
+	"github.com/distcache/distcache/internal/testutil/freeport"
 	"github.com/distcache/distcache/internal/testutil/miniotest"
 )
 
@@ -89,7 +90,7 @@ func startCluster(t *testing.T, n int, objects ...string) *testCluster {
 
 	spec := ring.Spec{Epoch: 1, Zone: testZone, Hash: ring.HashParams{Algorithm: ring.AlgorithmRendezvousXXHash64}}
 	for i := 0; i < n; i++ {
-		node := &cacheNode{name: fmt.Sprintf("%s-%s-%d", testCache, testZone, i), api: freePort(t), ops: freePort(t)}
+		node := &cacheNode{name: fmt.Sprintf("%s-%s-%d", testCache, testZone, i), api: freeport.Addr(t), ops: freeport.Addr(t)}
 		leaf, err := ca.IssueServer(node.name, []string{"localhost"}, []net.IP{net.IPv4(127, 0, 0, 1)}, time.Hour,
 			pki.WithIdentity(pki.Identity{Kind: pki.KindPeer, Name: node.name}))
 		must(t, err)

@@ -46,6 +46,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/distcache/distcache/internal/pki"
+	"github.com/distcache/distcache/internal/testutil/freeport"
 	"github.com/distcache/distcache/internal/testutil/miniotest"
 )
 
@@ -239,32 +240,6 @@ func (e *env) newNode(name, dataDir string, args ...string) *node {
 	return n
 }
 
-var (
-	portsMu sync.Mutex
-	ports   = map[string]bool{} // handed out by freePort in this process
-)
-
-// freePort returns a loopback address nothing listens on, never one it
-// returned before: the kernel may hand a just-closed port out again, and two
-// flags of one process given the same port make it fail to start.
-func freePort(t *testing.T) string {
-	t.Helper()
-	portsMu.Lock()
-	defer portsMu.Unlock()
-	for {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		addr := l.Addr().String()
-		l.Close()
-		if !ports[addr] {
-			ports[addr] = true
-			return addr
-		}
-	}
-}
-
 func (n *node) running() bool {
 	if n.cmd == nil {
 		return false
@@ -294,7 +269,7 @@ func (n *node) launch(t *testing.T) error {
 		return fmt.Errorf("%s is already running", n.name)
 	}
 	n.starts++
-	n.api, n.ops = freePort(t), freePort(t)
+	n.api, n.ops = freeport.Addr(t), freeport.Addr(t)
 	args := append([]string{"serve",
 		"--listen", n.api, "--metrics-listen", n.ops,
 		"--tls-cert", n.e.path("server.crt"), "--tls-key", n.e.path("server.key"),

@@ -5,14 +5,12 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -21,6 +19,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
+	"github.com/distcache/distcache/internal/testutil/freeport"
 	"github.com/distcache/distcache/internal/testutil/miniotest"
 )
 
@@ -78,7 +77,7 @@ func startStack(t *testing.T, opts stackOptions) *stack {
 	listen := make([]string, len(names))
 	var members []string
 	for i, n := range names {
-		listen[i] = freePort(t)
+		listen[i] = freeport.Addr(t)
 		members = append(members, fmt.Sprintf(`{"name":%q,"address":%q,"ordinal":%d,"weight":100,"state":"active"}`, n, listen[i], i))
 	}
 	ringFile := filepath.Join(dir, "ring.json")
@@ -97,7 +96,7 @@ func startStack(t *testing.T, opts stackOptions) *stack {
 		st.nodes = append(st.nodes, p)
 		seeds = append(seeds, "https://"+listen[i])
 	}
-	gw := freePort(t)
+	gw := freeport.Addr(t)
 	st.gateway = start(t, dir, "gateway", bin, nil,
 		"gateway", "--listen", gw, "--nodes", strings.Join(seeds, ","),
 		"--tls-cert", filepath.Join(certs, "tenant-soak.crt"), "--tls-key", filepath.Join(certs, "tenant-soak.key"),
@@ -119,7 +118,7 @@ func startStack(t *testing.T, opts stackOptions) *stack {
 // test fails. The process is stopped with SIGTERM when the test ends.
 func start(t *testing.T, dir, name, bin string, env []string, args ...string) *proc {
 	t.Helper()
-	metrics := freePort(t)
+	metrics := freeport.Addr(t)
 	args = append(args, "--metrics-listen", metrics)
 	logPath := filepath.Join(dir, name+".log")
 	logFile, err := os.Create(logPath)
@@ -243,32 +242,6 @@ lines:
 	}
 	_, _ = io.Copy(io.Discard, resp.Body)
 	return sum
-}
-
-var (
-	portsMu sync.Mutex
-	ports   = map[string]bool{} // handed out by freePort in this process
-)
-
-// freePort returns a loopback address nothing listens on, never one it
-// returned before: the kernel may hand a just-closed port out again, and two
-// flags of one process given the same port make it fail to start.
-func freePort(t *testing.T) string {
-	t.Helper()
-	portsMu.Lock()
-	defer portsMu.Unlock()
-	for {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		addr := l.Addr().String()
-		l.Close()
-		if !ports[addr] {
-			ports[addr] = true
-			return addr
-		}
-	}
 }
 
 func tail(b []byte, n int) []byte {
