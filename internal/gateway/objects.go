@@ -111,14 +111,15 @@ func (g *Gateway) serveVersion(x *exchange, m client.Meta) (retry bool) {
 		return g.cache.ReadAt(ctx, x.rt.bucket, x.rt.key, m, p, off)
 	}
 	ctx := r.Context()
-	if v, ok := g.cache.(viewer); ok {
+	v, canView := g.cache.(viewer)
+	if canView {
 		// The range is one read for the cache's read-ahead, not one per
 		// piece (a range of a few chunks is not a scan by itself).
 		v.NoteRead(ctx, x.rt.bucket, x.rt.key, m, rng.off, rng.n)
 		ctx = client.WithoutReadAhead(ctx)
 	}
 	body := newRangeReader(ctx, readAt, &g.pieces, g.cfg.ReadPieceBytes, g.cfg.ReadAhead, rng.off, rng.n)
-	if v, ok := g.cache.(viewer); ok {
+	if canView {
 		body.view = func(ctx context.Context, off, n int64) ([]byte, bool, error) {
 			return v.View(ctx, x.rt.bucket, x.rt.key, m, off, n)
 		}
