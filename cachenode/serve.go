@@ -247,7 +247,7 @@ func listenTLS(s *http.Server) error {
 	if err != nil {
 		return err
 	}
-	return s.Serve(tls.NewListener(ln, s.TLSConfig))
+	return s.Serve(tls.NewListener(node.BatchingListener(ln), s.TLSConfig))
 }
 
 // opsHandler serves the plain port: metrics, liveness and readiness.

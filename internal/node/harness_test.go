@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -60,25 +61,26 @@ type options struct {
 // harness runs one cache node over real mTLS against a real MinIO, with a
 // counting proxy in between, as `cachenode serve` wires it.
 type harness struct {
-	t        testing.TB
-	opts     options
-	minio    *miniotest.Server
-	proxy    *s3proxy.Proxy
-	direct   *s3.Client
-	ca       *pki.CA
-	dir      string
-	dataDir  string
-	clock    *fakeClock
-	tenants  *tenancy.Watcher
-	backend  *s3backend.Backend
-	reg      *prometheus.Registry
-	metrics  *metrics.Node
-	store    *store.Store
-	server   *http.Server
-	handler  http.Handler
-	addr     string
-	clients  map[string]*http.Client
-	serverCA string
+	t            testing.TB
+	socketWrites atomic.Int64 // writes to the node's sockets, all connections
+	opts         options
+	minio        *miniotest.Server
+	proxy        *s3proxy.Proxy
+	direct       *s3.Client
+	ca           *pki.CA
+	dir          string
+	dataDir      string
+	clock        *fakeClock
+	tenants      *tenancy.Watcher
+	backend      *s3backend.Backend
+	reg          *prometheus.Registry
+	metrics      *metrics.Node
+	store        *store.Store
+	server       *http.Server
+	handler      http.Handler
+	addr         string
+	clients      map[string]*http.Client
+	serverCA     string
 }
 
 func defaultTenants(minio *miniotest.Server) string {
@@ -180,7 +182,32 @@ func (h *harness) startNode() {
 		ErrorLog:     log.New(io.Discard, "", 0), // refused handshakes are expected in tests
 	}
 	srv.ServeReads(h.server) // as `cachenode serve` does
-	go func() { _ = h.server.Serve(tls.NewListener(ln, tlsConfig)) }()
+	counted := &writeCountingListener{Listener: ln, writes: &h.socketWrites}
+	go func() { _ = h.server.Serve(tls.NewListener(node.BatchingListener(counted), tlsConfig)) }()
+}
+
+// writeCountingListener counts the writes to its connections' sockets.
+type writeCountingListener struct {
+	net.Listener
+	writes *atomic.Int64
+}
+
+func (l *writeCountingListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return &writeCountingConn{Conn: c, writes: l.writes}, nil
+}
+
+type writeCountingConn struct {
+	net.Conn
+	writes *atomic.Int64
+}
+
+func (c *writeCountingConn) Write(p []byte) (int, error) {
+	c.writes.Add(1)
+	return c.Conn.Write(p)
 }
 
 func (h *harness) stopNode() {

@@ -136,6 +136,7 @@ func (rs *readServer) serve(_ *http.Server, c *tls.Conn, _ http.Handler) {
 	br := bufio.NewReaderSize(c, 4<<10)
 	hdr := http.Header{} // every request's, in turn: handlers keep no request
 	remote := c.RemoteAddr().String()
+	batch, _ := c.NetConn().(*batchConn) // under a BatchingListener
 	for {
 		if !rs.readDeadline(c, br) {
 			return
@@ -150,6 +151,9 @@ func (rs *readServer) serve(_ *http.Server, c *tls.Conn, _ http.Handler) {
 		}
 		r.TLS, r.RemoteAddr = &state, remote
 		w.reset(r)
+		if batch != nil {
+			batch.startBatch()
+		}
 		if idErr != nil {
 			// As pki.Middleware answers on the other connections.
 			http.Error(w, "forbidden: no valid distcache client identity: "+idErr.Error(), http.StatusForbidden)
@@ -157,7 +161,11 @@ func (rs *readServer) serve(_ *http.Server, c *tls.Conn, _ http.Handler) {
 		} else {
 			rs.s.serveRead(w, r)
 		}
-		if err := w.finish(); err != nil || w.close || r.Close {
+		err = w.finish()
+		if batch != nil {
+			err = errors.Join(err, batch.flush())
+		}
+		if err != nil || w.close || r.Close {
 			return
 		}
 		rc.setIdle(true) // from now on a shutdown closes it

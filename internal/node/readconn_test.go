@@ -196,3 +196,33 @@ func TestClientReadsOverReadConnections(t *testing.T) {
 		t.Fatalf("read after the errors: %v", err)
 	}
 }
+
+// TestReadAnswerIsOneSocketWrite: under a BatchingListener (as cachenode
+// serve listens), a 64 KiB range answer, five TLS records, leaves the node
+// in one write; an answer longer than a batch arrives whole, in several.
+func TestReadAnswerIsOneSocketWrite(t *testing.T) {
+	h := newHarness(t, options{ramBytes: 16 << 20})
+	data := randomBytes(rand.New(rand.NewPCG(9, 9)), testChunk)
+	h.putDirect("bucket-a", "obj", data)
+	fast := h.readClient(tenant("team-a"))
+	rng := map[string]string{"Range": "bytes=65536-131071"}
+	h.get(fast, "bucket-a", "obj", "chunk=0", rng) // fills the chunk and opens the connection
+	for i := 0; i < 3; i++ {
+		before := h.socketWrites.Load()
+		resp := h.get(fast, "bucket-a", "obj", "chunk=0", rng)
+		if resp.status != http.StatusPartialContent || !bytes.Equal(resp.body, data[65536:131072]) {
+			t.Fatalf("range read: status %d, %d bytes", resp.status, len(resp.body))
+		}
+		if n := h.socketWrites.Load() - before; n != 1 {
+			t.Fatalf("a 64 KiB answer took %d socket writes, want 1", n)
+		}
+	}
+	before := h.socketWrites.Load()
+	resp := h.get(fast, "bucket-a", "obj", "chunk=0", nil)
+	if resp.status != http.StatusOK || !bytes.Equal(resp.body, data) {
+		t.Fatalf("whole chunk: status %d, %d bytes", resp.status, len(resp.body))
+	}
+	if n := h.socketWrites.Load() - before; n < 2 || n > 4 {
+		t.Fatalf("a %d KiB answer took %d socket writes, want 2-4 (batches of at most 128 KiB)", testChunk>>10, n)
+	}
+}

@@ -272,7 +272,7 @@ func (w *world) startNode(ctx context.Context) error {
 	w.nodeSrv = &http.Server{Handler: srv.Handler(), TLSConfig: w.serverTL,
 		TLSNextProto: map[string]func(*http.Server, *tls.Conn, http.Handler){}, ErrorLog: log.New(io.Discard, "", 0)}
 	srv.ServeReads(w.nodeSrv) // as `cachenode serve` does
-	go func() { _ = w.nodeSrv.Serve(tls.NewListener(ln, w.serverTL)) }()
+	go func() { _ = w.nodeSrv.Serve(tls.NewListener(node.BatchingListener(ln), w.serverTL)) }()
 	w.onClose(func() { _ = w.nodeSrv.Close() })
 	return nil
 }

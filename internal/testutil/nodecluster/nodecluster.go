@@ -386,7 +386,7 @@ func (c *Cluster) AddMember() (*Member, error) {
 		ErrorLog:     log.New(io.Discard, "", 0), // refused handshakes and killed connections are expected
 	}
 	srv.ServeReads(m.Server) // as cachenode serve does
-	go func() { _ = m.Server.Serve(tls.NewListener(ln, serverTLS)) }()
+	go func() { _ = m.Server.Serve(tls.NewListener(node.BatchingListener(ln), serverTLS)) }()
 	c.onClose(func() {
 		_ = m.Server.Close()
 		_ = m.Store.Close()
