@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -21,18 +20,18 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	cachev1alpha1 "github.com/distcache/distcache/api/v1alpha1"
+	"github.com/distcache/distcache/internal/testutil/freeport"
 )
-
-func objectMeta(namespace, name string, labels map[string]string) metav1.ObjectMeta {
-	return metav1.ObjectMeta{Namespace: namespace, Name: name, Labels: labels}
-}
 
 func freeAddr() string {
 	GinkgoHelper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := freeport.Next()
 	Expect(err).NotTo(HaveOccurred())
-	defer l.Close()
-	return l.Addr().String()
+	return addr
+}
+
+func objectMeta(namespace, name string, labels map[string]string) metav1.ObjectMeta {
+	return metav1.ObjectMeta{Namespace: namespace, Name: name, Labels: labels}
 }
 
 // httpGet returns the status and body of GET url.

@@ -9,7 +9,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"net"
+
 	"net/http"
 	"os"
 	"os/exec"
@@ -21,6 +21,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+
+	"github.com/distcache/distcache/internal/testutil/freeport"
 )
 
 // ReadyTimeout bounds how long Start and Restart wait for MinIO to report
@@ -63,7 +65,7 @@ func Start(ctx context.Context, bin, dir string) (*Server, error) {
 	if err := os.MkdirAll(s.Dir, 0o755); err != nil {
 		return nil, err
 	}
-	addr, err := freeAddr()
+	addr, err := freeport.Next()
 	if err != nil {
 		return nil, err
 	}
@@ -217,15 +219,6 @@ func (s *Server) waitReady(ctx context.Context, exited <-chan struct{}) error {
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
-}
-
-func freeAddr() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer l.Close()
-	return l.Addr().String(), nil
 }
 
 func randomHex(n int) string {

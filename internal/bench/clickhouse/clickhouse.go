@@ -154,6 +154,11 @@ func measure(ctx context.Context, env benchkit.Env) (*results, error) {
 	t := res.Load.Compressed
 	res.Cache = cacheConfig{Nodes: 3, ChunkSize: 4 << 20, RAMBytes: max(64<<20, t*6/10), DiskBytes: max(256<<20, 2*t), PageCacheBytes: max(64<<20, t*3/2),
 		ProfileDir: os.Getenv("BENCH_PROFILE_DIR")}
+	if d := res.Cache.ProfileDir; d != "" {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return nil, err
+		}
+	}
 
 	res.Cells = make([][][2]cell, len(rows))
 	for i := range res.Cells {

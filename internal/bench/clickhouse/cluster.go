@@ -7,7 +7,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"net"
+
 	"net/http"
 	"os"
 	"os/exec"
@@ -17,6 +17,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/distcache/distcache/internal/testutil/freeport"
 )
 
 // buildCachenode builds the cachenode binary of this tree into dir, so the
@@ -149,9 +151,10 @@ const tenantName = "bench"
 
 func startCluster(ctx context.Context, bin, dir string, cfg cacheConfig, s3 endpoint) (c *cluster, err error) {
 	c = &cluster{bin: bin, dir: dir, cfg: cfg, tenant: tenantName}
+	started := c // the returns below set c to nil
 	defer func() {
 		if err != nil {
-			c.stop()
+			started.stop()
 		}
 	}()
 	certs := filepath.Join(dir, "certs")
@@ -178,10 +181,10 @@ func startCluster(ctx context.Context, bin, dir string, cfg cacheConfig, s3 endp
 	var members []member
 	api, ops := make([]string, cfg.Nodes), make([]string, cfg.Nodes)
 	for i, n := range names {
-		if api[i], err = freeAddr(); err != nil {
+		if api[i], err = freeport.Next(); err != nil {
 			return nil, err
 		}
-		if ops[i], err = freeAddr(); err != nil {
+		if ops[i], err = freeport.Next(); err != nil {
 			return nil, err
 		}
 		members = append(members, member{Name: n, Address: api[i], Ordinal: i, Weight: 100, State: "active"})
@@ -220,11 +223,11 @@ func startCluster(ctx context.Context, bin, dir string, cfg cacheConfig, s3 endp
 func (c *cluster) startGateway(ctx context.Context, bucket string) (*gatewayProc, error) {
 	c.seq++
 	name := fmt.Sprintf("gateway-%d", c.seq)
-	listen, err := freeAddr()
+	listen, err := freeport.Next()
 	if err != nil {
 		return nil, err
 	}
-	ops, err := freeAddr()
+	ops, err := freeport.Next()
 	if err != nil {
 		return nil, err
 	}
@@ -252,15 +255,6 @@ func (c *cluster) stop() {
 	for _, p := range c.nodes {
 		p.stop()
 	}
-}
-
-func freeAddr() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer l.Close()
-	return l.Addr().String(), nil
 }
 
 func randomHex(n int) string {

@@ -16,6 +16,8 @@ import (
 	"syscall"
 	"text/template"
 	"time"
+
+	"github.com/distcache/distcache/internal/testutil/freeport"
 )
 
 // nginxParams fill nginxConf.
@@ -105,10 +107,12 @@ func startNginx(ctx context.Context, bin, dir string, p nginxParams) (*nginxProc
 	if err := os.MkdirAll(filepath.Join(dir, "tmp"), 0o755); err != nil {
 		return nil, err
 	}
-	port, err := freePort()
+	addr, err := freeport.Next()
 	if err != nil {
 		return nil, err
 	}
+	_, portStr, _ := net.SplitHostPort(addr)
+	port, _ := strconv.Atoi(portStr)
 	p.Dir, p.Port, p.Workers, p.Root = dir, port, runtime.NumCPU(), os.Geteuid() == 0
 	var conf strings.Builder
 	if err := nginxConf.Execute(&conf, p); err != nil {
@@ -217,13 +221,4 @@ func (n *nginxProc) stop() {
 		_ = n.cmd.Process.Kill()
 		<-n.done
 	}
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }
