@@ -109,24 +109,31 @@ func (s *Server) readChunk(ctx context.Context, c caller, o chunk.Object, m chun
 		if r != nil {
 			data, handedOff = s.fromPrevious(bg, r, c, id, m.Size)
 		}
-		if !handedOff {
-			var err error
-			if data, err = s.s3.GetRange(bg, c.creds, o.Bucket, o.Key, m.ETag, off, length); err != nil {
-				if errors.Is(err, s3backend.ErrPreconditionFailed) {
-					// The version this read was pinned to is gone: learn the
-					// new one now (dropping the old chunks) rather than at
-					// the TTL, so the next Stat sees it.
-					_, _ = s.meta(bg, c, o, true)
+		if handedOff {
+			if s.shouldStore(r, id) {
+				if err := s.store.PutChunk(id, data); err != nil {
+					s.storeFailed("put_chunk", err) // still serve it: pass-through
 				}
-				return nil, err
 			}
+			return data, nil
+		}
+		// Read S3 straight into the buffer the store keeps.
+		v := store.NewValue(int(length))
+		if err := s.s3.GetRangeInto(bg, c.creds, o.Bucket, o.Key, m.ETag, off, v.Payload()); err != nil {
+			if errors.Is(err, s3backend.ErrPreconditionFailed) {
+				// The version this read was pinned to is gone: learn the
+				// new one now (dropping the old chunks) rather than at
+				// the TTL, so the next Stat sees it.
+				_, _ = s.meta(bg, c, o, true)
+			}
+			return nil, err
 		}
 		if s.shouldStore(r, id) {
-			if err := s.store.PutChunk(id, data); err != nil {
+			if err := s.store.PutValue(id, v); err != nil {
 				s.storeFailed("put_chunk", err) // still serve it: pass-through
 			}
 		}
-		return data, nil
+		return v.Payload(), nil
 	})
 	if !ran {
 		s.metrics.SingleflightJoins.Inc()

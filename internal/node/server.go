@@ -30,6 +30,7 @@ import (
 type Store interface {
 	GetChunk(id chunk.ID) ([]byte, store.Tier, error)
 	PutChunk(id chunk.ID, data []byte) error
+	PutValue(id chunk.ID, v store.Value) error // PutChunk without a copy
 	GetMeta(o chunk.Object) (chunk.Meta, error)
 	PutMeta(o chunk.Object, m chunk.Meta) error
 	DeleteObject(o chunk.Object) error
@@ -39,7 +40,7 @@ type Store interface {
 // (s3backend.Backend).
 type Backend interface {
 	Head(ctx context.Context, cr s3backend.Credentials, bucket, key string) (chunk.Meta, error)
-	GetRange(ctx context.Context, cr s3backend.Credentials, bucket, key, etag string, off, length int64) ([]byte, error)
+	GetRangeInto(ctx context.Context, cr s3backend.Credentials, bucket, key, etag string, off int64, dst []byte) error
 	Put(ctx context.Context, cr s3backend.Credentials, bucket, key string, body io.Reader, size int64, contentType string) (string, error)
 	Delete(ctx context.Context, cr s3backend.Credentials, bucket, key string) error
 	Forward(ctx context.Context, cr s3backend.Credentials, method, bucket, key, rawQuery string,

@@ -265,8 +265,23 @@ func (b *Backend) GetRange(ctx context.Context, cr Credentials, bucket, key, eta
 		return nil, &Error{Op: OpGet, Bucket: bucket, Key: key, Kind: ErrInvalidRange,
 			Err: fmt.Errorf("offset %d, length %d", off, length)}
 	}
+	buf := make([]byte, length)
+	if err := b.GetRangeInto(ctx, cr, bucket, key, etag, off, buf); err != nil {
+		return nil, err
+	}
+	return buf, nil
+}
+
+// GetRangeInto is GetRange into dst: it reads exactly len(dst) bytes
+// (what dst holds after an error is undefined).
+func (b *Backend) GetRangeInto(ctx context.Context, cr Credentials, bucket, key, etag string, off int64, dst []byte) error {
+	length := int64(len(dst))
+	if off < 0 {
+		return &Error{Op: OpGet, Bucket: bucket, Key: key, Kind: ErrInvalidRange,
+			Err: fmt.Errorf("offset %d, length %d", off, length)}
+	}
 	if length == 0 {
-		return []byte{}, nil
+		return nil
 	}
 	in := &s3.GetObjectInput{
 		Bucket: &bucket,
@@ -276,14 +291,13 @@ func (b *Backend) GetRange(ctx context.Context, cr Credentials, bucket, key, eta
 	if etag != "" {
 		in.IfMatch = &etag
 	}
-	var buf []byte
-	err := b.do(ctx, OpGet, bucket, key, func(ctx context.Context) error {
+	return b.do(ctx, OpGet, bucket, key, func(ctx context.Context) error {
 		for attempt := 1; ; attempt++ {
 			out, err := b.Client(cr).GetObject(ctx, in)
 			if err != nil {
 				return err // the SDK has retried what it could
 			}
-			buf, err = readBody(out, etag, length)
+			err = readBody(out, etag, dst)
 			if err == nil || errors.Is(err, ErrInvalidRange) || errors.Is(err, ErrPreconditionFailed) ||
 				ctx.Err() != nil || attempt >= b.cfg.MaxAttempts {
 				return err
@@ -296,10 +310,6 @@ func (b *Backend) GetRange(ctx context.Context, cr Credentials, bucket, key, eta
 			}
 		}
 	})
-	if err != nil {
-		return nil, err
-	}
-	return buf, nil
 }
 
 // readBody reads and closes a ranged GET's body, which must hold exactly
@@ -307,20 +317,19 @@ func (b *Backend) GetRange(ctx context.Context, cr Credentials, bucket, key, eta
 // though the request carried If-Match: a store (or a proxy) that ignores
 // If-Match would otherwise hand over bytes of a newer version, which would
 // be cached under the old version's ETag and mixed into its reads.
-func readBody(out *s3.GetObjectOutput, etag string, length int64) ([]byte, error) {
+func readBody(out *s3.GetObjectOutput, etag string, dst []byte) error {
 	defer out.Body.Close()
 	if got := aws.ToString(out.ETag); etag != "" && out.ETag != nil && strings.Trim(got, `"`) != strings.Trim(etag, `"`) {
-		return nil, fmt.Errorf("%w: asked for version %s, S3 sent %s (If-Match ignored)", ErrPreconditionFailed, etag, got)
+		return fmt.Errorf("%w: asked for version %s, S3 sent %s (If-Match ignored)", ErrPreconditionFailed, etag, got)
 	}
-	if n := aws.ToInt64(out.ContentLength); out.ContentLength != nil && n != length {
-		return nil, fmt.Errorf("%w: asked for %d bytes, S3 sent %d (Content-Range %q)",
-			ErrInvalidRange, length, n, aws.ToString(out.ContentRange))
+	if n := aws.ToInt64(out.ContentLength); out.ContentLength != nil && n != int64(len(dst)) {
+		return fmt.Errorf("%w: asked for %d bytes, S3 sent %d (Content-Range %q)",
+			ErrInvalidRange, len(dst), n, aws.ToString(out.ContentRange))
 	}
-	buf := make([]byte, length)
-	if _, err := io.ReadFull(out.Body, buf); err != nil {
-		return nil, fmt.Errorf("reading body: %w", err)
+	if _, err := io.ReadFull(out.Body, dst); err != nil {
+		return fmt.Errorf("reading body: %w", err)
 	}
-	return buf, nil
+	return nil
 }
 
 // Put uploads the object and returns its ETag once S3 has it. body is

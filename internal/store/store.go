@@ -529,10 +529,22 @@ func (s *Store) removeLocked(e *entry) {
 // so is one that races a DeleteObject of its object (see there).
 // data is copied; the caller may reuse it.
 func (s *Store) PutChunk(id chunk.ID, data []byte) error {
+	if len(data) > maxPayload {
+		return fmt.Errorf("store: chunk %s: %d bytes is too large", id, len(data))
+	}
+	v := NewValue(len(data))
+	copy(v.Payload(), data)
+	return s.PutValue(id, v)
+}
+
+// PutValue is PutChunk without the copy: the store keeps v, whose payload
+// must not change from now on (the RAM tier hands it to readers).
+func (s *Store) PutValue(id chunk.ID, v Value) error {
 	if err := s.enter(); err != nil {
 		return err
 	}
 	defer s.leave()
+	data := v.Payload()
 	if len(data) > maxPayload {
 		return fmt.Errorf("store: chunk %s: %d bytes is too large", id, len(data))
 	}
@@ -547,8 +559,8 @@ func (s *Store) PutChunk(id chunk.ID, data []byte) error {
 		s.rejected.Add(1)
 		return fmt.Errorf("%w: chunk %s of %d bytes exceeds the capacity or tenant quota", ErrNoSpace, id, size)
 	}
-	val := encodeChunkValue(key, data)
-	payload := val[valueHeaderLen:]
+	val := v.seal(key)
+	payload := data
 	cost := putCost(len(key), len(val))
 
 	s.mu.Lock()

@@ -503,3 +503,35 @@ func TestPutSameIDDifferentLength(t *testing.T) {
 		t.Fatalf("after restart: stats = %+v", st)
 	}
 }
+
+// TestPutValueKeepsTheBuffer: PutValue stores the bytes read into a
+// Value's payload without copying them (the RAM tier hands out that very
+// buffer), and the disk copy is the same, checksum verified.
+func TestPutValueKeepsTheBuffer(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		ram  int64
+		tier Tier
+	}{{"ram", 8 << 20, TierRAM}, {"disk only", 0, TierDisk}} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newTestStore(t, func(o *Options) { o.RAMBytes = tc.ram })
+			id := testID("t", "b", "k", "e1", 0)
+			data := payload(id, 300<<10)
+			v := NewValue(len(data))
+			copy(v.Payload(), data)
+			if err := s.PutValue(id, v); err != nil {
+				t.Fatal(err)
+			}
+			settle(s)
+			wantChunk(t, s, id, data, tc.tier)
+			got, _, _ := s.GetChunk(id)
+			if same := &got[0] == &v.Payload()[0]; same != (tc.ram > 0) {
+				t.Errorf("GetChunk returned the put buffer: %v, want %v", same, tc.ram > 0)
+			}
+			if tc.ram > 0 {
+				s.ram.Clear() // the disk copy next
+				wantChunk(t, s, id, data, TierDisk)
+			}
+		})
+	}
+}

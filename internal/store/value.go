@@ -42,12 +42,31 @@ func chunkCRC(key, payload []byte) uint32 {
 
 // encodeChunkValue returns header+payload in a new buffer.
 func encodeChunkValue(key, payload []byte) []byte {
-	v := make([]byte, valueHeaderLen+len(payload))
-	v[0] = valueVersion
-	binary.BigEndian.PutUint32(v[1:5], chunkCRC(key, payload))
-	binary.BigEndian.PutUint32(v[5:9], uint32(len(payload)))
-	copy(v[valueHeaderLen:], payload)
-	return v
+	v := NewValue(len(payload))
+	copy(v.Payload(), payload)
+	return v.seal(key)
+}
+
+// Value is a chunk's payload with room in front of it for the header it
+// is stored with, so that a chunk read into Payload is stored by PutValue
+// without being copied (a 4 MiB copy into fresh memory per fill was a
+// fifth of a filling node's CPU).
+type Value struct{ buf []byte }
+
+// NewValue returns a Value for n payload bytes.
+func NewValue(n int) Value { return Value{buf: make([]byte, valueHeaderLen+n)} }
+
+// Payload is where the chunk's bytes go.
+func (v Value) Payload() []byte { return v.buf[valueHeaderLen:] }
+
+// seal writes the header for key over the room in front and returns the
+// whole value.
+func (v Value) seal(key []byte) []byte {
+	payload := v.Payload()
+	v.buf[0] = valueVersion
+	binary.BigEndian.PutUint32(v.buf[1:5], chunkCRC(key, payload))
+	binary.BigEndian.PutUint32(v.buf[5:9], uint32(len(payload)))
+	return v.buf
 }
 
 // decodeChunkValue verifies v and returns its payload (a subslice of v).
