@@ -49,7 +49,13 @@ var rows = []rowSpec{
 	{"3. distcache cold (first compute node, gateway G1)", "dc-cold"},
 	{"4. distcache warm, gateway RAM cold (fresh node, fresh G2)", "dc-warm"},
 	{"5. distcache, gateway RAM warm (fresh node, G2 again)", "dc-ram"},
+	{"6. reference: S3 disk on MinIO without the link", "no-link"},
 }
+
+// refRow is the index of row 6, the reference: ClickHouse's S3 disk
+// against MinIO with no latency and no bandwidth cap, the fastest any S3
+// endpoint can answer on this machine.
+const refRow = 5
 
 // cell is one measured run: a row, a query, cold or hot.
 type cell struct {
@@ -176,6 +182,16 @@ func measure(ctx context.Context, env benchkit.Env) (*results, error) {
 		}
 		if err := m.distcache(env, bin, filepath.Join(env.WorkDir, "cache-"+q), res.Cache, viaLink, q, qi, res.Cells); err != nil {
 			return nil, err
+		}
+		env.Logf("%s: row 6 (reference: MinIO without the link)", q)
+		if res.Cells[refRow][qi], err = m.session(direct, false, q, nil, nil); err != nil {
+			return nil, fmt.Errorf("row 6, %s: %w", q, err)
+		}
+		for h := range res.Cells[refRow][qi] {
+			// Its requests bypass the link and its counter: ClickHouse's
+			// own count is what reached MinIO.
+			c := &res.Cells[refRow][qi][h]
+			c.S3.GETs, c.S3.GETBytes = c.CHGets, c.CHBytes
 		}
 		for ri := range rows {
 			env.Logf("%s: row %d: cold %.2fs (%d S3 GETs), hot %.2fs (%d S3 GETs)", q, ri+1,

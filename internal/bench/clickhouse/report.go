@@ -42,7 +42,7 @@ func report(env benchkit.Env, r *results) (benchkit.Section, error) {
 	li := r.Load
 	p := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
 
-	p("ClickHouse's engine (chdb, ClickHouse %s) reads a MergeTree table on an S3 disk five ways, ", li.Version)
+	p("ClickHouse's engine (chdb, ClickHouse %s) reads a MergeTree table on an S3 disk five ways, and a sixth for reference, ", li.Version)
 	p("each query cold (first run in a fresh ClickHouse process) and hot (second run in the same process). ")
 	p("Every process, server and proxy runs on this machine.\n\n")
 	p("```sh\nmake bench BENCH_PARTS=b2      # go run ./hack/bench -parts b2\n```\n\n")
@@ -67,7 +67,7 @@ func report(env benchkit.Env, r *results) (benchkit.Section, error) {
 	p("Measured with an S3 client on one kept-alive connection: a 1 KiB GET takes **%s** through the link (%s directly), ",
 		benchkit.Millis(r.Probe.Link1KiB), benchkit.Millis(r.Probe.Direct1KiB))
 	p("one GET of %d MiB runs at **%.0f MB/s**. ", r.Probe.BigBytes>>20, r.Probe.LinkBandwidth/1e6)
-	p("Everything that reads the bucket goes through the link: ClickHouse on rows 1-2, the cache nodes on rows 3-5. ")
+	p("Everything that reads the bucket goes through the link: ClickHouse on rows 1-2, the cache nodes on rows 3-5; only the reference row 6 does not. ")
 	p("A counting proxy between toxiproxy and MinIO counts the S3 GETs and their bytes per cell.\n\n")
 
 	p("**Rows.**\n\n")
@@ -79,7 +79,9 @@ func report(env benchkit.Env, r *results) (benchkit.Section, error) {
 		size(r.Cache.ChunkSize), size(r.Cache.RAMBytes), size(r.Cache.DiskBytes))
 	p("4. distcache warm, gateway RAM cold: a second compute node: a fresh ClickHouse process through a new gateway process G2 ")
 	p("(its RAM page cache, %s, empty; other flags at their defaults); the cache nodes hold what row 3 read.\n", size(r.Cache.PageCacheBytes))
-	p("5. distcache with the gateway's RAM warm: a fresh ClickHouse process through G2 again.\n\n")
+	p("5. distcache with the gateway's RAM warm: a fresh ClickHouse process through G2 again.\n")
+	p("6. Reference: ClickHouse's S3 disk straight on MinIO, without the link: an S3 endpoint with no latency and no bandwidth cap, ")
+	p("the fastest any endpoint (S3, a cache, a gateway) can answer here; what ClickHouse's own S3 read path costs. Its GETs are ClickHouse's count.\n\n")
 	p("Each query gets its own fresh cache (rows 3-5 of the scattered query do not profit from the full scan's reads). ")
 	p("No ClickHouse setting is changed from its default on any row.\n\n")
 
@@ -127,7 +129,7 @@ func report(env benchkit.Env, r *results) (benchkit.Section, error) {
 			for h := 0; h < 2; h++ {
 				c := r.Cells[ri][qi][h].CPU
 				s := fmt.Sprintf("CH %.2f", c.ClickHouse)
-				if ri >= 2 {
+				if isDistcache(ri) {
 					s += fmt.Sprintf(" / gw %.2f / nodes %.2f", c.Gateway, c.Nodes)
 				}
 				line = append(line, s+fmt.Sprintf(" / S3 %.2f", c.S3))
@@ -175,12 +177,15 @@ func report(env benchkit.Env, r *results) (benchkit.Section, error) {
 	return benchkit.Section{Title: "B2 — ClickHouse table on S3, cold and hot (chdb)", Markdown: b.String()}, nil
 }
 
+// isDistcache reports whether row ri reads through distcache (rows 3-5).
+func isDistcache(ri int) bool { return ri >= 2 && ri <= 4 }
+
 func sourceCell(ri int, c cell) string {
 	s := fmt.Sprintf("CH %d GETs, %s", c.CHGets, size(c.CHBytes))
 	if ri == 1 {
 		s += fmt.Sprintf(", %s from local cache", size(c.CHCacheBytes))
 	}
-	if ri >= 2 {
+	if isDistcache(ri) {
 		s += fmt.Sprintf("; page cache %.0f/%.0f hit, %.0f read ahead; nodes %.0f RAM, %.0f disk, %.0f S3",
 			c.PageHits, c.PageHits+c.PageMisses, c.AheadFills, c.NodeRAM, c.NodeDisk, c.NodeMisses)
 	}
@@ -212,6 +217,15 @@ func bounds(r *results) string {
 		"(it asks for ranges to the end of each column file and fills a read buffer), and its own CPU time in row 4 hot, %.3f s, "+
 		"is %s the time of row 2 hot's whole run (%.3f s).",
 		size(s4h.CHBytes), size(s2h.CHCacheBytes), s4h.CPU.ClickHouse, benchkit.Ratio(s4h.CPU.ClickHouse, s2h.Seconds), s2h.Seconds))
+	ref := c(refRow, si, 1)
+	s = append(s, fmt.Sprintf("With no latency and no bandwidth cap at all (row 6, MinIO without the link), the scattered query took %.3f s hot "+
+		"(ClickHouse's CPU %.3f s), %s row 2 hot: that is the fastest an S3 disk gets here, whatever answers it; "+
+		"row 4 hot took %s row 6 hot, row 5 hot %s.",
+		ref.Seconds, ref.CPU.ClickHouse, benchkit.Ratio(ref.Seconds, s2h.Seconds),
+		benchkit.Ratio(s4h.Seconds, ref.Seconds), benchkit.Ratio(c(4, si, 1).Seconds, ref.Seconds)))
+	rf := c(refRow, fi, 0)
+	s = append(s, fmt.Sprintf("The full scan in row 6 took %.2f s cold (ClickHouse %.2f CPU-s, MinIO %.2f): row 1 cold / row 6 cold = %s.",
+		rf.Seconds, rf.CPU.ClickHouse, rf.CPU.S3, benchkit.Ratio(r1.Seconds, rf.Seconds)))
 	return strings.Join(s, " ")
 }
 
