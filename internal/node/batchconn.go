@@ -27,13 +27,17 @@ func (l batchingListener) Accept() (net.Conn, error) {
 // header fit; longer answers go out in writes of about this size.
 const maxBatch = 128 << 10
 
+// batchBufs recycles batch buffers: a connection holds one only while it
+// writes an answer, not while idle (a node may keep thousands open).
+var batchBufs = sync.Pool{New: func() any { b := make([]byte, 0, maxBatch); return &b }}
+
 // batchConn holds what is written between startBatch and flush. The lock
 // is for a Close from another goroutine (its TLS alert is a write).
 type batchConn struct {
 	net.Conn
 	mu       sync.Mutex
 	batching bool
-	buf      []byte
+	buf      *[]byte // from batchBufs while batching
 }
 
 func (c *batchConn) Write(p []byte) (int, error) {
@@ -42,7 +46,7 @@ func (c *batchConn) Write(p []byte) (int, error) {
 	if !c.batching {
 		return c.Conn.Write(p)
 	}
-	if len(c.buf)+len(p) > maxBatch {
+	if len(*c.buf)+len(p) > maxBatch {
 		if err := c.flushLocked(); err != nil {
 			return 0, err
 		}
@@ -50,16 +54,15 @@ func (c *batchConn) Write(p []byte) (int, error) {
 			return c.Conn.Write(p)
 		}
 	}
-	if c.buf == nil {
-		c.buf = make([]byte, 0, maxBatch)
-	}
-	c.buf = append(c.buf, p...)
+	*c.buf = append(*c.buf, p...)
 	return len(p), nil
 }
 
 func (c *batchConn) startBatch() {
 	c.mu.Lock()
-	c.batching = true
+	if !c.batching {
+		c.batching, c.buf = true, batchBufs.Get().(*[]byte)
+	}
 	c.mu.Unlock()
 }
 
@@ -67,15 +70,21 @@ func (c *batchConn) startBatch() {
 func (c *batchConn) flush() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if !c.batching {
+		return nil
+	}
+	err := c.flushLocked()
 	c.batching = false
-	return c.flushLocked()
+	batchBufs.Put(c.buf)
+	c.buf = nil
+	return err
 }
 
 func (c *batchConn) flushLocked() error {
-	if len(c.buf) == 0 {
+	if len(*c.buf) == 0 {
 		return nil
 	}
-	_, err := c.Conn.Write(c.buf)
-	c.buf = c.buf[:0]
+	_, err := c.Conn.Write(*c.buf)
+	*c.buf = (*c.buf)[:0]
 	return err
 }
