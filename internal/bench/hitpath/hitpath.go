@@ -51,7 +51,7 @@ func defaultConfig(quick bool) config {
 			cell: 150 * time.Millisecond, warmup: 30 * time.Millisecond, rounds: 1, verifyEvery: 1}
 	}
 	return config{objectSize: 64 << 20, chunkSize: 4 << 20, rangeSize: 64 << 10, clients: []int{1, 8, 32},
-		cell: 2 * time.Second, warmup: 400 * time.Millisecond, rounds: 2, verifyEvery: 8}
+		cell: 2 * time.Second, warmup: 400 * time.Millisecond, rounds: 3, verifyEvery: 8}
 }
 
 // applyKnobs reads the BENCH_* variables.
