@@ -49,12 +49,16 @@ func settle(s *Store) {
 	}
 }
 
+// tierCases are a store with a RAM tier and one without, and the tier
+// their reads come from.
+var tierCases = []struct {
+	name string
+	ram  int64
+	tier Tier
+}{{"ram", 8 << 20, TierRAM}, {"disk only", 0, TierDisk}}
+
 func TestRoundTripByTier(t *testing.T) {
-	for _, tc := range []struct {
-		name string
-		ram  int64
-		tier Tier
-	}{{"ram", 8 << 20, TierRAM}, {"disk only", 0, TierDisk}} {
+	for _, tc := range tierCases {
 		t.Run(tc.name, func(t *testing.T) {
 			s := newTestStore(t, func(o *Options) { o.RAMBytes = tc.ram })
 			id := testID("t", "b", "k", "e1", 0)
@@ -508,11 +512,7 @@ func TestPutSameIDDifferentLength(t *testing.T) {
 // Value's payload without copying them (the RAM tier hands out that very
 // buffer), and the disk copy is the same, checksum verified.
 func TestPutValueKeepsTheBuffer(t *testing.T) {
-	for _, tc := range []struct {
-		name string
-		ram  int64
-		tier Tier
-	}{{"ram", 8 << 20, TierRAM}, {"disk only", 0, TierDisk}} {
+	for _, tc := range tierCases {
 		t.Run(tc.name, func(t *testing.T) {
 			s := newTestStore(t, func(o *Options) { o.RAMBytes = tc.ram })
 			id := testID("t", "b", "k", "e1", 0)
