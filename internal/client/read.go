@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/distcache/distcache/internal/chunk"
+	"github.com/distcache/distcache/internal/nodeapi"
 )
 
 // ReadAt reads len(p) bytes of version m of the object from offset off, as
@@ -209,6 +210,11 @@ func isContextErr(err error) bool {
 // getChunk reads chunk idx of version m from one member into dst: the
 // whole chunk, or len(dst) bytes from offset within of the chunk.
 func (c *Client) getChunk(ctx context.Context, addr, bucket, key string, m Meta, idx, within int64, whole bool, dst []byte) error {
+	if t, ok := c.rt.(*inlineTransport); ok {
+		if handled, err := c.getChunkInline(ctx, t, addr, bucket, key, m, idx, within, whole, dst); handled {
+			return err
+		}
+	}
 	query := "chunk=" + strconv.FormatInt(idx, 10) + "&etag=" + url.QueryEscape(m.ETag)
 	req, err := c.newRequest(ctx, http.MethodGet, addr, bucket, key, query)
 	if err != nil {
@@ -226,21 +232,64 @@ func (c *Client) getChunk(ctx context.Context, addr, bucket, key string, m Meta,
 	if resp.StatusCode != http.StatusOK && resp.StatusCode != http.StatusPartialContent {
 		return answerError(opGetChunk, bucket, key, addr, resp)
 	}
-	if err := c.checkChunkSize(opGetChunk, addr, resp.Header); err != nil {
+	if err := c.checkChunkAnswer(addr, bucket, key, m, idx, within, resp.StatusCode, resp.Header, resp.ContentLength, len(dst)); err != nil {
 		return err
-	}
-	if etag := resp.Header.Get("ETag"); etag != "" && etag != m.ETag {
-		return &Error{Op: opGetChunk, Bucket: bucket, Key: key, Node: addr, Kind: ErrChanged,
-			Message: fmt.Sprintf("asked for version %s, the node sent %s", m.ETag, etag)}
-	}
-	exact := resp.StatusCode == http.StatusPartialContent || within == 0
-	if !exact || resp.ContentLength != int64(len(dst)) {
-		// A broken answer: another member may do better.
-		return fmt.Errorf("node sent %d bytes with status %d for %d bytes at %d of chunk %d",
-			resp.ContentLength, resp.StatusCode, len(dst), within, idx)
 	}
 	if _, err := io.ReadFull(resp.Body, dst); err != nil {
 		return fmt.Errorf("reading chunk %d: %w", idx, err)
+	}
+	return nil
+}
+
+// getChunkInline is getChunk on a read connection of the client's own
+// transport, without an http.Request or http.Response (inlineTransport.
+// getChunk): the same request, checks and errors, a dozen allocations
+// fewer per read. handled is false when the node did not take a read
+// connection; getChunk then makes the request the general way.
+func (c *Client) getChunkInline(ctx context.Context, t *inlineTransport, addr, bucket, key string, m Meta, idx, within int64, whole bool, dst []byte) (handled bool, err error) {
+	g := chunkGet{host: addr, path: nodeapi.ObjectPath(bucket, key), etag: m.ETag, tenant: c.cfg.Tenant, index: idx, first: -1}
+	if !whole {
+		g.first, g.last = within, within+int64(len(dst))-1
+	}
+	r, ok, err := t.getChunk(ctx, withPort(addr), g)
+	if !ok || err != nil {
+		return ok, err
+	}
+	c.observeAnswer(r.header)
+	if r.code != http.StatusOK && r.code != http.StatusPartialContent {
+		resp, body := r.response()
+		e := answerError(opGetChunk, bucket, key, addr, resp)
+		r.done(body.N == 0)
+		return true, e
+	}
+	if err := c.checkChunkAnswer(addr, bucket, key, m, idx, within, r.code, r.header, r.length, len(dst)); err != nil {
+		r.done(false)
+		return true, err
+	}
+	if err := r.readBody(dst); err != nil {
+		r.done(false)
+		return true, fmt.Errorf("reading chunk %d: %w", idx, err)
+	}
+	r.done(true)
+	return true, nil
+}
+
+// checkChunkAnswer checks a 200 or 206 answer to getChunk: the nodes'
+// chunk size, the version, and that it carries exactly the n bytes asked
+// for.
+func (c *Client) checkChunkAnswer(addr, bucket, key string, m Meta, idx, within int64, code int, h http.Header, length int64, n int) error {
+	if err := c.checkChunkSize(opGetChunk, addr, h); err != nil {
+		return err
+	}
+	if etag := h.Get("ETag"); etag != "" && etag != m.ETag {
+		return &Error{Op: opGetChunk, Bucket: bucket, Key: key, Node: addr, Kind: ErrChanged,
+			Message: fmt.Sprintf("asked for version %s, the node sent %s", m.ETag, etag)}
+	}
+	exact := code == http.StatusPartialContent || within == 0
+	if !exact || length != int64(n) {
+		// A broken answer: another member may do better.
+		return fmt.Errorf("node sent %d bytes with status %d for %d bytes at %d of chunk %d",
+			length, code, n, within, idx)
 	}
 	return nil
 }

@@ -22,43 +22,15 @@ import (
 // share one string. Anything else is an error (the connection is then
 // closed).
 func readChunkResponse(br *bufio.Reader, req *http.Request) (*http.Response, error) {
-	line, err := nodeapi.ReadLine(br)
+	h := make(http.Header, 8)
+	a, err := readAnswerHeader(br, h)
 	if err != nil {
 		return nil, err
 	}
-	proto, status, ok := bytes.Cut(line, []byte{' '})
-	if !ok || string(proto) != "HTTP/1.1" || len(status) < 3 {
-		return nil, fmt.Errorf("client: malformed status line %q", line)
-	}
-	code, err := strconv.Atoi(string(status[:3]))
-	if err != nil || code < 100 || code > 999 || len(status) > 3 && status[3] != ' ' {
-		return nil, fmt.Errorf("client: malformed status line %q", line)
-	}
-	resp := &http.Response{Status: statusText(code, status), StatusCode: code, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
-		Request: req, ContentLength: -1}
-	h := make(http.Header, 8)
-	if err := nodeapi.ReadHeader(br, h, headerName); err != nil {
-		return nil, fmt.Errorf("client: the answer's header: %w", err)
-	}
-	resp.Header = h
-	if len(h["Transfer-Encoding"]) > 0 {
-		return nil, errors.New("client: a chunked answer on a read connection")
-	}
-	if resp.Close = nodeapi.HasToken(h["Connection"], "close"); resp.Close {
-		delete(h, "Connection") // as http.ReadResponse does
-	}
-	switch cl := h["Content-Length"]; {
-	case len(cl) > 1:
-		return nil, errors.New("client: several Content-Length headers in the answer")
-	case len(cl) == 1:
-		if resp.ContentLength, err = strconv.ParseInt(cl[0], 10, 64); err != nil || resp.ContentLength < 0 {
-			return nil, fmt.Errorf("client: bad Content-Length %q", cl[0])
-		}
-	case !resp.Close:
-		return nil, errors.New("client: an answer with neither Content-Length nor Connection: close")
-	}
+	resp := &http.Response{Status: a.status, StatusCode: a.code, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+		Request: req, Header: h, ContentLength: a.length, Close: a.close}
 	switch {
-	case req.Method == http.MethodHead || code == http.StatusNoContent || code == http.StatusNotModified || code < 200:
+	case req.Method == http.MethodHead || a.code == http.StatusNoContent || a.code == http.StatusNotModified || a.code < 200:
 		resp.Body = http.NoBody
 	case resp.ContentLength == 0:
 		resp.Body = http.NoBody
@@ -68,6 +40,53 @@ func readChunkResponse(br *bufio.Reader, req *http.Request) (*http.Response, err
 		resp.Body = io.NopCloser(br) // to the end of the connection
 	}
 	return resp, nil
+}
+
+// answerHeader is what readAnswerHeader learns of an answer.
+type answerHeader struct {
+	code   int
+	status string // "206 Partial Content"
+	length int64  // Content-Length, -1 when the body runs to the end of the connection
+	close  bool
+}
+
+// readAnswerHeader reads an answer's status line and its header into h
+// (which must be empty) and checks its framing.
+func readAnswerHeader(br *bufio.Reader, h http.Header) (answerHeader, error) {
+	a := answerHeader{length: -1}
+	line, err := nodeapi.ReadLine(br)
+	if err != nil {
+		return a, err
+	}
+	proto, status, ok := bytes.Cut(line, []byte{' '})
+	if !ok || string(proto) != "HTTP/1.1" || len(status) < 3 {
+		return a, fmt.Errorf("client: malformed status line %q", line)
+	}
+	a.code, err = strconv.Atoi(string(status[:3]))
+	if err != nil || a.code < 100 || a.code > 999 || len(status) > 3 && status[3] != ' ' {
+		return a, fmt.Errorf("client: malformed status line %q", line)
+	}
+	a.status = statusText(a.code, status)
+	if err := nodeapi.ReadHeader(br, h, headerName); err != nil {
+		return a, fmt.Errorf("client: the answer's header: %w", err)
+	}
+	if len(h["Transfer-Encoding"]) > 0 {
+		return a, errors.New("client: a chunked answer on a read connection")
+	}
+	if a.close = nodeapi.HasToken(h["Connection"], "close"); a.close {
+		delete(h, "Connection") // as http.ReadResponse does
+	}
+	switch cl := h["Content-Length"]; {
+	case len(cl) > 1:
+		return a, errors.New("client: several Content-Length headers in the answer")
+	case len(cl) == 1:
+		if a.length, err = strconv.ParseInt(cl[0], 10, 64); err != nil || a.length < 0 {
+			return a, fmt.Errorf("client: bad Content-Length %q", cl[0])
+		}
+	case !a.close:
+		return a, errors.New("client: an answer with neither Content-Length nor Connection: close")
+	}
+	return a, nil
 }
 
 // headerName is the canonical form of a header name, without allocating

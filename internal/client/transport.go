@@ -9,6 +9,8 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -51,6 +53,7 @@ type inlineConn struct {
 	state  *tls.ConnectionState
 	br     *bufio.Reader
 	wbuf   []byte
+	hdr    http.Header // the header of the answer being read (getChunk)
 	idleAt time.Time
 }
 
@@ -80,10 +83,7 @@ func (t *inlineTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		req.Body != nil && req.Body != http.NoBody || req.Close {
 		return t.next.RoundTrip(req)
 	}
-	addr := req.URL.Host
-	if req.URL.Port() == "" {
-		addr = net.JoinHostPort(req.URL.Hostname(), "443")
-	}
+	addr := withPort(req.URL.Host)
 	read := isChunkRead(req)
 	ctx := req.Context()
 	for {
@@ -147,6 +147,151 @@ func (t *inlineTransport) exchange(ctx context.Context, key string, pc *inlineCo
 	return resp, nil
 }
 
+// chunkReply is a chunk read's answer from getChunk: status and header
+// (the connection's own map: valid until done), the body still to be read
+// from the connection.
+type chunkReply struct {
+	t      *inlineTransport
+	ctx    context.Context
+	key    string
+	pc     *inlineConn
+	stop   func() bool
+	code   int
+	header http.Header
+	length int64 // -1: the body runs to the end of the connection
+	close  bool
+}
+
+// chunkGet is a chunk read as getChunk sends it: GET path?chunk=N&etag=E,
+// with the tenant header when not empty and a Range of [first, last] when
+// first >= 0.
+type chunkGet struct {
+	host, path, etag, tenant string
+	index, first, last       int64
+}
+
+// getChunk makes a chunk read on a read connection to addr (host:port) in
+// the calling goroutine, as RoundTrip would, but without an http.Request or
+// an http.Response: the request is written from its parts and the answer's
+// header is parsed into the connection's map. ok is false, with nothing
+// sent, when the connection did not negotiate nodeapi.ProtoRead (use
+// RoundTrip then). The caller reads the body from the reply and calls done.
+func (t *inlineTransport) getChunk(ctx context.Context, addr string, g chunkGet) (r chunkReply, ok bool, err error) {
+	key := poolKey(addr, true)
+	for {
+		pc, reused, err := t.conn(ctx, addr, true)
+		if err != nil {
+			return r, true, err
+		}
+		if pc.state.NegotiatedProtocol != nodeapi.ProtoRead {
+			t.put(key, pc)
+			return r, false, nil
+		}
+		r, err = t.sendChunkGet(ctx, key, pc, g)
+		if err == nil {
+			return r, true, nil
+		}
+		_ = pc.conn.Close()
+		if ctx.Err() != nil {
+			return r, true, ctx.Err()
+		}
+		var nothing *errNothingRead
+		if reused && errors.As(err, &nothing) {
+			continue // closed by the node while idle: try the next one
+		}
+		return r, true, err
+	}
+}
+
+func (t *inlineTransport) sendChunkGet(ctx context.Context, key string, pc *inlineConn, g chunkGet) (chunkReply, error) {
+	if !validHeaderText(g.tenant) || !validHeaderText(g.host) {
+		return chunkReply{}, errors.New("client: invalid header value in a chunk read")
+	}
+	w := append(pc.wbuf[:0], "GET "...)
+	w = append(w, g.path...)
+	w = append(w, "?chunk="...)
+	w = strconv.AppendInt(w, g.index, 10)
+	w = append(w, "&etag="...)
+	w = append(w, url.QueryEscape(g.etag)...)
+	w = append(w, " HTTP/1.1\r\nHost: "...)
+	w = append(w, g.host...)
+	w = append(w, "\r\n"...)
+	if g.tenant != "" {
+		w = append(w, headerTenant+": "...)
+		w = append(w, g.tenant...)
+		w = append(w, "\r\n"...)
+	}
+	if g.first >= 0 {
+		w = append(w, "Range: bytes="...)
+		w = strconv.AppendInt(w, g.first, 10)
+		w = append(w, '-')
+		w = strconv.AppendInt(w, g.last, 10)
+		w = append(w, "\r\n"...)
+	}
+	w = append(w, "\r\n"...)
+	pc.wbuf = w
+	// As in exchange: a cancelled or expired context fails the
+	// connection's I/O, and the connection is then closed.
+	stop := context.AfterFunc(ctx, func() { _ = pc.conn.SetDeadline(time.Unix(1, 0)) })
+	if _, err := pc.conn.Write(w); err != nil {
+		stop()
+		return chunkReply{}, &errNothingRead{err}
+	}
+	if _, err := pc.br.Peek(1); err != nil {
+		stop()
+		return chunkReply{}, &errNothingRead{err}
+	}
+	if pc.hdr == nil {
+		pc.hdr = make(http.Header, 8)
+	}
+	clear(pc.hdr)
+	a, err := readAnswerHeader(pc.br, pc.hdr)
+	if err != nil {
+		stop()
+		return chunkReply{}, err
+	}
+	return chunkReply{t: t, ctx: ctx, key: key, pc: pc, stop: stop, code: a.code, header: pc.hdr, length: a.length, close: a.close}, nil
+}
+
+// readBody reads the body, which must be len(dst) bytes long, into dst.
+func (r *chunkReply) readBody(dst []byte) error {
+	if r.length != int64(len(dst)) {
+		return fmt.Errorf("client: a body of %d bytes for %d", r.length, len(dst))
+	}
+	if _, err := io.ReadFull(r.pc.br, dst); err != nil {
+		if cerr := r.ctx.Err(); cerr != nil {
+			return cerr // the context's end broke the read off
+		}
+		return err
+	}
+	return nil
+}
+
+// response makes an http.Response of an answer whose body is not read into
+// a buffer (an error's), for answerError; the reader's N is what is left of
+// the body, for done.
+func (r *chunkReply) response() (*http.Response, *io.LimitedReader) {
+	body := &io.LimitedReader{R: r.pc.br, N: r.length}
+	if r.length < 0 {
+		body.N = 64 << 10
+	}
+	return &http.Response{StatusCode: r.code, Status: strconv.Itoa(r.code) + " " + http.StatusText(r.code),
+		Header: r.header.Clone(), ContentLength: r.length, Body: io.NopCloser(body)}, body
+}
+
+// done releases the connection: back to the pool when the answer was read
+// to its end (complete) and the context did not end meanwhile.
+func (r *chunkReply) done(complete bool) {
+	if !r.stop() {
+		complete = false
+	}
+	if complete && !r.close && r.length >= 0 {
+		r.t.put(r.key, r.pc)
+		return
+	}
+	_ = r.pc.conn.Close()
+}
+
 // appendRequest appends req's request line and headers to w.
 func appendRequest(w []byte, req *http.Request) ([]byte, error) {
 	host := req.Host
@@ -199,6 +344,15 @@ func isChunkRead(req *http.Request) bool {
 	q := req.URL.RawQuery
 	return req.Method == http.MethodGet && strings.HasPrefix(req.URL.Path, objectsPrefix) &&
 		(strings.HasPrefix(q, "chunk=") || strings.Contains(q, "&chunk="))
+}
+
+// withPort is host[:port] with HTTPS's default port when it has none.
+func withPort(host string) string {
+	u := url.URL{Host: host}
+	if u.Port() == "" {
+		return net.JoinHostPort(u.Hostname(), "443")
+	}
+	return host
 }
 
 // poolKey names the idle connections to addr of one kind.

@@ -309,3 +309,158 @@ func TestReadChunkResponseIsWhatReadResponseGives(t *testing.T) {
 		}
 	}
 }
+
+// readServer is a TLS server that negotiates nodeapi.ProtoRead only and
+// answers each request with answer(request), as a node's read loop does,
+// counting connections and keeping the requests it read.
+type readServer struct {
+	addr  string
+	conns atomic.Int64
+	mu    sync.Mutex
+	reqs  []*http.Request
+}
+
+func newReadServer(t *testing.T, s *tlsServer, answer func(w *bufio.Writer, r *http.Request) bool) *readServer {
+	t.Helper()
+	cfg := s.TLS.Clone()
+	cfg.NextProtos = []string{nodeapi.ProtoRead}
+	if inner := cfg.GetConfigForClient; inner != nil { // the node's configuration re-reads its files
+		cfg.GetConfigForClient = func(hello *tls.ClientHelloInfo) (*tls.Config, error) {
+			c, err := inner(hello)
+			if err != nil || c == nil {
+				return c, err
+			}
+			c = c.Clone()
+			c.NextProtos = []string{nodeapi.ProtoRead}
+			return c, nil
+		}
+	}
+	ln, err := tls.Listen("tcp", "127.0.0.1:0", cfg)
+	mustT(t, err)
+	t.Cleanup(func() { _ = ln.Close() })
+	rs := &readServer{addr: ln.Addr().String()}
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			rs.conns.Add(1)
+			go func() {
+				defer c.Close()
+				br, bw := bufio.NewReader(c), bufio.NewWriter(c)
+				for {
+					r, err := http.ReadRequest(br)
+					if err != nil {
+						return
+					}
+					rs.mu.Lock()
+					rs.reqs = append(rs.reqs, r)
+					rs.mu.Unlock()
+					if !answer(bw, r) || bw.Flush() != nil {
+						return
+					}
+				}
+			}()
+		}
+	}()
+	return rs
+}
+
+// TestInlineChunkReads: getChunk writes the request RoundTrip would, keeps
+// its connection through good and error answers read to their end, drops
+// it when the context ends mid-body, and leaves nodes that do not offer
+// read connections to RoundTrip.
+func TestInlineChunkReads(t *testing.T) {
+	release := make(chan struct{})
+	var once sync.Once
+	t.Cleanup(func() { once.Do(func() { close(release) }) })
+	plain := newTLSServer(t, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok") }))
+	body := strings.Repeat("y", 1000)
+	rs := newReadServer(t, plain, func(w *bufio.Writer, r *http.Request) bool {
+		switch r.URL.Path {
+		case "/v1/objects/b/ok":
+			_, _ = io.WriteString(w, "HTTP/1.1 206 Partial Content\r\nEtag: \"e\"\r\nContent-Length: 1000\r\n\r\n"+body)
+		case "/v1/objects/b/missing":
+			msg := `{"code":"NoSuchKey","message":"no such key"}`
+			_, _ = io.WriteString(w, "HTTP/1.1 404 Not Found\r\nX-Distcache-Error: NoSuchKey\r\nContent-Length: "+strconv.Itoa(len(msg))+"\r\n\r\n"+msg)
+		case "/v1/objects/b/hang":
+			_, _ = io.WriteString(w, "HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\npart")
+			_ = w.Flush()
+			<-release
+			return false
+		}
+		return true
+	})
+	tr := plain.transport(t)
+	ctx := t.Context()
+	g := chunkGet{host: rs.addr, path: "/v1/objects/b/ok", etag: `"e"`, tenant: "team-a", index: 3, first: 1000, last: 1999}
+	read := func(g chunkGet) (chunkReply, error) {
+		t.Helper()
+		r, ok, err := tr.getChunk(ctx, rs.addr, g)
+		if !ok {
+			t.Fatal("getChunk did not take a read connection")
+		}
+		return r, err
+	}
+	for i := 0; i < 3; i++ {
+		r, err := read(g)
+		mustT(t, err)
+		buf := make([]byte, 1000)
+		if r.code != http.StatusPartialContent || r.header.Get("ETag") != `"e"` || r.readBody(buf) != nil || string(buf) != body {
+			t.Fatalf("answer %d %v", r.code, r.header)
+		}
+		r.done(true)
+		missing := g
+		missing.path = "/v1/objects/b/missing"
+		r, err = read(missing)
+		mustT(t, err)
+		resp, left := r.response()
+		if e := answerError(opGetChunk, "b", "missing", rs.addr, resp); e.Kind != ErrNotFound || e.Code != "NoSuchKey" || e.Message != "no such key" {
+			t.Fatalf("error answer: %+v", e)
+		}
+		r.done(left.N == 0)
+	}
+	if n := rs.conns.Load(); n != 1 {
+		t.Fatalf("%d connections for 6 answers read to their end, want 1", n)
+	}
+	// What went out is what RoundTrip sends for the same chunk read.
+	rs.mu.Lock()
+	got := rs.reqs[0]
+	rs.mu.Unlock()
+	if got.URL.RawQuery != "chunk=3&etag=%22e%22" || got.Header.Get("Range") != "bytes=1000-1999" ||
+		got.Header.Get("X-Distcache-Tenant") != "team-a" || got.Host != rs.addr {
+		t.Fatalf("request %s %v host %s", got.URL, got.Header, got.Host)
+	}
+
+	// The context ends while the body is read: the read fails with the
+	// context's error and the connection is not reused.
+	hang := g
+	hang.path, hang.first = "/v1/objects/b/hang", -1
+	cctx, cancel := context.WithCancel(ctx)
+	r, ok, err := tr.getChunk(cctx, rs.addr, hang)
+	if !ok || err != nil {
+		t.Fatalf("hang: %v %v", ok, err)
+	}
+	go func() { time.Sleep(50 * time.Millisecond); cancel() }()
+	if err := r.readBody(make([]byte, 1000)); !errors.Is(err, context.Canceled) {
+		t.Fatalf("body read after cancel: %v, want context.Canceled", err)
+	}
+	r.done(false)
+	r, err = read(g)
+	mustT(t, err)
+	mustT(t, r.readBody(make([]byte, 1000)))
+	r.done(true)
+	if n := rs.conns.Load(); n != 2 {
+		t.Fatalf("%d connections, want 2 (the hang took the first one)", n)
+	}
+
+	// A server without read connections: nothing is sent, RoundTrip's turn.
+	u, _ := url.Parse(plain.URL)
+	if _, ok, err := tr.getChunk(ctx, u.Host, g); ok || err != nil {
+		t.Fatalf("getChunk on a plain HTTP/1.1 server: ok %v, err %v", ok, err)
+	}
+	resp, err := get(t, tr, ctx, http.MethodGet, plain.URL)
+	mustT(t, err)
+	readAll(t, resp, "ok")
+}
