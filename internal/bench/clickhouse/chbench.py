@@ -182,6 +182,17 @@ def cmd_load(a):
     print(json.dumps(out), flush=True)
 
 
+def with_settings(query):
+    """query with the settings of BENCH_B2_CH_SETTINGS ("name = value, ..."), if any."""
+    settings = os.environ.get("BENCH_B2_CH_SETTINGS", "").strip()
+    if not settings:
+        return query
+    body, fmt = query, ""
+    if query.endswith(" FORMAT Null"):
+        body, fmt = query[: -len(" FORMAT Null")], " FORMAT Null"
+    return f"{body} SETTINGS {settings}{fmt}"
+
+
 def cmd_serve(a):
     ch = ClickHouse(a.workdir, a.endpoint, a.bucket, a.fs_cache)
     t = time.monotonic()
@@ -194,9 +205,9 @@ def cmd_serve(a):
         before = ch.events()
         t = time.monotonic()
         if req["cmd"] == "run":
-            rows = ch.run(QUERIES[req["query"]])
+            rows = ch.run(with_settings(QUERIES[req["query"]]))
         elif req["cmd"] == "verify":
-            rows = ch.run(VERIFY[req["query"]])
+            rows = ch.run(with_settings(VERIFY[req["query"]]))
         else:
             raise SystemExit(f"chbench.py: unknown command {req!r}")
         seconds = time.monotonic() - t

@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/distcache/distcache/internal/bench/benchkit"
@@ -90,6 +91,10 @@ type results struct {
 	Cells   [][][2]cell
 	Checked map[string]string // query -> the answer every row gave
 	Cache   cacheConfig
+	// CHSettings (BENCH_B2_CH_SETTINGS, "name = value, ..."): ClickHouse
+	// settings every query of every row runs with; chbench.py reads the
+	// variable itself.
+	CHSettings string
 }
 
 // Run measures the five rows for both queries and returns the chapter.
@@ -133,7 +138,7 @@ func measure(ctx context.Context, env benchkit.Env) (*results, error) {
 	viaLink := direct
 	viaLink.URL = link.URL
 
-	res := &results{Checked: map[string]string{}}
+	res := &results{Checked: map[string]string{}, CHSettings: strings.TrimSpace(os.Getenv("BENCH_B2_CH_SETTINGS"))}
 	if res.Probe, err = probeLink(ctx, minio, link); err != nil {
 		return nil, err
 	}

@@ -45,7 +45,9 @@ func report(env benchkit.Env, r *results) (benchkit.Section, error) {
 	p("ClickHouse's engine (chdb, ClickHouse %s) reads a MergeTree table on an S3 disk five ways, and a sixth for reference, ", li.Version)
 	p("each query cold (first run in a fresh ClickHouse process) and hot (second run in the same process). ")
 	p("Every process, server and proxy runs on this machine.\n\n")
-	p("```sh\nmake bench BENCH_PARTS=b2      # go run ./hack/bench -parts b2\n```\n\n")
+	p("```sh\nmake bench BENCH_PARTS=b2      # go run ./hack/bench -parts b2\n")
+	p("BENCH_B2_CH_SETTINGS='remote_read_min_bytes_for_seek = 65536' make bench BENCH_PARTS=b2   # every query with these ClickHouse settings\n")
+	p("BENCH_PROFILE_DIR=/tmp/b2 make bench BENCH_PARTS=b2   # plus a CPU profile of every cachenode process\n```\n\n")
 
 	p("**Table.** `reviews`, shaped like ClickHouse's Amazon reviews example (15 columns: date, low-cardinality ")
 	p("marketplace and category, ids, title, headline and body text; `CODEC(ZSTD(1))`, `ORDER BY (review_date, product_category)`), ")
@@ -83,7 +85,11 @@ func report(env benchkit.Env, r *results) (benchkit.Section, error) {
 	p("6. Reference: ClickHouse's S3 disk straight on MinIO, without the link: an S3 endpoint with no latency and no bandwidth cap, ")
 	p("the fastest any endpoint (S3, a cache, a gateway) can answer here; what ClickHouse's own S3 read path costs. Its GETs are ClickHouse's count.\n\n")
 	p("Each query gets its own fresh cache (rows 3-5 of the scattered query do not profit from the full scan's reads). ")
-	p("No ClickHouse setting is changed from its default on any row.\n\n")
+	if r.CHSettings == "" {
+		p("No ClickHouse setting is changed from its default on any row.\n\n")
+	} else {
+		p("**This run sets ClickHouse settings on every query of every row: `%s`** (`BENCH_B2_CH_SETTINGS`).\n\n", r.CHSettings)
+	}
 
 	p("**Results.** Time of the query; S3 GETs and bytes that reached MinIO (ClickHouse's own, or the cache nodes' misses).\n\n")
 	tab := benchkit.Table{Header: []string{"row"}}
