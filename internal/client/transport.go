@@ -85,26 +85,57 @@ func (t *inlineTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	addr := withPort(req.URL.Host)
 	read := isChunkRead(req)
-	ctx := req.Context()
+	var resp *http.Response
+	err := t.withConn(req.Context(), addr, read, func(pc *inlineConn) (err error) {
+		resp, err = t.exchange(req.Context(), poolKey(addr, read), pc, req)
+		return err
+	})
+	return resp, err
+}
+
+// withConn runs do on a connection to addr of the kind for chunk reads
+// (read) or of the other kind. A connection do fails on is closed; as
+// http.Transport does, a kept-alive one that failed before any byte of an
+// answer came back is replaced and do tried again (the node may have
+// closed it while it was idle; GET and HEAD are idempotent).
+func (t *inlineTransport) withConn(ctx context.Context, addr string, read bool, do func(pc *inlineConn) error) error {
 	for {
 		pc, reused, err := t.conn(ctx, addr, read)
 		if err != nil {
-			return nil, err
+			return err
 		}
-		resp, err := t.exchange(ctx, poolKey(addr, read), pc, req)
+		err = do(pc)
 		if err == nil {
-			return resp, nil
+			return nil
 		}
 		_ = pc.conn.Close()
 		if ctx.Err() != nil {
-			return nil, ctx.Err()
+			return ctx.Err()
 		}
 		var nothing *errNothingRead
 		if reused && errors.As(err, &nothing) {
 			continue // closed by the node while idle: try the next one
 		}
-		return nil, err
+		return err
 	}
+}
+
+// send writes the request w on pc and waits for the first byte of the
+// answer. From then until stop, a cancelled or expired context fails the
+// connection's I/O (the connection is then closed, never reused). A
+// failure here is an errNothingRead, and stop has been called.
+func send(ctx context.Context, pc *inlineConn, w []byte) (stop func() bool, err error) {
+	pc.wbuf = w
+	stop = context.AfterFunc(ctx, func() { _ = pc.conn.SetDeadline(time.Unix(1, 0)) })
+	if _, err := pc.conn.Write(w); err != nil {
+		stop()
+		return nil, &errNothingRead{err}
+	}
+	if _, err := pc.br.Peek(1); err != nil {
+		stop()
+		return nil, &errNothingRead{err}
+	}
+	return stop, nil
 }
 
 // exchange writes req on pc and reads the answer's status and headers; the
@@ -114,17 +145,9 @@ func (t *inlineTransport) exchange(ctx context.Context, key string, pc *inlineCo
 	if err != nil {
 		return nil, err
 	}
-	pc.wbuf = w
-	// A cancelled or expired context fails the connection's pending and
-	// future I/O; the connection is then closed, never reused.
-	stop := context.AfterFunc(ctx, func() { _ = pc.conn.SetDeadline(time.Unix(1, 0)) })
-	if _, err := pc.conn.Write(w); err != nil {
-		stop()
-		return nil, &errNothingRead{err}
-	}
-	if _, err := pc.br.Peek(1); err != nil {
-		stop()
-		return nil, &errNothingRead{err}
+	stop, err := send(ctx, pc, w)
+	if err != nil {
+		return nil, err
 	}
 	var resp *http.Response
 	if pc.state.NegotiatedProtocol == nodeapi.ProtoRead {
@@ -178,29 +201,17 @@ type chunkGet struct {
 // RoundTrip then). The caller reads the body from the reply and calls done.
 func (t *inlineTransport) getChunk(ctx context.Context, addr string, g chunkGet) (r chunkReply, ok bool, err error) {
 	key := poolKey(addr, true)
-	for {
-		pc, reused, err := t.conn(ctx, addr, true)
-		if err != nil {
-			return r, true, err
-		}
+	ok = true
+	err = t.withConn(ctx, addr, true, func(pc *inlineConn) (err error) {
 		if pc.state.NegotiatedProtocol != nodeapi.ProtoRead {
 			t.put(key, pc)
-			return r, false, nil
+			ok = false
+			return nil
 		}
 		r, err = t.sendChunkGet(ctx, key, pc, g)
-		if err == nil {
-			return r, true, nil
-		}
-		_ = pc.conn.Close()
-		if ctx.Err() != nil {
-			return r, true, ctx.Err()
-		}
-		var nothing *errNothingRead
-		if reused && errors.As(err, &nothing) {
-			continue // closed by the node while idle: try the next one
-		}
-		return r, true, err
-	}
+		return err
+	})
+	return r, ok, err
 }
 
 func (t *inlineTransport) sendChunkGet(ctx context.Context, key string, pc *inlineConn, g chunkGet) (chunkReply, error) {
@@ -229,17 +240,9 @@ func (t *inlineTransport) sendChunkGet(ctx context.Context, key string, pc *inli
 		w = append(w, "\r\n"...)
 	}
 	w = append(w, "\r\n"...)
-	pc.wbuf = w
-	// As in exchange: a cancelled or expired context fails the
-	// connection's I/O, and the connection is then closed.
-	stop := context.AfterFunc(ctx, func() { _ = pc.conn.SetDeadline(time.Unix(1, 0)) })
-	if _, err := pc.conn.Write(w); err != nil {
-		stop()
-		return chunkReply{}, &errNothingRead{err}
-	}
-	if _, err := pc.br.Peek(1); err != nil {
-		stop()
-		return chunkReply{}, &errNothingRead{err}
+	stop, err := send(ctx, pc, w)
+	if err != nil {
+		return chunkReply{}, err
 	}
 	if pc.hdr == nil {
 		pc.hdr = make(http.Header, 8)

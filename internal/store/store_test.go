@@ -21,6 +21,13 @@ func mustPut(t testing.TB, s *Store, id chunk.ID, data []byte) {
 	}
 }
 
+// encodeChunkValue is what PutChunk stores under key for payload.
+func encodeChunkValue(key, payload []byte) []byte {
+	v := NewValue(len(payload))
+	copy(v.Payload(), payload)
+	return v.seal(key)
+}
+
 func wantChunk(t testing.TB, s *Store, id chunk.ID, data []byte, tier Tier) {
 	t.Helper()
 	got, gotTier, err := s.GetChunk(id)

@@ -40,13 +40,6 @@ func chunkCRC(key, payload []byte) uint32 {
 	return crc32.Update(crc32.Checksum(key, castagnoli), castagnoli, payload)
 }
 
-// encodeChunkValue returns header+payload in a new buffer.
-func encodeChunkValue(key, payload []byte) []byte {
-	v := NewValue(len(payload))
-	copy(v.Payload(), payload)
-	return v.seal(key)
-}
-
 // Value is a chunk's payload with room in front of it for the header it
 // is stored with, so that a chunk read into Payload is stored by PutValue
 // without being copied (a 4 MiB copy into fresh memory per fill was a
