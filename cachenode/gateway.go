@@ -41,6 +41,7 @@ type gatewayFlags struct {
 	region                          string
 	domains                         string
 	chunkSize, pageCacheBytes       byteSize
+	pageBytes                       byteSize
 	parallelism                     int
 	timeout, passthroughTimeout     time.Duration
 	logLevel                        string
@@ -71,8 +72,9 @@ func parseGatewayFlags(args []string) (*gatewayFlags, error) {
 	fs.StringVar(&f.credsFile, "credentials-file", "", "YAML or JSON file with accessKeyID and secretAccessKey (instead of the two flags)")
 	fs.StringVar(&f.region, "region", "", "region clients must sign for (empty: any)")
 	fs.StringVar(&f.domains, "domain", "localhost", "comma-separated host names of the gateway; requests to sub-domains (virtual-hosted style) are refused")
-	fs.Var(&f.chunkSize, "chunk-size", "the cache's chunk size; GetObject reads in pieces of this size (0: learn it from the nodes, read in 4Mi pieces)")
-	fs.Var(&f.pageCacheBytes, "page-cache-bytes", "RAM page cache of whole chunks, e.g. 1Gi (0 disables it)")
+	fs.Var(&f.chunkSize, "chunk-size", "the cache's chunk size (0: learn it from the nodes)")
+	fs.Var(&f.pageCacheBytes, "page-cache-bytes", "RAM page cache, e.g. 1Gi (0 disables it)")
+	fs.Var(&f.pageBytes, "page-bytes", "unit of the page cache and of GetObject's reads, a divisor of the chunk size, e.g. 1Mi (0 or at least the chunk size: whole chunks); experimental, see docs/gateway.md")
 	fs.IntVar(&f.parallelism, "parallelism", client.DefaultParallelism, "chunk requests in flight per GetObject (read-ahead within the range, in chunks)")
 	fs.DurationVar(&f.timeout, "timeout", client.DefaultTimeout, "timeout of one chunk or metadata request to one node")
 	fs.DurationVar(&f.passthroughTimeout, "passthrough-timeout", 5*time.Minute, "longest wait for S3's answer to a passed-through operation")
@@ -106,7 +108,26 @@ func parseGatewayFlags(args []string) (*gatewayFlags, error) {
 	if f.parallelism < 1 {
 		return nil, errors.New("--parallelism must be at least 1")
 	}
+	if f.chunkSize > 0 && f.pageBytes > 0 && f.pageBytes < f.chunkSize && f.chunkSize%f.pageBytes != 0 {
+		return nil, fmt.Errorf("--page-bytes %s does not divide --chunk-size %s", f.pageBytes, f.chunkSize)
+	}
 	return f, nil
+}
+
+// readGeometry is what GetObject reads in: pieces of a page (a chunk
+// without a page cache, or when pages are whole chunks), and the most
+// pieces fetched ahead of the client, --parallelism chunks' worth. A chunk
+// size learnt from the nodes is taken to be the default's here.
+func (f *gatewayFlags) readGeometry() (piece int64, ahead int) {
+	chunk := int64(f.chunkSize)
+	if chunk <= 0 {
+		chunk = gateway.DefaultReadPieceBytes
+	}
+	piece = chunk
+	if f.pageCacheBytes > 0 && f.pageBytes > 0 && int64(f.pageBytes) < chunk {
+		piece = int64(f.pageBytes)
+	}
+	return piece, f.parallelism * int(max(1, chunk/piece))
 }
 
 func splitList(s string) []string {
@@ -203,8 +224,9 @@ func runGateway(args []string) error {
 	go func() {
 		c, err := connect(ctx, log, client.Config{
 			Seeds: seeds, TLS: nodeTLS, Tenant: f.tenant, ChunkSize: int64(f.chunkSize),
-			Parallelism: f.parallelism, PageCacheBytes: int64(f.pageCacheBytes), Timeout: f.timeout,
-			Logger: log, Registerer: reg,
+			Parallelism: f.parallelism, PageCacheBytes: int64(f.pageCacheBytes), PageBytes: int64(f.pageBytes),
+			Timeout: f.timeout,
+			Logger:  log, Registerer: reg,
 		})
 		if err != nil {
 			if ctx.Err() == nil {
@@ -213,9 +235,10 @@ func runGateway(args []string) error {
 			return
 		}
 		cl.Store(c)
+		piece, ahead := f.readGeometry()
 		g, err := gateway.New(gateway.Config{
 			Verifier: verifier, Cache: c, Metrics: m, Logger: log, Domains: splitList(f.domains),
-			ReadPieceBytes: int64(f.chunkSize), ReadAhead: f.parallelism,
+			ReadPieceBytes: piece, ReadAhead: ahead,
 			Upstream: &gateway.Upstream{
 				Client: gateway.NewUpstreamClient(nodeTLS, f.passthroughTimeout),
 				Nodes:  gateway.RingNodes(c, seeds), Owners: gateway.RingOwners(c, tenant), Tenant: f.tenant,

@@ -84,9 +84,15 @@ type Config struct {
 	// Parallelism is the number of chunk requests in flight per read, and
 	// the read-ahead of an Object, in chunks (default 8).
 	Parallelism int
-	// PageCacheBytes bounds the RAM page cache of whole chunks; 0 disables
-	// it.
+	// PageCacheBytes bounds the RAM page cache; 0 disables it.
 	PageCacheBytes int64
+	// PageBytes is the page cache's unit: reads fetch, keep and read ahead
+	// pages of this many bytes, a divisor of the chunk size (0: whole
+	// chunks). Smaller pages cost more requests on a scan but less for
+	// readers that ask for a range to the end of a file and stop within a
+	// MiB, as ClickHouse does for every column it reads. A size that does
+	// not divide the chunk size means whole chunks.
+	PageBytes int64
 	// Candidates is the number of members tried per chunk, owner first,
 	// when nodes answer that S3 failed (default 3). Members that cannot be
 	// reached are always skipped, down to the last member.
@@ -132,7 +138,8 @@ type Client struct {
 	pages     *pageCache // nil when disabled
 	flight    singleflight.Group
 	ahead     *readAhead // nil without a page cache
-	fills     sync.Map   // page keys of whole chunks being fetched into the page cache
+	fills     sync.Map   // keys of the pages being fetched into the page cache
+	pageWarn  sync.Once  // PageBytes does not divide the chunk size
 	metas     metaCache  // Stat answers of immutable caches
 
 	downMu sync.Mutex
@@ -153,8 +160,11 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 	if cfg.TLS == nil {
 		return nil, errors.New("client: TLS configuration with a client certificate is required")
 	}
-	if cfg.ChunkSize < 0 || cfg.PageCacheBytes < 0 || cfg.Parallelism < 0 || cfg.Candidates < 0 {
-		return nil, errors.New("client: negative ChunkSize, PageCacheBytes, Parallelism or Candidates")
+	if cfg.ChunkSize < 0 || cfg.PageCacheBytes < 0 || cfg.PageBytes < 0 || cfg.Parallelism < 0 || cfg.Candidates < 0 {
+		return nil, errors.New("client: negative ChunkSize, PageCacheBytes, PageBytes, Parallelism or Candidates")
+	}
+	if cfg.ChunkSize > 0 && cfg.PageBytes > 0 && cfg.ChunkSize%cfg.PageBytes != 0 {
+		return nil, fmt.Errorf("client: PageBytes %d does not divide ChunkSize %d", cfg.PageBytes, cfg.ChunkSize)
 	}
 	if cfg.Parallelism == 0 {
 		cfg.Parallelism = DefaultParallelism
@@ -203,7 +213,7 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 			c.metrics.unregister()
 			return nil, err
 		}
-		c.ahead = newReadAhead(cfg.Parallelism)
+		c.ahead = newReadAhead()
 	}
 	if err := c.initRing(ctx); err != nil {
 		c.pages.close()

@@ -11,9 +11,9 @@ import (
 
 // Object is one version of an object, opened for reading: an io.ReaderAt
 // and an io.ReadSeeker. Sequential Reads fetch ahead: while one chunk is
-// read, the next Parallelism-1 are already being fetched (whole chunks,
-// through the page cache when there is one), so a sequential scan runs at
-// the speed of Parallelism parallel requests. Read and Seek must not be
+// read, the next Parallelism-1 chunks' worth are already being fetched
+// (whole chunks, or pages through the page cache when there is one), so a
+// sequential scan runs at the speed of Parallelism parallel requests. Read and Seek must not be
 // called concurrently (ReadAt may be, from any goroutine). Close the Object
 // to cancel the read-ahead.
 type Object struct {
@@ -23,6 +23,8 @@ type Object struct {
 	bucket, key string
 	meta        Meta
 	chunkSize   int64
+	unit        int64 // what a Read fetches: a chunk, or a page (pageSize)
+	window      int64 // units fetched ahead of a sequential Read
 
 	mu    sync.Mutex
 	pos   int64
@@ -59,8 +61,9 @@ func (c *Client) OpenVersion(ctx context.Context, bucket, key string, m Meta) (*
 		return nil, err
 	}
 	octx, cancel := context.WithCancel(ctx)
+	unit := c.pageSize(cs)
 	return &Object{c: c, ctx: octx, cancel: cancel, bucket: bucket, key: key, meta: m, chunkSize: cs,
-		seq: true, ahead: map[int64]*fetch{}}, nil
+		unit: unit, window: int64(c.cfg.Parallelism) * (cs / unit), seq: true, ahead: map[int64]*fetch{}}, nil
 }
 
 // Meta is the version the Object reads.
@@ -76,7 +79,7 @@ func (o *Object) ReadAt(p []byte, off int64) (int, error) {
 }
 
 // Read reads from the current position, at most to the end of the chunk
-// it is in.
+// (with a page cache, the page) it is in.
 func (o *Object) Read(p []byte) (int, error) {
 	if len(p) == 0 {
 		return 0, nil
@@ -91,13 +94,13 @@ func (o *Object) Read(p []byte) (int, error) {
 		o.mu.Unlock()
 		return 0, io.EOF
 	}
-	idx := pos / o.chunkSize
+	idx := pos / o.unit
 	window := int64(1)
 	if o.seq {
-		window = int64(o.c.cfg.Parallelism)
+		window = o.window
 	}
-	o.forgetOutside(idx, idx+int64(o.c.cfg.Parallelism))
-	last := chunk.Count(o.meta.Size, o.chunkSize) - 1
+	o.forgetOutside(idx, idx+o.window)
+	last := chunk.Count(o.meta.Size, o.unit) - 1
 	for i := idx; i < idx+window && i <= last; i++ {
 		if o.ahead[i] == nil {
 			o.launch(i)
@@ -119,16 +122,16 @@ func (o *Object) Read(p []byte) (int, error) {
 		}
 		return 0, f.err
 	}
-	n := copy(p, f.data[pos-idx*o.chunkSize:])
+	n := copy(p, f.data[pos-idx*o.unit:])
 	o.pos = pos + int64(n)
 	o.seq = true
-	if o.pos >= min((idx+1)*o.chunkSize, o.meta.Size) && o.ahead[idx] == f {
+	if o.pos >= min((idx+1)*o.unit, o.meta.Size) && o.ahead[idx] == f {
 		delete(o.ahead, idx) // consumed
 	}
 	return n, nil
 }
 
-// launch starts reading chunk idx ahead. o.mu is held.
+// launch starts reading unit idx ahead. o.mu is held.
 func (o *Object) launch(idx int64) {
 	ctx, cancel := context.WithCancel(o.ctx)
 	f := &fetch{done: make(chan struct{}), cancel: cancel}
@@ -136,11 +139,11 @@ func (o *Object) launch(idx int64) {
 	go func() {
 		defer close(f.done)
 		defer cancel()
-		f.data, f.err = o.c.wholeChunk(ctx, o.bucket, o.key, o.meta, o.chunkSize, idx)
+		f.data, f.err = o.c.wholePage(ctx, o.bucket, o.key, o.meta, o.chunkSize, idx)
 	}()
 }
 
-// forgetOutside cancels and drops fetches of chunks outside [lo, hi).
+// forgetOutside cancels and drops fetches of units outside [lo, hi).
 // o.mu is held.
 func (o *Object) forgetOutside(lo, hi int64) {
 	for i, f := range o.ahead {

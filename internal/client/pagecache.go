@@ -9,8 +9,9 @@ import (
 	"github.com/dgraph-io/ristretto/v2"
 )
 
-// pageCache is the bounded RAM cache of whole chunks (ristretto, cost =
-// bytes). Keys name the version (bucket, key, ETag, chunk size, index); the
+// pageCache is the bounded RAM cache of pages, whole chunks or equal parts
+// of them (ristretto, cost = bytes). Keys name the version (bucket, key,
+// ETag) and the page (page size, index); the
 // tenant is implicit, one client being one tenant. Each entry carries its
 // full key and a lookup checks it, so a hash collision can never serve a
 // chunk of another object or version.
@@ -46,7 +47,7 @@ func newPageCache(maxBytes int64) (*pageCache, error) {
 }
 
 // pageKey is unambiguous: every variable part is length-prefixed.
-func pageKey(bucket, key, etag string, chunkSize, index int64) string {
+func pageKey(bucket, key, etag string, pageSize, index int64) string {
 	var b strings.Builder
 	b.Grow(len(bucket) + len(key) + len(etag) + 48)
 	for _, s := range []string{bucket, key, etag} {
@@ -54,7 +55,7 @@ func pageKey(bucket, key, etag string, chunkSize, index int64) string {
 		b.WriteByte(':')
 		b.WriteString(s)
 	}
-	b.WriteString(strconv.FormatInt(chunkSize, 10))
+	b.WriteString(strconv.FormatInt(pageSize, 10))
 	b.WriteByte('/')
 	b.WriteString(strconv.FormatInt(index, 10))
 	return b.String()
@@ -76,7 +77,7 @@ func (p *pageCache) get(key string) ([]byte, bool) {
 	return pg.data, true
 }
 
-// set caches a whole chunk and waits until ristretto has applied it, so
+// set caches a whole page and waits until ristretto has applied it, so
 // the next lookup sees it (unless admission refused it).
 func (p *pageCache) set(key string, data []byte) {
 	if p == nil || len(data) == 0 {

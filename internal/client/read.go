@@ -21,12 +21,14 @@ import (
 // version; if the object changed since m was read, the error wraps
 // ErrChanged (Stat again).
 //
-// The chunks the range covers are fetched in parallel, at most Parallelism
-// at a time, each from its owner with failover to the next candidates and
-// then to any member. With a page cache, whole chunks are fetched, kept and
-// served from RAM; a read of part of a chunk that is not in RAM gets only
-// its bytes from the node and fills the page in the background. Without a
-// page cache, only the bytes asked for are transferred.
+// The chunks (with a page cache, the pages) the range covers are fetched
+// in parallel, at most Parallelism at a time, each from its chunk's owner
+// with failover to the next candidates and then to any member. With a page
+// cache, whole pages are fetched, kept and served from RAM; a read of part
+// of a chunk-sized page that is not in RAM gets only its bytes from the
+// node and fills the page in the background (pages smaller than chunks
+// are fetched whole). Without a page cache, only the bytes asked for are
+// transferred.
 func (c *Client) ReadAt(ctx context.Context, bucket, key string, m Meta, p []byte, off int64) (int, error) {
 	if err := checkObjectName(opGetChunk, bucket, key); err != nil {
 		return 0, err
@@ -51,15 +53,16 @@ func (c *Client) ReadAt(ctx context.Context, bucket, key string, m Meta, p []byt
 	if err != nil {
 		return 0, err
 	}
-	first, last := chunk.Span(off, want, cs)
+	unit := c.pageSize(cs)
+	first, last := chunk.Span(off, want, unit)
 	c.readAheadAfter(ctx, bucket, key, m, cs, first, last)
 	if first == last {
-		err = c.readChunk(ctx, bucket, key, m, cs, first, off, p[:want])
+		err = c.readPart(ctx, bucket, key, m, cs, first, off, p[:want])
 	} else {
 		g, gctx := errgroup.WithContext(ctx)
 		g.SetLimit(c.cfg.Parallelism)
 		for idx := first; idx <= last && gctx.Err() == nil; idx++ {
-			g.Go(func() error { return c.readChunk(gctx, bucket, key, m, cs, idx, off, p[:want]) })
+			g.Go(func() error { return c.readPart(gctx, bucket, key, m, cs, idx, off, p[:want]) })
 		}
 		err = g.Wait()
 		if err == nil {
@@ -74,6 +77,25 @@ func (c *Client) ReadAt(ctx context.Context, bucket, key string, m Meta, p []byt
 		return int(want), io.EOF
 	}
 	return int(want), nil
+}
+
+// pageSize is the unit reads are split into and the page cache keeps, for
+// chunk size cs: Config.PageBytes when there is a page cache and it
+// divides cs (so that a page lies in one chunk and is one range request),
+// else the whole chunk.
+func (c *Client) pageSize(cs int64) int64 {
+	ps := c.cfg.PageBytes
+	if c.pages == nil || ps <= 0 || ps >= cs {
+		return cs
+	}
+	if cs%ps != 0 {
+		c.pageWarn.Do(func() {
+			c.log.Warn("PageBytes does not divide the nodes' chunk size; the page cache keeps whole chunks",
+				"pageBytes", ps, "chunkSize", cs)
+		})
+		return cs
+	}
+	return ps
 }
 
 // chunkSizeFor is the nodes' chunk size, asking a node for it (with a
@@ -91,14 +113,21 @@ func (c *Client) chunkSizeFor(ctx context.Context, bucket, key string) (int64, e
 	return 0, &Error{Op: opGetChunk, Bucket: bucket, Key: key, Message: "the nodes did not say their chunk size; set Config.ChunkSize"}
 }
 
-// readChunk copies chunk idx's share of the read [off, off+len(p)) into p.
-func (c *Client) readChunk(ctx context.Context, bucket, key string, m Meta, cs, idx, off int64, p []byte) error {
-	coff, clen, _ := chunk.Bounds(m.Size, cs, idx)
-	lo, hi := max(off, coff), min(off+int64(len(p)), coff+clen)
+// readPart copies part idx's share of the read [off, off+len(p)) into p;
+// parts are pages with a page cache, else chunks (pageSize).
+func (c *Client) readPart(ctx context.Context, bucket, key string, m Meta, cs, idx, off int64, p []byte) error {
+	unit := c.pageSize(cs)
+	poff, plen, _ := chunk.Bounds(m.Size, unit, idx)
+	lo, hi := max(off, poff), min(off+int64(len(p)), poff+plen)
 	dst := p[lo-off : hi-off]
-	within := lo - coff
-	if c.pages != nil && int64(len(dst)) == clen {
-		data, err := c.wholeChunk(ctx, bucket, key, m, cs, idx)
+	within := lo - poff
+	if c.pages != nil && (int64(len(dst)) == plen || unit < cs) {
+		// The whole page: asked for, or a page smaller than a chunk
+		// (PageBytes), which is fetched whole for any part of it: the
+		// page size is what a read is meant to cost, and one request for
+		// the page costs less than one for the part and another for the
+		// page behind it.
+		data, err := c.wholePage(ctx, bucket, key, m, cs, idx)
 		if err != nil {
 			return err
 		}
@@ -106,12 +135,12 @@ func (c *Client) readChunk(ctx context.Context, bucket, key string, m Meta, cs, 
 		return nil
 	}
 	if c.pages != nil {
-		// Part of a chunk (a small ranged read, the edge of a large one).
+		// Part of a page (a small ranged read, the edge of a large one).
 		// From RAM when the page is there; otherwise only the bytes asked
-		// for are fetched now, and the whole chunk is fetched into the page
+		// for are fetched now, and the whole page is fetched into the page
 		// cache in the background (joining a fetch already in flight), so
-		// a small read never waits for a whole chunk to cross the network.
-		pk := pageKey(bucket, key, m.ETag, cs, idx)
+		// a small read never waits for a whole page to cross the network.
+		pk := pageKey(bucket, key, m.ETag, unit, idx)
 		if data, ok := c.pages.get(pk); ok {
 			c.metrics.pageCache.WithLabelValues("hit").Inc()
 			copy(dst, data[within:])
@@ -119,7 +148,7 @@ func (c *Client) readChunk(ctx context.Context, bucket, key string, m Meta, cs, 
 		}
 		c.metrics.pageCache.WithLabelValues("miss").Inc()
 		if c.filling(pk) {
-			// The whole chunk is on its way (read ahead, or filled behind
+			// The whole page is on its way (read ahead, or filled behind
 			// another read): wait for it rather than fetch its bytes twice.
 			data, err := c.fetchPage(ctx, pk, fillRead, bucket, key, m, cs, idx)
 			if err != nil {
@@ -133,17 +162,27 @@ func (c *Client) readChunk(ctx context.Context, bucket, key string, m Meta, cs, 
 		}
 	}
 	// Only the bytes asked for, straight into p.
+	return c.readRange(ctx, bucket, key, m, cs, lo, dst)
+}
+
+// readRange reads bytes [off, off+len(dst)) of version m, which lie in one
+// chunk, from that chunk's owner (or the next candidates) into dst.
+func (c *Client) readRange(ctx context.Context, bucket, key string, m Meta, cs, off int64, dst []byte) error {
+	idx := off / cs
+	coff, clen, _ := chunk.Bounds(m.Size, cs, idx)
+	within := off - coff
+	whole := within == 0 && int64(len(dst)) == clen
 	id := c.chunkID(bucket, key, m.ETag, cs, idx)
 	return c.try(ctx, opGetChunk, bucket, key, id, func(ctx context.Context, addr string) error {
-		return c.getChunk(ctx, addr, bucket, key, m, idx, within, int64(len(dst)) == clen, dst)
+		return c.getChunk(ctx, addr, bucket, key, m, idx, within, whole, dst)
 	})
 }
 
-// wholeChunk returns chunk idx of version m from the page cache, or
-// fetches it (one request however many callers want it at once) and caches
-// it. The slice must not be modified.
-func (c *Client) wholeChunk(ctx context.Context, bucket, key string, m Meta, cs, idx int64) ([]byte, error) {
-	pk := pageKey(bucket, key, m.ETag, cs, idx)
+// wholePage returns page idx of version m (pageSize) from the page cache,
+// or fetches it (one request however many callers want it at once) and
+// caches it. The slice must not be modified.
+func (c *Client) wholePage(ctx context.Context, bucket, key string, m Meta, cs, idx int64) ([]byte, error) {
+	pk := pageKey(bucket, key, m.ETag, c.pageSize(cs), idx)
 	if data, ok := c.pages.get(pk); ok {
 		c.metrics.pageCache.WithLabelValues("hit").Inc()
 		return data, nil
@@ -161,9 +200,9 @@ const (
 	fillAhead      = "ahead" // read-ahead of a reader moving through the object
 )
 
-// fetchPage fetches whole chunk idx into the page cache (one request
+// fetchPage fetches page idx (pageSize) into the page cache (one request
 // however many callers want it at once) and returns it; mode labels the
-// fill in the metrics.
+// fill in the metrics. Without a page cache it returns the chunk, uncached.
 func (c *Client) fetchPage(ctx context.Context, pk, mode, bucket, key string, m Meta, cs, idx int64) ([]byte, error) {
 	for {
 		ch := c.flight.DoChan(pk, func() (any, error) {
@@ -172,17 +211,13 @@ func (c *Client) fetchPage(ctx context.Context, pk, mode, bucket, key string, m 
 			}
 			c.fills.Store(pk, struct{}{})
 			defer c.fills.Delete(pk)
-			_, clen, ok := chunk.Bounds(m.Size, cs, idx)
+			poff, plen, ok := chunk.Bounds(m.Size, c.pageSize(cs), idx)
 			if !ok {
-				return nil, &Error{Op: opGetChunk, Bucket: bucket, Key: key, Kind: ErrInvalidRange, Message: "chunk outside the object"}
+				return nil, &Error{Op: opGetChunk, Bucket: bucket, Key: key, Kind: ErrInvalidRange, Message: "page outside the object"}
 			}
 			c.metrics.pageFills.WithLabelValues(mode).Inc()
-			buf := make([]byte, clen)
-			id := c.chunkID(bucket, key, m.ETag, cs, idx)
-			err := c.try(ctx, opGetChunk, bucket, key, id, func(ctx context.Context, addr string) error {
-				return c.getChunk(ctx, addr, bucket, key, m, idx, 0, true, buf)
-			})
-			if err != nil {
+			buf := make([]byte, plen)
+			if err := c.readRange(ctx, bucket, key, m, cs, poff, buf); err != nil {
 				return nil, err
 			}
 			c.pages.set(pk, buf)
@@ -295,13 +330,14 @@ func (c *Client) checkChunkAnswer(addr, bucket, key string, m Meta, idx, within 
 }
 
 // View returns bytes [off, off+n) of version m without a copy, as a slice
-// of the page cache's page of the chunk they lie in, when that chunk is
-// cached, or when they are at least half of it (the whole chunk is then
-// fetched into the page cache, joining a fill already in flight, instead
-// of a part of it beside the fill). The slice must not be modified (a page
-// never changes once cached). Like ReadAt, it counts in the page cache
-// metrics and moves the reader's read-ahead on. ok is false, with a nil
-// error, when the range is not served this way: read it with ReadAt.
+// of the page cache's page they lie in, when that page is cached, or when
+// they are at least half of it or pages are smaller than chunks (the whole
+// page is then fetched into the page cache, joining a fill already in
+// flight, instead of a part of it beside the fill). The slice must not be modified (a page never changes
+// once cached). Like ReadAt, it counts in the page cache metrics and moves
+// the reader's read-ahead on. ok is false, with a nil error, when the
+// range is not served this way (it spans pages, or is a small part of a
+// chunk-sized page not in RAM): read it with ReadAt.
 func (c *Client) View(ctx context.Context, bucket, key string, m Meta, off, n int64) (data []byte, ok bool, err error) {
 	cs := c.chunkSize.Load()
 	if c.pages == nil || cs <= 0 || n <= 0 || off < 0 || off+n > m.Size || m.ETag == "" {
@@ -310,15 +346,16 @@ func (c *Client) View(ctx context.Context, bucket, key string, m Meta, off, n in
 	if err := checkObjectName(opGetChunk, bucket, key); err != nil {
 		return nil, false, err
 	}
-	idx := off / cs
-	if (off+n-1)/cs != idx {
+	ps := c.pageSize(cs)
+	idx := off / ps
+	if (off+n-1)/ps != idx {
 		return nil, false, nil
 	}
-	_, clen, _ := chunk.Bounds(m.Size, cs, idx)
-	pk := pageKey(bucket, key, m.ETag, cs, idx)
+	_, plen, _ := chunk.Bounds(m.Size, ps, idx)
+	pk := pageKey(bucket, key, m.ETag, ps, idx)
 	page, hit := c.pages.get(pk)
-	if !hit && 2*n < clen && !c.filling(pk) {
-		return nil, false, nil // a small part: ReadAt fetches only its bytes
+	if !hit && 2*n < plen && ps == cs && !c.filling(pk) {
+		return nil, false, nil // a small part of a chunk: ReadAt fetches only its bytes
 	}
 	c.readAheadAfter(ctx, bucket, key, m, cs, idx, idx)
 	if hit {
@@ -330,7 +367,7 @@ func (c *Client) View(ctx context.Context, bucket, key string, m Meta, off, n in
 			return nil, false, err
 		}
 	}
-	within := off - idx*cs
+	within := off - idx*ps
 	return page[within : within+n : within+n], true, nil
 }
 
@@ -342,7 +379,7 @@ func (c *Client) forgetChanged(bucket, key string, err error) {
 	}
 }
 
-// filling says whether the whole chunk pk is being fetched into the page
+// filling says whether the whole page pk is being fetched into the page
 // cache right now.
 func (c *Client) filling(pk string) bool {
 	_, ok := c.fills.Load(pk)

@@ -29,9 +29,10 @@ type Config struct {
 	// amazonaws.com, is virtual-hosted-style and refused with a message
 	// saying to use path-style addressing.
 	Domains []string
-	// ReadPieceBytes is the unit GetObject reads in; set it to the cache's
-	// chunk size so that a piece is one chunk request (default
-	// DefaultReadPieceBytes, the cache's default chunk size).
+	// ReadPieceBytes is the unit GetObject reads in; set it to the cache
+	// client's page size (its chunk size without pages) so that a piece
+	// is one page (default DefaultReadPieceBytes, the cache's default
+	// chunk size).
 	ReadPieceBytes int64
 	// ReadAhead is the most pieces of one GetObject fetched ahead of the
 	// client (default 8): ranges of at most ReadAhead pieces are fetched

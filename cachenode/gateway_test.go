@@ -1,0 +1,34 @@
+package main
+
+import (
+	"strings"
+	"testing"
+)
+
+// --page-bytes must divide a given --chunk-size; GetObject then reads in
+// pages, with --parallelism chunks' worth of them ahead.
+func TestGatewayPageBytes(t *testing.T) {
+	base := []string{"--nodes", "https://n:1", "--tls-cert", "c", "--tls-key", "k", "--ca", "a", "--access-key", "a", "--secret-key", "s"}
+	if _, err := parseGatewayFlags(append(base, "--chunk-size", "4Mi", "--page-bytes", "3Mi")); err == nil || !strings.Contains(err.Error(), "--page-bytes") {
+		t.Fatalf("--page-bytes 3Mi with --chunk-size 4Mi: %v, want an error naming --page-bytes", err)
+	}
+	for _, c := range []struct {
+		args  []string
+		piece int64
+		ahead int
+	}{
+		{nil, 4 << 20, 8}, // whole chunks, as before
+		{[]string{"--page-bytes", "1Mi"}, 1 << 20, 32},
+		{[]string{"--chunk-size", "8Mi", "--page-bytes", "1Mi", "--parallelism", "2"}, 1 << 20, 16},
+		{[]string{"--page-bytes", "1Mi", "--page-cache-bytes", "0"}, 4 << 20, 8}, // no page cache: chunks
+		{[]string{"--chunk-size", "512Ki", "--page-bytes", "1Mi"}, 512 << 10, 8},
+	} {
+		f, err := parseGatewayFlags(append(base, c.args...))
+		if err != nil {
+			t.Fatalf("%v: %v", c.args, err)
+		}
+		if piece, ahead := f.readGeometry(); piece != c.piece || ahead != c.ahead {
+			t.Errorf("%v: pieces of %d, %d ahead; want %d, %d", c.args, piece, ahead, c.piece, c.ahead)
+		}
+	}
+}
