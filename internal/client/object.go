@@ -13,9 +13,9 @@ import (
 // and an io.ReadSeeker. Sequential Reads fetch ahead: while one chunk is
 // read, the next Parallelism-1 chunks' worth are already being fetched
 // (whole chunks, or pages through the page cache when there is one), so a
-// sequential scan runs at the speed of Parallelism parallel requests. Read and Seek must not be
-// called concurrently (ReadAt may be, from any goroutine). Close the Object
-// to cancel the read-ahead.
+// sequential scan runs at the speed of Parallelism parallel requests. Read
+// and Seek must not be called concurrently (ReadAt may be, from any
+// goroutine). Close the Object to cancel the read-ahead.
 type Object struct {
 	c           *Client
 	ctx         context.Context // bounds every read; canceled by Close
@@ -61,9 +61,8 @@ func (c *Client) OpenVersion(ctx context.Context, bucket, key string, m Meta) (*
 		return nil, err
 	}
 	octx, cancel := context.WithCancel(ctx)
-	unit := c.pageSize(cs)
 	return &Object{c: c, ctx: octx, cancel: cancel, bucket: bucket, key: key, meta: m, chunkSize: cs,
-		unit: unit, window: int64(c.cfg.Parallelism) * (cs / unit), seq: true, ahead: map[int64]*fetch{}}, nil
+		unit: c.pageSize(cs), window: c.aheadWindow(cs), seq: true, ahead: map[int64]*fetch{}}, nil
 }
 
 // Meta is the version the Object reads.

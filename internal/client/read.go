@@ -333,9 +333,9 @@ func (c *Client) checkChunkAnswer(addr, bucket, key string, m Meta, idx, within 
 // of the page cache's page they lie in, when that page is cached, or when
 // they are at least half of it or pages are smaller than chunks (the whole
 // page is then fetched into the page cache, joining a fill already in
-// flight, instead of a part of it beside the fill). The slice must not be modified (a page never changes
-// once cached). Like ReadAt, it counts in the page cache metrics and moves
-// the reader's read-ahead on. ok is false, with a nil error, when the
+// flight, instead of a part of it beside the fill). The slice must not be
+// modified (a page never changes once cached). Like ReadAt, it counts in
+// the page cache metrics and moves the reader's read-ahead on. ok is false, with a nil error, when the
 // range is not served this way (it spans pages, or is a small part of a
 // chunk-sized page not in RAM): read it with ReadAt.
 func (c *Client) View(ctx context.Context, bucket, key string, m Meta, off, n int64) (data []byte, ok bool, err error) {

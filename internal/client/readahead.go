@@ -135,8 +135,9 @@ func (c *Client) NoteRead(ctx context.Context, bucket, key string, m Meta, off, 
 	c.readAheadAfter(context.WithoutCancel(ctx), bucket, key, m, cs, first, last)
 }
 
-// aheadWindow is the most pages read ahead of one scan, and in flight
-// for read-ahead at once: Parallelism chunks' worth of pages.
+// aheadWindow is the most pages (chunks without a page cache) read ahead
+// of one scan or Object, and in flight for read-ahead at once: Parallelism
+// chunks' worth.
 func (c *Client) aheadWindow(cs int64) int64 {
 	return int64(c.cfg.Parallelism) * (cs / c.pageSize(cs))
 }
