@@ -42,6 +42,7 @@ type gatewayFlags struct {
 	domains                         string
 	chunkSize, pageCacheBytes       byteSize
 	pageBytes                       byteSize
+	prefault                        bool
 	parallelism                     int
 	timeout, passthroughTimeout     time.Duration
 	logLevel                        string
@@ -74,6 +75,7 @@ func parseGatewayFlags(args []string) (*gatewayFlags, error) {
 	fs.StringVar(&f.domains, "domain", "localhost", "comma-separated host names of the gateway; requests to sub-domains (virtual-hosted style) are refused")
 	fs.Var(&f.chunkSize, "chunk-size", "the cache's chunk size (0: learn it from the nodes)")
 	fs.Var(&f.pageCacheBytes, "page-cache-bytes", "RAM page cache, e.g. 1Gi (0 disables it)")
+	fs.BoolVar(&f.prefault, "page-cache-prefault", true, "fault the page cache's memory in at start (--page-cache-bytes and a quarter more), before the gateway is ready, so that filling it never waits for fresh memory")
 	fs.Var(&f.pageBytes, "page-bytes", "unit of the page cache and of GetObject's reads, a divisor of the chunk size, e.g. 1Mi (0 or at least the chunk size: whole chunks); experimental, see docs/gateway.md")
 	fs.IntVar(&f.parallelism, "parallelism", client.DefaultParallelism, "chunk requests in flight per GetObject (read-ahead within the range, in chunks)")
 	fs.DurationVar(&f.timeout, "timeout", client.DefaultTimeout, "timeout of one chunk or metadata request to one node")
@@ -225,8 +227,8 @@ func runGateway(args []string) error {
 		c, err := connect(ctx, log, client.Config{
 			Seeds: seeds, TLS: nodeTLS, Tenant: f.tenant, ChunkSize: int64(f.chunkSize),
 			Parallelism: f.parallelism, PageCacheBytes: int64(f.pageCacheBytes), PageBytes: int64(f.pageBytes),
-			Timeout: f.timeout,
-			Logger:  log, Registerer: reg,
+			PrefaultPageCache: f.prefault, Timeout: f.timeout,
+			Logger: log, Registerer: reg,
 		})
 		if err != nil {
 			if ctx.Err() == nil {

@@ -229,9 +229,10 @@ func TestSeparateGetsOfAScanAreReadAhead(t *testing.T) {
 	m, err := e.cache.Stat(context.Background(), "bucket-a", "scan.bin")
 	must(t, err)
 	for {
-		if _, ok, err := e.cache.View(context.Background(), "bucket-a", "scan.bin", m, 3*chunkSize, 10); err != nil {
+		if v, ok, err := e.cache.View(context.Background(), "bucket-a", "scan.bin", m, 3*chunkSize, 10); err != nil {
 			t.Fatal(err)
 		} else if ok {
+			v.Release()
 			break
 		}
 		if time.Now().After(deadline) {

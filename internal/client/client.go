@@ -36,10 +36,10 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"golang.org/x/sync/singleflight"
 
 	"github.com/distcache/distcache/internal/pki"
 	"github.com/distcache/distcache/internal/ring"
+	"github.com/distcache/distcache/internal/slab"
 )
 
 // Defaults of Config.
@@ -86,6 +86,13 @@ type Config struct {
 	Parallelism int
 	// PageCacheBytes bounds the RAM page cache; 0 disables it.
 	PageCacheBytes int64
+	// PrefaultPageCache faults in the page cache's memory (PageCacheBytes
+	// and a quarter more, for pages still read after their eviction) as
+	// soon as the page size is known, so that no fill waits for fresh
+	// memory: in New when ChunkSize is set or the ring's answer gives it
+	// (New returns after), else in the background after the first answer
+	// that gives it. The process then holds that memory from the start.
+	PrefaultPageCache bool
 	// PageBytes is the page cache's unit: reads fetch, keep and read ahead
 	// pages of this many bytes, a divisor of the chunk size (0: whole
 	// chunks). Smaller pages cost more requests on a scan but less for
@@ -136,11 +143,12 @@ type Client struct {
 	ring      ring.Holder
 	chunkSize atomic.Int64
 	pages     *pageCache // nil when disabled
-	flight    singleflight.Group
 	ahead     *readAhead // nil without a page cache
-	fills     sync.Map   // keys of the pages being fetched into the page cache
-	pageWarn  sync.Once  // PageBytes does not divide the chunk size
-	metas     metaCache  // Stat answers of immutable caches
+	fillMu    sync.Mutex
+	fills     map[string]*pageFill // pages being fetched into the page cache
+	pool      *slab.Pool           // buffers of pages (fillMu)
+	pageWarn  sync.Once            // PageBytes does not divide the chunk size
+	metas     metaCache            // Stat answers of immutable caches
 
 	downMu sync.Mutex
 	down   map[string]time.Time // address -> skipped until
@@ -182,7 +190,7 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	c := &Client{cfg: cfg, log: cfg.Logger, down: map[string]time.Time{}, refreshNow: make(chan struct{}, 1),
-		stopped: make(chan struct{})}
+		stopped: make(chan struct{}), fills: map[string]*pageFill{}}
 	c.chunkSize.Store(cfg.ChunkSize)
 	var err error
 	if c.tenant, err = placementTenant(cfg.TLS, cfg.Tenant); err != nil {
@@ -205,7 +213,7 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 	c.http = &http.Client{Transport: rt, CheckRedirect: func(*http.Request, []*http.Request) error {
 		return http.ErrUseLastResponse // the node API never redirects; a redirect would change the key
 	}}
-	if c.metrics, err = newMetrics(cfg.Registerer, c.skipped); err != nil {
+	if c.metrics, err = newMetrics(cfg.Registerer, c.skipped, c.poolStats); err != nil {
 		return nil, fmt.Errorf("client: metrics: %w", err)
 	}
 	if cfg.PageCacheBytes > 0 {
@@ -220,6 +228,9 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 		c.metrics.unregister()
 		c.inline.close()
 		return nil, err
+	}
+	if cs := c.chunkSize.Load(); cs > 0 && cfg.PrefaultPageCache {
+		c.pagePool(c.pageSize(cs)).Prefault()
 	}
 	loopCtx, stop := context.WithCancel(context.Background())
 	c.stop = stop

@@ -627,13 +627,18 @@ func TestStandaloneNodesWithoutARing(t *testing.T) {
 	}
 }
 
+// A client set to another chunk size than the nodes' is refused when it
+// connects: the ring's answer carries the nodes' chunk size.
 func TestChunkSizeMismatchIsAnError(t *testing.T) {
 	c := nodecluster.Start(t, 1)
-	cl, _ := newClient(t, c, c.TenantTLS("team-a"), func(cfg *client.Config) { cfg.ChunkSize = 2 * cs })
-	c.PutDirect("bucket-a", "k", []byte("data"))
-	_, err := cl.Stat(context.Background(), "bucket-a", "k")
-	if err == nil || !strings.Contains(err.Error(), "chunk size") || errors.Is(err, client.ErrUnavailable) {
-		t.Fatalf("stat with the wrong chunk size: %v; want a chunk size error", err)
+	cfg := client.Config{Seeds: c.Seeds(), TLS: c.TenantTLS("team-a"), ChunkSize: 2 * cs}
+	cl, err := client.New(context.Background(), cfg)
+	if err == nil {
+		_ = cl.Close()
+		t.Fatal("client.New with the wrong chunk size succeeded")
+	}
+	if want := fmt.Sprintf("chunk size is %d, the client's %d", cs, 2*cs); !strings.Contains(err.Error(), want) {
+		t.Fatalf("client.New with the wrong chunk size: %v; want an error naming both chunk sizes", err)
 	}
 }
 

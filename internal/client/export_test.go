@@ -9,6 +9,25 @@ func (c *Client) PageCached(bucket, key string, m Meta, off int64) bool {
 		return false
 	}
 	ps := c.pageSize(cs)
-	_, ok := c.pages.get(pageKey(bucket, key, m.ETag, ps, off/ps))
-	return ok
+	return c.pages.has(pageKey(bucket, key, m.ETag, ps, off/ps))
+}
+
+// PagePool says how many page buffers of the client's pool are held now
+// (by the page cache, fills and readers), how many fills found them all
+// held and took fresh memory, and the memory the pool holds.
+func (c *Client) PagePool() (inUse int, refused, bytes int64) {
+	c.fillMu.Lock()
+	defer c.fillMu.Unlock()
+	inUse, refused = c.pool.Stats()
+	return inUse, refused, c.pool.Bytes()
+}
+
+// DropPages empties the page cache, as if every page were evicted.
+func (c *Client) DropPages() { c.pages.c.Clear() }
+
+// FillsInFlight is the number of pages being fetched into the page cache.
+func (c *Client) FillsInFlight() int {
+	c.fillMu.Lock()
+	defer c.fillMu.Unlock()
+	return len(c.fills)
 }

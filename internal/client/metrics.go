@@ -38,8 +38,9 @@ type clientMetrics struct {
 	all           []prometheus.Collector
 }
 
-// newMetrics makes the series; skipped counts the members skipped now.
-func newMetrics(reg prometheus.Registerer, skipped func() float64) (*clientMetrics, error) {
+// newMetrics makes the series; skipped counts the members skipped now,
+// pool says what the page pool holds and how often it had nothing free.
+func newMetrics(reg prometheus.Registerer, skipped func() float64, pool func() (bytes, refused float64)) (*clientMetrics, error) {
 	const ns, sub = "distcache", "client"
 	m := &clientMetrics{
 		reg: reg,
@@ -72,7 +73,16 @@ func newMetrics(reg prometheus.Registerer, skipped func() float64) (*clientMetri
 		Namespace: ns, Subsystem: sub, Name: "members_skipped",
 		Help: "Members the client skips (tries only after all others) because a request to them failed in the last 5 seconds.",
 	}, skipped)
-	m.all = []prometheus.Collector{m.pageCache, m.pageFills, m.requests, m.failovers, m.ringEpoch, m.ringRefreshes, skippedGauge}
+	poolBytes := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Namespace: ns, Subsystem: sub, Name: "page_memory_bytes",
+		Help: "Memory the page cache's buffer pool holds (faulted in, reused after eviction): the page cache and pages still read after their eviction.",
+	}, func() float64 { b, _ := pool(); return b })
+	poolRefused := prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Namespace: ns, Subsystem: sub, Name: "page_memory_exhausted_total",
+		Help: "Page fills that found every buffer of the pool held and took fresh memory instead.",
+	}, func() float64 { _, r := pool(); return r })
+	m.all = []prometheus.Collector{m.pageCache, m.pageFills, m.requests, m.failovers, m.ringEpoch, m.ringRefreshes, skippedGauge,
+		poolBytes, poolRefused}
 	if reg == nil {
 		return m, nil
 	}

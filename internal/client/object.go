@@ -32,10 +32,10 @@ type Object struct {
 	ahead map[int64]*fetch
 }
 
-// fetch is one chunk being read ahead.
+// fetch is one unit being read ahead.
 type fetch struct {
 	done   chan struct{}
-	data   []byte
+	pg     *page // held until the fetch is dropped
 	err    error
 	cancel context.CancelFunc
 }
@@ -115,17 +115,20 @@ func (o *Object) Read(p []byte) (int, error) {
 	}
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	if o.ahead[idx] != f {
+		// Closed meanwhile: f's page is being released.
+		return 0, errors.New("client: read of a closed Object")
+	}
 	if f.err != nil {
-		if o.ahead[idx] == f {
-			delete(o.ahead, idx) // the next Read tries again
-		}
+		delete(o.ahead, idx) // the next Read tries again
 		return 0, f.err
 	}
-	n := copy(p, f.data[pos-idx*o.unit:])
+	n := copy(p, f.pg.data[pos-idx*o.unit:])
 	o.pos = pos + int64(n)
 	o.seq = true
-	if o.pos >= min((idx+1)*o.unit, o.meta.Size) && o.ahead[idx] == f {
+	if o.pos >= min((idx+1)*o.unit, o.meta.Size) {
 		delete(o.ahead, idx) // consumed
+		f.pg.release()
 	}
 	return n, nil
 }
@@ -138,17 +141,23 @@ func (o *Object) launch(idx int64) {
 	go func() {
 		defer close(f.done)
 		defer cancel()
-		f.data, f.err = o.c.wholePage(ctx, o.bucket, o.key, o.meta, o.chunkSize, idx)
+		f.pg, f.err = o.c.wholePage(ctx, o.bucket, o.key, o.meta, o.chunkSize, idx)
 	}()
 }
 
-// forgetOutside cancels and drops fetches of units outside [lo, hi).
-// o.mu is held.
+// forgetOutside cancels and drops fetches of units outside [lo, hi),
+// releasing their pages once they are done. o.mu is held.
 func (o *Object) forgetOutside(lo, hi int64) {
 	for i, f := range o.ahead {
 		if i < lo || i >= hi {
 			f.cancel()
 			delete(o.ahead, i)
+			go func() {
+				<-f.done
+				if f.pg != nil {
+					f.pg.release()
+				}
+			}()
 		}
 	}
 }

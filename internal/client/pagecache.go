@@ -5,8 +5,11 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/dgraph-io/ristretto/v2"
+
+	"github.com/distcache/distcache/internal/slab"
 )
 
 // pageCache is the bounded RAM cache of pages, whole chunks or equal parts
@@ -23,9 +26,53 @@ type pageCache struct {
 	closed bool
 }
 
+// page is one page's bytes and who holds them: the cache, each fill's
+// waiters, each reader. A page that came from a slab.Pool goes back to it
+// when the last holder releases it, to be refilled with another page's
+// bytes, so a reader must hold the page for as long as it reads data.
 type page struct {
 	key  string
-	data []byte // never modified once cached
+	data []byte // never modified while held
+	refs atomic.Int32
+	pool *slab.Pool // nil: data is the garbage collector's
+}
+
+// newPage is a page of n bytes held once, by its caller: a buffer of pool
+// when the page fills one (and the pool has one), else fresh memory.
+func newPage(key string, n int64, pool *slab.Pool) *page {
+	pg := &page{key: key}
+	if n > 0 && n == int64(pool.Size()) {
+		if b, ok := pool.Get(); ok {
+			pg.data, pg.pool = b, pool
+		}
+	}
+	if pg.data == nil {
+		pg.data = make([]byte, n)
+	}
+	pg.refs.Store(1)
+	return pg
+}
+
+// hold adds a holder unless the page has already been released by its
+// last one (it was evicted meanwhile: its buffer may hold another page
+// now).
+func (pg *page) hold() bool {
+	for {
+		n := pg.refs.Load()
+		if n <= 0 {
+			return false
+		}
+		if pg.refs.CompareAndSwap(n, n+1) {
+			return true
+		}
+	}
+}
+
+// release drops one holder; the last gives the buffer back to its pool.
+func (pg *page) release() {
+	if pg.refs.Add(-1) == 0 && pg.pool != nil {
+		pg.pool.Put(pg.data)
+	}
 }
 
 // assumedChunk sizes the admission counters before the chunk size is
@@ -39,6 +86,12 @@ func newPageCache(maxBytes int64) (*pageCache, error) {
 		MaxCost:            maxBytes,
 		BufferItems:        64,
 		IgnoreInternalCost: true,
+		// Evicted, rejected or replaced: the cache's hold ends.
+		OnExit: func(pg *page) {
+			if pg != nil {
+				pg.release()
+			}
+		},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("client: page cache: %w", err)
@@ -61,32 +114,54 @@ func pageKey(bucket, key, etag string, pageSize, index int64) string {
 	return b.String()
 }
 
-func (p *pageCache) get(key string) ([]byte, bool) {
-	if p == nil {
+// get returns the page cached under key, held for the caller, who must
+// release it.
+func (p *pageCache) get(key string) (*page, bool) {
+	pg := p.lookup(key)
+	if pg == nil || !pg.hold() {
 		return nil, false
+	}
+	return pg, true
+}
+
+// has says whether the page is cached, without holding it.
+func (p *pageCache) has(key string) bool {
+	return p.lookup(key) != nil
+}
+
+func (p *pageCache) lookup(key string) *page {
+	if p == nil {
+		return nil
 	}
 	p.mu.RLock()
 	defer p.mu.RUnlock()
 	if p.closed {
-		return nil, false
+		return nil
 	}
 	pg, ok := p.c.Get(key)
 	if !ok || pg == nil || pg.key != key {
-		return nil, false
+		return nil
 	}
-	return pg.data, true
+	return pg
 }
 
-// set caches a whole page and waits until ristretto has applied it, so
-// the next lookup sees it (unless admission refused it).
-func (p *pageCache) set(key string, data []byte) {
-	if p == nil || len(data) == 0 {
+// add caches a whole page (the cache holds it from now on) and waits until
+// ristretto has applied it, so the next lookup sees it (unless admission
+// refused it).
+func (p *pageCache) add(pg *page) {
+	if p == nil || len(pg.data) == 0 {
 		return
 	}
 	p.mu.RLock()
 	defer p.mu.RUnlock()
-	if !p.closed && p.c.Set(key, &page{key: key, data: data}, int64(len(data))) {
+	if p.closed {
+		return
+	}
+	pg.refs.Add(1)
+	if p.c.Set(pg.key, pg, int64(len(pg.data))) {
 		p.c.Wait()
+	} else {
+		pg.release() // dropped before ristretto saw it: no OnExit
 	}
 }
 

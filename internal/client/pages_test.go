@@ -3,9 +3,13 @@ package client_test
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"math/rand/v2"
+	"strconv"
 	"testing"
+
+	"golang.org/x/sync/errgroup"
 
 	"github.com/distcache/distcache/internal/client"
 	"github.com/distcache/distcache/internal/testutil/nodecluster"
@@ -70,9 +74,10 @@ func TestPagesSmallerThanChunks(t *testing.T) {
 	// Any part of a page is viewed from its page, fetched whole.
 	before = responseBytes(c)
 	v, ok, err := cl.View(ctx, "bucket-a", "col.bin", m, 9*ps+3, 10)
-	if err != nil || !ok || !bytes.Equal(v, data[9*ps+3:9*ps+13]) {
+	if err != nil || !ok || !bytes.Equal(v.Data, data[9*ps+3:9*ps+13]) {
 		t.Fatalf("View of 10 bytes of page 9: ok %v, err %v", ok, err)
 	}
+	v.Release()
 	if got := responseBytes(c) - before; got != ps {
 		t.Fatalf("View of 10 bytes of page 9 sent %v bytes, want %d", got, ps)
 	}
@@ -143,5 +148,137 @@ func TestPageBytesThatDoNotDivideTheChunkSize(t *testing.T) {
 	waitFor(t, "the fill's bytes counted", func() bool { return responseBytes(c)-before >= 10+cs })
 	if got := responseBytes(c) - before; got != 10+cs {
 		t.Fatalf("a 10-byte read sent %v bytes, want %d (the bytes and the whole chunk)", got, 10+cs)
+	}
+}
+
+// Pages come from a pool of buffers that are reused once evicted. A page
+// evicted while a reader still holds it (a View being written to a
+// socket, a copy in progress) keeps its bytes until the reader lets go:
+// with a page cache of 8 chunks and readers moving over 64, every page is
+// evicted and its buffer refilled many times, and every byte read, copied
+// or viewed and checked after other reads, must still be right. Once the
+// cache is emptied, every buffer is back in the pool.
+func TestPagesReusedAfterEviction(t *testing.T) {
+	c := nodecluster.Start(t, 3)
+	cl, reg := newClient(t, c, c.TenantTLS("team-a"), func(cfg *client.Config) {
+		cfg.PageCacheBytes = 8 * cs
+	})
+	ctx := context.Background()
+	r := rand.New(rand.NewPCG(41, 42))
+	const objects = 4
+	var (
+		data  [objects][]byte
+		metas [objects]client.Meta
+	)
+	for i := range objects {
+		data[i] = randomBytes(r, 16*cs)
+		key := "obj-" + strconv.Itoa(i)
+		c.PutDirect("bucket-a", key, data[i])
+		m, err := cl.Stat(ctx, "bucket-a", key)
+		must(t, err)
+		metas[i] = m
+	}
+
+	var g errgroup.Group
+	for w := range 8 {
+		g.Go(func() error {
+			r := rand.New(rand.NewPCG(uint64(w), 7))
+			for range 60 {
+				i := r.IntN(objects)
+				key, want := "obj-"+strconv.Itoa(i), data[i]
+				off := r.Int64N(int64(len(want)) - 1)
+				n := min(1+r.Int64N(2*cs), int64(len(want))-off)
+				if r.IntN(2) == 0 {
+					p := make([]byte, n)
+					if _, err := cl.ReadAt(ctx, "bucket-a", key, metas[i], p, off); err != nil {
+						return err
+					}
+					if !bytes.Equal(p, want[off:off+n]) {
+						return fmt.Errorf("ReadAt of %d bytes at %d of %s differs", n, off, key)
+					}
+					continue
+				}
+				// A view held across another object's read, which
+				// evicts pages, is checked after it.
+				v, ok, err := cl.View(ctx, "bucket-a", key, metas[i], off, min(n, cs-off%cs))
+				if err != nil {
+					return err
+				}
+				other := (i + 1) % objects
+				p := make([]byte, cs)
+				if _, err := cl.ReadAt(ctx, "bucket-a", "obj-"+strconv.Itoa(other), metas[other], p, r.Int64N(15*cs)); err != nil {
+					return err
+				}
+				if ok {
+					if !bytes.Equal(v.Data, want[off:off+int64(len(v.Data))]) {
+						return fmt.Errorf("a view of %d bytes at %d of %s changed while held", len(v.Data), off, key)
+					}
+					v.Release()
+				}
+			}
+			return nil
+		})
+	}
+	must(t, g.Wait())
+
+	var fills float64
+	for _, mode := range []string{"read", "background", "ahead"} {
+		fills += nodecluster.Gather(t, reg, "distcache_client_page_fills_total", map[string]string{"mode": mode})
+	}
+	inUse, refused, _ := cl.PagePool()
+	t.Logf("%v page fills; page buffers in use %d, fresh memory taken %d times", fills, inUse, refused)
+	// The pool holds one block: 64 MiB of 256 KiB chunks.
+	if fills < 2*256 {
+		t.Fatalf("only %v page fills: the pool's 256 buffers were never all reused", fills)
+	}
+	if refused != 0 {
+		t.Fatalf("fills took fresh memory %d times: page buffers are not given back", refused)
+	}
+	// Fills behind the reads (and read-ahead) may still be running.
+	waitFor(t, "the fills in flight", func() bool { return cl.FillsInFlight() == 0 })
+	cl.DropPages()
+	if inUse, _, _ := cl.PagePool(); inUse != 0 {
+		t.Fatalf("%d page buffers still held with the cache empty and no reader: a hold was never released", inUse)
+	}
+}
+
+// With PrefaultPageCache, the client learns the chunk size with the ring
+// and New returns with the page cache's memory (its bound and a quarter,
+// in whole 64 MiB blocks) already held, before any read; without it, the
+// memory is taken as pages are filled.
+func TestPrefaultPageCache(t *testing.T) {
+	c := nodecluster.Start(t, 1)
+	reqs := chunkRequests(c)
+	cl, reg := newClient(t, c, c.TenantTLS("team-a"), func(cfg *client.Config) {
+		cfg.PageCacheBytes = 8 * cs
+		cfg.PrefaultPageCache = true
+	})
+	if _, _, held := cl.PagePool(); held != 64<<20 {
+		t.Fatalf("after New the page pool holds %d bytes, want one 64 MiB block", held)
+	}
+	if got := nodecluster.Gather(t, reg, "distcache_client_page_memory_bytes", nil); got != 64<<20 {
+		t.Fatalf("distcache_client_page_memory_bytes = %v, want %d", got, 64<<20)
+	}
+	if n := chunkRequests(c) - reqs; n != 0 {
+		t.Fatalf("New made %v chunk requests; the chunk size comes with the ring", n)
+	}
+
+	lazy, _ := newClient(t, c, c.TenantTLS("team-a"), func(cfg *client.Config) { cfg.PageCacheBytes = 8 * cs })
+	if _, _, held := lazy.PagePool(); held != 0 {
+		t.Fatalf("without PrefaultPageCache the page pool holds %d bytes before any read", held)
+	}
+	data := randomBytes(rand.New(rand.NewPCG(5, 6)), 2*cs)
+	c.PutDirect("bucket-a", "k", data)
+	ctx := context.Background()
+	m, err := lazy.Stat(ctx, "bucket-a", "k")
+	must(t, err)
+	p := make([]byte, len(data))
+	_, err = lazy.ReadAt(ctx, "bucket-a", "k", m, p, 0)
+	must(t, err)
+	if !bytes.Equal(p, data) {
+		t.Fatal("read differs")
+	}
+	if _, _, n := lazy.PagePool(); n != 64<<20 {
+		t.Fatalf("after a read the page pool holds %d bytes, want one block", n)
 	}
 }

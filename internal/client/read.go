@@ -127,11 +127,12 @@ func (c *Client) readPart(ctx context.Context, bucket, key string, m Meta, cs, i
 		// page size is what a read is meant to cost, and one request for
 		// the page costs less than one for the part and another for the
 		// page behind it.
-		data, err := c.wholePage(ctx, bucket, key, m, cs, idx)
+		pg, err := c.wholePage(ctx, bucket, key, m, cs, idx)
 		if err != nil {
 			return err
 		}
-		copy(dst, data[within:])
+		copy(dst, pg.data[within:])
+		pg.release()
 		return nil
 	}
 	if c.pages != nil {
@@ -141,24 +142,26 @@ func (c *Client) readPart(ctx context.Context, bucket, key string, m Meta, cs, i
 		// cache in the background (joining a fetch already in flight), so
 		// a small read never waits for a whole page to cross the network.
 		pk := pageKey(bucket, key, m.ETag, unit, idx)
-		if data, ok := c.pages.get(pk); ok {
+		if pg, ok := c.pages.get(pk); ok {
 			c.metrics.pageCache.WithLabelValues("hit").Inc()
-			copy(dst, data[within:])
+			copy(dst, pg.data[within:])
+			pg.release()
 			return nil
 		}
 		c.metrics.pageCache.WithLabelValues("miss").Inc()
 		if c.filling(pk) {
 			// The whole page is on its way (read ahead, or filled behind
 			// another read): wait for it rather than fetch its bytes twice.
-			data, err := c.fetchPage(ctx, pk, fillRead, bucket, key, m, cs, idx)
+			pg, err := c.fetchPage(ctx, pk, fillRead, bucket, key, m, cs, idx)
 			if err != nil {
 				return err
 			}
-			copy(dst, data[within:])
+			copy(dst, pg.data[within:])
+			pg.release()
 			return nil
 		}
 		if ctx.Err() == nil { // not for a read its caller has given up
-			go func() { _, _ = c.fetchPage(context.WithoutCancel(ctx), pk, fillBackground, bucket, key, m, cs, idx) }()
+			go c.fillInBackground(context.WithoutCancel(ctx), pk, fillBackground, bucket, key, m, cs, idx)
 		}
 	}
 	// Only the bytes asked for, straight into p.
@@ -180,62 +183,18 @@ func (c *Client) readRange(ctx context.Context, bucket, key string, m Meta, cs, 
 
 // wholePage returns page idx of version m (pageSize) from the page cache,
 // or fetches it (one request however many callers want it at once) and
-// caches it. The slice must not be modified.
-func (c *Client) wholePage(ctx context.Context, bucket, key string, m Meta, cs, idx int64) ([]byte, error) {
+// caches it. The page is held for the caller, who must release it, and
+// must not be modified.
+func (c *Client) wholePage(ctx context.Context, bucket, key string, m Meta, cs, idx int64) (*page, error) {
 	pk := pageKey(bucket, key, m.ETag, c.pageSize(cs), idx)
-	if data, ok := c.pages.get(pk); ok {
+	if pg, ok := c.pages.get(pk); ok {
 		c.metrics.pageCache.WithLabelValues("hit").Inc()
-		return data, nil
+		return pg, nil
 	}
 	if c.pages != nil {
 		c.metrics.pageCache.WithLabelValues("miss").Inc()
 	}
 	return c.fetchPage(ctx, pk, fillRead, bucket, key, m, cs, idx)
-}
-
-// Modes of a page fill (the mode label of distcache_client_page_fills_total).
-const (
-	fillRead       = "read"
-	fillBackground = "background"
-	fillAhead      = "ahead" // read-ahead of a reader moving through the object
-)
-
-// fetchPage fetches page idx (pageSize) into the page cache (one request
-// however many callers want it at once) and returns it; mode labels the
-// fill in the metrics. Without a page cache it returns the chunk, uncached.
-func (c *Client) fetchPage(ctx context.Context, pk, mode, bucket, key string, m Meta, cs, idx int64) ([]byte, error) {
-	for {
-		ch := c.flight.DoChan(pk, func() (any, error) {
-			if data, ok := c.pages.get(pk); ok { // a fetch that just finished
-				return data, nil
-			}
-			c.fills.Store(pk, struct{}{})
-			defer c.fills.Delete(pk)
-			poff, plen, ok := chunk.Bounds(m.Size, c.pageSize(cs), idx)
-			if !ok {
-				return nil, &Error{Op: opGetChunk, Bucket: bucket, Key: key, Kind: ErrInvalidRange, Message: "page outside the object"}
-			}
-			c.metrics.pageFills.WithLabelValues(mode).Inc()
-			buf := make([]byte, plen)
-			if err := c.readRange(ctx, bucket, key, m, cs, poff, buf); err != nil {
-				return nil, err
-			}
-			c.pages.set(pk, buf)
-			return buf, nil
-		})
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case res := <-ch:
-			if res.Err != nil && isContextErr(res.Err) && ctx.Err() == nil {
-				continue // the caller whose fetch we joined gave up; we did not
-			}
-			if res.Err != nil {
-				return nil, res.Err
-			}
-			return res.Val.([]byte), nil
-		}
-	}
 }
 
 func isContextErr(err error) bool {
@@ -329,46 +288,61 @@ func (c *Client) checkChunkAnswer(addr, bucket, key string, m Meta, idx, within 
 	return nil
 }
 
-// View returns bytes [off, off+n) of version m without a copy, as a slice
-// of the page cache's page they lie in, when that page is cached, or when
+// PageView is bytes of a page in the page cache, lent without a copy: the
+// page is not reused for other bytes before Release. Data must not be
+// modified.
+type PageView struct {
+	Data []byte
+	pg   *page
+}
+
+// Release ends the loan; Data must not be read afterwards.
+func (v PageView) Release() {
+	if v.pg != nil {
+		v.pg.release()
+	}
+}
+
+// View lends bytes [off, off+n) of version m without a copy, as a slice of
+// the page cache's page they lie in, when that page is cached, or when
 // they are at least half of it or pages are smaller than chunks (the whole
 // page is then fetched into the page cache, joining a fill already in
-// flight, instead of a part of it beside the fill). The slice must not be
-// modified (a page never changes once cached). Like ReadAt, it counts in
-// the page cache metrics and moves the reader's read-ahead on. ok is false, with a nil error, when the
-// range is not served this way (it spans pages, or is a small part of a
-// chunk-sized page not in RAM): read it with ReadAt.
-func (c *Client) View(ctx context.Context, bucket, key string, m Meta, off, n int64) (data []byte, ok bool, err error) {
+// flight, instead of a part of it beside the fill). Like ReadAt, it counts
+// in the page cache metrics and moves the reader's read-ahead on. ok is
+// false, with a nil error, when the range is not served this way (it
+// spans pages, or is a small part of a chunk-sized page not in RAM): read
+// it with ReadAt. Release the view when done with it.
+func (c *Client) View(ctx context.Context, bucket, key string, m Meta, off, n int64) (v PageView, ok bool, err error) {
 	cs := c.chunkSize.Load()
 	if c.pages == nil || cs <= 0 || n <= 0 || off < 0 || off+n > m.Size || m.ETag == "" {
-		return nil, false, nil
+		return PageView{}, false, nil
 	}
 	if err := checkObjectName(opGetChunk, bucket, key); err != nil {
-		return nil, false, err
+		return PageView{}, false, err
 	}
 	ps := c.pageSize(cs)
 	idx := off / ps
 	if (off+n-1)/ps != idx {
-		return nil, false, nil
+		return PageView{}, false, nil
 	}
 	_, plen, _ := chunk.Bounds(m.Size, ps, idx)
 	pk := pageKey(bucket, key, m.ETag, ps, idx)
-	page, hit := c.pages.get(pk)
+	pg, hit := c.pages.get(pk)
 	if !hit && 2*n < plen && ps == cs && !c.filling(pk) {
-		return nil, false, nil // a small part of a chunk: ReadAt fetches only its bytes
+		return PageView{}, false, nil // a small part of a chunk: ReadAt fetches only its bytes
 	}
 	c.readAheadAfter(ctx, bucket, key, m, cs, idx, idx)
 	if hit {
 		c.metrics.pageCache.WithLabelValues("hit").Inc()
 	} else {
 		c.metrics.pageCache.WithLabelValues("miss").Inc()
-		if page, err = c.fetchPage(ctx, pk, fillRead, bucket, key, m, cs, idx); err != nil {
+		if pg, err = c.fetchPage(ctx, pk, fillRead, bucket, key, m, cs, idx); err != nil {
 			c.forgetChanged(bucket, key, err)
-			return nil, false, err
+			return PageView{}, false, err
 		}
 	}
 	within := off - idx*ps
-	return page[within : within+n : within+n], true, nil
+	return PageView{Data: pg.data[within : within+n : within+n], pg: pg}, true, nil
 }
 
 // forgetChanged drops the kept metadata of an object whose version is gone,
@@ -377,11 +351,4 @@ func (c *Client) forgetChanged(bucket, key string, err error) {
 	if errors.Is(err, ErrChanged) {
 		c.metas.forget(bucket, key)
 	}
-}
-
-// filling says whether the whole page pk is being fetched into the page
-// cache right now.
-func (c *Client) filling(pk string) bool {
-	_, ok := c.fills.Load(pk)
-	return ok
 }

@@ -154,7 +154,7 @@ func (c *Client) readAheadAfter(ctx context.Context, bucket, key string, m Meta,
 	ahead := c.ahead.next(vk, first, last, chunk.Count(m.Size, ps)-1, window)
 	for n, i := range ahead {
 		pk := pageKey(bucket, key, m.ETag, ps, i)
-		if _, ok := c.pages.get(pk); ok || c.filling(pk) {
+		if c.pages.has(pk) || c.filling(pk) {
 			continue
 		}
 		if !c.ahead.acquire(window) {
@@ -165,7 +165,7 @@ func (c *Client) readAheadAfter(ctx context.Context, bucket, key string, m Meta,
 		}
 		go func() {
 			defer c.ahead.release()
-			_, _ = c.fetchPage(context.WithoutCancel(ctx), pk, fillAhead, bucket, key, m, cs, i)
+			c.fillInBackground(context.WithoutCancel(ctx), pk, fillAhead, bucket, key, m, cs, i)
 		}()
 	}
 }

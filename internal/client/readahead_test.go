@@ -64,9 +64,11 @@ func TestReadAheadAcrossSeparateReads(t *testing.T) {
 	// costs no node request.
 	waitFor(t, "every chunk in the page cache", func() bool {
 		for idx := int64(0); idx < 12; idx++ {
-			if _, ok, err := cl.View(ctx, "bucket-a", "column.bin", m, idx*cs, 10); !ok || err != nil {
+			v, ok, err := cl.View(ctx, "bucket-a", "column.bin", m, idx*cs, 10)
+			if !ok || err != nil {
 				return false
 			}
+			v.Release()
 		}
 		return true
 	})
@@ -114,22 +116,25 @@ func TestView(t *testing.T) {
 		t.Fatalf("View across two chunks: ok %v, err %v; want false, nil", ok, err)
 	}
 	v, ok, err := cl.View(ctx, "bucket-a", "v.bin", m, cs+7, cs-7)
-	if err != nil || !ok || !bytes.Equal(v, data[cs+7:2*cs]) {
-		t.Fatalf("View of most of chunk 1: ok %v, err %v, equal %v", ok, err, bytes.Equal(v, data[cs+7:2*cs]))
+	if err != nil || !ok || !bytes.Equal(v.Data, data[cs+7:2*cs]) {
+		t.Fatalf("View of most of chunk 1: ok %v, err %v, equal %v", ok, err, bytes.Equal(v.Data, data[cs+7:2*cs]))
 	}
+	v.Release()
 	before := chunkRequests(c)
 	v, ok, err = cl.View(ctx, "bucket-a", "v.bin", m, cs+100, 50)
-	if err != nil || !ok || !bytes.Equal(v, data[cs+100:cs+150]) {
+	if err != nil || !ok || !bytes.Equal(v.Data, data[cs+100:cs+150]) {
 		t.Fatalf("View of a small part of a cached chunk: ok %v, err %v", ok, err)
 	}
-	if cap(v) != len(v) {
-		t.Fatalf("a view has room past its range (cap %d, len %d): an append would write into the page", cap(v), len(v))
+	if cap(v.Data) != len(v.Data) {
+		t.Fatalf("a view has room past its range (cap %d, len %d): an append would write into the page", cap(v.Data), len(v.Data))
 	}
+	v.Release()
 	last := int64(len(data)) - 1000
 	v, ok, err = cl.View(ctx, "bucket-a", "v.bin", m, last, 1000)
-	if err != nil || !ok || !bytes.Equal(v, data[last:]) {
+	if err != nil || !ok || !bytes.Equal(v.Data, data[last:]) {
 		t.Fatalf("View of the whole last chunk: ok %v, err %v", ok, err)
 	}
+	v.Release()
 	if got := chunkRequests(c) - before; got != 1 {
 		t.Fatalf("views made %v chunk requests, want 1 (the last chunk)", got)
 	}

@@ -88,6 +88,10 @@ func (c *Client) fetchRing(ctx context.Context, addr string) (*ring.Ring, error)
 		}
 		return nil, e
 	}
+	if err := c.checkChunkSize(opRing, addr, resp.Header); err != nil {
+		c.metrics.requests.WithLabelValues(opRing, resultNodeError).Inc()
+		return nil, err
+	}
 	body, err := io.ReadAll(io.LimitReader(resp.Body, maxRingBytes+1))
 	if err == nil && len(body) > maxRingBytes {
 		err = errors.New("ring document too large")

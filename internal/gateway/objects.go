@@ -23,9 +23,11 @@ type Cache interface {
 // copy, and reads ahead of readers moving through an object
 // (*client.Client with a page cache).
 type viewer interface {
-	View(ctx context.Context, bucket, key string, m client.Meta, off, n int64) ([]byte, bool, error)
+	View(ctx context.Context, bucket, key string, m client.Meta, off, n int64) (client.PageView, bool, error)
 	NoteRead(ctx context.Context, bucket, key string, m client.Meta, off, n int64)
 }
+
+var _ viewer = (*client.Client)(nil)
 
 // defaultContentType is what S3 reports for objects stored without one.
 const defaultContentType = "binary/octet-stream"
@@ -120,7 +122,7 @@ func (g *Gateway) serveVersion(x *exchange, m client.Meta) (retry bool) {
 	}
 	body := newRangeReader(ctx, readAt, &g.pieces, g.cfg.ReadPieceBytes, g.cfg.ReadAhead, rng.off, rng.n)
 	if canView {
-		body.view = func(ctx context.Context, off, n int64) ([]byte, bool, error) {
+		body.view = func(ctx context.Context, off, n int64) (client.PageView, bool, error) {
 			return v.View(ctx, x.rt.bucket, x.rt.key, m, off, n)
 		}
 	}

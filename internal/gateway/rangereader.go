@@ -5,6 +5,8 @@ import (
 	"errors"
 	"io"
 	"sync"
+
+	"github.com/distcache/distcache/internal/client"
 )
 
 // rangeReader streams [off, end) of one object version, fetching it in
@@ -25,8 +27,9 @@ type rangeReader struct {
 	cancel context.CancelFunc
 	readAt func(ctx context.Context, p []byte, off int64) (int, error)
 	// view, when set, is tried first: the piece as a slice of the cache's
-	// RAM page (no buffer, no copy); ok false means read it with readAt.
-	view   func(ctx context.Context, off, n int64) (data []byte, ok bool, err error)
+	// RAM page (no buffer, no copy), lent until released; ok false means
+	// read it with readAt.
+	view   func(ctx context.Context, off, n int64) (v client.PageView, ok bool, err error)
 	pool   *sync.Pool // of *[]byte with capacity piece
 	piece  int64
 	depth  int // the most pieces in flight
@@ -40,8 +43,9 @@ type rangeReader struct {
 
 type pieceFetch struct {
 	done chan struct{}
-	data []byte  // the piece, once done: *buf, or a view
-	buf  *[]byte // from the pool; nil for a view
+	data []byte          // the piece, once done: *buf, or view.Data
+	buf  *[]byte         // from the pool; nil for a view
+	view client.PageView // a page of the cache, lent
 	err  error
 }
 
@@ -71,9 +75,9 @@ func (r *rangeReader) fill() {
 		go func() {
 			defer close(f.done)
 			if r.view != nil {
-				data, ok, err := r.view(r.ctx, lo, hi-lo)
+				v, ok, err := r.view(r.ctx, lo, hi-lo)
 				if ok || err != nil {
-					f.data, f.err = data, err
+					f.data, f.view, f.err = v.Data, v, err
 					return
 				}
 			}
@@ -174,22 +178,29 @@ func (r *rangeReader) WriteTo(w io.Writer) (int64, error) {
 	}
 }
 
-// Close cancels the fetches in flight. Their buffers are left to the
-// garbage collector: a fetch may still be writing into one.
+// Close cancels the fetches in flight and releases their pieces once they
+// are done (a fetch may still be writing into its buffer).
 func (r *rangeReader) Close() error {
 	r.cancel()
 	if r.cur != nil {
 		r.release(r.cur)
 		r.cur = nil
 	}
+	for _, f := range r.queue {
+		go func() {
+			<-f.done
+			r.release(f)
+		}()
+	}
 	r.queue = nil
 	return nil
 }
 
-// release gives a consumed piece's buffer back to the pool (a view has
-// none: it belongs to the page cache).
+// release gives a consumed piece's buffer back to the pool, or its page
+// back to the cache.
 func (r *rangeReader) release(f *pieceFetch) {
 	if f.buf != nil {
 		r.pool.Put(f.buf)
 	}
+	f.view.Release()
 }

@@ -473,6 +473,8 @@ func (s *Server) handleRing(w http.ResponseWriter, r *http.Request) {
 		writeError(w, newError(http.StatusNotFound, "NoRing", "this node runs alone, without a ring"))
 		return
 	}
+	// Clients learn the chunk size with the ring, before their first read.
+	w.Header().Set(HeaderChunkSize, strconv.FormatInt(s.cfg.ChunkSize, 10))
 	writeJSON(w, http.StatusOK, rg)
 }
 

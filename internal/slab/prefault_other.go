@@ -1,0 +1,6 @@
+//go:build !linux
+
+package slab
+
+// prefault faults b in page by page.
+func prefault(b []byte) { touch(b) }
