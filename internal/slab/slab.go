@@ -22,30 +22,28 @@ import "sync"
 const blockBytes = 64 << 20
 
 // Pool is a bounded set of buffers of Size bytes. It grows a block at a
-// time up to its bound and never shrinks; the garbage collector frees the
+// time (the last one smaller, to end at the bound) and never shrinks; the garbage collector frees the
 // blocks once neither the Pool nor any buffer of it is referenced. It is
 // safe for concurrent use.
 type Pool struct {
-	size      int
-	perBlock  int
-	maxBlocks int
+	size     int
+	perBlock int
+	most     int // buffers at the bound
 
 	mu      sync.Mutex
 	free    [][]byte
-	blocks  int
+	made    int   // buffers made
 	refused int64 // Gets that found the pool at its bound
 }
 
 // New returns a Pool of buffers of size bytes holding at most maxBytes
-// (rounded up to a whole block), or nil when size or maxBytes is not
+// (rounded up to a whole buffer), or nil when size or maxBytes is not
 // positive: a nil Pool hands out nothing.
 func New(size int, maxBytes int64) *Pool {
 	if size <= 0 || maxBytes <= 0 {
 		return nil
 	}
-	perBlock := max(blockBytes/size, 1)
-	block := int64(perBlock) * int64(size)
-	return &Pool{size: size, perBlock: perBlock, maxBlocks: int((maxBytes + block - 1) / block)}
+	return &Pool{size: size, perBlock: max(blockBytes/size, 1), most: int((maxBytes + int64(size) - 1) / int64(size))}
 }
 
 // Size is the length of every buffer of the Pool.
@@ -64,7 +62,7 @@ func (p *Pool) Get() ([]byte, bool) {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if len(p.free) == 0 && p.blocks < p.maxBlocks {
+	if len(p.free) == 0 && p.made < p.most {
 		p.grow()
 	}
 	if len(p.free) == 0 {
@@ -94,7 +92,7 @@ func (p *Pool) Bytes() int64 {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return int64(p.blocks) * int64(p.perBlock) * int64(p.size)
+	return int64(p.made) * int64(p.size)
 }
 
 // Stats says how many buffers are handed out now, and how many Gets found
@@ -105,7 +103,7 @@ func (p *Pool) Stats() (inUse int, refused int64) {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.blocks*p.perBlock - len(p.free), p.refused
+	return p.made - len(p.free), p.refused
 }
 
 // Prefault grows the Pool to its bound now, so that no Get waits for a
@@ -116,7 +114,7 @@ func (p *Pool) Prefault() {
 	}
 	for {
 		p.mu.Lock()
-		if p.blocks >= p.maxBlocks {
+		if p.made >= p.most {
 			p.mu.Unlock()
 			return
 		}
@@ -128,13 +126,13 @@ func (p *Pool) Prefault() {
 // grow makes a block and frees its buffers. p.mu is held: Gets wait for
 // the block rather than fall back to fresh memory.
 func (p *Pool) grow() {
-	n := p.perBlock * p.size
-	block := make([]byte, n)
+	k := min(p.perBlock, p.most-p.made)
+	block := make([]byte, k*p.size)
 	prefault(block)
-	for i := 0; i < p.perBlock; i++ {
+	for i := 0; i < k; i++ {
 		p.free = append(p.free, block[i*p.size:(i+1)*p.size:(i+1)*p.size])
 	}
-	p.blocks++
+	p.made += k
 }
 
 // touch writes one byte per 4 KiB page of b, faulting it in.
