@@ -80,7 +80,8 @@ func report(env benchkit.Env, r *results) (benchkit.Section, error) {
 	p("(one ring, mTLS, `--immutable`, %s chunks, RAM %s and disk bound %s each); nothing cached.\n",
 		size(r.Cache.ChunkSize), size(r.Cache.RAMBytes), size(r.Cache.DiskBytes))
 	p("4. distcache warm, gateway RAM cold: a second compute node: a fresh ClickHouse process through a new gateway process G2 ")
-	p("(its RAM page cache, %s, empty; other flags at their defaults); the cache nodes hold what row 3 read.\n", size(r.Cache.PageCacheBytes))
+	p("(its RAM page cache, %s, empty; other flags at their defaults, so its memory is faulted in when it starts, before it is ready and before the query: ", size(r.Cache.PageCacheBytes))
+	p("`--page-cache-prefault`); the cache nodes hold what row 3 read.\n")
 	p("5. distcache with the gateway's RAM warm: a fresh ClickHouse process through G2 again.\n")
 	p("6. Reference: ClickHouse's S3 disk straight on MinIO, without the link: an S3 endpoint with no latency and no bandwidth cap, ")
 	p("the fastest any endpoint (S3, a cache, a gateway) can answer here; what ClickHouse's own S3 read path costs. Its GETs are ClickHouse's count.\n\n")
