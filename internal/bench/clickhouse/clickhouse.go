@@ -91,6 +91,7 @@ type results struct {
 	Cells   [][][2]cell
 	Checked map[string]string // query -> the answer every row gave
 	Cache   cacheConfig
+	G2Start map[string]startCost // query -> what G2 took to be ready
 	// CHSettings (BENCH_B2_CH_SETTINGS, "name = value, ..."): ClickHouse
 	// settings every query of every row runs with; chbench.py reads the
 	// variable itself.
@@ -175,7 +176,8 @@ func measure(ctx context.Context, env benchkit.Env) (*results, error) {
 	for i := range res.Cells {
 		res.Cells[i] = make([][2]cell, len(queries))
 	}
-	m := &meter{ctx: ctx, ch: ch, link: link, minio: minio, checked: res.Checked}
+	res.G2Start = map[string]startCost{}
+	m := &meter{ctx: ctx, ch: ch, link: link, minio: minio, checked: res.Checked, g2Start: res.G2Start}
 	for qi, q := range queries {
 		env.Logf("%s: row 1 (S3 directly)", q)
 		if res.Cells[0][qi], err = m.session(viaLink, false, q, nil, nil); err != nil {
@@ -230,6 +232,8 @@ func (m *meter) distcache(env benchkit.Env, bin, dir string, cfg cacheConfig, s3
 		return err
 	}
 	defer g2.stop()
+	m.g2Start[q] = g2.start
+	env.Logf("%s: G2 ready in %.2fs (%.2f CPU-s)", q, g2.start.Seconds, g2.start.CPUSeconds)
 	env.Logf("%s: row 4 (distcache warm, fresh gateway G2)", q)
 	if cells[3][qi], err = m.session(g2.endpoint, false, q, g2, cl); err != nil {
 		return fmt.Errorf("row 4, %s: %w\ngateway log:\n%s", q, err, g2.logTail())
@@ -248,6 +252,7 @@ type meter struct {
 	link    *Link
 	minio   *minioproc.Server
 	checked map[string]string
+	g2Start map[string]startCost
 }
 
 type snapshot struct {

@@ -18,6 +18,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/distcache/distcache/internal/bench/benchkit"
 	"github.com/distcache/distcache/internal/testutil/freeport"
 )
 
@@ -145,6 +146,14 @@ type gatewayProc struct {
 	*process
 	endpoint endpoint
 	metrics  string
+	// start is what the process took to be ready: the time, and its CPU
+	// (faulting its page cache in, --page-cache-prefault).
+	start startCost
+}
+
+// startCost is what a gateway took to start, before any query.
+type startCost struct {
+	Seconds, CPUSeconds float64
 }
 
 const tenantName = "bench"
@@ -233,6 +242,7 @@ func (c *cluster) startGateway(ctx context.Context, bucket string) (*gatewayProc
 	}
 	key, secret := "bench-"+randomHex(6), randomHex(20)
 	certs := filepath.Join(c.dir, "certs")
+	started := time.Now()
 	p, err := startProcess(c.bin, filepath.Join(c.dir, name+".log"), name,
 		append(c.cfg.profileEnv(c.dir, name), "DISTCACHE_SECRET_KEY="+secret),
 		"gateway", "--listen", listen, "--metrics-listen", ops, "--nodes", strings.Join(c.nodeURLs, ","),
@@ -248,6 +258,7 @@ func (c *cluster) startGateway(ctx context.Context, bucket string) (*gatewayProc
 		p.stop()
 		return nil, err
 	}
+	g.start = startCost{Seconds: time.Since(started).Seconds(), CPUSeconds: benchkit.PidCPU(p.cmd.Process.Pid).Seconds()}
 	return g, nil
 }
 
