@@ -70,6 +70,7 @@ type cell struct {
 	// nodes' chunk reads.
 	PageHits, PageMisses, BGFills float64
 	AheadFills                    float64 // chunks read ahead of a reader moving through a file
+	FreshPages                    float64 // page fills that found the gateway's page pool all held
 	NodeRAM, NodeDisk, NodeMisses float64
 	// CPU seconds of the run, by process: ClickHouse, the gateway, the cache
 	// nodes, and S3's side (MinIO and this process, which runs the link).
@@ -337,6 +338,7 @@ func (m *meter) session(ep endpoint, fsCache bool, q string, g *gatewayProc, cl 
 			c.PageMisses = d.sum("distcache_client_page_cache_requests_total", `result="miss"`)
 			c.BGFills = d.sum("distcache_client_page_fills_total", `mode="background"`)
 			c.AheadFills = d.sum("distcache_client_page_fills_total", `mode="ahead"`)
+			c.FreshPages = d.sum("distcache_client_page_memory_exhausted_total")
 		}
 		if nodes != nil {
 			d := after.nodes.sub(before.nodes)

@@ -206,8 +206,11 @@ func sourceCell(ri int, c cell) string {
 		s += fmt.Sprintf(", %s from local cache", size(c.CHCacheBytes))
 	}
 	if isDistcache(ri) {
-		s += fmt.Sprintf("; page cache %.0f/%.0f hit, %.0f read ahead; nodes %.0f RAM, %.0f disk, %.0f S3",
-			c.PageHits, c.PageHits+c.PageMisses, c.AheadFills, c.NodeRAM, c.NodeDisk, c.NodeMisses)
+		s += fmt.Sprintf("; page cache %.0f/%.0f hit, %.0f read ahead", c.PageHits, c.PageHits+c.PageMisses, c.AheadFills)
+		if c.FreshPages > 0 {
+			s += fmt.Sprintf(", %.0f in fresh memory (page pool all held)", c.FreshPages)
+		}
+		s += fmt.Sprintf("; nodes %.0f RAM, %.0f disk, %.0f S3", c.NodeRAM, c.NodeDisk, c.NodeMisses)
 	}
 	return s
 }
