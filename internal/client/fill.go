@@ -2,7 +2,6 @@ package client
 
 import (
 	"context"
-	"os"
 
 	"github.com/distcache/distcache/internal/chunk"
 	"github.com/distcache/distcache/internal/slab"
@@ -121,7 +120,7 @@ func (c *Client) filling(pk string) bool {
 // more for pages still read after their eviction and fills in flight (past
 // that, fresh memory). Nil without a page cache.
 func (c *Client) pagePool(ps int64) *slab.Pool {
-	if c.pages == nil || os.Getenv("XX_NO_SLAB") != "" {
+	if c.pages == nil {
 		return nil
 	}
 	c.fillMu.Lock()
