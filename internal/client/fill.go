@@ -125,7 +125,7 @@ func (c *Client) pagePool(ps int64) *slab.Pool {
 	}
 	c.fillMu.Lock()
 	defer c.fillMu.Unlock()
-	if c.pool == nil || int64(c.pool.Size()) != ps {
+	if c.pool == nil { // ps never changes: the chunk size is learnt once
 		c.pool = slab.New(int(ps), c.cfg.PageCacheBytes+c.cfg.PageCacheBytes/4)
 	}
 	return c.pool

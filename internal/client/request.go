@@ -207,7 +207,8 @@ func (c *Client) checkChunkSize(op, addr string, h http.Header) error {
 
 func (c *Client) learnChunkSize(op, addr string, n int64) error {
 	if c.chunkSize.CompareAndSwap(0, n) {
-		if c.cfg.PrefaultPageCache && c.stop != nil { // after New: New prefaults itself
+		if c.cfg.PrefaultPageCache {
+			// In the background: New waits for the same pool itself.
 			go c.pagePool(c.pageSize(n)).Prefault()
 		}
 		return nil

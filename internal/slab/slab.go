@@ -22,9 +22,9 @@ import "sync"
 const blockBytes = 64 << 20
 
 // Pool is a bounded set of buffers of Size bytes. It grows a block at a
-// time (the last one smaller, to end at the bound) and never shrinks; the garbage collector frees the
-// blocks once neither the Pool nor any buffer of it is referenced. It is
-// safe for concurrent use.
+// time (the last one smaller, to end at the bound) and never shrinks; the
+// garbage collector frees the blocks once neither the Pool nor any buffer
+// of it is referenced. It is safe for concurrent use.
 type Pool struct {
 	size     int
 	perBlock int

@@ -147,15 +147,13 @@ func report(env benchkit.Env, r *results) (benchkit.Section, error) {
 	b.WriteString(cpu.Markdown())
 	if len(r.G2Start) > 0 {
 		p("\nNot in these rows: G2's start, which faults its %s page cache in before the gateway is ready (`--page-cache-prefault`):", size(r.Cache.PageCacheBytes))
-		for i, q := range queries {
+		var starts []string
+		for _, q := range queries {
 			if st, ok := r.G2Start[q]; ok {
-				sep := ","
-				if i == 0 {
-					sep = ""
-				}
-				p("%s ready %.2f s after it started, having used %.2f CPU-seconds, for the %s query", sep, st.Seconds, st.CPUSeconds, q)
+				starts = append(starts, fmt.Sprintf(" ready %.2f s after it started, having used %.2f CPU-seconds, for the %s query", st.Seconds, st.CPUSeconds, q))
 			}
 		}
+		p("%s", strings.Join(starts, ","))
 		p(".\n")
 	}
 	p("\nEvery run gave the same answer: full scan %s rows; scattered query (count, sum of row hashes) %s.\n\n",
