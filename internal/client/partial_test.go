@@ -81,6 +81,9 @@ func TestSmallReadDoesNotWaitForTheWholeChunk(t *testing.T) {
 	if !bytes.Equal(p, data[off:off+int64(len(p))]) {
 		t.Fatal("small read differs")
 	}
+	// The background fetch starts on its own goroutine (and may first
+	// fault in a block of the page pool): wait for it to reach the gate.
+	waitFor(t, "the whole-chunk fetch behind the read", func() bool { whole, _ := g.counts(); return whole >= 1 })
 	if whole, ranged := g.counts(); ranged != 1 || whole != 1 {
 		t.Fatalf("chunk requests: %d whole, %d ranged; want the ranged read and one whole fetch in the background", whole, ranged)
 	}
