@@ -72,6 +72,10 @@ type cell struct {
 	AheadFills                    float64 // chunks read ahead of a reader moving through a file
 	FreshPages                    float64 // page fills that found the gateway's page pool all held
 	NodeRAM, NodeDisk, NodeMisses float64
+	// Body bytes the gateway wrote to ClickHouse's connections (more than
+	// ClickHouse read when it drops a response part-way) and the nodes
+	// wrote to the gateway.
+	GatewaySent, NodeSent float64
 	// CPU seconds of the run, by process: ClickHouse, the gateway, the cache
 	// nodes, and S3's side (MinIO and this process, which runs the link).
 	CPU    cpuSplit
@@ -339,12 +343,14 @@ func (m *meter) session(ep endpoint, fsCache bool, q string, g *gatewayProc, cl 
 			c.BGFills = d.sum("distcache_client_page_fills_total", `mode="background"`)
 			c.AheadFills = d.sum("distcache_client_page_fills_total", `mode="ahead"`)
 			c.FreshPages = d.sum("distcache_client_page_memory_exhausted_total")
+			c.GatewaySent = d.sum("distcache_gateway_response_bytes_total")
 		}
 		if nodes != nil {
 			d := after.nodes.sub(before.nodes)
 			c.NodeRAM = d.sum("distcache_chunk_reads_total", `result="hit_ram"`)
 			c.NodeDisk = d.sum("distcache_chunk_reads_total", `result="hit_disk"`)
 			c.NodeMisses = d.sum("distcache_chunk_reads_total", `result="miss"`)
+			c.NodeSent = d.sum("distcache_response_bytes_total")
 		}
 		if q == "full" {
 			c.Answer = fmt.Sprint(r.Rows)

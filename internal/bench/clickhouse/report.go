@@ -111,7 +111,9 @@ func report(env benchkit.Env, r *results) (benchkit.Section, error) {
 	p("\n")
 
 	p("Where the bytes came from: ClickHouse's requests to its endpoint and the bytes it read (row 2: also from its local cache); ")
-	p("for distcache, the gateway's page cache (chunk hits/misses) and the nodes' chunk reads (RAM / disk / S3).\n\n")
+	p("for distcache, the gateway's page cache (chunk hits/misses), the nodes' chunk reads (RAM / disk / S3), and the body bytes ")
+	p("the gateway wrote to ClickHouse's connections and the nodes to the gateway's (a response ClickHouse drops part-way has ")
+	p("already had up to a few MiB written into the kernel's socket buffers, so the gateway can send more than ClickHouse read).\n\n")
 	src := benchkit.Table{Header: []string{"row"}}
 	for _, q := range queries {
 		src.Header = append(src.Header, q+" cold", q+" hot")
@@ -209,6 +211,7 @@ func sourceCell(ri int, c cell) string {
 			s += fmt.Sprintf(", %.0f in fresh memory (page pool all held)", c.FreshPages)
 		}
 		s += fmt.Sprintf("; nodes %.0f RAM, %.0f disk, %.0f S3", c.NodeRAM, c.NodeDisk, c.NodeMisses)
+		s += fmt.Sprintf("; sent: gateway %s, nodes %s", size(int64(c.GatewaySent)), size(int64(c.NodeSent)))
 	}
 	return s
 }
@@ -290,12 +293,13 @@ func reading(r *results) string {
 		"chunk it starts in (the bytes asked for at once, the whole chunk into the gateway's page cache in the background: "+
 		"%.0f such fills; or the whole chunk at once when the range covers half of it or more) and, as it runs to the end of "+
 		"a file longer than --parallelism chunks, one chunk read ahead, widening as the client keeps reading. "+
-		"The fresh gateway of row 4 made %.0f chunk reads on the nodes (at most %s) for it. "+
+		"The fresh gateway of row 4 made %.0f chunk reads on the nodes (%s) for it, and wrote %s to ClickHouse's "+
+		"connections: what ClickHouse read, and what the kernel's socket buffers took before ClickHouse dropped a response. "+
 		"That, and the fresh ClickHouse process loading marks and the primary index over the network (row 5 cold, "+
 		"everything in the gateway's RAM, still took %.3f s against %.3f s hot), is where row 4's %.3f s go, against "+
 		"%.3f s for row 2 hot and %.3f s for S3 cold.",
 		size(c(1, si, 1).CHCacheBytes), size(c(3, si, 0).CHBytes), c(3, si, 0).BGFills, c(3, si, 0).NodeRAM+c(3, si, 0).NodeDisk,
-		size(int64(c(3, si, 0).NodeRAM+c(3, si, 0).NodeDisk)*r.Cache.ChunkSize),
+		size(int64(c(3, si, 0).NodeSent)), size(int64(c(3, si, 0).GatewaySent)),
 		c(4, si, 0).Seconds, c(4, si, 1).Seconds, c(3, si, 0).Seconds, c(1, si, 1).Seconds, c(0, si, 0).Seconds))
 	if c(3, fi, 0).S3.GETs == 0 && c(3, si, 0).S3.GETs == 0 {
 		s = append(s, "Rows 4 and 5 made no S3 request at all: the second compute node was served entirely by the cache.")
