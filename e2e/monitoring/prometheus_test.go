@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
 	"sigs.k8s.io/yaml"
@@ -41,6 +42,13 @@ const (
 	testBucket    = "data"
 	chunkSize     = 64 << 10
 	objectChunks  = 6
+
+	// The gateway next to compute, in its own namespace, as the PodMonitor
+	// of config/samples/gateway scrapes it.
+	gatewayNamespace = "compute-ns"
+	gatewayPod       = "clickhouse-gateway-0"
+	gatewayKey       = "gateway-key"
+	gatewaySecret    = "gateway-secret"
 )
 
 // cacheNode is one `cachenode serve` process.
@@ -55,10 +63,20 @@ func (n *cacheNode) metricsURL() string { return "http://" + n.ops + "/metrics" 
 
 // testCluster is MinIO and a ring of cache nodes, and a tenant's client.
 type testCluster struct {
+	dir    string // CA, certificates, ring file
 	nodes  []*cacheNode
 	client *http.Client
 	data   map[string][]byte // objects in the bucket
 }
+
+// gatewayProc is a `cachenode gateway` process reading through the cluster
+// with the tenant's certificate.
+type gatewayProc struct {
+	listen, ops string
+	proc        *process
+}
+
+func (g *gatewayProc) metricsURL() string { return "http://" + g.ops + "/metrics" }
 
 // startCluster starts MinIO with objects, and n cache nodes in one ring,
 // configured as the operator configures pods.
@@ -67,7 +85,7 @@ func startCluster(t *testing.T, n int, objects ...string) *testCluster {
 	bin := cachenodeBinary(t)
 	minio := miniotest.Start(t)
 	minio.CreateBucket(t, testBucket)
-	c := &testCluster{data: map[string][]byte{}}
+	c := &testCluster{data: map[string][]byte{}, dir: t.TempDir()}
 	for _, key := range objects {
 		b := make([]byte, objectChunks*chunkSize-1000)
 		_, _ = rand.Read(b)
@@ -78,7 +96,7 @@ func startCluster(t *testing.T, n int, objects ...string) *testCluster {
 		c.data[key] = b
 	}
 
-	dir := t.TempDir()
+	dir := c.dir
 	ca, err := pki.NewCA("monitoring e2e CA", time.Hour)
 	must(t, err)
 	must(t, os.WriteFile(filepath.Join(dir, "ca.crt"), ca.CertPEM, 0o600))
@@ -127,6 +145,41 @@ func startCluster(t *testing.T, n int, objects ...string) *testCluster {
 	return c
 }
 
+// startGateway runs a gateway in front of the cluster's nodes, with a page
+// cache that holds every object.
+func (c *testCluster) startGateway(t *testing.T) *gatewayProc {
+	t.Helper()
+	g := &gatewayProc{listen: freeport.Addr(t), ops: freeport.Addr(t)}
+	var seeds []string
+	for _, n := range c.nodes {
+		seeds = append(seeds, "https://"+n.api)
+	}
+	cmd := exec.Command(cachenodeBinary(t), "gateway", "--listen", g.listen, "--metrics-listen", g.ops,
+		"--nodes", strings.Join(seeds, ","), "--access-key", gatewayKey,
+		"--tls-cert", filepath.Join(c.dir, "tenant.crt"), "--tls-key", filepath.Join(c.dir, "tenant.key"),
+		"--ca", filepath.Join(c.dir, "ca.crt"), "--page-cache-bytes", "4Mi", "--log-level", "warn")
+	cmd.Env = append(os.Environ(), "DISTCACHE_SECRET_KEY="+gatewaySecret)
+	g.proc = start(t, "gateway", cmd)
+	waitFor(t, 60*time.Second, "gateway ready", httpReady("http://"+g.ops+"/readyz", g.proc))
+	return g
+}
+
+// readThrough reads key whole through the gateway with an S3 SDK client
+// and checks the bytes.
+func (c *testCluster) readThrough(t *testing.T, g *gatewayProc, key string) {
+	t.Helper()
+	s3c := s3.New(s3.Options{Region: "us-east-1", BaseEndpoint: aws.String("http://" + g.listen), UsePathStyle: true,
+		Credentials: credentials.NewStaticCredentialsProvider(gatewayKey, gatewaySecret, "")})
+	out, err := s3c.GetObject(testContext(t), &s3.GetObjectInput{Bucket: aws.String(testBucket), Key: aws.String(key)})
+	must(t, err)
+	body, err := io.ReadAll(out.Body)
+	out.Body.Close()
+	must(t, err)
+	if !bytes.Equal(body, c.data[key]) {
+		t.Fatalf("%s through the gateway: %d bytes, not the object's %d", key, len(body), len(c.data[key]))
+	}
+}
+
 // readChunks reads every chunk of key through node, as a gateway does
 // (get_chunk), and checks the bytes.
 func (c *testCluster) readChunks(t *testing.T, node *cacheNode, key string) {
@@ -147,8 +200,11 @@ func (c *testCluster) readChunks(t *testing.T, node *cacheNode, key string) {
 
 // scrapeConfig scrapes the nodes every second with the target labels the
 // operator's ServiceMonitor gives them (namespace, service and job = the
-// cache, pod, zone from the pod label, endpoint, container).
-func scrapeConfig(nodes []*cacheNode) string {
+// cache, pod, zone from the pod label, endpoint, container), and the
+// gateway with those of config/samples/gateway's PodMonitor (its own
+// namespace and pod, job = namespace/PodMonitor, cache and cache_namespace
+// from its pod labels).
+func scrapeConfig(nodes []*cacheNode, g *gatewayProc) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n  evaluation_interval: 1s\n")
 	fmt.Fprintf(&b, "scrape_configs:\n  - job_name: serviceMonitor/%s/%s/0\n    metrics_path: /metrics\n    static_configs:\n", testNamespace, testCache)
@@ -156,24 +212,44 @@ func scrapeConfig(nodes []*cacheNode) string {
 		fmt.Fprintf(&b, "      - targets: [%q]\n        labels: {namespace: %q, service: %q, job: %q, endpoint: metrics, container: cachenode, pod: %q, %s: %q}\n",
 			n.ops, testNamespace, testCache, testCache, n.name, monitoring.LabelZone, testZone)
 	}
+	fmt.Fprintf(&b, "  - job_name: podMonitor/%s/distcache-gateway/0\n    metrics_path: /metrics\n    static_configs:\n", gatewayNamespace)
+	fmt.Fprintf(&b, "      - targets: [%q]\n        labels: {namespace: %q, job: %q, endpoint: metrics, container: gateway, pod: %q, %s: %q, %s: %q}\n",
+		g.ops, gatewayNamespace, gatewayNamespace+"/distcache-gateway", gatewayPod,
+		monitoring.LabelCache, testCache, monitoring.LabelCacheNamespace, testNamespace)
 	return b.String()
 }
 
-// waitIngested waits until Prometheus holds the nodes' current totals of
-// family, and at least two samples of each of its series, so rates over the
-// last minutes include everything done so far.
-func waitIngested(t *testing.T, prom *promClient, nodes []*cacheNode, family string) {
+// nodeSeries and gatewaySeries select the nodes' and the gateway's series.
+var (
+	nodeSeries    = fmt.Sprintf(`namespace=%q,service=%q`, testNamespace, testCache)
+	gatewaySeries = fmt.Sprintf(`%s=%q,%s=%q`, monitoring.LabelCacheNamespace, testNamespace, monitoring.LabelCache, testCache)
+)
+
+// nodeURLs lists the nodes' /metrics.
+func nodeURLs(nodes []*cacheNode) []string {
+	var out []string
+	for _, n := range nodes {
+		out = append(out, n.metricsURL())
+	}
+	return out
+}
+
+// waitIngested waits until Prometheus holds the current totals of family
+// that the targets at urls export, under the label matchers sel, and at
+// least two samples of each of its series, so rates over the last minutes
+// include everything done so far.
+func waitIngested(t *testing.T, prom *promClient, urls []string, sel, family string) {
 	t.Helper()
 	waitFor(t, 30*time.Second, "prometheus ingesting "+family, func() error {
 		var want float64
-		for _, n := range nodes {
-			v, err := scrapeSum(n.metricsURL(), family)
+		for _, u := range urls {
+			v, err := scrapeSum(u, family)
 			if err != nil {
 				return err
 			}
 			want += v
 		}
-		r, err := prom.query(fmt.Sprintf(`sum(%s{namespace=%q,service=%q})`, family, testNamespace, testCache))
+		r, err := prom.query(fmt.Sprintf(`sum(%s{%s})`, family, sel))
 		if err != nil {
 			return err
 		}
@@ -182,7 +258,7 @@ func waitIngested(t *testing.T, prom *promClient, nodes []*cacheNode, family str
 		}
 		// A rate needs two samples of a series: a series that appeared at
 		// the last scrape (the first hit of a tier) has one.
-		r, err = prom.query(fmt.Sprintf(`min(count_over_time(%s{namespace=%q,service=%q}[5m]))`, family, testNamespace, testCache))
+		r, err = prom.query(fmt.Sprintf(`min(count_over_time(%s{%s}[5m]))`, family, sel))
 		if err != nil {
 			return err
 		}
@@ -267,6 +343,7 @@ var mayBeEmpty = map[string]bool{
 	"S3 retries/A":     true, // no retries
 	"Store failures/A": true, // distcache_store_failures_total: no bypassed operation
 	"Singleflight joins and metadata revalidations/B": true, // metadata not older than its TTL yet
+	"Gateway requests to cache nodes that failed/A":   true, // no node request failed
 }
 
 func TestDashboardAndAlertsAgainstRealNodes(t *testing.T) {
@@ -276,7 +353,8 @@ func TestDashboardAndAlertsAgainstRealNodes(t *testing.T) {
 	tool(t, "prometheus", "PROMETHEUS_BIN") // skip or fail before starting anything
 	promtool := tool(t, "promtool", "PROMTOOL_BIN")
 	c := startCluster(t, 2, "tables/one.bin", "tables/two.bin")
-	prom := startPrometheus(t, scrapeConfig(c.nodes))
+	gw := c.startGateway(t)
+	prom := startPrometheus(t, scrapeConfig(c.nodes, gw))
 	waitFor(t, 30*time.Second, "both nodes scraped", func() error {
 		r, err := prom.query(fmt.Sprintf(`sum(up{namespace=%q,service=%q})`, testNamespace, testCache))
 		if err != nil {
@@ -290,16 +368,25 @@ func TestDashboardAndAlertsAgainstRealNodes(t *testing.T) {
 
 	// Misses, then hits, through both nodes: every result series exists.
 	// Chunks a node does not own are forwarded to the owner.
+	// The gateway's first read of an object misses its page cache, the
+	// second hits it.
 	for _, n := range c.nodes {
 		c.readChunks(t, n, "tables/one.bin")
 	}
-	waitIngested(t, prom, c.nodes, "distcache_chunk_reads_total")
+	c.readThrough(t, gw, "tables/one.bin")
+	c.readThrough(t, gw, "tables/one.bin")
+	waitIngested(t, prom, nodeURLs(c.nodes), nodeSeries, "distcache_chunk_reads_total")
+	waitIngested(t, prom, []string{gw.metricsURL()}, gatewaySeries, "distcache_client_page_cache_requests_total")
 	// Now counters Prometheus has seen rise: new misses, then hits.
 	c.readChunks(t, c.nodes[0], "tables/two.bin")
 	c.readChunks(t, c.nodes[0], "tables/two.bin")
 	c.readChunks(t, c.nodes[1], "tables/one.bin")
-	waitIngested(t, prom, c.nodes, "distcache_chunk_reads_total")
-	waitIngested(t, prom, c.nodes, "distcache_response_bytes_total")
+	c.readThrough(t, gw, "tables/two.bin")
+	c.readThrough(t, gw, "tables/two.bin")
+	waitIngested(t, prom, nodeURLs(c.nodes), nodeSeries, "distcache_chunk_reads_total")
+	waitIngested(t, prom, nodeURLs(c.nodes), nodeSeries, "distcache_response_bytes_total")
+	waitIngested(t, prom, []string{gw.metricsURL()}, gatewaySeries, "distcache_client_page_cache_requests_total")
+	waitIngested(t, prom, []string{gw.metricsURL()}, gatewaySeries, "distcache_gateway_requests_total")
 
 	targets, vars := parseDashboard(t)
 	t.Run("template variables list the cache", func(t *testing.T) {

@@ -97,6 +97,14 @@ func newMetrics(reg prometheus.Registerer, skipped func() float64, pool func() (
 	return m, nil
 }
 
+// RegisterMetrics registers with reg the series a client registers, with
+// no client behind them (every value zero): what dashboards and rules can
+// select, for the tests that check them.
+func RegisterMetrics(reg prometheus.Registerer) error {
+	_, err := newMetrics(reg, func() float64 { return 0 }, func() (float64, float64) { return 0, 0 })
+	return err
+}
+
 func (m *clientMetrics) unregister() {
 	if m.reg == nil {
 		return

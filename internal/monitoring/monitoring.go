@@ -14,6 +14,21 @@
 //     cache.distcache.io/zone label;
 //   - endpoint ("metrics"), container, instance.
 //
+// Gateways run next to compute, in their users' namespaces, and are not the
+// operator's: the PodMonitor in config/prometheus/gateway-podmonitor.yaml
+// scrapes pods labelled app.kubernetes.io/name=distcache-gateway and names
+// the cache they read through from two pod labels (GatewayPodLabelCache,
+// GatewayPodLabelCacheNamespace), giving their series:
+//
+//   - cache, cache_namespace: the DistributedCache the gateway reads
+//     through;
+//   - namespace, pod: the gateway's own;
+//   - job (<namespace>/distcache-gateway), endpoint ("metrics"), container,
+//     instance.
+//
+// The dashboard's Gateways row selects them by cache and cache_namespace,
+// so they never mix with the nodes' series (which have service, not cache).
+//
 // The rules are rendered per cache (RuleGroups) with the cache's namespace
 // and name in every selector, so two caches never share an alert. The
 // dashboard is one for all caches: namespace, cache, zone and tenant are
@@ -38,6 +53,16 @@ const (
 	LabelService   = "service"
 	LabelPod       = "pod"
 	LabelZone      = "zone"
+)
+
+// Target labels of a gateway's series (the PodMonitor's relabelling), and
+// the pod labels they come from.
+const (
+	LabelCache                    = "cache"
+	LabelCacheNamespace           = "cache_namespace"
+	GatewayPodLabelCache          = "cache.distcache.io/cache"
+	GatewayPodLabelCacheNamespace = "cache.distcache.io/cache-namespace"
+	GatewayAppName                = "distcache-gateway" // app.kubernetes.io/name of gateway pods
 )
 
 // DashboardKey is the key of the dashboard ConfigMap holding the dashboard

@@ -10,6 +10,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/distcache/distcache/internal/client"
+	"github.com/distcache/distcache/internal/gateway"
 	"github.com/distcache/distcache/internal/metrics"
 	"github.com/distcache/distcache/internal/store"
 )
@@ -62,10 +64,28 @@ func nodeMetrics() exported {
 	return e
 }
 
-// labelsOf returns the labels a series of name carries once scraped, and
-// whether the node exports it.
-func (e exported) labelsOf(name string) ([]string, bool) {
-	target := []string{LabelNamespace, LabelService, LabelPod, LabelZone, "job", "instance", "endpoint", "container"}
+// gatewayMetrics is every family `cachenode gateway` exports (its own and
+// its client's), plus the scrape's own up.
+func gatewayMetrics() exported {
+	e := exported{"up": nil}
+	e.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	gateway.NewMetrics(e)
+	if err := client.RegisterMetrics(e); err != nil {
+		panic(err)
+	}
+	return e
+}
+
+// Target labels of a node's series (the operator's ServiceMonitor) and of
+// a gateway's (config/prometheus/gateway-podmonitor.yaml).
+var (
+	nodeTarget    = []string{LabelNamespace, LabelService, LabelPod, LabelZone, "job", "instance", "endpoint", "container"}
+	gatewayTarget = []string{LabelNamespace, LabelCache, LabelCacheNamespace, LabelPod, "job", "instance", "endpoint", "container"}
+)
+
+// labelsOf returns the labels a series of name carries once scraped with
+// the target labels target, and whether it is exported.
+func (e exported) labelsOf(target []string, name string) ([]string, bool) {
 	if l, ok := e[name]; ok {
 		return append(target, l...), true
 	}
@@ -153,19 +173,20 @@ var (
 	byRE       = regexp.MustCompile(`by \(([^)]*)\)\s*\(\s*(?:[a-z_]+\()?\s*([a-zA-Z_:][a-zA-Z0-9_:]*)\{`)
 )
 
-// exprProblems lists what is wrong with expr: selecting series a node does
-// not export, matching or grouping by labels those series do not carry, or
-// not being scoped to one cache by scope.
-func exprProblems(e exported, expr, scope string) []string {
+// exprProblems lists what is wrong with expr: selecting series e does not
+// export, matching or grouping by labels those series do not carry once
+// scraped with the target labels target, or not being scoped to one cache
+// by scope.
+func exprProblems(e exported, target []string, expr, scope string) []string {
 	var out []string
 	sels := selectorRE.FindAllStringSubmatch(expr, -1)
 	if len(sels) == 0 {
 		out = append(out, "no series selector")
 	}
 	for _, s := range sels {
-		labels, ok := e.labelsOf(s[1])
+		labels, ok := e.labelsOf(target, s[1])
 		if !ok {
-			out = append(out, s[1]+" is not a metric the cache node exports")
+			out = append(out, s[1]+" is not an exported metric")
 			continue
 		}
 		if !strings.Contains(s[2], scope) {
@@ -178,7 +199,7 @@ func exprProblems(e exported, expr, scope string) []string {
 		}
 	}
 	for _, b := range byRE.FindAllStringSubmatch(expr, -1) {
-		labels, _ := e.labelsOf(b[2])
+		labels, _ := e.labelsOf(target, b[2])
 		for _, l := range strings.Split(b[1], ",") {
 			if l = strings.TrimSpace(l); !slices.Contains(labels, l) {
 				out = append(out, "groups "+b[2]+" by "+l+", which it does not carry")
@@ -188,25 +209,43 @@ func exprProblems(e exported, expr, scope string) []string {
 	return out
 }
 
+// gatewayRow is the title of the dashboard row whose panels query the
+// gateways' series; every other panel queries the nodes'.
+const gatewayRow = "Gateways"
+
 func TestDashboardQueriesUseExportedSeries(t *testing.T) {
-	e := nodeMetrics()
-	exprs := dashboardExprs(t)
-	if len(exprs) < 20 {
-		t.Fatalf("only %d panels with queries", len(exprs))
-	}
-	for title, list := range exprs {
-		for _, expr := range list {
-			for _, p := range exprProblems(e, expr, `namespace="$namespace", service="$cache", zone=~"$zone"`) {
-				t.Errorf("panel %q: %s in %s", title, p, expr)
+	nodes, gateways := nodeMetrics(), gatewayMetrics()
+	checked := map[string]int{}
+	row := ""
+	var walk func([]panel)
+	walk = func(ps []panel) {
+		for _, p := range ps {
+			if p.Type == "row" {
+				row = p.Title
 			}
+			e, target, scope := nodes, nodeTarget, `namespace="$namespace", service="$cache", zone=~"$zone"`
+			if row == gatewayRow {
+				e, target, scope = gateways, gatewayTarget, `cache_namespace="$namespace", cache="$cache"`
+			}
+			for _, tg := range p.Targets {
+				checked[row]++
+				for _, problem := range exprProblems(e, target, tg.Expr, scope) {
+					t.Errorf("panel %q (row %s): %s in %s", p.Title, row, problem, tg.Expr)
+				}
+			}
+			walk(p.Panels)
 		}
+	}
+	walk(parseDashboard(t).Panels)
+	if checked[gatewayRow] < 8 || len(checked) < 6 {
+		t.Fatalf("queries checked per row: %v", checked)
 	}
 }
 
 func TestRuleExprsUseExportedSeries(t *testing.T) {
 	e := nodeMetrics()
 	for alert, expr := range ruleExprs(t) {
-		for _, p := range exprProblems(e, expr, `namespace="ns",service="c"`) {
+		for _, p := range exprProblems(e, nodeTarget, expr, `namespace="ns",service="c"`) {
 			t.Errorf("alert %s: %s in %s", alert, p, expr)
 		}
 	}
@@ -222,8 +261,19 @@ func TestCheckExprCatchesMistakes(t *testing.T) {
 		"unscoped selector": `distcache_ring_epoch{service="c"}`,
 		"bad grouping":      `sum by (tenant) (rate(distcache_s3_requests_total{namespace="ns"}[5m]))`,
 		"no selector":       `vector(1)`,
+		"gateway series":    `distcache_client_page_cache_requests_total{namespace="ns"}`,
 	} {
-		if len(exprProblems(e, expr, scope)) == 0 {
+		if len(exprProblems(e, nodeTarget, expr, scope)) == 0 {
+			t.Errorf("%s: %q passed the check", name, expr)
+		}
+	}
+	g := gatewayMetrics()
+	for name, expr := range map[string]string{
+		"a node's target labels": `distcache_client_page_cache_requests_total{cache_namespace="ns", cache="c", zone="z"}`,
+		"a node's series":        `distcache_chunk_reads_total{cache_namespace="ns", cache="c"}`,
+		"bad grouping":           `sum by (tenant) (rate(distcache_gateway_requests_total{cache_namespace="ns", cache="c"}[5m]))`,
+	} {
+		if len(exprProblems(g, gatewayTarget, expr, `cache_namespace="ns", cache="c"`)) == 0 {
 			t.Errorf("%s: %q passed the check", name, expr)
 		}
 	}
@@ -264,7 +314,7 @@ func TestDashboardModel(t *testing.T) {
 	exprs := dashboardExprs(t)
 	for _, title := range []string{"Byte hit ratio", "Request hit ratio (chunk lookups)", "Bytes served by tier",
 		"S3 requests by operation and status", "S3 latency by operation", "Disk usage vs bound", "Evictions and rejections",
-		"Ring epoch by node", "Nodes up", "Request latency by operation"} {
+		"Ring epoch by node", "Nodes up", "Request latency by operation", "Gateway page cache hit ratio"} {
 		if len(exprs[title]) == 0 {
 			t.Errorf("no panel %q", title)
 		}
