@@ -42,6 +42,7 @@ type gatewayFlags struct {
 	domains                         string
 	chunkSize, pageCacheBytes       byteSize
 	pageBytes                       byteSize
+	readBufferBytes                 byteSize
 	prefault                        bool
 	parallelism                     int
 	timeout, passthroughTimeout     time.Duration
@@ -78,6 +79,7 @@ func parseGatewayFlags(args []string) (*gatewayFlags, error) {
 	fs.BoolVar(&f.prefault, "page-cache-prefault", true, "fault the page cache's memory in at start (--page-cache-bytes and a quarter more), before the gateway is ready, so that filling it never waits for fresh memory")
 	fs.Var(&f.pageBytes, "page-bytes", "unit of the page cache and of GetObject's reads, a divisor of the chunk size, e.g. 1Mi (0 or at least the chunk size: whole chunks); experimental, see docs/gateway.md")
 	fs.IntVar(&f.parallelism, "parallelism", client.DefaultParallelism, "chunk requests in flight per GetObject (read-ahead within the range, in chunks)")
+	fs.Var(&f.readBufferBytes, "read-buffer-bytes", "most bytes all GetObjects hold at once in fetched chunks (0: 256Mi or a quarter of --page-cache-bytes, whichever is more; at least --parallelism chunks); past it GetObjects wait and read ahead less")
 	fs.DurationVar(&f.timeout, "timeout", client.DefaultTimeout, "timeout of one chunk or metadata request to one node")
 	fs.DurationVar(&f.passthroughTimeout, "passthrough-timeout", 5*time.Minute, "longest wait for S3's answer to a passed-through operation")
 	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
@@ -130,6 +132,15 @@ func (f *gatewayFlags) readGeometry() (piece int64, ahead int) {
 		piece = int64(f.pageBytes)
 	}
 	return piece, f.parallelism * int(max(1, chunk/piece))
+}
+
+// readBuffers is the bound on all GetObjects' fetched pieces: the pool's
+// slack (a quarter of the page cache), but not under the gateway's default.
+func (f *gatewayFlags) readBuffers() int64 {
+	if f.readBufferBytes > 0 {
+		return int64(f.readBufferBytes)
+	}
+	return max(gateway.DefaultReadBufferBytes, int64(f.pageCacheBytes)/4)
 }
 
 func splitList(s string) []string {
@@ -240,7 +251,7 @@ func runGateway(args []string) error {
 		piece, ahead := f.readGeometry()
 		g, err := gateway.New(gateway.Config{
 			Verifier: verifier, Cache: c, Metrics: m, Logger: log, Domains: splitList(f.domains),
-			ReadPieceBytes: piece, ReadAhead: ahead,
+			ReadPieceBytes: piece, ReadAhead: ahead, ReadBufferBytes: f.readBuffers(),
 			Upstream: &gateway.Upstream{
 				Client: gateway.NewUpstreamClient(nodeTLS, f.passthroughTimeout),
 				Nodes:  gateway.RingNodes(c, seeds), Owners: gateway.RingOwners(c, tenant), Tenant: f.tenant,

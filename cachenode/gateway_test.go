@@ -32,3 +32,26 @@ func TestGatewayPageBytes(t *testing.T) {
 		}
 	}
 }
+
+// --read-buffer-bytes bounds all GetObjects' fetched chunks; by default the
+// page pool's slack, at least the gateway's default.
+func TestGatewayReadBufferBytes(t *testing.T) {
+	base := []string{"--nodes", "https://n:1", "--tls-cert", "c", "--tls-key", "k", "--ca", "a", "--access-key", "a", "--secret-key", "s"}
+	for _, c := range []struct {
+		args []string
+		want int64
+	}{
+		{nil, 256 << 20},
+		{[]string{"--page-cache-bytes", "4Gi"}, 1 << 30},
+		{[]string{"--page-cache-bytes", "0"}, 256 << 20},
+		{[]string{"--page-cache-bytes", "4Gi", "--read-buffer-bytes", "64Mi"}, 64 << 20},
+	} {
+		f, err := parseGatewayFlags(append(base, c.args...))
+		if err != nil {
+			t.Fatalf("%v: %v", c.args, err)
+		}
+		if got := f.readBuffers(); got != c.want {
+			t.Errorf("%v: %d bytes of read buffers, want %d", c.args, got, c.want)
+		}
+	}
+}

@@ -39,6 +39,11 @@ type Config struct {
 	// whole at once, longer ones start at one and double per piece
 	// consumed. It bounds a read's memory to ReadAhead+1 pieces.
 	ReadAhead int
+	// ReadBufferBytes bounds the bytes all GetObjects hold at once in
+	// fetched pieces (default DefaultReadBufferBytes, at least ReadAhead
+	// pieces): past it, a GetObject that holds nothing waits for its first
+	// pieces and one that holds some reads ahead less.
+	ReadBufferBytes int64
 	// BucketCacheTTL is how long a bucket's existence, learnt to tell
 	// NoSuchBucket from NoSuchKey, is remembered (default 1 minute).
 	BucketCacheTTL time.Duration
@@ -58,6 +63,7 @@ type Gateway struct {
 	log     *slog.Logger
 	buckets *bucketCache
 	pieces  sync.Pool // *[]byte of capacity ReadPieceBytes
+	buffers *readBuffers
 }
 
 // DefaultReadPieceBytes is the default Config.ReadPieceBytes.
@@ -80,6 +86,11 @@ func New(cfg Config) (*Gateway, error) {
 	if cfg.ReadAhead <= 0 {
 		cfg.ReadAhead = 8
 	}
+	if cfg.ReadBufferBytes <= 0 {
+		cfg.ReadBufferBytes = DefaultReadBufferBytes
+	}
+	// A GetObject's first window is taken whole: the budget must hold one.
+	cfg.ReadBufferBytes = max(cfg.ReadBufferBytes, int64(cfg.ReadAhead)*cfg.ReadPieceBytes)
 	if cfg.BucketCacheTTL <= 0 {
 		cfg.BucketCacheTTL = time.Minute
 	}
@@ -87,7 +98,7 @@ func New(cfg Config) (*Gateway, error) {
 		cfg.Upstream.Metrics = cfg.Metrics
 	}
 	g := &Gateway{cfg: cfg, cache: cfg.Cache, up: cfg.Upstream, metrics: cfg.Metrics, log: cfg.Logger,
-		buckets: newBucketCache(cfg.BucketCacheTTL)}
+		buckets: newBucketCache(cfg.BucketCacheTTL), buffers: newReadBuffers(cfg.ReadBufferBytes, cfg.Metrics)}
 	g.pieces.New = func() any { b := make([]byte, cfg.ReadPieceBytes); return &b }
 	return g, nil
 }

@@ -15,6 +15,10 @@ type Metrics struct {
 	requestBytes  *prometheus.CounterVec
 	inflight      prometheus.Gauge
 	upstream      *prometheus.CounterVec
+	// GetObject's fetched pieces: bytes held, and fetches that waited
+	// for the budget (Config.ReadBufferBytes).
+	readBuffer      prometheus.Gauge
+	readBufferWaits prometheus.Counter
 }
 
 // latencyBuckets span a page-cache hit (tens of microseconds) to a slow
@@ -53,9 +57,18 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Namespace: ns, Subsystem: sub, Name: "passthrough_attempts_total",
 			Help: "Pass-through attempts to cache nodes by result (ok: the node answered, failover: it could not be reached and the next node was tried, failed: no node could be reached).",
 		}, []string{"result"}),
+		readBuffer: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: ns, Subsystem: sub, Name: "read_buffer_bytes",
+			Help: "Bytes GetObjects hold in fetched pieces (being fetched, queued or being sent), bounded by --read-buffer-bytes.",
+		}),
+		readBufferWaits: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: ns, Subsystem: sub, Name: "read_buffer_waits_total",
+			Help: "GetObject fetches that waited because the read buffers (--read-buffer-bytes) were all held.",
+		}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.requests, m.duration, m.responseBytes, m.requestBytes, m.inflight, m.upstream)
+		reg.MustRegister(m.requests, m.duration, m.responseBytes, m.requestBytes, m.inflight, m.upstream,
+			m.readBuffer, m.readBufferWaits)
 	}
 	return m
 }

@@ -21,7 +21,10 @@ import (
 // client that asks for a range to the end of the object and stops within
 // its first piece (ClickHouse asks so for every column read) costs two
 // pieces, not depth+1; a sequential read still reaches depth pieces in
-// flight after a few pieces. Memory is bounded by depth+1 pieces.
+// flight after a few pieces. Memory is bounded by depth+1 pieces, and all
+// readers together by the gateway's read buffers (readBuffers): the first
+// window is taken whole, waiting if need be; read-ahead past it only takes
+// what is free.
 type rangeReader struct {
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -31,6 +34,8 @@ type rangeReader struct {
 	// read it with readAt.
 	view   func(ctx context.Context, off, n int64) (v client.PageView, ok bool, err error)
 	pool   *sync.Pool // of *[]byte with capacity piece
+	budget *readBuffers
+	credit int64 // bytes taken from budget for pieces not started yet
 	piece  int64
 	depth  int // the most pieces in flight
 	window int // pieces in flight allowed now: 1, doubling per piece consumed, up to depth
@@ -46,11 +51,12 @@ type pieceFetch struct {
 	data []byte          // the piece, once done: *buf, or view.Data
 	buf  *[]byte         // from the pool; nil for a view
 	view client.PageView // a page of the cache, lent
+	held int64           // bytes of the read buffers it holds
 	err  error
 }
 
 func newRangeReader(ctx context.Context, readAt func(context.Context, []byte, int64) (int, error), pool *sync.Pool,
-	piece int64, depth int, off, n int64) *rangeReader {
+	budget *readBuffers, piece int64, depth int, off, n int64) *rangeReader {
 	ctx, cancel := context.WithCancel(ctx)
 	depth = max(depth, 1)
 	// A range of at most depth pieces (most objects) is fetched whole
@@ -60,17 +66,40 @@ func newRangeReader(ctx context.Context, readAt func(context.Context, []byte, in
 	if n > 0 && (off+n-1)/piece-off/piece+1 <= int64(depth) {
 		window = depth
 	}
-	return &rangeReader{ctx: ctx, cancel: cancel, readAt: readAt, pool: pool, piece: piece, depth: depth,
+	return &rangeReader{ctx: ctx, cancel: cancel, readAt: readAt, pool: pool, budget: budget, piece: piece, depth: depth,
 		window: window, next: off, end: off + n}
 }
 
-// fill starts fetches until window are in flight or the range is covered.
-func (r *rangeReader) fill() {
+// windowBytes is the size of the next window pieces from r.next.
+func (r *rangeReader) windowBytes() int64 {
+	var n int64
+	for i, lo := 0, r.next; i < r.window && lo < r.end; i++ {
+		hi := min((lo/r.piece+1)*r.piece, r.end)
+		n, lo = n+hi-lo, hi
+	}
+	return n
+}
+
+// fill starts fetches until window are in flight or the range is covered,
+// as far as the read buffers allow. A reader holding no piece waits for
+// its next one; one holding some goes on with those.
+func (r *rangeReader) fill() error {
 	for len(r.queue) < r.window && r.next < r.end {
 		lo := r.next
 		hi := min((lo/r.piece+1)*r.piece, r.end)
+		switch {
+		case r.credit >= hi-lo:
+			r.credit -= hi - lo
+		case r.budget.tryAcquire(hi - lo):
+		case len(r.queue) > 0 || r.cur != nil:
+			return nil // a later fill tries again
+		default:
+			if err := r.budget.acquire(r.ctx, hi-lo); err != nil {
+				return err
+			}
+		}
 		r.next = hi
-		f := &pieceFetch{done: make(chan struct{})}
+		f := &pieceFetch{done: make(chan struct{}), held: hi - lo}
 		r.queue = append(r.queue, f)
 		go func() {
 			defer close(f.done)
@@ -93,6 +122,7 @@ func (r *rangeReader) fill() {
 			f.data, f.buf, f.err = *buf, buf, err
 		}()
 	}
+	return nil
 }
 
 // prime starts the first fetches (the whole range when it fits the
@@ -100,8 +130,17 @@ func (r *rangeReader) fill() {
 // first error. A GetObject primes before it sends its status, so that a
 // version that vanished (or an unavailable cache) there, which is all of
 // most objects, is still a clean error or a retry, not a response cut off.
+// The first window's read buffers are taken at once (waiting for them if
+// need be), so that no reader waits while holding part of them.
 func (r *rangeReader) prime() error {
-	r.fill()
+	first := r.windowBytes()
+	if err := r.budget.acquire(r.ctx, first); err != nil {
+		return err
+	}
+	r.credit = first
+	if err := r.fill(); err != nil {
+		return err
+	}
 	for _, f := range r.queue {
 		select {
 		case <-f.done:
@@ -124,7 +163,9 @@ func (r *rangeReader) advance() error {
 			r.cur = nil
 			r.window = min(2*r.window, r.depth)
 		}
-		r.fill()
+		if err := r.fill(); err != nil {
+			return err
+		}
 		if len(r.queue) == 0 {
 			return io.EOF
 		}
@@ -139,7 +180,9 @@ func (r *rangeReader) advance() error {
 		}
 		r.queue = r.queue[1:]
 		r.cur, r.pos = f, 0
-		r.fill()
+		if err := r.fill(); err != nil {
+			return err
+		}
 	}
 	return nil
 }
@@ -182,6 +225,8 @@ func (r *rangeReader) WriteTo(w io.Writer) (int64, error) {
 // are done (a fetch may still be writing into its buffer).
 func (r *rangeReader) Close() error {
 	r.cancel()
+	r.budget.release(r.credit)
+	r.credit = 0
 	if r.cur != nil {
 		r.release(r.cur)
 		r.cur = nil
@@ -203,4 +248,5 @@ func (r *rangeReader) release(f *pieceFetch) {
 		r.pool.Put(f.buf)
 	}
 	f.view.Release()
+	r.budget.release(f.held)
 }

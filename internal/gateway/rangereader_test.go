@@ -4,12 +4,15 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
 // fakeObject serves ReadAt from memory and records what was asked.
@@ -61,7 +64,7 @@ func TestRangeReader(t *testing.T) {
 	pool := &sync.Pool{New: func() any { b := make([]byte, piece); return &b }}
 	for _, tt := range []struct{ off, n int64 }{{0, 10_000}, {0, 1}, {999, 2}, {1500, 4000}, {9999, 1}, {3000, 1000}} {
 		f := &fakeObject{data: data, failAt: -1}
-		rr := newRangeReader(context.Background(), f.readAt, pool, piece, 3, tt.off, tt.n)
+		rr := newRangeReader(context.Background(), f.readAt, pool, plenty(), piece, 3, tt.off, tt.n)
 		got, err := io.ReadAll(rr)
 		rr.Close()
 		if err != nil || !bytes.Equal(got, data[tt.off:tt.off+tt.n]) {
@@ -87,7 +90,7 @@ func TestRangeReader(t *testing.T) {
 
 	// prime waits for the first piece and reports its error.
 	f := &fakeObject{data: data, failAt: 500}
-	rr := newRangeReader(context.Background(), f.readAt, pool, piece, 3, 0, 10_000)
+	rr := newRangeReader(context.Background(), f.readAt, pool, plenty(), piece, 3, 0, 10_000)
 	if err := rr.prime(); err == nil || len(f.asked) != 1 {
 		t.Errorf("prime: %v after %d fetches; want the first piece's error", err, len(f.asked))
 	}
@@ -95,13 +98,13 @@ func TestRangeReader(t *testing.T) {
 	// A range that fits the read-ahead is primed whole: an error in its
 	// last piece comes before the status, not after.
 	f = &fakeObject{data: data, failAt: 2500}
-	rr = newRangeReader(context.Background(), f.readAt, pool, piece, 3, 0, 3000)
+	rr = newRangeReader(context.Background(), f.readAt, pool, plenty(), piece, 3, 0, 3000)
 	if err := rr.prime(); err == nil || len(f.asked) != 3 {
 		t.Errorf("prime of a 3-piece range: %v after %d fetches; want the third piece's error", err, len(f.asked))
 	}
 	rr.Close()
 	f = &fakeObject{data: data, failAt: -1}
-	rr = newRangeReader(context.Background(), f.readAt, pool, piece, 3, 0, 10_000)
+	rr = newRangeReader(context.Background(), f.readAt, pool, plenty(), piece, 3, 0, 10_000)
 	if err := rr.prime(); err != nil {
 		t.Fatal(err)
 	}
@@ -111,7 +114,7 @@ func TestRangeReader(t *testing.T) {
 	rr.Close()
 
 	f = &fakeObject{data: data, failAt: 4500}
-	rr = newRangeReader(context.Background(), f.readAt, pool, piece, 3, 0, 10_000)
+	rr = newRangeReader(context.Background(), f.readAt, pool, plenty(), piece, 3, 0, 10_000)
 	got, err := io.ReadAll(rr)
 	rr.Close()
 	if err == nil || len(got) != 4000 || !bytes.Equal(got, data[:4000]) {
@@ -153,7 +156,7 @@ func TestRangeReaderWriteTo(t *testing.T) {
 		writes int
 	}{{0, 10_000, 10}, {0, 1, 1}, {999, 2, 2}, {1500, 4000, 5}, {9999, 1, 1}, {3000, 1000, 1}} {
 		f := &fakeObject{data: data, failAt: -1}
-		rr := newRangeReader(context.Background(), f.readAt, pool, piece, 3, tt.off, tt.n)
+		rr := newRangeReader(context.Background(), f.readAt, pool, plenty(), piece, 3, tt.off, tt.n)
 		var w countingWriter
 		n, err := rr.WriteTo(&w)
 		rr.Close()
@@ -167,7 +170,7 @@ func TestRangeReaderWriteTo(t *testing.T) {
 
 	// After a partial Read, WriteTo sends the rest.
 	f := &fakeObject{data: data, failAt: -1}
-	rr := newRangeReader(context.Background(), f.readAt, pool, piece, 3, 0, 10_000)
+	rr := newRangeReader(context.Background(), f.readAt, pool, plenty(), piece, 3, 0, 10_000)
 	head := make([]byte, 1500)
 	if _, err := io.ReadFull(rr, head); err != nil {
 		t.Fatal(err)
@@ -180,7 +183,7 @@ func TestRangeReaderWriteTo(t *testing.T) {
 
 	// A failed fetch: the bytes before it, then its error.
 	f = &fakeObject{data: data, failAt: 4500}
-	rr = newRangeReader(context.Background(), f.readAt, pool, piece, 3, 0, 10_000)
+	rr = newRangeReader(context.Background(), f.readAt, pool, plenty(), piece, 3, 0, 10_000)
 	w = countingWriter{}
 	n, err := rr.WriteTo(&w)
 	rr.Close()
@@ -190,7 +193,7 @@ func TestRangeReaderWriteTo(t *testing.T) {
 
 	// A failed write: its error, counted bytes included.
 	f = &fakeObject{data: data, failAt: -1}
-	rr = newRangeReader(context.Background(), f.readAt, pool, piece, 3, 0, 10_000)
+	rr = newRangeReader(context.Background(), f.readAt, pool, plenty(), piece, 3, 0, 10_000)
 	w = countingWriter{failAfter: 2500}
 	n, err = rr.WriteTo(&w)
 	rr.Close()
@@ -220,7 +223,7 @@ func TestRangeReaderOpenEndedShortRead(t *testing.T) {
 		// As GetObject streams: prime, then WriteTo a client that goes
 		// away after 100 KiB.
 		f := &fakeObject{data: data, failAt: -1}
-		rr := newRangeReader(context.Background(), f.readAt, pool, piece, depth, off, n)
+		rr := newRangeReader(context.Background(), f.readAt, pool, plenty(), piece, depth, off, n)
 		if err := rr.prime(); err != nil {
 			t.Fatal(err)
 		}
@@ -235,7 +238,7 @@ func TestRangeReaderOpenEndedShortRead(t *testing.T) {
 
 		// With Read, the same.
 		f = &fakeObject{data: data, failAt: -1}
-		rr = newRangeReader(context.Background(), f.readAt, pool, piece, depth, off, n)
+		rr = newRangeReader(context.Background(), f.readAt, pool, plenty(), piece, depth, off, n)
 		if err := rr.prime(); err != nil {
 			t.Fatal(err)
 		}
@@ -288,7 +291,7 @@ func TestRangeReaderSequentialReachesDepth(t *testing.T) {
 			}
 			return copy(p, data[off:]), nil
 		}
-		rr := newRangeReader(context.Background(), readAt, pool, piece, depth, 0, int64(len(data)))
+		rr := newRangeReader(context.Background(), readAt, pool, plenty(), piece, depth, 0, int64(len(data)))
 		if err := rr.prime(); err != nil {
 			t.Fatal(err)
 		}
@@ -309,4 +312,116 @@ func TestRangeReaderSequentialReachesDepth(t *testing.T) {
 			t.Errorf("writeTo %v: at most %d fetches in flight at once, want the read-ahead depth %d", viaWriteTo, m, depth)
 		}
 	}
+}
+
+// plenty is a read-buffer budget no test reader reaches.
+func plenty() *readBuffers { return newReadBuffers(1<<40, NewMetrics(nil)) }
+
+// Many readers share the gateway's read buffers: together they never hold
+// more than its budget, readers that hold nothing wait for it, and every
+// reader still gets its bytes.
+func TestReadBuffersBoundAllReaders(t *testing.T) {
+	data := make([]byte, 10_000)
+	for i := range data {
+		data[i] = byte(i * 7)
+	}
+	const piece, depth = 1000, 3
+	pool := &sync.Pool{New: func() any { b := make([]byte, piece); return &b }}
+	m := NewMetrics(nil)
+	budget := newReadBuffers(depth*piece, m) // one reader's whole window
+	f := &fakeObject{data: data, failAt: -1}
+	// Bytes being fetched by every reader at once, and the most seen.
+	var inflight, most atomic.Int64
+	readAt := func(ctx context.Context, p []byte, off int64) (int, error) {
+		n := inflight.Add(int64(len(p)))
+		defer inflight.Add(-int64(len(p)))
+		for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+		}
+		return f.readAt(ctx, p, off)
+	}
+	ranges := []struct{ off, n int64 }{{0, 10_000}, {0, 3000}, {1500, 8000}, {9999, 1}, {0, 1}}
+	var wg sync.WaitGroup
+	errs := make(chan error, 32)
+	for i := range 16 {
+		wg.Go(func() {
+			rg := ranges[i%len(ranges)]
+			rr := newRangeReader(context.Background(), readAt, pool, budget, piece, depth, rg.off, rg.n)
+			defer rr.Close()
+			if err := rr.prime(); err != nil {
+				errs <- err
+				return
+			}
+			var w bytes.Buffer
+			if _, err := rr.WriteTo(&w); err != nil || !bytes.Equal(w.Bytes(), data[rg.off:rg.off+rg.n]) {
+				errs <- fmt.Errorf("reader %d [%d,+%d): %d bytes, %v", i, rg.off, rg.n, w.Len(), err)
+			}
+		})
+	}
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(time.Minute):
+		t.Fatal("readers stuck waiting for read buffers")
+	}
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	if n := most.Load(); n > depth*piece {
+		t.Errorf("%d bytes fetched at once; the budget is %d", n, depth*piece)
+	}
+	if most.Load() <= piece {
+		t.Errorf("at most %d bytes fetched at once: readers never overlapped", most.Load())
+	}
+	if w := testutil.ToFloat64(m.readBufferWaits); w == 0 {
+		t.Error("no reader waited for read buffers, 16 readers sharing 3 pieces")
+	}
+	if held := testutil.ToFloat64(m.readBuffer); held != 0 {
+		t.Errorf("%v bytes of read buffers still held after every reader closed", held)
+	}
+}
+
+// A reader waiting for read buffers gives up with its context, and one
+// gets them as soon as the holder lets go.
+func TestReadBuffersWaitEndsWithTheHolder(t *testing.T) {
+	data := make([]byte, 10_000)
+	const piece, depth = 1000, 3
+	pool := &sync.Pool{New: func() any { b := make([]byte, piece); return &b }}
+	budget := newReadBuffers(depth*piece, NewMetrics(nil))
+	f := &fakeObject{data: data, failAt: -1}
+	holder := newRangeReader(context.Background(), f.readAt, pool, budget, piece, depth, 0, 3000)
+	if err := holder.prime(); err != nil { // holds all three pieces, unsent
+		t.Fatal(err)
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	waiter := newRangeReader(ctx, f.readAt, pool, budget, piece, depth, 0, 10_000)
+	if err := waiter.prime(); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("prime with every read buffer held: %v, want the context's deadline", err)
+	}
+	waiter.Close()
+
+	next := newRangeReader(context.Background(), f.readAt, pool, budget, piece, depth, 0, 10_000)
+	primed := make(chan error, 1)
+	go func() { primed <- next.prime() }()
+	select {
+	case err := <-primed:
+		t.Fatalf("primed (%v) while another reader held every read buffer", err)
+	case <-time.After(20 * time.Millisecond):
+	}
+	holder.Close()
+	select {
+	case err := <-primed:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("still waiting after the holder closed")
+	}
+	if got, err := io.ReadAll(next); err != nil || len(got) != len(data) {
+		t.Errorf("read %d bytes, %v", len(got), err)
+	}
+	next.Close()
 }
