@@ -71,6 +71,7 @@ type cell struct {
 	PageHits, PageMisses, BGFills float64
 	AheadFills                    float64 // chunks read ahead of a reader moving through a file
 	FreshPages                    float64 // page fills that found the gateway's page pool all held
+	ReadBufferWaits               float64 // GetObject fetches that waited for the gateway's read buffers
 	NodeRAM, NodeDisk, NodeMisses float64
 	// Body bytes the gateway wrote to ClickHouse's connections (more than
 	// ClickHouse read when it drops a response part-way) and the nodes
@@ -344,6 +345,7 @@ func (m *meter) session(ep endpoint, fsCache bool, q string, g *gatewayProc, cl 
 			c.AheadFills = d.sum("distcache_client_page_fills_total", `mode="ahead"`)
 			c.FreshPages = d.sum("distcache_client_page_memory_exhausted_total")
 			c.GatewaySent = d.sum("distcache_gateway_response_bytes_total")
+			c.ReadBufferWaits = d.sum("distcache_gateway_read_buffer_waits_total")
 		}
 		if nodes != nil {
 			d := after.nodes.sub(before.nodes)

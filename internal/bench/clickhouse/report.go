@@ -210,6 +210,9 @@ func sourceCell(ri int, c cell) string {
 		if c.FreshPages > 0 {
 			s += fmt.Sprintf(", %.0f in fresh memory (page pool all held)", c.FreshPages)
 		}
+		if c.ReadBufferWaits > 0 {
+			s += fmt.Sprintf(", %.0f fetches waited for read buffers", c.ReadBufferWaits)
+		}
 		s += fmt.Sprintf("; nodes %.0f RAM, %.0f disk, %.0f S3", c.NodeRAM, c.NodeDisk, c.NodeMisses)
 		s += fmt.Sprintf("; sent: gateway %s, nodes %s", size(int64(c.GatewaySent)), size(int64(c.NodeSent)))
 	}
