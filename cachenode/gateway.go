@@ -46,6 +46,7 @@ type gatewayFlags struct {
 	prefault                        bool
 	parallelism                     int
 	timeout, passthroughTimeout     time.Duration
+	clientWriteTimeout              time.Duration
 	logLevel                        string
 	shutdownGrace                   time.Duration
 }
@@ -82,6 +83,7 @@ func parseGatewayFlags(args []string) (*gatewayFlags, error) {
 	fs.Var(&f.readBufferBytes, "read-buffer-bytes", "most bytes all GetObjects hold at once in fetched chunks (0: 256Mi or a quarter of --page-cache-bytes, whichever is more; at least --parallelism chunks); past it GetObjects wait and read ahead less")
 	fs.DurationVar(&f.timeout, "timeout", client.DefaultTimeout, "timeout of one chunk or metadata request to one node")
 	fs.DurationVar(&f.passthroughTimeout, "passthrough-timeout", 5*time.Minute, "longest wait for S3's answer to a passed-through operation")
+	fs.DurationVar(&f.clientWriteTimeout, "client-write-timeout", gateway.DefaultClientWriteTimeout, "longest a GetObject waits for its client to take one chunk of the body; a client stalled longer is dropped (it holds read buffers meanwhile); 0: never")
 	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.DurationVar(&f.shutdownGrace, "shutdown-grace", 20*time.Second, "time to finish in-flight requests on SIGTERM")
 	if err := parseFlags(fs, args, func() map[string]string {
@@ -132,6 +134,15 @@ func (f *gatewayFlags) readGeometry() (piece int64, ahead int) {
 		piece = int64(f.pageBytes)
 	}
 	return piece, f.parallelism * int(max(1, chunk/piece))
+}
+
+// clientWriteTimeoutOrNone is --client-write-timeout as gateway.Config
+// takes it (0 there means the default, negative none).
+func (f *gatewayFlags) clientWriteTimeoutOrNone() time.Duration {
+	if f.clientWriteTimeout <= 0 {
+		return -1
+	}
+	return f.clientWriteTimeout
 }
 
 // readBuffers is the bound on all GetObjects' fetched pieces: the pool's
@@ -251,7 +262,7 @@ func runGateway(args []string) error {
 		piece, ahead := f.readGeometry()
 		g, err := gateway.New(gateway.Config{
 			Verifier: verifier, Cache: c, Metrics: m, Logger: log, Domains: splitList(f.domains),
-			ReadPieceBytes: piece, ReadAhead: ahead, ReadBufferBytes: f.readBuffers(),
+			ReadPieceBytes: piece, ReadAhead: ahead, ReadBufferBytes: f.readBuffers(), ClientWriteTimeout: f.clientWriteTimeoutOrNone(),
 			Upstream: &gateway.Upstream{
 				Client: gateway.NewUpstreamClient(nodeTLS, f.passthroughTimeout),
 				Nodes:  gateway.RingNodes(c, seeds), Owners: gateway.RingOwners(c, tenant), Tenant: f.tenant,

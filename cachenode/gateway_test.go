@@ -3,6 +3,9 @@ package main
 import (
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/distcache/distcache/internal/gateway"
 )
 
 // --page-bytes must divide a given --chunk-size; GetObject then reads in
@@ -52,6 +55,28 @@ func TestGatewayReadBufferBytes(t *testing.T) {
 		}
 		if got := f.readBuffers(); got != c.want {
 			t.Errorf("%v: %d bytes of read buffers, want %d", c.args, got, c.want)
+		}
+	}
+}
+
+// --client-write-timeout 0 turns the timeout off (gateway.Config's 0 is its
+// default).
+func TestGatewayClientWriteTimeout(t *testing.T) {
+	base := []string{"--nodes", "https://n:1", "--tls-cert", "c", "--tls-key", "k", "--ca", "a", "--access-key", "a", "--secret-key", "s"}
+	for _, c := range []struct {
+		args []string
+		want time.Duration
+	}{
+		{nil, gateway.DefaultClientWriteTimeout},
+		{[]string{"--client-write-timeout", "5s"}, 5 * time.Second},
+		{[]string{"--client-write-timeout", "0"}, -1},
+	} {
+		f, err := parseGatewayFlags(append(base, c.args...))
+		if err != nil {
+			t.Fatalf("%v: %v", c.args, err)
+		}
+		if got := f.clientWriteTimeoutOrNone(); got != c.want {
+			t.Errorf("%v: %v, want %v", c.args, got, c.want)
 		}
 	}
 }

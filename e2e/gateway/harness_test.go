@@ -70,6 +70,7 @@ type envOptions struct {
 	pageCache int64
 	immutable bool // nodes started with --immutable
 	logger    *slog.Logger
+	configure func(*gateway.Config) // changes to the gateway's configuration
 }
 
 func newEnv(t *testing.T, opts envOptions) *env {
@@ -96,7 +97,7 @@ func newEnv(t *testing.T, opts envOptions) *env {
 	if logger == nil {
 		logger = testLogger(t)
 	}
-	e.gw, err = gateway.New(gateway.Config{
+	cfg := gateway.Config{
 		Verifier: &sigv4.Verifier{
 			Store:  sigv4.NewStaticStore(sigv4.Credentials{AccessKeyID: accessKey, SecretAccessKey: secretKey}),
 			Region: region, Service: "s3",
@@ -110,7 +111,11 @@ func newEnv(t *testing.T, opts envOptions) *env {
 		ReadPieceBytes: chunkSize, ReadAhead: 4,
 		Metrics: gateway.NewMetrics(e.registry),
 		Logger:  logger,
-	})
+	}
+	if opts.configure != nil {
+		opts.configure(&cfg)
+	}
+	e.gw, err = gateway.New(cfg)
 	must(t, err)
 	e.srv = httptest.NewServer(e.gw)
 	t.Cleanup(e.srv.Close)

@@ -44,6 +44,11 @@ type Config struct {
 	// pieces): past it, a GetObject that holds nothing waits for its first
 	// pieces and one that holds some reads ahead less.
 	ReadBufferBytes int64
+	// ClientWriteTimeout is the longest one write of a GetObject's body to
+	// its client may take (default DefaultClientWriteTimeout; negative:
+	// none). A client that takes no piece for that long is dropped, so a
+	// stalled client cannot keep read buffers from everyone else.
+	ClientWriteTimeout time.Duration
 	// BucketCacheTTL is how long a bucket's existence, learnt to tell
 	// NoSuchBucket from NoSuchKey, is remembered (default 1 minute).
 	BucketCacheTTL time.Duration
@@ -65,6 +70,9 @@ type Gateway struct {
 	pieces  sync.Pool // *[]byte of capacity ReadPieceBytes
 	buffers *readBuffers
 }
+
+// DefaultClientWriteTimeout is the default Config.ClientWriteTimeout.
+const DefaultClientWriteTimeout = time.Minute
 
 // DefaultReadPieceBytes is the default Config.ReadPieceBytes.
 const DefaultReadPieceBytes = 4 << 20
@@ -88,6 +96,9 @@ func New(cfg Config) (*Gateway, error) {
 	}
 	if cfg.ReadBufferBytes <= 0 {
 		cfg.ReadBufferBytes = DefaultReadBufferBytes
+	}
+	if cfg.ClientWriteTimeout == 0 {
+		cfg.ClientWriteTimeout = DefaultClientWriteTimeout
 	}
 	// A GetObject's first window is taken whole: the budget must hold one.
 	cfg.ReadBufferBytes = max(cfg.ReadBufferBytes, int64(cfg.ReadAhead)*cfg.ReadPieceBytes)

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/distcache/distcache/internal/client"
 )
@@ -136,6 +137,12 @@ func (g *Gateway) serveVersion(x *exchange, m client.Meta) (retry bool) {
 	}
 	x.w.WriteHeader(status)
 	out := &clientWriter{w: x.w}
+	if d := g.cfg.ClientWriteTimeout; d > 0 {
+		rc := http.NewResponseController(x.w)
+		out.deadline = func() { _ = rc.SetWriteDeadline(time.Now().Add(d)) }
+		// The connection may serve another request: no deadline left.
+		defer func() { _ = rc.SetWriteDeadline(time.Time{}) }()
+	}
 	if _, err := body.WriteTo(out); err != nil {
 		if out.err != nil || r.Context().Err() != nil {
 			return false // the client went away
@@ -147,13 +154,18 @@ func (g *Gateway) serveVersion(x *exchange, m client.Meta) (retry bool) {
 	return false
 }
 
-// clientWriter records the error of writing to the client.
+// clientWriter records the error of writing to the client, and gives each
+// write its deadline (Config.ClientWriteTimeout).
 type clientWriter struct {
-	w   io.Writer
-	err error
+	w        io.Writer
+	deadline func()
+	err      error
 }
 
 func (c *clientWriter) Write(p []byte) (int, error) {
+	if c.deadline != nil {
+		c.deadline()
+	}
 	n, err := c.w.Write(p)
 	if err != nil {
 		c.err = err
