@@ -68,6 +68,13 @@ func (pg *page) hold() bool {
 	}
 }
 
+// copyOut copies the page from byte within on into dst and lets go of
+// the caller's hold.
+func (pg *page) copyOut(dst []byte, within int64) {
+	copy(dst, pg.data[within:])
+	pg.release()
+}
+
 // release drops one holder; the last gives the buffer back to its pool.
 func (pg *page) release() {
 	if pg.refs.Add(-1) == 0 && pg.pool != nil {

@@ -131,8 +131,7 @@ func (c *Client) readPart(ctx context.Context, bucket, key string, m Meta, cs, i
 		if err != nil {
 			return err
 		}
-		copy(dst, pg.data[within:])
-		pg.release()
+		pg.copyOut(dst, within)
 		return nil
 	}
 	if c.pages != nil {
@@ -144,8 +143,7 @@ func (c *Client) readPart(ctx context.Context, bucket, key string, m Meta, cs, i
 		pk := pageKey(bucket, key, m.ETag, unit, idx)
 		if pg, ok := c.pages.get(pk); ok {
 			c.metrics.pageCache.WithLabelValues("hit").Inc()
-			copy(dst, pg.data[within:])
-			pg.release()
+			pg.copyOut(dst, within)
 			return nil
 		}
 		c.metrics.pageCache.WithLabelValues("miss").Inc()
@@ -156,8 +154,7 @@ func (c *Client) readPart(ctx context.Context, bucket, key string, m Meta, cs, i
 			if err != nil {
 				return err
 			}
-			copy(dst, pg.data[within:])
-			pg.release()
+			pg.copyOut(dst, within)
 			return nil
 		}
 		if ctx.Err() == nil { // not for a read its caller has given up

@@ -70,11 +70,15 @@ func newRangeReader(ctx context.Context, readAt func(context.Context, []byte, in
 		window: window, next: off, end: off + n}
 }
 
+// pieceEnd is where the piece starting at lo ends: the next multiple of
+// piece, or the end of the range.
+func (r *rangeReader) pieceEnd(lo int64) int64 { return min((lo/r.piece+1)*r.piece, r.end) }
+
 // windowBytes is the size of the next window pieces from r.next.
 func (r *rangeReader) windowBytes() int64 {
 	var n int64
 	for i, lo := 0, r.next; i < r.window && lo < r.end; i++ {
-		hi := min((lo/r.piece+1)*r.piece, r.end)
+		hi := r.pieceEnd(lo)
 		n, lo = n+hi-lo, hi
 	}
 	return n
@@ -86,7 +90,7 @@ func (r *rangeReader) windowBytes() int64 {
 func (r *rangeReader) fill() error {
 	for len(r.queue) < r.window && r.next < r.end {
 		lo := r.next
-		hi := min((lo/r.piece+1)*r.piece, r.end)
+		hi := r.pieceEnd(lo)
 		switch {
 		case r.credit >= hi-lo:
 			r.credit -= hi - lo
