@@ -24,8 +24,9 @@ func main() {
 	var leaderElect bool
 	var leaderElectionNamespace string
 	var cacheNodeImage string
-	var drainGrace time.Duration
+	var drainGrace, caRotationGrace time.Duration
 	flag.DurationVar(&drainGrace, "ring-drain-grace", 2*time.Minute, "how long cache nodes being scaled away keep serving after the ring marking them draining is published (ConfigMap propagation plus warm handoff)")
+	flag.DurationVar(&caRotationGrace, "ca-rotation-grace", controllers.DefaultCARotationGrace, "how long a CA rotation waits for kubelets to deliver changed certificate Secrets to every pod, before the new CA signs and before the old one is dropped")
 	flag.StringVar(&cacheNodeImage, "cachenode-image", "ghcr.io/distcache/cachenode:latest", "cachenode image of caches without spec.image")
 	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8080", "address of the metrics endpoint")
 	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "address of /healthz and /readyz")
@@ -61,7 +62,7 @@ func main() {
 		log.Error(err, "creating manager")
 		os.Exit(1)
 	}
-	if err := controllers.SetupWithManager(mgr, controllers.Options{CacheNodeImage: cacheNodeImage, DrainGrace: drainGrace}); err != nil {
+	if err := controllers.SetupWithManager(mgr, controllers.Options{CacheNodeImage: cacheNodeImage, DrainGrace: drainGrace, CARotationGrace: caRotationGrace}); err != nil {
 		log.Error(err, "setting up the controllers")
 		os.Exit(1)
 	}

@@ -68,7 +68,7 @@ func parseGatewayFlags(args []string) (*gatewayFlags, error) {
 	fs.StringVar(&f.nodes, "nodes", "", "comma-separated cache node URLs (https://host:port) to learn the ring from")
 	fs.StringVar(&f.tlsCert, "tls-cert", "", "client certificate for the cache nodes (PEM): the tenant's, or a peer certificate with --tenant")
 	fs.StringVar(&f.tlsKey, "tls-key", "", "private key of --tls-cert")
-	fs.StringVar(&f.ca, "ca", "", "CA bundle the cache nodes' server certificates chain to")
+	fs.StringVar(&f.ca, "ca", "", "CA bundle the cache nodes' server certificates chain to; --tls-cert, --tls-key and this are re-read for each new connection when they change")
 	fs.StringVar(&f.tenant, "tenant", "", "tenant to act for (required with a peer certificate)")
 	fs.StringVar(&f.accessKey, "access-key", "", "access key ID S3 clients sign with (not an S3 credential)")
 	fs.StringVar(&f.secretKey, "secret-key", "", "secret access key S3 clients sign with (prefer --credentials-file or DISTCACHE_SECRET_KEY)")
@@ -173,10 +173,13 @@ func runGateway(args []string) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 
-	nodeTLS, err := pki.ClientTLSConfig(f.tlsCert, f.tlsKey, f.ca)
+	// The certificate and the CA bundle are followed on disk: the operator
+	// renews the one and rotates the other under running gateways.
+	nodeTLSFiles, err := pki.NewClientTLS(f.tlsCert, f.tlsKey, f.ca)
 	if err != nil {
 		return fmt.Errorf("node TLS: %w", err)
 	}
+	nodeTLS := nodeTLSFiles.Config()
 	tenant, err := placementTenant(f.tlsCert, f.tenant)
 	if err != nil {
 		return err
@@ -247,7 +250,7 @@ func runGateway(args []string) error {
 	var cl atomic.Pointer[client.Client]
 	go func() {
 		c, err := connect(ctx, log, client.Config{
-			Seeds: seeds, TLS: nodeTLS, Tenant: f.tenant, ChunkSize: int64(f.chunkSize),
+			Seeds: seeds, TLS: nodeTLS, CurrentTLS: nodeTLSFiles.Config, Tenant: f.tenant, ChunkSize: int64(f.chunkSize),
 			Parallelism: f.parallelism, PageCacheBytes: int64(f.pageCacheBytes), PageBytes: int64(f.pageBytes),
 			PrefaultPageCache: f.prefault, Timeout: f.timeout,
 			Logger: log, Registerer: reg,
@@ -264,7 +267,7 @@ func runGateway(args []string) error {
 			Verifier: verifier, Cache: c, Metrics: m, Logger: log, Domains: splitList(f.domains),
 			ReadPieceBytes: piece, ReadAhead: ahead, ReadBufferBytes: f.readBuffers(), ClientWriteTimeout: f.clientWriteTimeoutOrNone(),
 			Upstream: &gateway.Upstream{
-				Client: gateway.NewUpstreamClient(nodeTLS, f.passthroughTimeout),
+				Client: gateway.NewUpstreamClient(nodeTLS, nodeTLSFiles.Config, f.passthroughTimeout),
 				Nodes:  gateway.RingNodes(c, seeds), Owners: gateway.RingOwners(c, tenant), Tenant: f.tenant,
 			},
 		})

@@ -64,7 +64,7 @@ func parseServeFlags(args []string) (*serveFlags, error) {
 	fs.StringVar(&f.metricsListen, "metrics-listen", ":9090", "address of the plain HTTP port for /metrics, /healthz and /readyz")
 	fs.StringVar(&f.tlsCert, "tls-cert", "", "server certificate (PEM); reloaded when the file changes")
 	fs.StringVar(&f.tlsKey, "tls-key", "", "server private key (PEM)")
-	fs.StringVar(&f.clientCA, "client-ca", "", "CA bundle that client certificates must chain to")
+	fs.StringVar(&f.clientCA, "client-ca", "", "CA bundle that client certificates (and, for calls to other nodes, their server certificates) must chain to; reloaded when the file changes")
 	fs.StringVar(&f.dataDir, "data-dir", "/var/lib/distcache", "directory of the disk tier (local NVMe)")
 	fs.Var(&f.diskBytes, "disk-bytes", "hard bound on disk usage of data-dir, e.g. 800Gi")
 	fs.Var(&f.ramBytes, "ram-bytes", "size of the RAM tier, e.g. 8Gi (0 disables it)")
@@ -194,14 +194,16 @@ func runServe(args []string) error {
 				return err
 			}
 		}
-		peerTLS, err := pki.ClientTLSConfig(f.peerCert, f.peerKey, f.clientCA)
+		// Followed on disk, like the serving certificate and client CAs:
+		// a CA rotation changes the bundle under running nodes.
+		peerTLS, err := pki.NewClientTLS(f.peerCert, f.peerKey, f.clientCA)
 		if err != nil {
 			return fmt.Errorf("peer TLS: %w", err)
 		}
 		cfg.Self, cfg.Candidates = f.nodeName, f.candidates
 		cfg.Peers = &node.Peers{Client: &http.Client{Transport: &http.Transport{
-			TLSClientConfig: peerTLS, MaxIdleConnsPerHost: 64, IdleConnTimeout: 90 * time.Second,
-			DialContext: (&net.Dialer{Timeout: 2 * time.Second}).DialContext,
+			MaxIdleConnsPerHost: 64, IdleConnTimeout: 90 * time.Second,
+			DialTLSContext: pki.DialTLSContext(peerTLS.Config, &net.Dialer{Timeout: 2 * time.Second}, 7*time.Second),
 		}}}
 	}
 	srv, err := node.New(cfg, st, be, tenants, m, log)

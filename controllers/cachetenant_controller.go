@@ -186,7 +186,7 @@ func (r *CacheTenantReconciler) reconcileCertificate(ctx context.Context, t *cac
 		st.reason, st.message = cachev1alpha1.ReasonCertificatePending, "waiting for the cache's CA"
 		return st, tenantRetry, nil
 	}
-	ca, err := pki.LoadCA(caSecret.Data[corev1.TLSCertKey], caSecret.Data[corev1.TLSPrivateKeyKey])
+	ca, err := loadCAState(&caSecret)
 	if err != nil {
 		return st, 0, fmt.Errorf("cache CA secret %s/%s: %w", caSecret.Namespace, caSecret.Name, err)
 	}
@@ -200,22 +200,27 @@ func (r *CacheTenantReconciler) reconcileCertificate(ctx context.Context, t *cac
 
 // ensureClientCertificate keeps the tenant's certificate Secret current and
 // returns the certificate in it.
-func (r *CacheTenantReconciler) ensureClientCertificate(ctx context.Context, t *cachev1alpha1.CacheTenant, ca *pki.CA,
+func (r *CacheTenantReconciler) ensureClientCertificate(ctx context.Context, t *cachev1alpha1.CacheTenant, ca caState,
 	name string, validity, renewBefore time.Duration) (*x509.Certificate, error) {
 	id := pki.Identity{Kind: pki.KindTenant, Name: name}
 	cur, err := r.ownedCertificateSecret(ctx, t)
 	if err != nil {
 		return nil, err
 	}
-	why, cert := reissueReason(cur, wantedCert{ca: ca, identity: id, renewBefore: renewBefore, now: r.now()})
+	why, cert := reissueReason(cur, wantedCert{ca: ca.signer, bundle: ca.bundle, identity: id, renewBefore: renewBefore, now: r.now()})
 	if why == "" {
+		if data := bundleUpdate(cur, ca.bundle); data != nil {
+			if err := r.writeCertificateSecret(ctx, t, cur, data); err != nil {
+				return nil, err
+			}
+		}
 		return cert, nil
 	}
-	leaf, err := ca.IssueClient(id, validity)
+	leaf, err := ca.signer.IssueClient(id, validity)
 	if err != nil {
 		return nil, err
 	}
-	data := tlsSecretData(leaf, ca)
+	data := tlsSecretData(leaf, ca.bundle)
 	if err := r.writeCertificateSecret(ctx, t, cur, data); err != nil {
 		return nil, err
 	}
@@ -375,9 +380,16 @@ func (r *CacheTenantReconciler) revokeIssued(ctx context.Context, t *cachev1alph
 	return client.IgnoreNotFound(r.Delete(ctx, &s))
 }
 
-// secretToTenant maps a Secret cert-manager issued for a tenant (in
-// cert-manager mode) to that tenant, so renewals are copied promptly.
-func secretToTenant(_ context.Context, o client.Object) []reconcile.Request {
+// secretToTenants maps a Secret cert-manager issued for a tenant (in
+// cert-manager mode) to that tenant, so renewals are copied promptly, and a
+// cache's CA Secret to the cache's tenants, so their certificates follow a
+// CA rotation's steps.
+func (r *CacheTenantReconciler) secretToTenants(ctx context.Context, o client.Object) []reconcile.Request {
+	// A cache's CA Secret: its tenants' certificates follow its rotations.
+	if owner := metav1.GetControllerOf(o); owner != nil && owner.Kind == "DistributedCache" &&
+		o.GetName() == CASecretName(&cachev1alpha1.DistributedCache{ObjectMeta: metav1.ObjectMeta{Name: owner.Name}}) {
+		return r.cacheToTenants(ctx, &cachev1alpha1.DistributedCache{ObjectMeta: metav1.ObjectMeta{Namespace: o.GetNamespace(), Name: owner.Name}})
+	}
 	ns, name, ok := strings.Cut(o.GetAnnotations()[AnnotationTenant], "/")
 	if !ok {
 		return nil
@@ -463,7 +475,7 @@ func (r *CacheTenantReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&cachev1alpha1.CacheTenant{}).
 		Owns(&corev1.Secret{}).
-		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(secretToTenant)).
+		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.secretToTenants)).
 		Watches(&cachev1alpha1.DistributedCache{}, handler.EnqueueRequestsFromMapFunc(r.cacheToTenants)).
 		Watches(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(r.namespaceToTenants)).
 		Named("cachetenant").

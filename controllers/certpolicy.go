@@ -1,10 +1,12 @@
 package controllers
 
 import (
+	"bytes"
 	"crypto/x509"
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 
@@ -19,7 +21,8 @@ const caCertKey = "ca.crt"
 
 // wantedCert is what a certificate Secret must hold to be kept.
 type wantedCert struct {
-	ca          *pki.CA
+	ca          *pki.CA  // the signing CA
+	bundle      []byte   // the trust bundle the Secret's ca.crt must hold
 	dnsNames    []string // sorted; nil for client certificates
 	identity    pki.Identity
 	renewBefore time.Duration
@@ -72,10 +75,11 @@ func renewalTime(c *x509.Certificate, renewBefore time.Duration) time.Time {
 	return at
 }
 
-// reissueReason returns why the certificate Secret's contents must be
-// issued again, or "" when they are current. A Secret that is missing keys,
-// holds unparsable PEM or a key that does not match its certificate, or an
-// outdated CA bundle is reissued too.
+// reissueReason returns why the certificate Secret's certificate must be
+// issued again, or "" when it is current. A Secret that is missing keys or
+// holds unparsable PEM or a key that does not match its certificate is
+// reissued too. An outdated trust bundle alone is not a reason:
+// bundleUpdate replaces it and keeps the certificate.
 func reissueReason(s *corev1.Secret, w wantedCert) (string, *x509.Certificate) {
 	if s == nil {
 		return "missing", nil
@@ -84,15 +88,24 @@ func reissueReason(s *corev1.Secret, w wantedCert) (string, *x509.Certificate) {
 	if err != nil {
 		return err.Error(), nil
 	}
-	if string(s.Data[caCertKey]) != string(w.ca.CertPEM) {
-		return "CA bundle outdated", cert
-	}
 	for _, check := range certChecks {
 		if why := check(cert, w); why != "" {
 			return why, cert
 		}
 	}
 	return "", cert
+}
+
+// bundleUpdate returns the Data of a certificate Secret whose certificate is
+// current but whose ca.crt is not bundle, with ca.crt replaced; nil when it
+// holds bundle already.
+func bundleUpdate(s *corev1.Secret, bundle []byte) map[string][]byte {
+	if bytes.Equal(s.Data[caCertKey], bundle) {
+		return nil
+	}
+	data := maps.Clone(s.Data)
+	data[caCertKey] = bundle
+	return data
 }
 
 // parseLeafSecret parses a kubernetes.io/tls Secret's certificate and checks
@@ -112,11 +125,12 @@ func parseLeafSecret(s *corev1.Secret) (*x509.Certificate, error) {
 	return cert, nil
 }
 
-// tlsSecretData is the Data of a certificate Secret.
-func tlsSecretData(l *pki.Leaf, ca *pki.CA) map[string][]byte {
+// tlsSecretData is the Data of a certificate Secret: the leaf and the trust
+// bundle.
+func tlsSecretData(l *pki.Leaf, bundle []byte) map[string][]byte {
 	return map[string][]byte{
 		corev1.TLSCertKey:       l.CertPEM,
 		corev1.TLSPrivateKeyKey: l.KeyPEM,
-		caCertKey:               ca.CertPEM,
+		caCertKey:               bundle,
 	}
 }

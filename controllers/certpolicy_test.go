@@ -26,10 +26,10 @@ func TestReissueReason(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return &corev1.Secret{Data: tlsSecretData(l, ca)}
+		return &corev1.Secret{Data: tlsSecretData(l, ca.CertPEM)}
 	}
 	now := time.Now()
-	want := wantedCert{ca: ca, dnsNames: names, identity: peer, renewBefore: 30 * 24 * time.Hour, now: now}
+	want := wantedCert{ca: ca, bundle: ca.CertPEM, dnsNames: names, identity: peer, renewBefore: 30 * 24 * time.Hour, now: now}
 	good := issue(ca, names, peer, 90*24*time.Hour)
 
 	for _, tt := range []struct {
@@ -51,11 +51,13 @@ func TestReissueReason(t *testing.T) {
 			s.Data[caCertKey] = ca.CertPEM
 			return s
 		}(), want, "not signed by the cache's CA"},
+		// A CA rotation changes the bundle first: the certificate stays
+		// (bundleUpdate rewrites ca.crt).
 		{"stale CA bundle", func() *corev1.Secret {
 			s := issue(ca, names, peer, 90*24*time.Hour)
 			s.Data[caCertKey] = other.CertPEM
 			return s
-		}(), want, "CA bundle"},
+		}(), want, ""},
 		{"other identity", issue(ca, names, pki.Identity{Kind: pki.KindPeer, Name: "d"}, 90*24*time.Hour), want, "identity"},
 		{"zone added", good, func() wantedCert {
 			w := want
@@ -91,6 +93,17 @@ func TestReissueReason(t *testing.T) {
 				t.Fatalf("reissueReason = %q, want %q", got, tt.reason)
 			}
 		})
+	}
+}
+
+func TestBundleUpdate(t *testing.T) {
+	s := &corev1.Secret{Data: map[string][]byte{corev1.TLSCertKey: []byte("cert"), caCertKey: []byte("old")}}
+	if got := bundleUpdate(s, []byte("old")); got != nil {
+		t.Fatalf("current bundle: got %v, want nil", got)
+	}
+	got := bundleUpdate(s, []byte("old+new"))
+	if string(got[caCertKey]) != "old+new" || string(got[corev1.TLSCertKey]) != "cert" || string(s.Data[caCertKey]) != "old" {
+		t.Fatalf("got %q, Secret now %q", got, s.Data)
 	}
 }
 

@@ -17,7 +17,7 @@ import (
 )
 
 // caValidity is the lifetime of a self-managed cache CA. Leaves never
-// outlive it; rotating the CA itself is a manual step (docs/operator.md).
+// outlive it; it is rotated two thirds into it, or when asked (rotateCA).
 const caValidity = 10 * 365 * 24 * time.Hour
 
 // Fallbacks for certificate lifetimes when the API server's defaults are
@@ -67,39 +67,44 @@ func certLifetimes(dc *cachev1alpha1.DistributedCache) (validity, renewBefore ti
 	return validity, renewBefore
 }
 
-// reconcileCA returns the cache's CA, creating its Secret on first use. A
-// Secret that no longer holds a usable CA is an error, never silently
-// replaced: every issued certificate chains to it.
-func (r *DistributedCacheReconciler) reconcileCA(ctx context.Context, dc *cachev1alpha1.DistributedCache) (*pki.CA, error) {
+// reconcileCA returns the cache's CA, creating its Secret on first use and
+// moving a rotation on (rotateCA), and when to look again. A Secret that no
+// longer holds a usable CA is an error, never silently replaced: every
+// issued certificate chains to it.
+func (r *DistributedCacheReconciler) reconcileCA(ctx context.Context, dc *cachev1alpha1.DistributedCache) (caState, time.Duration, error) {
 	var s corev1.Secret
 	err := r.Get(ctx, types.NamespacedName{Namespace: dc.Namespace, Name: CASecretName(dc)}, &s)
 	if err == nil {
-		ca, err := pki.LoadCA(s.Data[corev1.TLSCertKey], s.Data[corev1.TLSPrivateKeyKey])
+		st, next, err := r.rotateCA(ctx, dc, &s)
 		if err != nil {
-			return nil, fmt.Errorf("secret %s does not hold a usable CA (restore it, or delete it to start a new CA and reissue every certificate): %w", s.Name, err)
+			return caState{}, 0, err
 		}
-		return ca, nil
+		return st, next, r.patchStatus(ctx, client.ObjectKeyFromObject(dc), func(latest *cachev1alpha1.DistributedCache) {
+			latest.Status.CertificateAuthority = caStatus(&s, st)
+		})
 	}
 	if client.IgnoreNotFound(err) != nil {
-		return nil, err
+		return caState{}, 0, err
 	}
-	ca, err := pki.NewCA(fmt.Sprintf("distcache %s/%s CA", dc.Namespace, dc.Name), caValidity)
+	ca, err := pki.NewCA(caCommonName(dc), caValidity)
 	if err != nil {
-		return nil, err
+		return caState{}, 0, err
 	}
 	s = corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Name: CASecretName(dc), Namespace: dc.Namespace, Labels: objectLabels(dc, "")},
 		Type:       corev1.SecretTypeTLS,
-		Data:       map[string][]byte{corev1.TLSCertKey: ca.CertPEM, corev1.TLSPrivateKeyKey: ca.KeyPEM},
+		Data:       map[string][]byte{corev1.TLSCertKey: ca.CertPEM, corev1.TLSPrivateKeyKey: ca.KeyPEM, caCertKey: ca.CertPEM},
 	}
+	// A new CA answers any rotation asked for so far.
+	setAnnotation(&s, annotationCARotatedFor, dc.Annotations[AnnotationRotateCA])
 	if err := controllerutil.SetControllerReference(dc, &s, r.Scheme); err != nil {
-		return nil, err
+		return caState{}, 0, err
 	}
 	if err := r.Create(ctx, &s); err != nil {
-		return nil, fmt.Errorf("creating CA secret: %w", err)
+		return caState{}, 0, fmt.Errorf("creating CA secret: %w", err)
 	}
 	r.Recorder.Eventf(dc, nil, corev1.EventTypeNormal, EventCreated, "Create", "created CA %s, valid until %s", s.Name, ca.Cert.NotAfter.UTC().Format(time.RFC3339))
-	return ca, nil
+	return caState{signer: ca, bundle: ca.CertPEM}, time.Second, nil
 }
 
 // reconcileNodeCertificate keeps the nodes' certificate Secret current: a
@@ -107,9 +112,9 @@ func (r *DistributedCacheReconciler) reconcileCA(ctx context.Context, dc *cachev
 // carrying the peer identity. It is reissued in place before expiry (or when
 // the zones change); the nodes reload it from the mounted Secret without a
 // restart. It returns when to look again.
-func (r *DistributedCacheReconciler) reconcileNodeCertificate(ctx context.Context, dc *cachev1alpha1.DistributedCache, ca *pki.CA) (time.Duration, error) {
+func (r *DistributedCacheReconciler) reconcileNodeCertificate(ctx context.Context, dc *cachev1alpha1.DistributedCache, ca caState) (time.Duration, error) {
 	validity, renewBefore := certLifetimes(dc)
-	want := wantedCert{ca: ca, dnsNames: nodeDNSNames(dc), identity: peerIdentity(dc), renewBefore: renewBefore, now: r.now()}
+	want := wantedCert{ca: ca.signer, bundle: ca.bundle, dnsNames: nodeDNSNames(dc), identity: peerIdentity(dc), renewBefore: renewBefore, now: r.now()}
 	key := types.NamespacedName{Namespace: dc.Namespace, Name: NodeTLSSecretName(dc)}
 	var existing corev1.Secret
 	err := r.Get(ctx, key, &existing)
@@ -123,16 +128,24 @@ func (r *DistributedCacheReconciler) reconcileNodeCertificate(ctx context.Contex
 	}
 	why, cert := reissueReason(cur, want)
 	if why == "" {
+		if data := bundleUpdate(cur, want.bundle); data != nil {
+			existing.Data = data
+			if err := r.Update(ctx, &existing); err != nil {
+				return 0, fmt.Errorf("writing node certificate secret: %w", err)
+			}
+			r.Recorder.Eventf(dc, nil, corev1.EventTypeNormal, EventCertificateIssued, "UpdateTrustBundle",
+				"updated the CA bundle (ca.crt) of %s", key.Name)
+		}
 		return renewalTime(cert, renewBefore).Sub(want.now), nil
 	}
-	leaf, err := ca.IssueServer(fmt.Sprintf("%s.%s cache node", dc.Name, dc.Namespace), want.dnsNames, nil, validity, pki.WithIdentity(want.identity))
+	leaf, err := ca.signer.IssueServer(fmt.Sprintf("%s.%s cache node", dc.Name, dc.Namespace), want.dnsNames, nil, validity, pki.WithIdentity(want.identity))
 	if err != nil {
 		return 0, err
 	}
 	s := &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Name: key.Name, Namespace: key.Namespace, Labels: objectLabels(dc, "")},
 		Type:       corev1.SecretTypeTLS,
-		Data:       tlsSecretData(leaf, ca),
+		Data:       tlsSecretData(leaf, ca.bundle),
 	}
 	if err := controllerutil.SetControllerReference(dc, s, r.Scheme); err != nil {
 		return 0, err
@@ -164,14 +177,20 @@ func renewIn(leaf *pki.Leaf, renewBefore time.Duration, now time.Time) time.Dura
 }
 
 // reconcileCertificates keeps the cache's CA and node certificate current and
-// returns when to look again (the next renewal).
+// returns when to look again (the next renewal or rotation step).
 func (r *DistributedCacheReconciler) reconcileCertificates(ctx context.Context, dc *cachev1alpha1.DistributedCache) (time.Duration, error) {
 	if dc.Spec.TLS.IssuerRef != nil {
+		if err := r.patchStatus(ctx, client.ObjectKeyFromObject(dc), func(latest *cachev1alpha1.DistributedCache) {
+			latest.Status.CertificateAuthority = nil // the issuer's
+		}); err != nil {
+			return 0, err
+		}
 		return r.reconcileCertManagerCertificates(ctx, dc)
 	}
-	ca, err := r.reconcileCA(ctx, dc)
+	ca, caNext, err := r.reconcileCA(ctx, dc)
 	if err != nil {
 		return 0, err
 	}
-	return r.reconcileNodeCertificate(ctx, dc, ca)
+	renew, err := r.reconcileNodeCertificate(ctx, dc, ca)
+	return min(renew, caNext), err
 }

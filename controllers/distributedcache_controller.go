@@ -55,6 +55,9 @@ type DistributedCacheReconciler struct {
 	// marking them draining was published (drainHold); 0: they go as soon
 	// as that ring is published.
 	DrainGrace time.Duration
+	// CARotationGrace is how long a CA rotation waits for kubelets to
+	// deliver changed Secrets (rotateCA); 0: DefaultCARotationGrace.
+	CARotationGrace time.Duration
 	// Now is the clock; nil: time.Now.
 	Now func() time.Time
 }

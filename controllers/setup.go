@@ -43,6 +43,8 @@ type Options struct {
 	CacheNodeImage string
 	// DrainGrace: see DistributedCacheReconciler.DrainGrace.
 	DrainGrace time.Duration
+	// CARotationGrace: see DistributedCacheReconciler.CARotationGrace.
+	CARotationGrace time.Duration
 	// Now is the clock; nil: time.Now.
 	Now func() time.Time
 }
@@ -51,13 +53,14 @@ type Options struct {
 // reconcilers with mgr.
 func SetupWithManager(mgr ctrl.Manager, o Options) error {
 	if err := (&DistributedCacheReconciler{
-		Client:         mgr.GetClient(),
-		APIReader:      mgr.GetAPIReader(),
-		Scheme:         mgr.GetScheme(),
-		Recorder:       mgr.GetEventRecorder("distributedcache-controller"),
-		CacheNodeImage: o.CacheNodeImage,
-		DrainGrace:     o.DrainGrace,
-		Now:            o.Now,
+		Client:          mgr.GetClient(),
+		APIReader:       mgr.GetAPIReader(),
+		Scheme:          mgr.GetScheme(),
+		Recorder:        mgr.GetEventRecorder("distributedcache-controller"),
+		CacheNodeImage:  o.CacheNodeImage,
+		DrainGrace:      o.DrainGrace,
+		CARotationGrace: o.CARotationGrace,
+		Now:             o.Now,
 	}).SetupWithManager(mgr); err != nil {
 		return err
 	}

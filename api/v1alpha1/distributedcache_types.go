@@ -584,6 +584,11 @@ type DistributedCacheStatus struct {
 	// +optional
 	Zones []ZoneStatus `json:"zones,omitempty"`
 
+	// CertificateAuthority is the state of the self-managed CA (absent
+	// with spec.tls.issuerRef).
+	// +optional
+	CertificateAuthority *CertificateAuthorityStatus `json:"certificateAuthority,omitempty"`
+
 	// Conditions: Ready, Progressing and Degraded (see the Condition*
 	// constants).
 	// +listType=map
@@ -592,6 +597,28 @@ type DistributedCacheStatus struct {
 	// +patchMergeKey=type
 	// +optional
 	Conditions []metav1.Condition `json:"conditions,omitempty" patchStrategy:"merge" patchMergeKey:"type"`
+}
+
+// CertificateAuthorityStatus is the state of a self-managed CA and of its
+// rotation (docs/operator.md: annotate the cache with
+// cache.distcache.io/rotate-ca to start one).
+type CertificateAuthorityStatus struct {
+	// NotAfter is when the signing CA expires. It is rotated by itself
+	// two thirds into its lifetime.
+	// +optional
+	NotAfter *metav1.Time `json:"notAfter,omitempty"`
+
+	// Rotation is the phase of a CA rotation under way: Distributing (the
+	// new CA is added to every trust bundle), Reissuing (every certificate
+	// is issued again by the new CA), Retiring (the old CA is dropped from
+	// the bundles once every holder has the new certificates). Empty when
+	// none is.
+	// +optional
+	Rotation string `json:"rotation,omitempty"`
+
+	// RotationPhaseSince is when the rotation entered its phase.
+	// +optional
+	RotationPhaseSince *metav1.Time `json:"rotationPhaseSince,omitempty"`
 }
 
 // ZoneStatus is the observed state of one zone.

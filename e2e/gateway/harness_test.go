@@ -104,7 +104,7 @@ func newEnv(t *testing.T, opts envOptions) *env {
 		},
 		Cache: e.cache,
 		Upstream: &gateway.Upstream{
-			Client: gateway.NewUpstreamClient(tlsA, time.Minute), Nodes: gateway.RingNodes(e.cache, c.Seeds()),
+			Client: gateway.NewUpstreamClient(tlsA, nil, time.Minute), Nodes: gateway.RingNodes(e.cache, c.Seeds()),
 			Owners: gateway.RingOwners(e.cache, "team-a"), Tenant: actFor,
 		},
 		Domains:        []string{"localhost"},

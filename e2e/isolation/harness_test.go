@@ -381,7 +381,7 @@ func (e *env) startGateway(tlsCfg *tls.Config, actFor, tenant string, creds aws.
 			Region: region, Service: "s3",
 		},
 		Cache: cl,
-		Upstream: &gateway.Upstream{Client: gateway.NewUpstreamClient(tlsCfg, time.Minute),
+		Upstream: &gateway.Upstream{Client: gateway.NewUpstreamClient(tlsCfg, nil, time.Minute),
 			Nodes: gateway.RingNodes(cl, e.c.Seeds()), Owners: gateway.RingOwners(cl, tenant), Tenant: actFor},
 		Domains: []string{"localhost"}, ReadPieceBytes: chunkSize, ReadAhead: 4,
 		Metrics: gateway.NewMetrics(prometheus.NewRegistry()), Logger: slog.New(slog.DiscardHandler),

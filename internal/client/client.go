@@ -74,6 +74,11 @@ type Config struct {
 	// certificate with Tenant set (a gateway acting for a tenant). The
 	// client negotiates HTTP/1.1 only.
 	TLS *tls.Config
+	// CurrentTLS, when set, gives the TLS configuration of each new
+	// connection (pki.ClientTLS.Config), so a CA bundle or certificate
+	// replaced on disk is followed without a restart; TLS still names the
+	// client's identity.
+	CurrentTLS func() *tls.Config
 	// Tenant is sent as X-Distcache-Tenant when the certificate is a
 	// peer's; leave it empty with a tenant certificate.
 	Tenant string
@@ -204,7 +209,7 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 		c.seeds = append(c.seeds, addr)
 	}
 	c.transport = newTransport(cfg)
-	c.inline = newInlineTransport(c.transport)
+	c.inline = newInlineTransport(c.transport, cfg.CurrentTLS)
 	var rt http.RoundTripper = c.inline
 	if cfg.WrapTransport != nil {
 		rt = cfg.WrapTransport(rt)
@@ -256,13 +261,13 @@ func (c *Client) Close() error {
 }
 
 func newTransport(cfg Config) *http.Transport {
-	tlsConfig := cfg.TLS.Clone()
-	tlsConfig.NextProtos = []string{"http/1.1"}
-	return &http.Transport{
+	tlsConfig := withProtos(cfg.TLS, "http/1.1")
+	dialer := &net.Dialer{Timeout: 3 * time.Second, KeepAlive: 30 * time.Second}
+	tr := &http.Transport{
 		TLSClientConfig: tlsConfig,
 		// HTTP/1.1 only: Go's HTTP/2 is much slower for bulk bytes.
 		TLSNextProto:        map[string]func(string, *tls.Conn) http.RoundTripper{},
-		DialContext:         (&net.Dialer{Timeout: 3 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		DialContext:         dialer.DialContext,
 		TLSHandshakeTimeout: 5 * time.Second,
 		MaxIdleConnsPerHost: max(64, 4*cfg.Parallelism),
 		IdleConnTimeout:     90 * time.Second,
@@ -274,6 +279,18 @@ func newTransport(cfg Config) *http.Transport {
 		// an extra copy (TLS returns at most one 16 KiB record per Read,
 		// so a big buffer saves no system call either).
 	}
+	if current := cfg.CurrentTLS; current != nil {
+		tr.DialTLSContext = pki.DialTLSContext(func() *tls.Config { return withProtos(current(), "http/1.1") },
+			dialer, dialer.Timeout+tr.TLSHandshakeTimeout)
+	}
+	return tr
+}
+
+// withProtos is a copy of cfg offering the ALPN protocols protos.
+func withProtos(cfg *tls.Config, protos ...string) *tls.Config {
+	c := cfg.Clone()
+	c.NextProtos = protos
+	return c
 }
 
 // seedAddress turns "https://host:port" (or "host:port") into host:port.

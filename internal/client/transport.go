@@ -35,7 +35,8 @@ import (
 // the answer and its body.
 type inlineTransport struct {
 	tls         *tls.Config
-	readTLS     *tls.Config // offers nodeapi.ProtoRead first
+	readTLS     *tls.Config        // offers nodeapi.ProtoRead first
+	current     func() *tls.Config // Config.CurrentTLS; nil: tls and readTLS
 	dialer      *net.Dialer
 	handshake   time.Duration
 	maxIdle     int // per address
@@ -57,12 +58,11 @@ type inlineConn struct {
 	idleAt time.Time
 }
 
-func newInlineTransport(next *http.Transport) *inlineTransport {
-	readTLS := next.TLSClientConfig.Clone()
-	readTLS.NextProtos = []string{nodeapi.ProtoRead, "http/1.1"}
+func newInlineTransport(next *http.Transport, current func() *tls.Config) *inlineTransport {
 	return &inlineTransport{
 		tls:         next.TLSClientConfig,
-		readTLS:     readTLS,
+		readTLS:     withProtos(next.TLSClientConfig, readProtos...),
+		current:     current,
 		dialer:      &net.Dialer{Timeout: 3 * time.Second, KeepAlive: 30 * time.Second},
 		handshake:   next.TLSHandshakeTimeout,
 		maxIdle:     next.MaxIdleConnsPerHost,
@@ -71,6 +71,9 @@ func newInlineTransport(next *http.Transport) *inlineTransport {
 		idle:        map[string][]*inlineConn{},
 	}
 }
+
+// readProtos are the ALPN protocols of a connection for chunk reads.
+var readProtos = []string{nodeapi.ProtoRead, "http/1.1"}
 
 // errNothingRead marks a failure before any byte of an answer arrived.
 type errNothingRead struct{ err error }
@@ -388,6 +391,9 @@ func (t *inlineTransport) conn(ctx context.Context, addr string, read bool) (pc 
 	cfg := t.tls
 	if read {
 		cfg = t.readTLS
+	}
+	if t.current != nil {
+		cfg = withProtos(t.current(), cfg.NextProtos...)
 	}
 	c, err := (&tls.Dialer{NetDialer: t.dialer, Config: cfg}).DialContext(dctx, "tcp", addr)
 	if err != nil {

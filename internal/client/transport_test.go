@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"context"
 	"crypto/tls"
+	"crypto/x509"
+	"encoding/pem"
 	"errors"
 	"io"
 	"net"
@@ -30,6 +32,7 @@ type tlsServer struct {
 	*httptest.Server
 	conns     atomic.Int64
 	clientTLS *tls.Config
+	dir       string // server.crt/.key, tenant.crt/.key and ca.crt, read by both ends
 }
 
 func newTLSServer(t *testing.T, h http.Handler) *tlsServer {
@@ -47,7 +50,7 @@ func newTLSServer(t *testing.T, h http.Handler) *tlsServer {
 	mustT(t, os.WriteFile(caFile, ca.CertPEM, 0o600))
 	serverTLS, err := pki.ServerTLSConfig(filepath.Join(dir, "server.crt"), filepath.Join(dir, "server.key"), caFile)
 	mustT(t, err)
-	s := &tlsServer{Server: httptest.NewUnstartedServer(h)}
+	s := &tlsServer{Server: httptest.NewUnstartedServer(h), dir: dir}
 	s.clientTLS, err = pki.ClientTLSConfig(filepath.Join(dir, "tenant.crt"), filepath.Join(dir, "tenant.key"), caFile)
 	mustT(t, err)
 	s.TLS = serverTLS
@@ -64,7 +67,7 @@ func newTLSServer(t *testing.T, h http.Handler) *tlsServer {
 
 func (s *tlsServer) transport(t *testing.T) *inlineTransport {
 	t.Helper()
-	tr := newInlineTransport(newTransport(Config{TLS: s.clientTLS}))
+	tr := newInlineTransport(newTransport(Config{TLS: s.clientTLS}), nil)
 	t.Cleanup(tr.close)
 	return tr
 }
@@ -85,6 +88,68 @@ func readAll(t *testing.T, resp *http.Response, want string) {
 	if string(b) != want {
 		t.Fatalf("body %q, want %q", b, want)
 	}
+}
+
+// With Config.CurrentTLS the client follows a CA rotation on disk: new
+// connections, for reads (inline) and for writes (net/http), verify the node
+// against the bundle and present the certificate as they are now. One built
+// from a fixed configuration cannot reach the node any more.
+func TestTransportFollowsCARotation(t *testing.T) {
+	s := newTLSServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.WriteString(w, r.Method)
+	}))
+	file := func(name string) string { return filepath.Join(s.dir, name) }
+	files, err := pki.NewClientTLS(file("tenant.crt"), file("tenant.key"), file("ca.crt"))
+	mustT(t, err)
+	following := newInlineTransport(newTransport(Config{TLS: files.Config(), CurrentTLS: files.Config}), files.Config)
+	t.Cleanup(following.close)
+	fixed := s.transport(t)
+	ctx := t.Context()
+	for _, method := range []string{http.MethodGet, http.MethodPut} {
+		for _, tr := range []*inlineTransport{following, fixed} {
+			resp, err := get(t, tr, ctx, method, s.URL+"/a")
+			mustT(t, err)
+			readAll(t, resp, method)
+		}
+	}
+
+	ca, err := pki.NewCA("rotated transport test CA", time.Hour)
+	mustT(t, err)
+	server, err := ca.IssueServer("localhost", []string{"localhost"}, []net.IP{net.IPv4(127, 0, 0, 1)}, time.Hour)
+	mustT(t, err)
+	tenant, err := ca.IssueClient(pki.Identity{Kind: pki.KindTenant, Name: "team-a"}, time.Hour)
+	mustT(t, err)
+	mustT(t, pki.WriteFiles(s.dir, "server", server))
+	mustT(t, pki.WriteFiles(s.dir, "tenant", tenant))
+	mustT(t, os.WriteFile(file("ca.crt"), ca.CertPEM, 0o600))
+	// New connections from here on: the kept-alive ones were verified
+	// before the rotation.
+	s.CloseClientConnections()
+	following.next.CloseIdleConnections()
+	fixed.next.CloseIdleConnections()
+
+	for _, method := range []string{http.MethodGet, http.MethodPut} {
+		resp, err := get(t, following, ctx, method, s.URL+"/a")
+		mustT(t, err)
+		readAll(t, resp, method)
+		if resp.TLS == nil || !resp.TLS.PeerCertificates[0].Equal(mustParse(t, server.CertPEM)) {
+			t.Fatalf("%s: not answered over a connection to the reissued certificate", method)
+		}
+		if _, err := get(t, fixed, ctx, method, s.URL+"/a"); err == nil || !strings.Contains(err.Error(), "unknown authority") {
+			t.Fatalf("%s with the configuration of before the rotation: %v, want an unknown authority", method, err)
+		}
+	}
+}
+
+func mustParse(t *testing.T, certPEM []byte) *x509.Certificate {
+	t.Helper()
+	block, _ := pem.Decode(certPEM)
+	if block == nil {
+		t.Fatal("no PEM certificate")
+	}
+	c, err := x509.ParseCertificate(block.Bytes)
+	mustT(t, err)
+	return c
 }
 
 func TestInlineTransportKeepsConnectionsAlive(t *testing.T) {

@@ -21,6 +21,7 @@ import (
 	"github.com/distcache/distcache/internal/chunk"
 	"github.com/distcache/distcache/internal/client"
 	"github.com/distcache/distcache/internal/nodeapi"
+	"github.com/distcache/distcache/internal/pki"
 	"github.com/distcache/distcache/internal/ring"
 )
 
@@ -455,25 +456,36 @@ func escapePath(s string) string {
 }
 
 // NewUpstreamClient returns an HTTP/1.1 client for the nodes' pass-through
-// holding tlsConfig's client certificate. It follows no redirects (the node
-// API never sends one; following it could change the target).
-func NewUpstreamClient(tlsConfig *tls.Config, timeout time.Duration) *http.Client {
+// holding tlsConfig's client certificate; with current set, each new
+// connection takes its configuration from it instead (see
+// client.Config.CurrentTLS). It follows no redirects (the node API never
+// sends one; following it could change the target).
+func NewUpstreamClient(tlsConfig *tls.Config, current func() *tls.Config, timeout time.Duration) *http.Client {
 	cfg := tlsConfig.Clone()
 	cfg.NextProtos = []string{"http/1.1"}
+	dialer := &net.Dialer{Timeout: 3 * time.Second, KeepAlive: 30 * time.Second}
+	tr := &http.Transport{
+		TLSClientConfig:     cfg,
+		TLSNextProto:        map[string]func(string, *tls.Conn) http.RoundTripper{},
+		DialContext:         dialer.DialContext,
+		TLSHandshakeTimeout: 5 * time.Second,
+		MaxIdleConnsPerHost: 32,
+		IdleConnTimeout:     90 * time.Second,
+		DisableCompression:  true,
+		// A pass-through answer can take as long as S3 does (a
+		// CompleteMultipartUpload of many parts, a large copy).
+		ResponseHeaderTimeout: timeout,
+		ExpectContinueTimeout: time.Second,
+	}
+	if current != nil {
+		tr.DialTLSContext = pki.DialTLSContext(func() *tls.Config {
+			c := current().Clone()
+			c.NextProtos = []string{"http/1.1"}
+			return c
+		}, dialer, dialer.Timeout+tr.TLSHandshakeTimeout)
+	}
 	return &http.Client{
-		Transport: &http.Transport{
-			TLSClientConfig:     cfg,
-			TLSNextProto:        map[string]func(string, *tls.Conn) http.RoundTripper{},
-			DialContext:         (&net.Dialer{Timeout: 3 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
-			TLSHandshakeTimeout: 5 * time.Second,
-			MaxIdleConnsPerHost: 32,
-			IdleConnTimeout:     90 * time.Second,
-			DisableCompression:  true,
-			// A pass-through answer can take as long as S3 does (a
-			// CompleteMultipartUpload of many parts, a large copy).
-			ResponseHeaderTimeout: timeout,
-			ExpectContinueTimeout: time.Second,
-		},
+		Transport:     tr,
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}
 }

@@ -2,10 +2,12 @@ package pki
 
 import (
 	"bytes"
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -66,29 +68,78 @@ func ServerTLSConfig(certFile, keyFile, clientCAFile string) (*tls.Config, error
 // ClientTLSConfig returns the TLS configuration for calling cache nodes: TLS
 // 1.3, ALPN http/1.1, server verified against caFile, and the client
 // certificate from certFile/keyFile, re-read when those files change (same
-// rules as ServerTLSConfig). The CA bundle is read once: a process that must
-// follow a CA rotation builds a new configuration.
+// rules as ServerTLSConfig). Its RootCAs are the CA bundle as it was when
+// it was built; a process that must follow a CA rotation dials with
+// NewClientTLS's Config instead.
 func ClientTLSConfig(certFile, keyFile, caFile string) (*tls.Config, error) {
-	pool, err := loadPool(caFile)
+	c, err := NewClientTLS(certFile, keyFile, caFile)
 	if err != nil {
 		return nil, err
 	}
-	r := &reloader{files: []string{certFile, keyFile}, parse: parseKeyPair}
+	cfg := c.Config().Clone()
+	cfg.Certificates = nil
+	cfg.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
+		return c.Config().GetClientCertificate(nil)
+	}
+	return cfg, nil
+}
+
+// ClientTLS follows a client's key pair and CA bundle on disk. A CA
+// rotation changes the bundle under running processes (the operator first
+// adds the new CA, then reissues every certificate from it, then drops the
+// old one), and tls.Config's RootCAs cannot change once in use, so callers
+// take Config for each new connection.
+type ClientTLS struct{ r *reloader }
+
+// NewClientTLS loads certFile, keyFile and caFile.
+func NewClientTLS(certFile, keyFile, caFile string) (*ClientTLS, error) {
+	r := &reloader{files: []string{certFile, keyFile, caFile}, parse: parseClientMaterial}
 	if _, err := r.get(); err != nil {
 		return nil, err
 	}
-	return &tls.Config{
+	return &ClientTLS{r: r}, nil
+}
+
+// Config is the configuration for a connection made now: TLS 1.3, ALPN
+// http/1.1, the current CA bundle as RootCAs and the current certificate.
+// Files that became unreadable or inconsistent leave the last good ones in
+// use. The result is shared: clone it before changing anything.
+func (c *ClientTLS) Config() *tls.Config {
+	m, _ := c.r.get() // never fails once NewClientTLS loaded the files
+	return m.client
+}
+
+// DialTLSContext returns an http.Transport.DialTLSContext that dials each
+// new connection with current() (such as ClientTLS.Config, so a CA bundle
+// replaced on disk is used from the next connection on), dialing and
+// handshaking within timeout. current's NextProtos are offered as they are.
+func DialTLSContext(current func() *tls.Config, d *net.Dialer, timeout time.Duration) func(ctx context.Context, network, addr string) (net.Conn, error) {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		ctx, cancel := context.WithTimeout(ctx, timeout)
+		defer cancel()
+		return (&tls.Dialer{NetDialer: d, Config: current()}).DialContext(ctx, network, addr)
+	}
+}
+
+func parseClientMaterial(files []string, raw [][]byte) (*material, error) {
+	m, err := parseKeyPair(files, raw)
+	if err != nil {
+		return nil, err
+	}
+	pool, err := parsePool(files[2], raw[2])
+	if err != nil {
+		return nil, err
+	}
+	cert := m.cert
+	m.client = &tls.Config{
 		MinVersion: tls.VersionTLS13,
 		NextProtos: nextProtos,
 		RootCAs:    pool,
 		GetClientCertificate: func(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
-			m, err := r.get()
-			if err != nil {
-				return nil, err
-			}
-			return m.cert, nil
+			return cert, nil
 		},
-	}, nil
+	}
+	return m, nil
 }
 
 func loadPool(file string) (*x509.CertPool, error) {
@@ -118,6 +169,7 @@ type material struct {
 
 	cert   *tls.Certificate
 	server *tls.Config // for ServerTLSConfig only
+	client *tls.Config // for ClientTLS only
 }
 
 // racyWindow bounds file timestamp granularity plus the lag of the file

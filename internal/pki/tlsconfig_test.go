@@ -497,3 +497,65 @@ func TestTLSConfigLoadErrors(t *testing.T) {
 		t.Error("ServerTLSConfig without client CA: no error")
 	}
 }
+
+// A CA rotation as the operator runs it: the bundle gains the new CA, every
+// certificate is reissued from it, the old CA leaves the bundle. A ClientTLS
+// follows each step without a restart; a configuration built before the
+// rotation cannot verify the reissued server.
+func TestClientTLSFollowsCARotation(t *testing.T) {
+	p := newTestPKI(t)
+	s := newServer(t, p)
+	issueTenant := func(ca *CA) (crt, key string) {
+		l, err := ca.IssueClient(Identity{Kind: KindTenant, Name: "t"}, time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p.writeLeaf(t, "tenant", l)
+	}
+	crt, key := issueTenant(p.ca)
+	c, err := NewClientTLS(crt, key, p.caFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	built, err := ClientTLSConfig(crt, key, p.caFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, cfg := range []*tls.Config{c.Config(), built} {
+		if _, code, _, err := get(t, s, cfg); err != nil || code != http.StatusOK {
+			t.Fatalf("before rotation: %d %v", code, err)
+		}
+	}
+	// getFrom asks until the server answers with a certificate of ca.
+	getFrom := func(step string, ca *CA) {
+		t.Helper()
+		deadline := time.Now().Add(waitTimeout)
+		for {
+			_, code, cert, err := get(t, s, c.Config())
+			if err == nil && code == http.StatusOK && cert.CheckSignatureFrom(ca.Cert) == nil {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: %d %v", step, code, err)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+
+	newCA := newTestCA(t)
+	if err := writeFileAtomic(p.caFile, append(append([]byte{}, p.ca.CertPEM...), newCA.CertPEM...), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	getFrom("both CAs trusted, certificates of the old", p.ca)
+	p.ca = newCA
+	p.writeServer(t)
+	issueTenant(newCA)
+	getFrom("both CAs trusted, certificates of the new", newCA)
+	if _, _, _, err := get(t, s, built); err == nil || !strings.Contains(err.Error(), "unknown authority") {
+		t.Fatalf("a configuration built before the rotation verified the new CA's server: %v", err)
+	}
+	if err := writeFileAtomic(p.caFile, newCA.CertPEM, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	getFrom("only the new CA trusted", newCA)
+}

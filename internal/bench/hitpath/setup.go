@@ -293,7 +293,7 @@ func (w *world) startGateway(ctx context.Context, pageCacheBytes int64) (*gatewa
 		Verifier: &sigv4.Verifier{Store: sigv4.NewStaticStore(sigv4.Credentials{AccessKeyID: gatewayAccessKey, SecretAccessKey: gatewaySecretKey}),
 			Service: "s3"},
 		Cache: g.client, Domains: []string{"localhost"}, ReadPieceBytes: w.cfg.chunkSize,
-		Upstream: &gateway.Upstream{Client: gateway.NewUpstreamClient(w.tenantTL, time.Minute),
+		Upstream: &gateway.Upstream{Client: gateway.NewUpstreamClient(w.tenantTL, nil, time.Minute),
 			Nodes: gateway.RingNodes(g.client, seeds), Owners: gateway.RingOwners(g.client, benchTenant)},
 	})
 	if err != nil {
