@@ -21,6 +21,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -367,6 +368,64 @@ var _ = Describe("a DistributedCache on a real cluster", Ordered, func() {
 		waitRingSettled(ctx)
 		r.awaitPasses(ctx, 1)
 		r.stop()
+	}, SpecTimeout(specTimeout))
+
+	It("rotates its CA while the gateway reads, without a failed read", func(ctx SpecContext) {
+		dcRef := &cachev1alpha1.DistributedCache{ObjectMeta: metav1.ObjectMeta{Namespace: cacheNamespace, Name: cacheName}}
+		caKey := key(cacheNamespace, controllers.CASecretName(dcRef))
+		var ca corev1.Secret
+		Expect(k8sClient.Get(ctx, caKey, &ca)).To(Succeed())
+		oldCA := ca.Data[corev1.TLSCertKey]
+
+		r := startReader(gw, objs)
+		DeferCleanup(r.halt)
+		r.awaitPasses(ctx, 1)
+
+		By("kubectl annotate: the rotation runs its three phases (grace 30s each here)")
+		kubectl(ctx, "annotate", "distributedcache/"+cacheName, "-n", cacheNamespace, "--overwrite", controllers.AnnotationRotateCA+"=e2e")
+		start := time.Now()
+		seen := map[string]bool{}
+		Eventually(ctx, func(g Gomega) {
+			var dc cachev1alpha1.DistributedCache
+			g.Expect(k8sClient.Get(ctx, key(cacheNamespace, cacheName), &dc)).To(Succeed())
+			g.Expect(dc.Status.CertificateAuthority).NotTo(BeNil())
+			seen[dc.Status.CertificateAuthority.Rotation] = true
+			g.Expect(k8sClient.Get(ctx, caKey, &ca)).To(Succeed())
+			g.Expect(ca.Data[corev1.TLSCertKey]).NotTo(Equal(oldCA), "a new CA signs")
+			g.Expect(dc.Status.CertificateAuthority.Rotation).To(BeEmpty(), "the rotation is over")
+			for _, k := range []client.ObjectKey{key(cacheNamespace, controllers.NodeTLSSecretName(dcRef)), key(tenantNamespace, tenantSecret)} {
+				var s corev1.Secret
+				g.Expect(k8sClient.Get(ctx, k, &s)).To(Succeed())
+				g.Expect(s.Data["ca.crt"]).To(Equal(ca.Data[corev1.TLSCertKey]), "%s trusts the new CA only", k)
+			}
+		}).WithTimeout(rolloutTimeout).WithPolling(time.Second).Should(Succeed())
+		figure := fmt.Sprintf("CA rotated in %s (phases seen: %v)", time.Since(start).Round(time.Second), seen)
+		fmt.Fprintln(GinkgoWriter, figure)
+		AddReportEntry("CA rotation", figure)
+		Expect(seen).To(HaveKey(controllers.CARotationDistributing), "the new CA was distributed before it signed")
+		// Reads go on while the kubelets deliver the last bundle (their
+		// sync period is 10s in this cluster).
+		time.Sleep(15 * time.Second)
+		r.awaitPasses(ctx, 1)
+		r.stop()
+
+		By("a new pod, trusting and presenting only the new CA, is reached by the gateway")
+		victim := ordinalPod(0)
+		var old corev1.Pod
+		Expect(k8sClient.Get(ctx, key(cacheNamespace, victim), &old)).To(Succeed())
+		kubectl(ctx, "delete", "pod", victim, "-n", cacheNamespace)
+		Eventually(ctx, func(g Gomega) {
+			var p corev1.Pod
+			g.Expect(k8sClient.Get(ctx, key(cacheNamespace, victim), &p)).To(Succeed())
+			g.Expect(p.UID).NotTo(Equal(old.UID))
+			expectCacheReady(ctx, g, 3)
+		}).WithTimeout(timeout).Should(Succeed())
+		waitRingSettled(ctx)
+		before := scrapeCache(ctx)
+		Eventually(ctx, func(g Gomega) {
+			readAll(ctx, gw, objs)
+			g.Expect(scrapeCache(ctx).delta(before, mChunkReads, hits)[victim]).To(BeNumerically(">", 0), "%s serves the gateway", victim)
+		}).WithTimeout(timeout).WithPolling(time.Second).Should(Succeed())
 	}, SpecTimeout(specTimeout))
 
 	It("cuts a deleted CacheTenant off within seconds, and lets it back in when it is re-created", func(ctx SpecContext) {

@@ -196,7 +196,7 @@ func startCluster(ctx context.Context) {
 
 // deployOperator installs the operator as `make deploy` does (rendered by
 // hack/deploy-manifests.sh, applied server-side), from testdata/operator:
-// config/default with --ring-drain-grace=15s. On a reused cluster the
+// config/default with --ring-drain-grace=15s and --ca-rotation-grace=30s. On a reused cluster the
 // Deployment is restarted so that it runs the image just imported (same
 // tag, so the template does not change).
 func deployOperator(ctx context.Context) {
@@ -224,7 +224,7 @@ func deployOperator(ctx context.Context) {
 		g.Expect(d.Status.UpdatedReplicas).To(Equal(*d.Spec.Replicas))
 		g.Expect(d.Status.Replicas).To(Equal(*d.Spec.Replicas), "old operator pods still running")
 		g.Expect(d.Status.AvailableReplicas).To(Equal(*d.Spec.Replicas))
-		g.Expect(d.Spec.Template.Spec.Containers[0].Args).To(ContainElement("--ring-drain-grace=15s"))
+		g.Expect(d.Spec.Template.Spec.Containers[0].Args).To(ContainElements("--ring-drain-grace=15s", "--ca-rotation-grace=30s"))
 	}).WithTimeout(timeout).Should(Succeed(), "operator Deployment rolled out")
 }
 
