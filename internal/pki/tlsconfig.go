@@ -122,11 +122,7 @@ func DialTLSContext(current func() *tls.Config, d *net.Dialer, timeout time.Dura
 }
 
 func parseClientMaterial(files []string, raw [][]byte) (*material, error) {
-	m, err := parseKeyPair(files, raw)
-	if err != nil {
-		return nil, err
-	}
-	pool, err := parsePool(files[2], raw[2])
+	m, pool, err := parseKeyPairAndPool(files, raw)
 	if err != nil {
 		return nil, err
 	}
@@ -184,12 +180,21 @@ func parseKeyPair(files []string, raw [][]byte) (*material, error) {
 	return &material{cert: &cert}, nil
 }
 
-func parseServerMaterial(files []string, raw [][]byte) (*material, error) {
+// parseKeyPairAndPool parses files (certificate, key, CA bundle).
+func parseKeyPairAndPool(files []string, raw [][]byte) (*material, *x509.CertPool, error) {
 	m, err := parseKeyPair(files, raw)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	pool, err := parsePool(files[2], raw[2])
+	if err != nil {
+		return nil, nil, err
+	}
+	return m, pool, nil
+}
+
+func parseServerMaterial(files []string, raw [][]byte) (*material, error) {
+	m, pool, err := parseKeyPairAndPool(files, raw)
 	if err != nil {
 		return nil, err
 	}
