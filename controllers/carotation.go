@@ -143,6 +143,10 @@ func (r *DistributedCacheReconciler) rotateCA(ctx context.Context, dc *cachev1al
 			return caState{}, 0, err
 		}
 		if pending != "" {
+			if wait <= 0 { // longer than a grace period: say what it waits for
+				r.Recorder.Eventf(dc, nil, corev1.EventTypeWarning, EventCARotation, "RotateCA",
+					"CA rotation waits for certificate Secret %s to hold a certificate of the new CA", pending)
+			}
 			return st, caReissueRetry, nil
 		}
 		event = fmt.Sprintf("CA rotation: every certificate is reissued; the old CA leaves the bundles in %s", r.caGrace())
