@@ -24,6 +24,7 @@ import (
 
 	"github.com/distcache/distcache/internal/client"
 	"github.com/distcache/distcache/internal/gateway"
+	"github.com/distcache/distcache/internal/metrics"
 	"github.com/distcache/distcache/internal/pki"
 	"github.com/distcache/distcache/internal/sigv4"
 )
@@ -186,6 +187,7 @@ func runGateway(args []string) error {
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	metrics.RegisterCertificateExpiry(reg, nodeTLSFiles.Leaf)
 	m := gateway.NewMetrics(reg)
 	seeds := splitList(f.nodes)
 	verifier := &sigv4.Verifier{

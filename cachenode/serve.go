@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"flag"
 	"fmt"
@@ -214,6 +215,7 @@ func runServe(args []string) error {
 	if err != nil {
 		return fmt.Errorf("TLS: %w", err)
 	}
+	metrics.RegisterCertificateExpiry(reg, func() *x509.Certificate { return pki.ServingLeaf(tlsConfig) })
 
 	api := &http.Server{
 		Addr: f.listen, Handler: srv.Handler(), TLSConfig: tlsConfig,

@@ -252,10 +252,14 @@ var _ = Describe("DistributedCache monitoring", Ordered, func() {
 				alerts[r.Alert] = r.Expr.String()
 			}
 		}
-		Expect(alerts).To(HaveLen(4))
+		Expect(alerts).To(HaveLen(6))
 		Expect(alerts[monitoring.AlertLowHitRatio]).To(HaveSuffix("< 0.6"))
 		for alert, expr := range alerts {
-			Expect(expr).To(ContainSubstring(`namespace="`+ns+`",service="`+name+`"`), alert)
+			scope := `namespace="` + ns + `",service="` + name + `"`
+			if alert == monitoring.AlertGatewayCertificateExpiring {
+				scope = `cache_namespace="` + ns + `",cache="` + name + `"`
+			}
+			Expect(expr).To(ContainSubstring(scope), alert)
 		}
 	})
 

@@ -475,7 +475,7 @@ func TestDashboardAndAlertsAgainstRealNodes(t *testing.T) {
 			g, err := monitoring.RuleGroups(monitoring.Target{Namespace: testNamespace, Cache: testCache}, threshold)
 			must(t, err)
 			out := checkRules(t, promtool, g)
-			if !strings.Contains(out, "SUCCESS: 4 rules found") {
+			if !strings.Contains(out, fmt.Sprintf("SUCCESS: %d rules found", len(g[0].Rules))) {
 				t.Errorf("promtool check rules: %s", out)
 			}
 		}
@@ -486,6 +486,10 @@ func TestDashboardAndAlertsAgainstRealNodes(t *testing.T) {
 			monitoring.AlertLowHitRatio:      1, // zone z1, below threshold 1
 			monitoring.AlertS3ErrorRate:      0,
 			monitoring.AlertDiskNearCapacity: 0,
+			// The test's certificates last an hour: every node's and the
+			// gateway's is within the alerts' 7 days.
+			monitoring.AlertCertificateExpiring:        2,
+			monitoring.AlertGatewayCertificateExpiring: 1,
 		}
 		names := make([]string, 0, len(alerts))
 		for name := range alerts {
@@ -505,6 +509,26 @@ func TestDashboardAndAlertsAgainstRealNodes(t *testing.T) {
 			if name == monitoring.AlertLowHitRatio && len(r.Data.Result) == 1 {
 				if m := r.Data.Result[0].Metric; m["zone"] != testZone || m["service"] != testCache || m["namespace"] != testNamespace {
 					t.Errorf("%s: labels %v", name, m)
+				}
+			}
+		}
+	})
+
+	// The certificate alerts select a series every node and gateway
+	// exports: the time left on the certificate it presents.
+	t.Run("certificate expiry", func(t *testing.T) {
+		for sel, n := range map[string]int{
+			monitoring.LabelNamespace + `="` + testNamespace + `",` + monitoring.LabelService + `="` + testCache + `"`:    len(c.nodes),
+			monitoring.LabelCacheNamespace + `="` + testNamespace + `",` + monitoring.LabelCache + `="` + testCache + `"`: 1,
+		} {
+			r, err := prom.query(`distcache_tls_certificate_expiration_timestamp_seconds{` + sel + `} - time()`)
+			must(t, err)
+			if len(r.Data.Result) != n {
+				t.Errorf("{%s}: %d samples %v, want %d", sel, len(r.Data.Result), r.Data.Result, n)
+			}
+			for _, smp := range r.Data.Result {
+				if left, _ := strconv.ParseFloat(fmt.Sprint(smp.Value[1]), 64); left <= 0 {
+					t.Errorf("{%s} %v: %v seconds left on the certificate", sel, smp.Metric, smp.Value[1])
 				}
 			}
 		}

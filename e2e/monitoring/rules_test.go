@@ -1,6 +1,7 @@
 package monitoring_test
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -90,6 +91,24 @@ func TestAlertRulesFire(t *testing.T) {
 		{disk("usage", "other", "other-a-0"), "99x60"},
 		{disk("capacity", "other", "other-a-0"), "100x60"},
 	}
+	// Certificates: c-a-0's expires in 3 days (not renewed), c-a-1's in 60;
+	// of cache c's gateways, gw-0's expires in a day, gw-1's in 90; cache
+	// other's node and gateway expire too, and are not c's.
+	cert := func(days int, kv ...string) series {
+		l := make([]string, 0, len(kv)/2)
+		for i := 0; i < len(kv); i += 2 {
+			l = append(l, kv[i]+`="`+kv[i+1]+`"`)
+		}
+		return series{`distcache_tls_certificate_expiration_timestamp_seconds{` + strings.Join(l, ",") + `}`, fmt.Sprintf("%dx60", days*86400)}
+	}
+	input = append(input,
+		cert(3, "namespace", "ns", "service", "c", "zone", "a", "pod", "c-a-0"),
+		cert(60, "namespace", "ns", "service", "c", "zone", "a", "pod", "c-a-1"),
+		cert(1, "namespace", "analytics", "pod", "gw-0", "cache_namespace", "ns", "cache", "c"),
+		cert(90, "namespace", "analytics", "pod", "gw-1", "cache_namespace", "ns", "cache", "c"),
+		cert(1, "namespace", "ns", "service", "other", "zone", "a", "pod", "other-a-0"),
+		cert(1, "namespace", "analytics", "pod", "gw-2", "cache_namespace", "ns", "cache", "other"),
+	)
 	// A third cache, d, whose S3 answers are normal outcomes, not failures.
 	input = append(input,
 		series{s3("d", "ok"), "0+50x60"},
@@ -105,10 +124,13 @@ func TestAlertRulesFire(t *testing.T) {
 		return m
 	}
 	firing := map[string][]expAlert{
-		monitoring.AlertLowHitRatio:      {{labels("severity", "warning", "zone", "a")}},
-		monitoring.AlertNodeDown:         {{labels("severity", "warning", "zone", "a", "pod", "c-a-1")}},
-		monitoring.AlertS3ErrorRate:      {{labels("severity", "critical")}},
-		monitoring.AlertDiskNearCapacity: {{labels("severity", "warning", "zone", "a", "pod", "c-a-0")}},
+		monitoring.AlertLowHitRatio:         {{labels("severity", "warning", "zone", "a")}},
+		monitoring.AlertNodeDown:            {{labels("severity", "warning", "zone", "a", "pod", "c-a-1")}},
+		monitoring.AlertS3ErrorRate:         {{labels("severity", "critical")}},
+		monitoring.AlertDiskNearCapacity:    {{labels("severity", "warning", "zone", "a", "pod", "c-a-0")}},
+		monitoring.AlertCertificateExpiring: {{labels("severity", "critical", "zone", "a", "pod", "c-a-0")}},
+		monitoring.AlertGatewayCertificateExpiring: {{map[string]string{
+			"severity": "critical", "namespace": "analytics", "pod": "gw-0", "cache_namespace": "ns", "cache": "c"}}},
 	}
 	var tests []alertTest
 	for alert, exp := range firing {

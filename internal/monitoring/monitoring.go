@@ -84,6 +84,10 @@ const (
 	AlertNodeDown         = "DistcacheNodeDown"
 	AlertS3ErrorRate      = "DistcacheS3ErrorRate"
 	AlertDiskNearCapacity = "DistcacheDiskNearCapacity"
+	// Certificates the operator should have renewed (renewBefore, 720h by
+	// default) and did not, or that never reached the process.
+	AlertCertificateExpiring        = "DistcacheCertificateExpiring"
+	AlertGatewayCertificateExpiring = "DistcacheGatewayCertificateExpiring"
 )
 
 // Fixed thresholds: the share of failed S3 requests and of the disk bound
@@ -91,6 +95,7 @@ const (
 const (
 	s3ErrorRatioThreshold   = "0.05"
 	diskUsageRatioThreshold = "0.9"
+	certificateDaysLeft     = "7"
 )
 
 //go:embed dashboard.json
@@ -108,6 +113,12 @@ type Target struct {
 // selector is the label matchers of the cache's series, without braces.
 func (t Target) selector() string {
 	return LabelNamespace + "=" + strconv.Quote(t.Namespace) + "," + LabelService + "=" + strconv.Quote(t.Cache)
+}
+
+// gatewaySelector is the label matchers of the series of the cache's
+// gateways (relabelled by the PodMonitor), without braces.
+func (t Target) gatewaySelector() string {
+	return LabelCacheNamespace + "=" + strconv.Quote(t.Namespace) + "," + LabelCache + "=" + strconv.Quote(t.Cache)
 }
 
 // fraction is the API's pattern for hitRatioThreshold; the value goes into
@@ -129,6 +140,7 @@ func RuleGroups(t Target, hitRatioThreshold string) ([]monitoringv1.RuleGroup, e
 	}
 	sel := t.selector()
 	expr := func(s string) intstr.IntOrString {
+		s = strings.ReplaceAll(s, "GWSEL", t.gatewaySelector())
 		return intstr.FromString(strings.TrimSpace(strings.ReplaceAll(s, "SEL", sel)))
 	}
 	dur := func(s string) *monitoringv1.Duration { d := monitoringv1.Duration(s); return &d }
@@ -200,6 +212,33 @@ func RuleGroups(t Target, hitRatioThreshold string) ([]monitoringv1.RuleGroup, e
 					"Live chunks are kept to 60% of the bound, so the rest is value-log garbage the store has not reclaimed yet; at the bound " +
 					"new chunks are refused (distcache_store_rejected_total) and reads are served from S3. Check the evictions, rejected and " +
 					"store failure panels and the node's log for value-log GC errors; raise spec.diskSize (and the volume) if it persists.",
+			},
+		},
+		{
+			Alert:  AlertCertificateExpiring,
+			Expr:   expr(`distcache_tls_certificate_expiration_timestamp_seconds{SEL} - time() < ` + certificateDaysLeft + ` * 86400`),
+			For:    dur("15m"),
+			Labels: map[string]string{"severity": "critical"},
+			Annotations: map[string]string{
+				"summary": "distcache {{ $labels.namespace }}/{{ $labels.service }}: the certificate of node {{ $labels.pod }} expires in {{ $value | humanizeDuration }}",
+				"description": "The serving (and peer) certificate node {{ $labels.pod }} presents expires within " + certificateDaysLeft + " days. The operator " +
+					"renews it spec.tls.renewBefore (720h by default) ahead, into the Secret <cache>-node-tls, and nodes reload it: either the " +
+					"operator has not renewed it (is it running? its log and the cache's events say why; with spec.tls.issuerRef, cert-manager's " +
+					"Certificate <cache>-node) or the pod does not see the new Secret. Once it expires, gateways and peers cannot connect.",
+			},
+		},
+		{
+			Alert:  AlertGatewayCertificateExpiring,
+			Expr:   expr(`distcache_tls_certificate_expiration_timestamp_seconds{GWSEL} - time() < ` + certificateDaysLeft + ` * 86400`),
+			For:    dur("15m"),
+			Labels: map[string]string{"severity": "critical"},
+			Annotations: map[string]string{
+				"summary": "distcache gateway {{ $labels.namespace }}/{{ $labels.pod }}: its client certificate expires in {{ $value | humanizeDuration }}",
+				"description": "The tenant certificate the gateway {{ $labels.pod }} presents to the cache {{ $labels.cache_namespace }}/{{ $labels.cache }} " +
+					"expires within " + certificateDaysLeft + " days. The operator renews it into the CacheTenant's Secret spec.tls.renewBefore " +
+					"(720h by default) ahead and the gateway re-reads it for new connections: check the CacheTenant's status (Ready, " +
+					"certificateRenewalTime) and that the gateway mounts that Secret (a copy is never renewed). Once it expires, the " +
+					"gateway cannot reach the cache.",
 			},
 		},
 	}

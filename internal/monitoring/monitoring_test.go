@@ -1,6 +1,7 @@
 package monitoring
 
 import (
+	"crypto/x509"
 	"encoding/json"
 	"regexp"
 	"slices"
@@ -61,6 +62,7 @@ func nodeMetrics() exported {
 	metrics.NewNode(e)
 	metrics.RegisterTenantReloads(e, func() (uint64, uint64) { return 0, 0 })
 	metrics.RegisterStore(e, func() store.Stats { return store.Stats{} })
+	metrics.RegisterCertificateExpiry(e, func() *x509.Certificate { return nil })
 	return e
 }
 
@@ -73,6 +75,7 @@ func gatewayMetrics() exported {
 	if err := client.RegisterMetrics(e); err != nil {
 		panic(err)
 	}
+	metrics.RegisterCertificateExpiry(e, func() *x509.Certificate { return nil })
 	return e
 }
 
@@ -243,9 +246,13 @@ func TestDashboardQueriesUseExportedSeries(t *testing.T) {
 }
 
 func TestRuleExprsUseExportedSeries(t *testing.T) {
-	e := nodeMetrics()
+	nodes, gateways := nodeMetrics(), gatewayMetrics()
 	for alert, expr := range ruleExprs(t) {
-		for _, p := range exprProblems(e, nodeTarget, expr, `namespace="ns",service="c"`) {
+		e, target, scope := nodes, nodeTarget, `namespace="ns",service="c"`
+		if strings.HasPrefix(alert, "DistcacheGateway") {
+			e, target, scope = gateways, gatewayTarget, `cache_namespace="ns",cache="c"`
+		}
+		for _, p := range exprProblems(e, target, expr, scope) {
 			t.Errorf("alert %s: %s in %s", alert, p, expr)
 		}
 	}
@@ -362,7 +369,7 @@ func TestRuleGroups(t *testing.T) {
 					t.Errorf("%s: expression %q does not end in %q", r.Alert, r.Expr.String(), tt.wantLow)
 				}
 			}
-			for _, a := range []string{AlertLowHitRatio, AlertNodeDown, AlertS3ErrorRate, AlertDiskNearCapacity} {
+			for _, a := range []string{AlertLowHitRatio, AlertNodeDown, AlertS3ErrorRate, AlertDiskNearCapacity, AlertCertificateExpiring, AlertGatewayCertificateExpiring} {
 				if !alerts[a] {
 					t.Errorf("no alert %s", a)
 				}

@@ -121,6 +121,40 @@ func DialTLSContext(current func() *tls.Config, d *net.Dialer, timeout time.Dura
 	}
 }
 
+// Leaf is the certificate this configuration presents now.
+func (c *ClientTLS) Leaf() *x509.Certificate {
+	m, _ := c.r.get()
+	return leafOf(m.cert)
+}
+
+// ServingLeaf is the certificate a ServerTLSConfig presents now, nil if it
+// cannot tell.
+func ServingLeaf(cfg *tls.Config) *x509.Certificate {
+	if cfg.GetCertificate == nil {
+		return nil
+	}
+	c, err := cfg.GetCertificate(&tls.ClientHelloInfo{})
+	if err != nil {
+		return nil
+	}
+	return leafOf(c)
+}
+
+// leafOf is c's parsed leaf (tls.X509KeyPair fills it in).
+func leafOf(c *tls.Certificate) *x509.Certificate {
+	if c == nil || len(c.Certificate) == 0 {
+		return nil
+	}
+	if c.Leaf != nil {
+		return c.Leaf
+	}
+	l, err := x509.ParseCertificate(c.Certificate[0])
+	if err != nil {
+		return nil
+	}
+	return l
+}
+
 func parseClientMaterial(files []string, raw [][]byte) (*material, error) {
 	m, pool, err := parseKeyPairAndPool(files, raw)
 	if err != nil {
