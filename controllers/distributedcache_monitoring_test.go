@@ -131,11 +131,15 @@ func TestBuildPrometheusRule(t *testing.T) {
 				t.Errorf("low hit ratio %q lacks %q", alerts[monitoring.AlertLowHitRatio], tt.want)
 			}
 			for name, expr := range alerts {
-				if !strings.Contains(expr, `namespace="ns",service="c"`) {
+				scope := `namespace="ns",service="c"` // the nodes' series
+				if name == monitoring.AlertGatewayCertificateExpiring {
+					scope = `cache_namespace="ns",cache="c"` // the gateways', by their PodMonitor
+				}
+				if !strings.Contains(expr, scope) {
 					t.Errorf("%s is not scoped to the cache: %s", name, expr)
 				}
 			}
-			if len(alerts) != 4 {
+			if len(alerts) != 6 {
 				t.Errorf("alerts %v", alerts)
 			}
 		})
