@@ -233,10 +233,13 @@ func TestRingFollowsConfigMap(t *testing.T) {
 	waitFor(t, "the first delivery", func() bool {
 		select {
 		case <-w.Delivered():
-			return true
 		default:
 			return false
 		}
+		// Delivered is signalled as the value arrives; the counters
+		// move once Apply has answered.
+		ok, failed := w.Updates()
+		return ok+failed == 1
 	})
 	if ok, failed := w.Updates(); ok != 1 || failed != 0 || epoch(h) != 1 {
 		t.Fatalf("after the first delivery: updates ok=%d failed=%d, epoch %d; want 1, 0, 1", ok, failed, epoch(h))
@@ -459,7 +462,12 @@ func TestLostConnectionKeepsConfig(t *testing.T) {
 		t.Fatalf("while the API server is unreachable the epoch is %d, want 1", epoch(h))
 	}
 	relay.restore()
-	waitFor(t, "epoch 2 after reconnecting", func() bool { return epoch(h) == 2 })
+	// The holder has the new ring as Apply takes it; the counters move
+	// when Apply returns.
+	waitFor(t, "the second update after reconnecting", func() bool { ok, failed := w.Updates(); return ok+failed == 2 })
+	if epoch(h) != 2 {
+		t.Fatalf("after reconnecting the epoch is %d, want 2", epoch(h))
+	}
 	if ok, failed := w.Updates(); ok != 2 || failed != 0 {
 		t.Fatalf("updates ok=%d failed=%d, want 2 and 0", ok, failed)
 	}
