@@ -280,8 +280,7 @@ func newTransport(cfg Config) *http.Transport {
 		// so a big buffer saves no system call either).
 	}
 	if current := cfg.CurrentTLS; current != nil {
-		tr.DialTLSContext = pki.DialTLSContext(func() *tls.Config { return withProtos(current(), "http/1.1") },
-			dialer, dialer.Timeout+tr.TLSHandshakeTimeout)
+		tr.DialTLSContext = pki.DialTLSContext(current, dialer, dialer.Timeout+tr.TLSHandshakeTimeout)
 	}
 	return tr
 }

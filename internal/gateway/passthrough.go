@@ -478,11 +478,7 @@ func NewUpstreamClient(tlsConfig *tls.Config, current func() *tls.Config, timeou
 		ExpectContinueTimeout: time.Second,
 	}
 	if current != nil {
-		tr.DialTLSContext = pki.DialTLSContext(func() *tls.Config {
-			c := current().Clone()
-			c.NextProtos = []string{"http/1.1"}
-			return c
-		}, dialer, dialer.Timeout+tr.TLSHandshakeTimeout)
+		tr.DialTLSContext = pki.DialTLSContext(current, dialer, dialer.Timeout+tr.TLSHandshakeTimeout)
 	}
 	return &http.Client{
 		Transport:     tr,

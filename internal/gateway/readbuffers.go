@@ -17,7 +17,6 @@ import (
 // and lets go when done or when its client goes away.
 type readBuffers struct {
 	sem     *semaphore.Weighted
-	size    int64
 	metrics *Metrics
 }
 
@@ -25,7 +24,7 @@ type readBuffers struct {
 const DefaultReadBufferBytes = 256 << 20
 
 func newReadBuffers(size int64, m *Metrics) *readBuffers {
-	return &readBuffers{sem: semaphore.NewWeighted(size), size: size, metrics: m}
+	return &readBuffers{sem: semaphore.NewWeighted(size), metrics: m}
 }
 
 // tryAcquire takes n bytes if they are free and nobody waits.

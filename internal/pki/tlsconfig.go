@@ -77,7 +77,6 @@ func ClientTLSConfig(certFile, keyFile, caFile string) (*tls.Config, error) {
 		return nil, err
 	}
 	cfg := c.Config().Clone()
-	cfg.Certificates = nil
 	cfg.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
 		return c.Config().GetClientCertificate(nil)
 	}
@@ -111,13 +110,16 @@ func (c *ClientTLS) Config() *tls.Config {
 
 // DialTLSContext returns an http.Transport.DialTLSContext that dials each
 // new connection with current() (such as ClientTLS.Config, so a CA bundle
-// replaced on disk is used from the next connection on), dialing and
-// handshaking within timeout. current's NextProtos are offered as they are.
+// replaced on disk is used from the next connection on), offering HTTP/1.1
+// only as every configuration here does, dialing and handshaking within
+// timeout.
 func DialTLSContext(current func() *tls.Config, d *net.Dialer, timeout time.Duration) func(ctx context.Context, network, addr string) (net.Conn, error) {
 	return func(ctx context.Context, network, addr string) (net.Conn, error) {
 		ctx, cancel := context.WithTimeout(ctx, timeout)
 		defer cancel()
-		return (&tls.Dialer{NetDialer: d, Config: current()}).DialContext(ctx, network, addr)
+		cfg := current().Clone()
+		cfg.NextProtos = nextProtos
+		return (&tls.Dialer{NetDialer: d, Config: cfg}).DialContext(ctx, network, addr)
 	}
 }
 
@@ -172,14 +174,6 @@ func parseClientMaterial(files []string, raw [][]byte) (*material, error) {
 	return m, nil
 }
 
-func loadPool(file string) (*x509.CertPool, error) {
-	data, err := os.ReadFile(file)
-	if err != nil {
-		return nil, fmt.Errorf("pki: read CA file: %w", err)
-	}
-	return parsePool(file, data)
-}
-
 func parsePool(file string, data []byte) (*x509.CertPool, error) {
 	pool := x509.NewCertPool()
 	if !pool.AppendCertsFromPEM(data) {
@@ -206,25 +200,17 @@ type material struct {
 // system clock behind time.Now.
 const racyWindow = 2 * time.Second
 
-func parseKeyPair(files []string, raw [][]byte) (*material, error) {
-	cert, err := tls.X509KeyPair(raw[0], raw[1])
-	if err != nil {
-		return nil, fmt.Errorf("pki: load key pair %s, %s: %w", files[0], files[1], err)
-	}
-	return &material{cert: &cert}, nil
-}
-
 // parseKeyPairAndPool parses files (certificate, key, CA bundle).
 func parseKeyPairAndPool(files []string, raw [][]byte) (*material, *x509.CertPool, error) {
-	m, err := parseKeyPair(files, raw)
+	cert, err := tls.X509KeyPair(raw[0], raw[1])
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, fmt.Errorf("pki: load key pair %s, %s: %w", files[0], files[1], err)
 	}
 	pool, err := parsePool(files[2], raw[2])
 	if err != nil {
 		return nil, nil, err
 	}
-	return m, pool, nil
+	return &material{cert: &cert}, pool, nil
 }
 
 func parseServerMaterial(files []string, raw [][]byte) (*material, error) {
