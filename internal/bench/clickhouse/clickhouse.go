@@ -92,19 +92,23 @@ func (c cpuSplit) sub(o cpuSplit) cpuSplit {
 
 // results holds every cell: [row][query][0 cold, 1 hot].
 type results struct {
-	Load    *loadInfo
-	Probe   probe
+	Load  *loadInfo
+	Probe probe
+	Runs  [][][][2]cell // every run's cells: [run][row][query][cold, hot]
+	// Cells is each cell's median run, Spread its fastest and slowest.
 	Cells   [][][2]cell
+	Spread  [][][2]spread
 	Checked map[string]string // query -> the answer every row gave
 	Cache   cacheConfig
-	G2Start map[string]startCost // query -> what G2 took to be ready
+	G2Start map[string][]startCost // query -> what G2 took to be ready, per run
 	// CHSettings (BENCH_B2_CH_SETTINGS, "name = value, ..."): ClickHouse
 	// settings every query of every row runs with; chbench.py reads the
 	// variable itself.
 	CHSettings string
 }
 
-// Run measures the five rows for both queries and returns the chapter.
+// Run measures the six rows for both queries, defaultRuns times, and
+// returns the chapter.
 func Run(ctx context.Context, env benchkit.Env) (benchkit.Section, error) {
 	res, err := measure(ctx, env)
 	if err != nil {
@@ -178,40 +182,61 @@ func measure(ctx context.Context, env benchkit.Env) (*results, error) {
 		}
 	}
 
-	res.Cells = make([][][2]cell, len(rows))
-	for i := range res.Cells {
-		res.Cells[i] = make([][2]cell, len(queries))
+	nRuns, err := runsWanted(env.Quick)
+	if err != nil {
+		return nil, err
 	}
-	res.G2Start = map[string]startCost{}
+	res.G2Start = map[string][]startCost{}
 	m := &meter{ctx: ctx, ch: ch, link: link, minio: minio, checked: res.Checked, g2Start: res.G2Start}
-	for qi, q := range queries {
-		env.Logf("%s: row 1 (S3 directly)", q)
-		if res.Cells[0][qi], err = m.session(viaLink, false, q, nil, nil); err != nil {
-			return nil, fmt.Errorf("row 1, %s: %w", q, err)
-		}
-		env.Logf("%s: row 2 (ClickHouse filesystem cache)", q)
-		if res.Cells[1][qi], err = m.session(viaLink, true, q, nil, nil); err != nil {
-			return nil, fmt.Errorf("row 2, %s: %w", q, err)
-		}
-		if err := m.distcache(env, bin, filepath.Join(env.WorkDir, "cache-"+q), res.Cache, viaLink, q, qi, res.Cells); err != nil {
+	// Runs follow one another whole (every row of both queries), so that a
+	// slow minute of the machine slows some of every row, not one row.
+	for k := range nRuns {
+		cells, err := m.run(env, bin, res.Cache, direct, viaLink, k, nRuns)
+		if err != nil {
 			return nil, err
 		}
-		env.Logf("%s: row 6 (reference: MinIO without the link)", q)
-		if res.Cells[refRow][qi], err = m.session(direct, false, q, nil, nil); err != nil {
+		res.Runs = append(res.Runs, cells)
+	}
+	res.Cells, res.Spread = medianRuns(res.Runs)
+	return res, nil
+}
+
+// run measures every cell once: [row][query][cold, hot].
+func (m *meter) run(env benchkit.Env, bin string, cache cacheConfig, direct, viaLink endpoint, k, nRuns int) ([][][2]cell, error) {
+	cells := make([][][2]cell, len(rows))
+	for i := range cells {
+		cells[i] = make([][2]cell, len(queries))
+	}
+	var err error
+	for qi, q := range queries {
+		env.Logf("run %d/%d, %s: row 1 (S3 directly)", k+1, nRuns, q)
+		if cells[0][qi], err = m.session(viaLink, false, q, nil, nil); err != nil {
+			return nil, fmt.Errorf("row 1, %s: %w", q, err)
+		}
+		env.Logf("run %d/%d, %s: row 2 (ClickHouse filesystem cache)", k+1, nRuns, q)
+		if cells[1][qi], err = m.session(viaLink, true, q, nil, nil); err != nil {
+			return nil, fmt.Errorf("row 2, %s: %w", q, err)
+		}
+		dir := filepath.Join(env.WorkDir, fmt.Sprintf("cache-%s-%d", q, k+1))
+		if err := m.distcache(env, bin, dir, cache, viaLink, q, qi, cells); err != nil {
+			return nil, err
+		}
+		env.Logf("run %d/%d, %s: row 6 (reference: MinIO without the link)", k+1, nRuns, q)
+		if cells[refRow][qi], err = m.session(direct, false, q, nil, nil); err != nil {
 			return nil, fmt.Errorf("row 6, %s: %w", q, err)
 		}
-		for h := range res.Cells[refRow][qi] {
+		for h := range cells[refRow][qi] {
 			// Its requests bypass the link and its counter: ClickHouse's
 			// own count is what reached MinIO.
-			c := &res.Cells[refRow][qi][h]
+			c := &cells[refRow][qi][h]
 			c.S3.GETs, c.S3.GETBytes = c.CHGets, c.CHBytes
 		}
 		for ri := range rows {
-			env.Logf("%s: row %d: cold %.2fs (%d S3 GETs), hot %.2fs (%d S3 GETs)", q, ri+1,
-				res.Cells[ri][qi][0].Seconds, res.Cells[ri][qi][0].S3.GETs, res.Cells[ri][qi][1].Seconds, res.Cells[ri][qi][1].S3.GETs)
+			env.Logf("run %d/%d, %s: row %d: cold %.2fs (%d S3 GETs), hot %.2fs (%d S3 GETs)", k+1, nRuns, q, ri+1,
+				cells[ri][qi][0].Seconds, cells[ri][qi][0].S3.GETs, cells[ri][qi][1].Seconds, cells[ri][qi][1].S3.GETs)
 		}
 	}
-	return res, nil
+	return cells, nil
 }
 
 // distcache measures rows 3-5 of one query on a fresh cache (empty nodes),
@@ -238,7 +263,7 @@ func (m *meter) distcache(env benchkit.Env, bin, dir string, cfg cacheConfig, s3
 		return err
 	}
 	defer g2.stop()
-	m.g2Start[q] = g2.start
+	m.g2Start[q] = append(m.g2Start[q], g2.start)
 	env.Logf("%s: G2 ready in %.2fs (%.2f CPU-s)", q, g2.start.Seconds, g2.start.CPUSeconds)
 	env.Logf("%s: row 4 (distcache warm, fresh gateway G2)", q)
 	if cells[3][qi], err = m.session(g2.endpoint, false, q, g2, cl); err != nil {
@@ -258,7 +283,7 @@ type meter struct {
 	link    *Link
 	minio   *minioproc.Server
 	checked map[string]string
-	g2Start map[string]startCost
+	g2Start map[string][]startCost
 }
 
 type snapshot struct {

@@ -15,17 +15,25 @@ const (
 	goalScatteredWithin = 1.5 // row 4 scattered within 1.5x of row 2 hot
 )
 
-// goals computes the two goal ratios from the cells: row 1 cold / row 4
+// goals computes the two goal ratios within every run: row 1 cold / row 4
 // cold (full scan), and row 4 cold / row 2 hot (scattered).
-func (r *results) goals() (fullSpeedup, scatteredRatio float64) {
+func (r *results) goals() (fullSpeedup, scatteredRatio ratioRuns) {
 	full, scat := indexOf("full"), indexOf("scattered")
-	if s := r.Cells[3][full][0].Seconds; s > 0 {
-		fullSpeedup = r.Cells[0][full][0].Seconds / s
-	}
-	if s := r.Cells[1][scat][1].Seconds; s > 0 {
-		scatteredRatio = r.Cells[3][scat][0].Seconds / s
-	}
+	fullSpeedup = newRatioRuns(r.Runs, func(c [][][2]cell) float64 {
+		return ratio(c[0][full][0].Seconds, c[3][full][0].Seconds)
+	})
+	scatteredRatio = newRatioRuns(r.Runs, func(c [][][2]cell) float64 {
+		return ratio(c[3][scat][0].Seconds, c[1][scat][1].Seconds)
+	})
 	return fullSpeedup, scatteredRatio
+}
+
+// ratio is a/b, 0 when b is not positive.
+func ratio(a, b float64) float64 {
+	if b <= 0 {
+		return 0
+	}
+	return a / b
 }
 
 func indexOf(q string) int {
@@ -47,6 +55,7 @@ func report(env benchkit.Env, r *results) (benchkit.Section, error) {
 	p("Every process, server and proxy runs on this machine.\n\n")
 	p("```sh\nmake bench BENCH_PARTS=b2      # go run ./hack/bench -parts b2\n")
 	p("BENCH_B2_CH_SETTINGS='remote_read_min_bytes_for_seek = 65536' make bench BENCH_PARTS=b2   # every query with these ClickHouse settings\n")
+	p("BENCH_B2_RUNS=1 make bench BENCH_PARTS=b2   # every cell once (default %d runs)\n", defaultRuns)
 	p("BENCH_PROFILE_DIR=/tmp/b2 make bench BENCH_PARTS=b2   # plus a CPU profile of every cachenode process\n```\n\n")
 
 	p("**Table.** `reviews`, shaped like ClickHouse's Amazon reviews example (15 columns: date, low-cardinality ")
@@ -86,6 +95,12 @@ func report(env benchkit.Env, r *results) (benchkit.Section, error) {
 	p("6. Reference: ClickHouse's S3 disk straight on MinIO, without the link: an S3 endpoint with no latency and no bandwidth cap, ")
 	p("the fastest any endpoint (S3, a cache, a gateway) can answer here; what ClickHouse's own S3 read path costs. Its GETs are ClickHouse's count.\n\n")
 	p("Each query gets its own fresh cache (rows 3-5 of the scattered query do not profit from the full scan's reads). ")
+	if n := len(r.Runs); n > 1 {
+		p("**Every cell was measured %d times**: %d runs one after another, each of every row of both queries, with fresh ClickHouse processes, "+
+			"fresh cache nodes and fresh gateways; times on this shared VM move by a third from one minute to the next. ", n, n)
+		p("The tables show each cell's median run (its time, and every counter beside it, from that one run) and, for the time, ")
+		p("the fastest and slowest run in brackets; the goals are ratios taken within each run. ")
+	}
 	if r.CHSettings == "" {
 		p("No ClickHouse setting is changed from its default on any row.\n\n")
 	} else {
@@ -102,7 +117,12 @@ func report(env benchkit.Env, r *results) (benchkit.Section, error) {
 		for qi := range queries {
 			for h := 0; h < 2; h++ {
 				c := r.Cells[ri][qi][h]
-				line = append(line, fmt.Sprintf("%.3f s, %d GETs, %s", c.Seconds, c.S3.GETs, size(c.S3.GETBytes)))
+				t := fmt.Sprintf("%.3f s", c.Seconds)
+				if len(r.Runs) > 1 {
+					sp := r.Spread[ri][qi][h]
+					t += fmt.Sprintf(" (%.3f–%.3f)", sp.Min, sp.Max)
+				}
+				line = append(line, fmt.Sprintf("%s, %d GETs, %s", t, c.S3.GETs, size(c.S3.GETBytes)))
 			}
 		}
 		tab.Rows = append(tab.Rows, line)
@@ -151,8 +171,9 @@ func report(env benchkit.Env, r *results) (benchkit.Section, error) {
 		p("\nNot in these rows: G2's start, which faults its %s page cache in before the gateway is ready (`--page-cache-prefault`):", size(r.Cache.PageCacheBytes))
 		var starts []string
 		for _, q := range queries {
-			if st, ok := r.G2Start[q]; ok {
-				starts = append(starts, fmt.Sprintf(" ready %.2f s after it started, having used %.2f CPU-seconds, for the %s query", st.Seconds, st.CPUSeconds, q))
+			if sts := r.G2Start[q]; len(sts) > 0 {
+				secs, cpus := spreadOf(sts, func(st startCost) float64 { return st.Seconds }), spreadOf(sts, func(st startCost) float64 { return st.CPUSeconds })
+				starts = append(starts, fmt.Sprintf(" ready %s s after it started, having used %s CPU-seconds, for the %s query", secs, cpus, q))
 			}
 		}
 		p("%s", strings.Join(starts, ","))
@@ -178,13 +199,23 @@ func report(env benchkit.Env, r *results) (benchkit.Section, error) {
 	fi, si := indexOf("full"), indexOf("scattered")
 	c := func(ri, qi, h int) cell { return r.Cells[ri][qi][h] }
 	p("**Goals.**\n\n")
-	p("- Full scan, row 4 (distcache warm, gateway RAM cold) at least %.0fx faster than row 1 (S3): row 1 cold / row 4 cold = **%.2fx**: %s. ",
-		goalFullSpeedup, full, met(full >= goalFullSpeedup))
-	p("For scale: ClickHouse's own local cache, hot, is %s faster than S3 cold on this machine (row 1 cold / row 2 hot), %s with the gateway's RAM warm (row 1 cold / row 5 cold).\n",
+	runs := ""
+	if n := len(r.Runs); n > 1 {
+		runs = fmt.Sprintf(" (median of %d runs)", n)
+	}
+	p("- Full scan, row 4 (distcache warm, gateway RAM cold) at least %.0fx faster than row 1 (S3): row 1 cold / row 4 cold%s = **%s**: %s",
+		goalFullSpeedup, runs, full, met(full.Median >= goalFullSpeedup))
+	if len(r.Runs) > 1 {
+		p(" (reached in %d of %d runs)", full.atLeast(goalFullSpeedup), len(r.Runs))
+	}
+	p(". For scale: ClickHouse's own local cache, hot, is %s faster than S3 cold on this machine (row 1 cold / row 2 hot), %s with the gateway's RAM warm (row 1 cold / row 5 cold).\n",
 		benchkit.Ratio(c(0, fi, 0).Seconds, c(1, fi, 1).Seconds), benchkit.Ratio(c(0, fi, 0).Seconds, c(4, fi, 0).Seconds))
-	p("- Scattered query, row 4 within %.1fx of row 2 hot (ClickHouse's local filesystem cache): row 4 cold / row 2 hot = **%.2fx**: %s. ",
-		goalScatteredWithin, scat, met(scat > 0 && scat <= goalScatteredWithin))
-	p("Row 4 cold is a fresh ClickHouse process, row 2 hot a warm one; like for like, row 4 hot / row 2 hot = %s and row 5 cold (gateway RAM warm, fresh process) / row 2 hot = %s.\n",
+	p("- Scattered query, row 4 within %.1fx of row 2 hot (ClickHouse's local filesystem cache): row 4 cold / row 2 hot%s = **%s**: %s",
+		goalScatteredWithin, runs, scat, met(scat.Median > 0 && scat.Median <= goalScatteredWithin))
+	if len(r.Runs) > 1 {
+		p(" (reached in %d of %d runs)", scat.atMost(goalScatteredWithin), len(r.Runs))
+	}
+	p(". Row 4 cold is a fresh ClickHouse process, row 2 hot a warm one; like for like, row 4 hot / row 2 hot = %s and row 5 cold (gateway RAM warm, fresh process) / row 2 hot = %s (medians' ratios).\n",
 		benchkit.Ratio(c(3, si, 1).Seconds, c(1, si, 1).Seconds), benchkit.Ratio(c(4, si, 0).Seconds, c(1, si, 1).Seconds))
 	p("- What bounds them here: %s\n\n", bounds(r))
 
@@ -195,6 +226,18 @@ func report(env benchkit.Env, r *results) (benchkit.Section, error) {
 	}
 	p("\n")
 	return benchkit.Section{Title: "B2 — ClickHouse table on S3, cold and hot (chdb)", Markdown: b.String()}, nil
+}
+
+// spreadOf is "0.51" for one value or equal ones, else "0.51-0.71".
+func spreadOf[T any](xs []T, f func(T) float64) string {
+	lo, hi := f(xs[0]), f(xs[0])
+	for _, x := range xs[1:] {
+		lo, hi = min(lo, f(x)), max(hi, f(x))
+	}
+	if fmt.Sprintf("%.2f", lo) == fmt.Sprintf("%.2f", hi) {
+		return fmt.Sprintf("%.2f", lo)
+	}
+	return fmt.Sprintf("%.2f–%.2f", lo, hi)
 }
 
 // isDistcache reports whether row ri reads through distcache (rows 3-5).
