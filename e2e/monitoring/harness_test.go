@@ -25,7 +25,6 @@ package monitoring_test
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -43,6 +42,7 @@ import (
 	"time"
 
 	"github.com/distcache/distcache/internal/testutil/freeport"
+	"github.com/distcache/distcache/internal/testutil/logbuf"
 	"github.com/distcache/distcache/internal/testutil/repo"
 )
 
@@ -118,30 +118,13 @@ type process struct {
 	cmd  *exec.Cmd
 	done chan struct{} // closed when the process has exited
 	err  error         // its exit status, once done
-	logs *syncBuffer
+	logs *logbuf.Buffer
 	once sync.Once
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 func start(t *testing.T, name string, cmd *exec.Cmd) *process {
 	t.Helper()
-	p := &process{cmd: cmd, done: make(chan struct{}), logs: &syncBuffer{}}
+	p := &process{cmd: cmd, done: make(chan struct{}), logs: &logbuf.Buffer{}}
 	cmd.Stdout, cmd.Stderr = p.logs, p.logs
 	must(t, cmd.Start())
 	go func() { p.err = cmd.Wait(); close(p.done) }()

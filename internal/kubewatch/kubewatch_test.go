@@ -25,6 +25,7 @@ import (
 	"github.com/distcache/distcache/internal/ring"
 	"github.com/distcache/distcache/internal/tenancy"
 	"github.com/distcache/distcache/internal/testutil/envtestassets"
+	"github.com/distcache/distcache/internal/testutil/logbuf"
 )
 
 // waitTimeout bounds every wait: generous, the tests check behaviour and
@@ -133,24 +134,6 @@ func ringDoc(t *testing.T, epoch int64, n int) string {
 	return string(b)
 }
 
-// syncBuffer is a goroutine-safe log sink.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(waitTimeout)
@@ -223,7 +206,7 @@ func TestRingFollowsConfigMap(t *testing.T) {
 	// The node started from its mounted file, at epoch 1.
 	h := &ring.Holder{}
 	h.Store(mustParse(t, ringDoc(t, 1, 3)))
-	logs := &syncBuffer{}
+	logs := &logbuf.Buffer{}
 	log := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	u := ring.NewUpdater(h, "ring ConfigMap", log)
 	w, err := Start(ctx, userCfg, Options{Kind: ConfigMap, Ref: Ref{ns, "cache-ring", "zone-a.json"}, Apply: u.Update, Logger: log})
@@ -324,7 +307,7 @@ func TestTenantsFollowSecret(t *testing.T) {
 	if err := os.WriteFile(path, two, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	logs := &syncBuffer{}
+	logs := &logbuf.Buffer{}
 	log := slog.New(slog.NewTextHandler(logs, nil))
 	tenants, err := tenancy.Watch(ctx, path, log)
 	if err != nil {
@@ -395,7 +378,7 @@ func TestForbiddenObjectDeliversNothing(t *testing.T) {
 	}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	logs := &syncBuffer{}
+	logs := &logbuf.Buffer{}
 	var applied sync.Mutex
 	calls := 0
 	w, err := Start(ctx, userCfg, Options{
@@ -442,7 +425,7 @@ func TestLostConnectionKeepsConfig(t *testing.T) {
 	viaRelay.Host = "https://" + relay.addr()
 
 	h := &ring.Holder{}
-	logs := &syncBuffer{}
+	logs := &logbuf.Buffer{}
 	log := slog.New(slog.NewTextHandler(logs, nil))
 	u := ring.NewUpdater(h, "ring ConfigMap", log)
 	w, err := Start(ctx, viaRelay, Options{Kind: ConfigMap, Ref: Ref{ns, "cache-ring", "ring.json"}, Apply: u.Update, Logger: log})

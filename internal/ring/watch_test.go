@@ -11,6 +11,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/distcache/distcache/internal/testutil/logbuf"
 )
 
 // waitTimeout bounds every wait. It is generous on purpose: tests wait for
@@ -103,29 +105,11 @@ func writeFile(t *testing.T, path string, data []byte) {
 	}
 }
 
-// syncBuffer is a goroutine-safe log sink.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // startWatch runs WatchFile until the test ends and checks that it then
 // returns nil.
-func startWatch(t *testing.T, path string, h *Holder) *syncBuffer {
+func startWatch(t *testing.T, path string, h *Holder) *logbuf.Buffer {
 	t.Helper()
-	logs := &syncBuffer{}
+	logs := &logbuf.Buffer{}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	logger := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))

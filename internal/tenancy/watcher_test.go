@@ -6,9 +6,10 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/distcache/distcache/internal/testutil/logbuf"
 )
 
 // waitTimeout bounds every wait. It is generous on purpose: tests wait for
@@ -31,27 +32,9 @@ func writeFile(t *testing.T, path string, data []byte) {
 	}
 }
 
-// syncBuffer is a goroutine-safe log sink.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-func startWatcher(t *testing.T, path string) (*Watcher, *syncBuffer) {
+func startWatcher(t *testing.T, path string) (*Watcher, *logbuf.Buffer) {
 	t.Helper()
-	logs := &syncBuffer{}
+	logs := &logbuf.Buffer{}
 	w, err := Watch(t.Context(), path, slog.New(slog.NewTextHandler(logs, nil)))
 	if err != nil {
 		t.Fatal(err)
