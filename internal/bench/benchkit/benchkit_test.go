@@ -92,4 +92,12 @@ func TestPlotsArePNGs(t *testing.T) {
 	if err := BarPlot(bars, "t", "y", []string{"g1"}, s); err == nil {
 		t.Fatal("mismatched groups should be an error")
 	}
+	s[0].Low, s[0].High = []float64{0.5, 3, 8}, []float64{2, 5, 10}
+	if err := BarPlot(bars, "t", "y", []string{"g1", "g2", "g3"}, s); err != nil {
+		t.Fatal(err)
+	}
+	s[0].High = s[0].High[:2]
+	if err := BarPlot(bars, "t", "y", []string{"g1", "g2", "g3"}, s); err == nil {
+		t.Fatal("whiskers that do not match the groups should be an error")
+	}
 }

@@ -186,12 +186,17 @@ func report(env benchkit.Env, r *results) (benchkit.Section, error) {
 		file := "b2-clickhouse-" + q + ".png"
 		var series []benchkit.Series
 		for ri, row := range rows {
-			series = append(series, benchkit.Series{Name: fmt.Sprintf("%d %s", ri+1, row.Key), Y: []float64{r.Cells[ri][qi][0].Seconds, r.Cells[ri][qi][1].Seconds}})
+			sr := benchkit.Series{Name: fmt.Sprintf("%d %s", ri+1, row.Key), Y: []float64{r.Cells[ri][qi][0].Seconds, r.Cells[ri][qi][1].Seconds}}
+			if len(r.Runs) > 1 {
+				sp := r.Spread[ri][qi]
+				sr.Low, sr.High = []float64{sp[0].Min, sp[1].Min}, []float64{sp[0].Max, sp[1].Max}
+			}
+			series = append(series, sr)
 		}
 		if err := benchkit.BarPlot(filepath.Join(env.ImgDir, file), "ClickHouse "+q+" query", "seconds", []string{"cold", "hot"}, series); err != nil {
 			return benchkit.Section{}, err
 		}
-		p("![%s query, seconds per row, cold and hot](img/%s)\n", q, file)
+		p("![%s query, seconds per row, cold and hot (median run; whiskers: fastest and slowest)](img/%s)\n", q, file)
 	}
 	p("\n")
 
