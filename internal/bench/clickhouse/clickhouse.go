@@ -7,8 +7,10 @@
 // S3-like link (toxiproxy: per-request latency, per-connection bandwidth;
 // s3link.go), three `cachenode serve` processes and `cachenode gateway`
 // processes (cluster.go), and one fresh chdb process per "compute node"
-// (chbench.py, driven by chdb.go). Run writes the chapter of
-// docs/benchmarks.md (report.go).
+// (chbench.py, driven by chdb.go). Every cell is measured several times
+// (runs.go), and the distcache rows again at other chunk sizes
+// (chunksizes.go), which is how the default chunk size is chosen. Run
+// writes the chapter of docs/benchmarks.md (report.go).
 package clickhouse
 
 import (
@@ -101,6 +103,7 @@ type results struct {
 	Checked map[string]string // query -> the answer every row gave
 	Cache   cacheConfig
 	G2Start map[string][]startCost // query -> what G2 took to be ready, per run
+	Chunks  *chunkSweep            // rows 3-5 at other chunk sizes; nil when BENCH_B2_CHUNK_SIZES=none
 	// CHSettings (BENCH_B2_CH_SETTINGS, "name = value, ..."): ClickHouse
 	// settings every query of every row runs with; chbench.py reads the
 	// variable itself.
@@ -198,6 +201,15 @@ func measure(ctx context.Context, env benchkit.Env) (*results, error) {
 		res.Runs = append(res.Runs, cells)
 	}
 	res.Cells, res.Spread = medianRuns(res.Runs)
+	sizes, err := sweepSizes(env.Quick)
+	if err != nil {
+		return nil, err
+	}
+	if len(sizes) > 0 {
+		if res.Chunks, err = m.chunkSizes(env, bin, res.Cache, viaLink, sizes, min(nRuns, maxSweepRuns)); err != nil {
+			return nil, err
+		}
+	}
 	return res, nil
 }
 
@@ -218,9 +230,11 @@ func (m *meter) run(env benchkit.Env, bin string, cache cacheConfig, direct, via
 			return nil, fmt.Errorf("row 2, %s: %w", q, err)
 		}
 		dir := filepath.Join(env.WorkDir, fmt.Sprintf("cache-%s-%d", q, k+1))
-		if err := m.distcache(env, bin, dir, cache, viaLink, q, qi, cells); err != nil {
+		g2, err := m.distcache(env, bin, dir, cache, viaLink, q, qi, cells)
+		if err != nil {
 			return nil, err
 		}
+		m.g2Start[q] = append(m.g2Start[q], g2)
 		env.Logf("run %d/%d, %s: row 6 (reference: MinIO without the link)", k+1, nRuns, q)
 		if cells[refRow][qi], err = m.session(direct, false, q, nil, nil); err != nil {
 			return nil, fmt.Errorf("row 6, %s: %w", q, err)
@@ -241,39 +255,38 @@ func (m *meter) run(env benchkit.Env, bin string, cache cacheConfig, direct, via
 
 // distcache measures rows 3-5 of one query on a fresh cache (empty nodes),
 // so the query's own cold and warm states are measured, not what the other
-// query left behind.
-func (m *meter) distcache(env benchkit.Env, bin, dir string, cfg cacheConfig, s3 endpoint, q string, qi int, cells [][][2]cell) (err error) {
+// query left behind. It returns what G2 took to start.
+func (m *meter) distcache(env benchkit.Env, bin, dir string, cfg cacheConfig, s3 endpoint, q string, qi int, cells [][][2]cell) (g2Start startCost, err error) {
 	cl, err := startCluster(m.ctx, bin, dir, cfg, s3)
 	if err != nil {
-		return err
+		return g2Start, err
 	}
 	defer cl.stop()
 	g1, err := cl.startGateway(m.ctx, bucket)
 	if err != nil {
-		return err
+		return g2Start, err
 	}
 	env.Logf("%s: row 3 (distcache cold, gateway G1)", q)
 	cells[2][qi], err = m.session(g1.endpoint, false, q, g1, cl)
 	g1.stop()
 	if err != nil {
-		return fmt.Errorf("row 3, %s: %w\ngateway log:\n%s", q, err, g1.logTail())
+		return g2Start, fmt.Errorf("row 3, %s: %w\ngateway log:\n%s", q, err, g1.logTail())
 	}
 	g2, err := cl.startGateway(m.ctx, bucket)
 	if err != nil {
-		return err
+		return g2Start, err
 	}
 	defer g2.stop()
-	m.g2Start[q] = append(m.g2Start[q], g2.start)
 	env.Logf("%s: G2 ready in %.2fs (%.2f CPU-s)", q, g2.start.Seconds, g2.start.CPUSeconds)
 	env.Logf("%s: row 4 (distcache warm, fresh gateway G2)", q)
 	if cells[3][qi], err = m.session(g2.endpoint, false, q, g2, cl); err != nil {
-		return fmt.Errorf("row 4, %s: %w\ngateway log:\n%s", q, err, g2.logTail())
+		return g2Start, fmt.Errorf("row 4, %s: %w\ngateway log:\n%s", q, err, g2.logTail())
 	}
 	env.Logf("%s: row 5 (distcache, G2's RAM warm)", q)
 	if cells[4][qi], err = m.session(g2.endpoint, false, q, g2, cl); err != nil {
-		return fmt.Errorf("row 5, %s: %w\ngateway log:\n%s", q, err, g2.logTail())
+		return g2Start, fmt.Errorf("row 5, %s: %w\ngateway log:\n%s", q, err, g2.logTail())
 	}
-	return nil
+	return g2.start, nil
 }
 
 // meter runs sessions and takes counter snapshots around each run.

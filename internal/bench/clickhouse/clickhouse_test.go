@@ -107,11 +107,38 @@ func TestRunQuick(t *testing.T) {
 		t.Errorf("scattered answers: %q", res.Checked["scattered"])
 	}
 
+	// The chunk size comparison: every cell measured at every size, and
+	// the nodes really cut the table into chunks of that size: filling the
+	// cache takes more S3 GETs with smaller chunks.
+	sw := res.Chunks
+	if sw == nil || len(sw.Sizes) != len(sweepSizesMiBQuick) || len(sw.Runs) != 1 {
+		t.Fatalf("chunk size sweep: %+v", sw)
+	}
+	for i, sz := range sw.Sizes {
+		for ri := 2; ri < 5; ri++ {
+			for qi, q := range queries {
+				for h := range 2 {
+					if c := sw.cell(i, ri, qi, h); c.Seconds <= 0 || c.CHGets <= 0 {
+						t.Errorf("chunk size %d, row %d %s %d: %+v", sz, ri+1, q, h, c)
+					}
+				}
+			}
+		}
+	}
+	full := indexOf("full")
+	small, big := sw.cell(0, 2, full, 0).S3, sw.cell(len(sw.Sizes)-1, 2, full, 0).S3
+	t.Logf("filling the cache for the full scan: %d GETs at %d, %d at %d", small.GETs, sw.Sizes[0], big.GETs, sw.Sizes[len(sw.Sizes)-1])
+	if small.GETs <= big.GETs {
+		t.Errorf("full scan, row 3 cold: %d S3 GETs with %d-byte chunks, %d with %d-byte chunks; want more with the smaller",
+			small.GETs, sw.Sizes[0], big.GETs, sw.Sizes[len(sw.Sizes)-1])
+	}
+
 	sec, err := report(env, res)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"| row |", "Goals", "make bench BENCH_PARTS=b2", "img/b2-clickhouse-full.png", "Not in these rows: G2's start"} {
+	for _, want := range []string{"| row |", "Goals", "make bench BENCH_PARTS=b2", "img/b2-clickhouse-full.png", "Not in these rows: G2's start",
+		"**Chunk size.**", "| 1.0 MiB |", "Least in each column"} {
 		if !strings.Contains(sec.Markdown, want) {
 			t.Errorf("section lacks %q", want)
 		}

@@ -56,6 +56,7 @@ func report(env benchkit.Env, r *results) (benchkit.Section, error) {
 	p("```sh\nmake bench BENCH_PARTS=b2      # go run ./hack/bench -parts b2\n")
 	p("BENCH_B2_CH_SETTINGS='remote_read_min_bytes_for_seek = 65536' make bench BENCH_PARTS=b2   # every query with these ClickHouse settings\n")
 	p("BENCH_B2_RUNS=1 make bench BENCH_PARTS=b2   # every cell once (default %d runs)\n", defaultRuns)
+	p("BENCH_B2_CHUNK_SIZES=2,4 make bench BENCH_PARTS=b2   # the chunk sizes compared, in MiB (default 1,2,4,8; none: no comparison)\n")
 	p("BENCH_PROFILE_DIR=/tmp/b2 make bench BENCH_PARTS=b2   # plus a CPU profile of every cachenode process\n```\n\n")
 
 	p("**Table.** `reviews`, shaped like ClickHouse's Amazon reviews example (15 columns: date, low-cardinality ")
@@ -226,6 +227,10 @@ func report(env benchkit.Env, r *results) (benchkit.Section, error) {
 
 	p("**Reading it.** ")
 	b.WriteString(reading(r))
+	if r.Chunks != nil {
+		p("\n\n")
+		b.WriteString(chunkSizeReport(r.Chunks, r.Cache.ChunkSize))
+	}
 	if env.Quick {
 		p("\n\n(Quick mode: a tiny table; the numbers only show the harness works.)")
 	}

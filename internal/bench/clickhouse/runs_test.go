@@ -1,6 +1,7 @@
 package clickhouse
 
 import (
+	"slices"
 	"strings"
 	"testing"
 )
@@ -99,6 +100,32 @@ func TestRunsWanted(t *testing.T) {
 			t.Errorf("BENCH_B2_RUNS=%q quick=%v: %d, %v", tc.env, tc.quick, n, err)
 		}
 		if err != nil && !strings.Contains(err.Error(), "BENCH_B2_RUNS") {
+			t.Errorf("error does not name the variable: %v", err)
+		}
+	}
+}
+
+func TestSweepSizes(t *testing.T) {
+	for _, tc := range []struct {
+		env   string
+		quick bool
+		want  []int64
+		err   bool
+	}{
+		{"", false, []int64{1 << 20, 2 << 20, 4 << 20, 8 << 20}, false},
+		{"", true, []int64{1 << 20, 4 << 20}, false},
+		{"none", false, nil, false},
+		{" 2, 16 ", false, []int64{2 << 20, 16 << 20}, false},
+		{"0", false, nil, true},
+		{"4Mi", false, nil, true},
+		{"128", false, nil, true},
+	} {
+		t.Setenv("BENCH_B2_CHUNK_SIZES", tc.env)
+		got, err := sweepSizes(tc.quick)
+		if !slices.Equal(got, tc.want) || (err != nil) != tc.err {
+			t.Errorf("BENCH_B2_CHUNK_SIZES=%q quick=%v: %v, %v", tc.env, tc.quick, got, err)
+		}
+		if err != nil && !strings.Contains(err.Error(), "BENCH_B2_CHUNK_SIZES") {
 			t.Errorf("error does not name the variable: %v", err)
 		}
 	}
