@@ -62,7 +62,8 @@ func main() {
 	for i, p := range parts {
 		ids[i] = p.id
 	}
-	only := flag.String("parts", strings.Join(ids, ","), "comma-separated parts to run, of: "+strings.Join(ids, ","))
+	only := flag.String("parts", strings.Join(ids, ","), "comma-separated parts to run, of: "+strings.Join(ids, ",")+
+		"; none: only copy the profiling notes into the page")
 	quick := flag.Bool("quick", false, "smoke mode: tiny sizes, same code paths")
 	docs := flag.String("docs", "docs", "directory of benchmarks.md; plots go to its img/")
 	bin := flag.String("bin", "bin", "the repository's bin/ directory (servers and tools)")
@@ -71,7 +72,11 @@ func main() {
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, strings.Split(*only, ","), *quick, *docs, *bin); err != nil {
+	want := strings.Split(*only, ",")
+	if *only == "none" {
+		want = nil
+	}
+	if err := run(ctx, want, *quick, *docs, *bin); err != nil {
 		log.Fatal(err)
 	}
 	if err := copyChapter(filepath.Join(*docs, "benchmarks.md"), "profiling", *profiling); err != nil {
