@@ -14,8 +14,8 @@ import (
 // a running cache: its default (DistributedCache spec.chunkSize, cachenode
 // --chunk-size) is chosen here, by rows 3-5 of both queries at each size.
 var (
-	sweepSizesMiB      = []int64{1, 2, 4, 8}
-	sweepSizesMiBQuick = []int64{1, 4}
+	sweepSizes      = []int64{1 << 20, 2 << 20, 4 << 20, 8 << 20}
+	sweepSizesQuick = []int64{256 << 10, 4 << 20} // the quick table's column files are a few hundred KiB
 )
 
 // maxSweepRuns bounds the sweep's runs (each is four caches filled from S3
@@ -37,31 +37,26 @@ type chunkSweep struct {
 // cell is row ri (2, 3 or 4: rows 3-5) of query qi at size si, hot h.
 func (s *chunkSweep) cell(si, ri, qi, h int) cell { return s.Cells[si*sweepRows+ri-2][qi][h] }
 
-// sweepSizes is BENCH_B2_CHUNK_SIZES (MiB, comma-separated; "none" for no
-// sweep), else the default sizes.
-func sweepSizes(quick bool) ([]int64, error) {
+// sizesWanted is BENCH_B2_CHUNK_SIZES (MiB, comma-separated; "none" for
+// no sweep), else the default sizes.
+func sizesWanted(quick bool) ([]int64, error) {
 	v := strings.TrimSpace(os.Getenv("BENCH_B2_CHUNK_SIZES"))
-	mib := sweepSizesMiB
-	if quick {
-		mib = sweepSizesMiBQuick
-	}
 	switch v {
 	case "":
+		if quick {
+			return sweepSizesQuick, nil
+		}
+		return sweepSizes, nil
 	case "none":
 		return nil, nil
-	default:
-		mib = nil
-		for _, f := range strings.Split(v, ",") {
-			n, err := strconv.ParseInt(strings.TrimSpace(f), 10, 64)
-			if err != nil || n < 1 || n > 64 {
-				return nil, fmt.Errorf("BENCH_B2_CHUNK_SIZES=%q: want whole MiB from 1 to 64, comma-separated, or none", v)
-			}
-			mib = append(mib, n)
-		}
 	}
-	sizes := make([]int64, len(mib))
-	for i, n := range mib {
-		sizes[i] = n << 20
+	var sizes []int64
+	for _, f := range strings.Split(v, ",") {
+		n, err := strconv.ParseInt(strings.TrimSpace(f), 10, 64)
+		if err != nil || n < 1 || n > 64 {
+			return nil, fmt.Errorf("BENCH_B2_CHUNK_SIZES=%q: want whole MiB from 1 to 64, comma-separated, or none", v)
+		}
+		sizes = append(sizes, n<<20)
 	}
 	return sizes, nil
 }
@@ -84,7 +79,7 @@ func (m *meter) chunkSizes(env benchkit.Env, bin string, cache cacheConfig, s3 e
 				for i := range cells {
 					cells[i] = make([][2]cell, len(queries))
 				}
-				dir := filepath.Join(env.WorkDir, fmt.Sprintf("chunks-%dMiB-%s-%d", sz>>20, q, k+1))
+				dir := filepath.Join(env.WorkDir, fmt.Sprintf("chunks-%dKiB-%s-%d", sz>>10, q, k+1))
 				if _, err := m.distcache(env, bin, dir, cfg, s3, q, qi, cells); err != nil {
 					return nil, fmt.Errorf("chunk size %s: %w", size(sz), err)
 				}

@@ -201,7 +201,7 @@ func measure(ctx context.Context, env benchkit.Env) (*results, error) {
 		res.Runs = append(res.Runs, cells)
 	}
 	res.Cells, res.Spread = medianRuns(res.Runs)
-	sizes, err := sweepSizes(env.Quick)
+	sizes, err := sizesWanted(env.Quick)
 	if err != nil {
 		return nil, err
 	}

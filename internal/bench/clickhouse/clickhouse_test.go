@@ -111,7 +111,7 @@ func TestRunQuick(t *testing.T) {
 	// the nodes really cut the table into chunks of that size: filling the
 	// cache takes more S3 GETs with smaller chunks.
 	sw := res.Chunks
-	if sw == nil || len(sw.Sizes) != len(sweepSizesMiBQuick) || len(sw.Runs) != 1 {
+	if sw == nil || len(sw.Sizes) != len(sweepSizesQuick) || len(sw.Runs) != 1 {
 		t.Fatalf("chunk size sweep: %+v", sw)
 	}
 	for i, sz := range sw.Sizes {
@@ -138,7 +138,7 @@ func TestRunQuick(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, want := range []string{"| row |", "Goals", "make bench BENCH_PARTS=b2", "img/b2-clickhouse-full.png", "Not in these rows: G2's start",
-		"**Chunk size.**", "| 1.0 MiB |", "Least in each column"} {
+		"**Chunk size.**", "| 256.0 KiB |", "Least in each column"} {
 		if !strings.Contains(sec.Markdown, want) {
 			t.Errorf("section lacks %q", want)
 		}

@@ -113,7 +113,7 @@ func TestSweepSizes(t *testing.T) {
 		err   bool
 	}{
 		{"", false, []int64{1 << 20, 2 << 20, 4 << 20, 8 << 20}, false},
-		{"", true, []int64{1 << 20, 4 << 20}, false},
+		{"", true, []int64{256 << 10, 4 << 20}, false},
 		{"none", false, nil, false},
 		{" 2, 16 ", false, []int64{2 << 20, 16 << 20}, false},
 		{"0", false, nil, true},
@@ -121,7 +121,7 @@ func TestSweepSizes(t *testing.T) {
 		{"128", false, nil, true},
 	} {
 		t.Setenv("BENCH_B2_CHUNK_SIZES", tc.env)
-		got, err := sweepSizes(tc.quick)
+		got, err := sizesWanted(tc.quick)
 		if !slices.Equal(got, tc.want) || (err != nil) != tc.err {
 			t.Errorf("BENCH_B2_CHUNK_SIZES=%q quick=%v: %v, %v", tc.env, tc.quick, got, err)
 		}
