@@ -37,7 +37,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -47,6 +46,7 @@ import (
 
 	"github.com/distcache/distcache/internal/pki"
 	"github.com/distcache/distcache/internal/testutil/freeport"
+	"github.com/distcache/distcache/internal/testutil/logbuf"
 	"github.com/distcache/distcache/internal/testutil/miniotest"
 )
 
@@ -491,22 +491,7 @@ func (m metricSet) chunkReads(result string) float64 {
 }
 
 // logBuffer collects a process's output across restarts.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *logBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *logBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
+type logBuffer struct{ logbuf.Buffer }
 
 func (b *logBuffer) tail(n int) string {
 	s := b.String()
@@ -519,8 +504,4 @@ func (b *logBuffer) tail(n int) string {
 // since returns the output written after mark (a length of String()).
 func (b *logBuffer) since(mark int) string { return b.String()[mark:] }
 
-func (b *logBuffer) len() int {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Len()
-}
+func (b *logBuffer) len() int { return len(b.String()) }

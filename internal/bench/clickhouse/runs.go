@@ -1,6 +1,7 @@
 package clickhouse
 
 import (
+	"cmp"
 	"fmt"
 	"os"
 	"slices"
@@ -50,15 +51,7 @@ func medianRuns(runs [][][][2]cell) (cells [][][2]cell, spreads [][][2]spread) {
 				for k := range runs {
 					of[k] = runs[k][ri][qi][h]
 				}
-				slices.SortStableFunc(of, func(a, b cell) int {
-					switch {
-					case a.Seconds < b.Seconds:
-						return -1
-					case a.Seconds > b.Seconds:
-						return 1
-					}
-					return 0
-				})
+				slices.SortStableFunc(of, func(a, b cell) int { return cmp.Compare(a.Seconds, b.Seconds) })
 				cells[ri][qi][h] = of[(len(of)-1)/2]
 				spreads[ri][qi][h] = spread{of[0].Seconds, of[len(of)-1].Seconds}
 			}
