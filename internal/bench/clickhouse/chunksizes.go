@@ -18,8 +18,8 @@ var (
 	sweepSizesQuick = []int64{256 << 10, 4 << 20} // the quick table's column files are a few hundred KiB
 )
 
-// maxSweepRuns bounds the sweep's runs (each is four caches filled from S3
-// twice): the main runs' count, at most this.
+// maxSweepRuns bounds the sweep's runs (each fills a fresh cache from S3
+// for every size and query): the main runs' count, at most this.
 const maxSweepRuns = 2
 
 // sweepRows are the rows measured at every chunk size: the distcache ones.
