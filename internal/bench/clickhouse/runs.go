@@ -61,7 +61,8 @@ func medianRuns(runs [][][][2]cell) (cells [][][2]cell, spreads [][][2]spread) {
 }
 
 // ratioRuns is one goal ratio computed within each run (both of its cells
-// measured minutes apart, not runs apart), sorted, with its median.
+// measured minutes apart, not runs apart), and their median (the lower
+// middle one for an even count).
 type ratioRuns struct {
 	Each   []float64 // in run order
 	Median float64
