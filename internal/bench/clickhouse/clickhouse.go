@@ -121,6 +121,15 @@ func Run(ctx context.Context, env benchkit.Env) (benchkit.Section, error) {
 }
 
 func measure(ctx context.Context, env benchkit.Env) (*results, error) {
+	// The settings first: a mistyped one fails now, not after the runs.
+	nRuns, err := runsWanted(env.Quick)
+	if err != nil {
+		return nil, err
+	}
+	sizes, err := sizesWanted(env.Quick)
+	if err != nil {
+		return nil, err
+	}
 	root := filepath.Dir(env.Bin)
 	python, err := findPython(ctx, root)
 	if err != nil {
@@ -185,10 +194,6 @@ func measure(ctx context.Context, env benchkit.Env) (*results, error) {
 		}
 	}
 
-	nRuns, err := runsWanted(env.Quick)
-	if err != nil {
-		return nil, err
-	}
 	res.G2Start = map[string][]startCost{}
 	m := &meter{ctx: ctx, ch: ch, link: link, minio: minio, checked: res.Checked, g2Start: res.G2Start}
 	// Runs follow one another whole (every row of both queries), so that a
@@ -201,10 +206,6 @@ func measure(ctx context.Context, env benchkit.Env) (*results, error) {
 		res.Runs = append(res.Runs, cells)
 	}
 	res.Cells, res.Spread = medianRuns(res.Runs)
-	sizes, err := sizesWanted(env.Quick)
-	if err != nil {
-		return nil, err
-	}
 	if len(sizes) > 0 {
 		if res.Chunks, err = m.chunkSizes(env, bin, res.Cache, viaLink, sizes, min(nRuns, maxSweepRuns)); err != nil {
 			return nil, err
