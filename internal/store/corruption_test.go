@@ -14,12 +14,19 @@ import (
 
 // TestCorruptionOnDisk flips bytes inside the value-log files of a closed
 // store and reopens it: every read returns the original bytes or
-// ErrNotFound, never damaged bytes, and the damage is counted.
+// ErrNotFound, never damaged bytes, and the damage is counted. Chunks are
+// whole values, or stored in parts.
 func TestCorruptionOnDisk(t *testing.T) {
-	const n = 64 << 10
+	t.Run("whole", func(t *testing.T) { testCorruptionOnDisk(t, 64<<10, 96, 12) })         // 6 MiB
+	t.Run("parts", func(t *testing.T) { testCorruptionOnDisk(t, 3*partBytes/2+7, 16, 2) }) // 12 MiB
+}
+
+// testCorruptionOnDisk stores chunks of n bytes (value-log files of 4 MiB)
+// and flips bytes in each file.
+func testCorruptionOnDisk(t *testing.T, n, chunks, flips int) {
 	s := newTestStore(t)
 	var ids []chunk.ID
-	for i := range 96 { // 6 MiB: two value-log files of 4 MiB
+	for i := range chunks {
 		id := testID(fmt.Sprintf("t%d", i%2), "b", fmt.Sprintf("k%d", i), "e", 0)
 		ids = append(ids, id)
 		mustPut(t, s, id, payload(id, n))
@@ -41,7 +48,7 @@ func TestCorruptionOnDisk(t *testing.T) {
 		if len(b) <= header {
 			continue
 		}
-		for range 12 {
+		for range flips {
 			b[header+rng.IntN(len(b)-header)] ^= byte(1 + rng.IntN(255))
 		}
 		if err := os.WriteFile(f, b, 0o600); err != nil {

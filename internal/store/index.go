@@ -73,6 +73,7 @@ type entry struct {
 	t     *tenantState
 	size  int64  // payload bytes
 	gen   uint64 // incarnation, so a slow reader never acts on a newer entry
+	parts int    // part entries on disk besides the chunk key's (value.go)
 	queue uint8  // queueSmall or queueMain
 	freq  uint8  // reads not yet consumed by the global policy (S3-FIFO)
 	tfreq uint8  // reads not yet consumed by quota eviction (S3-FIFO)

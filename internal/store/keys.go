@@ -7,6 +7,7 @@ package store
 //	chunk:    'c' | uvarint(len(tenant)) tenant | uvarint(len(bucket)) bucket |
 //	          uvarint(len(key)) key | uvarint(len(etag)) etag |
 //	          chunkSize (8 bytes, big-endian) | index (8 bytes, big-endian)
+//	part:     chunk key | part (2 bytes, big-endian)
 //	metadata: 'm' | uvarint(len(tenant)) tenant | uvarint(len(bucket)) bucket |
 //	          uvarint(len(key)) key
 //	flush:    'z'  (internal sentinel, see forceFlush; never holds data)
@@ -18,7 +19,8 @@ package store
 // including the object key (objectPrefix) therefore names exactly the chunks
 // of one object, for every ETag and chunk size, which is what DeleteObject
 // iterates. The fixed-width big-endian chunk size and index keep one
-// version's chunks in index order.
+// version's chunks in index order, each chunk's part keys right after its
+// chunk key (value.go says when a chunk is stored in parts).
 
 import (
 	"encoding/binary"
@@ -72,11 +74,18 @@ func readField(b []byte) (field, rest []byte, ok bool) {
 	return b[w : w+int(n)], b[w+int(n):], true
 }
 
-// parsedChunkKey describes a chunk key: its ID and the length of its object
-// prefix (chunkPrefix of the object).
+// partKey is the key of part i of the chunk whose key is ck.
+func partKey(ck []byte, i int) []byte {
+	return binary.BigEndian.AppendUint16(append(make([]byte, 0, len(ck)+2), ck...), uint16(i))
+}
+
+// parsedChunkKey describes a chunk or part key: its chunk's ID, the length
+// of its object prefix (chunkPrefix of the object) and, for a part key, the
+// part's number (-1 for a chunk key).
 type parsedChunkKey struct {
 	id        chunk.ID
 	prefixLen int
+	part      int
 }
 
 func parseChunkKey(k []byte) (parsedChunkKey, error) {
@@ -96,14 +105,19 @@ func parseChunkKey(k []byte) (parsedChunkKey, error) {
 		}
 		fields[i], rest = f, r
 	}
-	if len(rest) != 16 {
+	p.part = -1
+	switch len(rest) {
+	case 16:
+	case 18:
+		p.part = int(binary.BigEndian.Uint16(rest[16:]))
+	default:
 		return p, errBadKey
 	}
 	p.id = chunk.ID{
 		Object: chunk.Object{Tenant: string(fields[0]), Bucket: string(fields[1]), Key: string(fields[2])},
 		ETag:   string(fields[3]),
 		Size:   int64(binary.BigEndian.Uint64(rest[:8])),
-		Index:  int64(binary.BigEndian.Uint64(rest[8:])),
+		Index:  int64(binary.BigEndian.Uint64(rest[8:16])),
 	}
 	return p, nil
 }

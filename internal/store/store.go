@@ -278,6 +278,7 @@ func (s *Store) rebuildIndex() error {
 		tenant    string
 		version   uint64
 		size      int64 // payload bytes, -1 if unknown
+		parts     int
 	}
 	var recs []rec
 	var bad [][]byte
@@ -292,11 +293,28 @@ func (s *Store) rebuildIndex() error {
 				bad = append(bad, k)
 				continue
 			}
+			n, ok := storedValueLen(len(k), item.EstimatedSize(), item.ValueSize())
+			if p.part >= 0 {
+				// Parts follow their chunk key in order; the payload is
+				// theirs. A stray part (its chunk deleted by a delete cut
+				// short) goes; a chunk missing parts fails its read.
+				last := len(recs) - 1
+				if last < 0 || recs[last].key != string(k[:len(k)-2]) || recs[last].parts != p.part || !ok {
+					bad = append(bad, k)
+					continue
+				}
+				if p.part == 0 {
+					recs[last].size = 0
+				}
+				recs[last].parts++
+				recs[last].size += n
+				continue
+			}
 			size := int64(-1)
-			if n, ok := storedValueLen(len(k), item.EstimatedSize(), item.ValueSize()); ok && n >= valueHeaderLen {
+			if ok && n >= valueHeaderLen {
 				size = n - valueHeaderLen
 			}
-			recs = append(recs, rec{string(k), p.prefixLen, p.id.Tenant, item.Version(), size})
+			recs = append(recs, rec{string(k), p.prefixLen, p.id.Tenant, item.Version(), size, 0})
 		}
 		return nil
 	})
@@ -304,7 +322,7 @@ func (s *Store) rebuildIndex() error {
 		return err
 	}
 	for i := range recs {
-		if recs[i].size < 0 {
+		if recs[i].size < 0 && recs[i].parts == 0 {
 			// The entry does not fit badger's format as we know it: read it.
 			n, err := s.readValueLen([]byte(recs[i].key))
 			if err != nil {
@@ -324,7 +342,7 @@ func (s *Store) rebuildIndex() error {
 	sort.SliceStable(recs, func(i, j int) bool { return recs[i].version < recs[j].version })
 	for _, r := range recs {
 		if r.size >= 0 {
-			s.idx.restore(r.key, r.prefixLen, r.tenant, r.size)
+			s.idx.restore(r.key, r.prefixLen, r.tenant, r.size).parts = r.parts
 		}
 	}
 	return nil
@@ -377,7 +395,7 @@ func (s *Store) GetChunk(id chunk.ID) ([]byte, Tier, error) {
 		return nil, "", ErrNotFound
 	}
 	s.idx.touch(e)
-	gen := e.gen
+	gen, parts := e.gen, e.parts
 	if s.ram != nil {
 		if v, ok := s.ram.Get(ks); ok {
 			s.mu.Unlock()
@@ -387,7 +405,7 @@ func (s *Store) GetChunk(id chunk.ID) ([]byte, Tier, error) {
 	}
 	s.mu.Unlock()
 
-	val, err := s.readValue(key)
+	payload, err := s.readChunk(key, parts)
 	switch {
 	case errors.Is(err, badger.ErrKeyNotFound):
 		// Deleted under us (or by a DeleteObject racing a put).
@@ -401,11 +419,6 @@ func (s *Store) GetChunk(id chunk.ID) ([]byte, Tier, error) {
 		s.errors.Add(1)
 		return nil, "", fmt.Errorf("store: get chunk %s: %w", id, err)
 	}
-	payload, err := decodeChunkValue(key, val)
-	if err != nil {
-		s.dropCorrupt(id, key, gen, err)
-		return nil, "", ErrNotFound
-	}
 	s.diskHits.Add(1)
 	if s.ram != nil {
 		s.mu.Lock()
@@ -417,16 +430,71 @@ func (s *Store) GetChunk(id chunk.ID) ([]byte, Tier, error) {
 	return payload, TierDisk, nil
 }
 
+// readChunk reads and verifies a chunk stored in parts+1 entries (value.go).
+func (s *Store) readChunk(key []byte, parts int) ([]byte, error) {
+	if parts == 0 {
+		val, err := s.readValue(key)
+		if err != nil {
+			return nil, err
+		}
+		return decodeChunkValue(key, val)
+	}
+	return s.readRetrying(func(txn *badger.Txn) ([]byte, error) { return readParts(txn, key, parts) })
+}
+
+// readParts puts together a chunk stored in parts. A missing part is
+// corruption: a chunk's entries are written and deleted in one transaction.
+func readParts(txn *badger.Txn, key []byte, parts int) ([]byte, error) {
+	item, err := txn.Get(key)
+	if err != nil {
+		return nil, err
+	}
+	var h partsHeader
+	if err := item.Value(func(v []byte) (err error) { h, err = decodePartsHeader(v); return err }); err != nil {
+		return nil, err
+	}
+	if h.parts() != parts {
+		return nil, fmt.Errorf("%w: header says %d parts, the index %d", errCorrupt, h.parts(), parts)
+	}
+	payload := make([]byte, h.length)
+	for i := range parts {
+		item, err := txn.Get(partKey(key, i))
+		if err != nil {
+			return nil, fmt.Errorf("%w: part %d: %v", errCorrupt, i, err)
+		}
+		from, to := h.part(i)
+		err = item.Value(func(v []byte) error {
+			if len(v) != to-from {
+				// Also badger's failed value-log read (see readOne).
+				return fmt.Errorf("%w: part %d has %d bytes, want %d", errCorrupt, i, len(v), to-from)
+			}
+			copy(payload[from:to], v)
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	if got := chunkCRC(key, payload); got != h.crc {
+		return nil, fmt.Errorf("%w: crc32c %08x, want %08x", errCorrupt, got, h.crc)
+	}
+	return payload, nil
+}
+
 // readValue copies a value out of badger. An error reading the value bytes
 // of a key the LSM tree has (a value-log read failure, or a panic in
 // badger's decoding of a damaged entry) is retried in a new transaction,
 // because value-log GC may have moved the value, and then reported as
 // errCorrupt. Errors from the key lookup itself are returned as they are.
 func (s *Store) readValue(key []byte) ([]byte, error) {
+	return s.readRetrying(func(txn *badger.Txn) ([]byte, error) { return readOne(txn, key) })
+}
+
+func (s *Store) readRetrying(read func(*badger.Txn) ([]byte, error)) ([]byte, error) {
 	var val []byte
 	var err error
 	for range readAttempts {
-		val, err = s.readOnce(key)
+		val, err = s.readOnce(read)
 		if err == nil || !errors.Is(err, errCorrupt) {
 			break
 		}
@@ -438,7 +506,7 @@ func (s *Store) readValue(key []byte) ([]byte, error) {
 // that moved the value meanwhile, so more than one is rare.
 const readAttempts = 3
 
-func (s *Store) readOnce(key []byte) (val []byte, err error) {
+func (s *Store) readOnce(read func(*badger.Txn) ([]byte, error)) (val []byte, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("%w: badger panicked reading the value: %v", errCorrupt, r)
@@ -451,27 +519,43 @@ func (s *Store) readOnce(key []byte) (val []byte, err error) {
 	// still holds (Item.yieldItemValue). Seen with corrupted files.
 	s.writeGate.RLock()
 	defer s.writeGate.RUnlock()
-	err = s.db.View(func(txn *badger.Txn) error {
-		item, err := txn.Get(key)
-		if err != nil {
-			return err
-		}
-		val, err = item.ValueCopy(nil)
-		if err == nil && len(val) == 0 && item.ValueSize() > 0 {
-			// badger v4 (Item.yieldItemValue) only logs a failed
-			// value-log read and returns no bytes and no error. It
-			// happens when value-log GC moved the value and removed its
-			// file after this transaction looked the key up (GC waits
-			// for iterators, not for Get); a new transaction finds the
-			// new location. The store never writes an empty value.
-			err = errors.New("no bytes read")
-		}
-		if err != nil {
-			return fmt.Errorf("%w: value log read: %v", errCorrupt, err)
-		}
-		return nil
+	err = s.db.View(func(txn *badger.Txn) (err error) {
+		val, err = read(txn)
+		return err
 	})
 	return val, err
+}
+
+func readOne(txn *badger.Txn, key []byte) ([]byte, error) {
+	item, err := txn.Get(key)
+	if err != nil {
+		return nil, err
+	}
+	val, err := item.ValueCopy(nil)
+	if err == nil && len(val) == 0 && item.ValueSize() > 0 {
+		// badger v4 (Item.yieldItemValue) only logs a failed
+		// value-log read and returns no bytes and no error. It
+		// happens when value-log GC moved the value and removed its
+		// file after this transaction looked the key up (GC waits
+		// for iterators, not for Get); a new transaction finds the
+		// new location. The store never writes an empty value.
+		err = errors.New("no bytes read")
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%w: value log read: %v", errCorrupt, err)
+	}
+	return val, nil
+}
+
+// diskKeys are the badger keys of the chunk whose key is ks, stored with
+// parts part entries.
+func diskKeys(ks string, parts int) [][]byte {
+	keys := make([][]byte, 0, 1+parts)
+	keys = append(keys, []byte(ks))
+	for i := range parts {
+		keys = append(keys, partKey(keys[0], i))
+	}
+	return keys
 }
 
 // forget drops an index entry whose key badger no longer has.
@@ -502,7 +586,7 @@ func (s *Store) dropCorrupt(id chunk.ID, key []byte, gen uint64, cause error) {
 	s.inflight[ks] = false
 	s.mu.Unlock()
 	s.log.Warn("corrupt chunk deleted", "chunk", id.String(), "err", cause)
-	if err := s.deleteKeys([][]byte{key}); err != nil {
+	if err := s.deleteKeys(diskKeys(ks, e.parts)); err != nil {
 		s.errors.Add(1)
 		s.log.Error("delete corrupt chunk", "chunk", id.String(), "err", err)
 	} else {
@@ -559,9 +643,15 @@ func (s *Store) PutValue(id chunk.ID, v Value) error {
 		s.rejected.Add(1)
 		return fmt.Errorf("%w: chunk %s of %d bytes exceeds the capacity or tenant quota", ErrNoSpace, id, size)
 	}
-	val := v.seal(key)
+	entries := v.entries(key)
 	payload := data
-	cost := putCost(len(key), len(val))
+	var cost int64
+	largest := 0
+	for _, e := range entries {
+		cost += putCost(len(e.Key), len(e.Value))
+		largest = max(largest, len(e.Value))
+	}
+	parts := len(entries) - 1
 
 	s.mu.Lock()
 	for {
@@ -608,7 +698,7 @@ func (s *Store) PutValue(id chunk.ID, v Value) error {
 		s.rejected.Add(1)
 		return fmt.Errorf("%w: chunk %s: no room within the capacity or tenant quota", ErrNoSpace, id)
 	}
-	s.notePut(len(val))
+	s.notePut(largest)
 	admitted := s.admit(cost)
 	if !admitted && s.evictForSpace(cost) {
 		// Nothing left to reclaim: displace old chunks, as a cache
@@ -621,7 +711,14 @@ func (s *Store) PutValue(id chunk.ID, v Value) error {
 			s.hooks.putWrite(ks)
 		}
 		s.writeGate.RLock()
-		err = s.db.Update(func(txn *badger.Txn) error { return txn.SetEntry(badger.NewEntry(key, val)) })
+		err = s.db.Update(func(txn *badger.Txn) error {
+			for _, e := range entries {
+				if err := txn.SetEntry(e); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
 		s.writeGate.RUnlock()
 		s.wrote(cost)
 		if err == nil && s.hooks != nil && s.hooks.putIndex != nil {
@@ -638,7 +735,7 @@ func (s *Store) PutValue(id chunk.ID, v Value) error {
 		if old := s.idx.entries[ks]; old != nil { // cannot happen while ks is claimed
 			s.removeLocked(old)
 		}
-		s.idx.add(ks, len(chunkPrefix(id.Object)), id.Tenant, size)
+		s.idx.add(ks, len(chunkPrefix(id.Object)), id.Tenant, size).parts = parts
 		if s.ram != nil {
 			s.ram.Set(ks, payload, size)
 		}
@@ -652,7 +749,7 @@ func (s *Store) PutValue(id chunk.ID, v Value) error {
 	s.mu.Unlock()
 	if written && doomed {
 		// Still claimed, so nothing else touches ks until it is deleted.
-		s.unwrite(id, key, size)
+		s.unwrite(id, key, parts, size)
 		return nil
 	}
 	switch {
@@ -670,8 +767,8 @@ func (s *Store) PutValue(id chunk.ID, v Value) error {
 // DeleteObject doomed its claim, and releases the claim. If the delete
 // fails, the chunk stays on disk unindexed (never served), like after a
 // failed DeleteObject.
-func (s *Store) unwrite(id chunk.ID, key []byte, size int64) {
-	if err := s.deleteKeys([][]byte{key}); err != nil {
+func (s *Store) unwrite(id chunk.ID, key []byte, parts int, size int64) {
+	if err := s.deleteKeys(diskKeys(string(key), parts)); err != nil {
 		s.errors.Add(1)
 		s.log.Error("delete chunk put during its object's deletion", "chunk", id.String(), "err", err)
 	} else {
@@ -754,10 +851,10 @@ func (s *Store) drop(victims []*entry, evicted bool) {
 	if evicted {
 		s.evictions.Add(uint64(len(victims)))
 	}
-	keys := make([][]byte, len(victims))
+	keys := make([][]byte, 0, len(victims))
 	var bytes int64
-	for i, v := range victims {
-		keys[i] = []byte(v.key)
+	for _, v := range victims {
+		keys = append(keys, diskKeys(v.key, v.parts)...)
 		bytes += v.size
 	}
 	if err := s.deleteKeys(keys); err != nil {
@@ -945,6 +1042,11 @@ func (s *Store) claimObjectLocked(obj string, owned []string, bytes int64) ([]st
 	for _, e := range s.idx.objectEntries(obj) {
 		s.popLocked(e)
 		owned = append(owned, e.key)
+		for i := range e.parts {
+			k := string(partKey([]byte(e.key), i))
+			s.inflight[k] = false
+			owned = append(owned, k)
+		}
 		bytes += e.size
 	}
 	for k := range s.inflight {
