@@ -1,6 +1,7 @@
 package store
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"testing"
@@ -138,6 +139,12 @@ func TestChunkPartsDamaged(t *testing.T) {
 		{"last part missing", func(t *testing.T, s *Store, key []byte) { del(t, s, partKey(key, 2)) }},
 		{"header damaged", func(t *testing.T, s *Store, key []byte) {
 			set(t, s, key, append([]byte{partsVersion}, make([]byte, partsHeaderLen-1)...))
+		}},
+		{"header with another length", func(t *testing.T, s *Store, key []byte) {
+			h := []byte{partsVersion, 0, 0, 0, 0}
+			h = binary.BigEndian.AppendUint32(h, n+1) // still three parts
+			h = binary.BigEndian.AppendUint32(h, partBytes)
+			set(t, s, key, h)
 		}},
 	} {
 		t.Run(c.name, func(t *testing.T) {

@@ -395,7 +395,7 @@ func (s *Store) GetChunk(id chunk.ID) ([]byte, Tier, error) {
 		return nil, "", ErrNotFound
 	}
 	s.idx.touch(e)
-	gen, parts := e.gen, e.parts
+	gen, parts, size := e.gen, e.parts, e.size
 	if s.ram != nil {
 		if v, ok := s.ram.Get(ks); ok {
 			s.mu.Unlock()
@@ -405,7 +405,7 @@ func (s *Store) GetChunk(id chunk.ID) ([]byte, Tier, error) {
 	}
 	s.mu.Unlock()
 
-	payload, err := s.readChunk(key, parts)
+	payload, err := s.readChunk(key, parts, size)
 	switch {
 	case errors.Is(err, badger.ErrKeyNotFound):
 		// Deleted under us (or by a DeleteObject racing a put).
@@ -430,8 +430,9 @@ func (s *Store) GetChunk(id chunk.ID) ([]byte, Tier, error) {
 	return payload, TierDisk, nil
 }
 
-// readChunk reads and verifies a chunk stored in parts+1 entries (value.go).
-func (s *Store) readChunk(key []byte, parts int) ([]byte, error) {
+// readChunk reads and verifies a chunk of size payload bytes stored in
+// parts+1 entries (value.go).
+func (s *Store) readChunk(key []byte, parts int, size int64) ([]byte, error) {
 	if parts == 0 {
 		val, err := s.readValue(key)
 		if err != nil {
@@ -439,12 +440,14 @@ func (s *Store) readChunk(key []byte, parts int) ([]byte, error) {
 		}
 		return decodeChunkValue(key, val)
 	}
-	return s.readRetrying(func(txn *badger.Txn) ([]byte, error) { return readParts(txn, key, parts) })
+	return s.readRetrying(func(txn *badger.Txn) ([]byte, error) { return readParts(txn, key, parts, size) })
 }
 
 // readParts puts together a chunk stored in parts. A missing part is
 // corruption: a chunk's entries are written and deleted in one transaction.
-func readParts(txn *badger.Txn, key []byte, parts int) ([]byte, error) {
+// The header must agree with the index (size: the parts' lengths found at
+// Open, or what was put) before anything is allocated.
+func readParts(txn *badger.Txn, key []byte, parts int, size int64) ([]byte, error) {
 	item, err := txn.Get(key)
 	if err != nil {
 		return nil, err
@@ -453,8 +456,8 @@ func readParts(txn *badger.Txn, key []byte, parts int) ([]byte, error) {
 	if err := item.Value(func(v []byte) (err error) { h, err = decodePartsHeader(v); return err }); err != nil {
 		return nil, err
 	}
-	if h.parts() != parts {
-		return nil, fmt.Errorf("%w: header says %d parts, the index %d", errCorrupt, h.parts(), parts)
+	if h.parts() != parts || int64(h.length) != size {
+		return nil, fmt.Errorf("%w: header says %d bytes in %d parts, the index %d in %d", errCorrupt, h.length, h.parts(), size, parts)
 	}
 	payload := make([]byte, h.length)
 	for i := range parts {
