@@ -206,3 +206,20 @@ func TestWholeValueOverAPart(t *testing.T) {
 	}
 	wantChunk(t, s, id, data, TierDisk)
 }
+
+// TestLargestChunkInParts: a chunk of the largest chunk size a node takes
+// (64 MiB, 128 parts) fits one badger transaction on the smallest memtable.
+func TestLargestChunkInParts(t *testing.T) {
+	s := newTestStore(t, noRAM, func(o *Options) { o.DiskBytes = 256 << 20 }) // 1 MiB memtables
+	id := testID("t", "b", "k", "e", 0)
+	data := make([]byte, 64<<20)
+	for off := 0; off < len(data); off += 8 << 20 {
+		copy(data[off:], payload(id, 8<<20))
+		data[off] = byte(off >> 23) // parts differ
+	}
+	mustPut(t, s, id, data)
+	if got := diskKeyCount(t, s, chunkKey(id)); got != 1+len(data)/partBytes {
+		t.Errorf("%d keys on disk, want %d", got, 1+len(data)/partBytes)
+	}
+	wantChunk(t, s, id, data, TierDisk)
+}
