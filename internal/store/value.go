@@ -21,7 +21,7 @@ package store
 // the whole payload) and is verified once the parts are put together. Why
 // parts: badger copies each value-log entry through a buffer it allocates
 // afresh for every write batch, grown to fit the entry; for a 4 MiB chunk
-// that buffer (zeroed, faulted in, copied through) was a third of a
+// that buffer (zeroed, faulted in, copied through) was over a quarter of a
 // filling node's CPU. A chunk's parts share one buffer of a part's size.
 //
 // Metadata values ('m' keys) are: version (1 byte, = 1) | JSON of chunk.Meta.
