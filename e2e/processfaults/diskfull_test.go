@@ -9,6 +9,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 )
 
 // smallFilesystem mounts a tmpfs of size bytes on a new directory and
@@ -122,14 +123,24 @@ func TestDiskFull(t *testing.T) {
 		t.Error("the store cached everything on a full filesystem")
 	}
 
-	// 3. The space is freed: the node caches again.
+	// 3. The space is freed: the node caches again. It sees the room at its
+	// next usage measurement and may first have to reclaim the value-log
+	// garbage phase 2's evictions left (every 10 s, sooner when garbage
+	// piles up), so a round may still be refused: give it a few.
 	if err := os.Remove(filler); err != nil {
 		t.Fatal(err)
 	}
-	hits = round(t, 10)
-	report("space freed", hits, 10)
+	deadline := time.Now().Add(45 * time.Second)
+	for {
+		hits = round(t, 10)
+		report("space freed", hits, 10)
+		if hits >= 5 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(2 * time.Second)
+	}
 	if hits < 5 {
-		t.Errorf("only %d of 10 re-reads were disk hits after the filesystem had room again", hits)
+		t.Errorf("only %d of 10 re-reads were disk hits 45 s after the filesystem had room again", hits)
 	}
 }
 
