@@ -1045,10 +1045,9 @@ func (s *Store) claimObjectLocked(obj string, owned []string, bytes int64) ([]st
 	for _, e := range s.idx.objectEntries(obj) {
 		s.popLocked(e)
 		owned = append(owned, e.key)
-		for i := range e.parts {
-			k := string(partKey([]byte(e.key), i))
-			s.inflight[k] = false
-			owned = append(owned, k)
+		for _, k := range diskKeys(e.key, e.parts)[1:] {
+			s.inflight[string(k)] = false
+			owned = append(owned, string(k))
 		}
 		bytes += e.size
 	}

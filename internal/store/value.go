@@ -93,14 +93,11 @@ func (v Value) entries(key []byte) []*badger.Entry {
 	if len(payload) <= partBytes {
 		return []*badger.Entry{badger.NewEntry(key, v.seal(key))}
 	}
-	h := make([]byte, partsHeaderLen)
-	h[0] = partsVersion
-	binary.BigEndian.PutUint32(h[1:5], chunkCRC(key, payload))
-	binary.BigEndian.PutUint32(h[5:9], uint32(len(payload)))
-	binary.BigEndian.PutUint32(h[9:13], partBytes)
-	es := []*badger.Entry{badger.NewEntry(key, h)}
-	for i := 0; i*partBytes < len(payload); i++ {
-		es = append(es, badger.NewEntry(partKey(key, i), payload[i*partBytes:min((i+1)*partBytes, len(payload))]))
+	h := partsHeader{crc: chunkCRC(key, payload), length: len(payload), partLen: partBytes}
+	es := []*badger.Entry{badger.NewEntry(key, h.encode())}
+	for i := range h.parts() {
+		from, to := h.part(i)
+		es = append(es, badger.NewEntry(partKey(key, i), payload[from:to]))
 	}
 	return es
 }
@@ -116,6 +113,15 @@ func (h partsHeader) parts() int { return (h.length + h.partLen - 1) / h.partLen
 // part returns the bounds of part i in the payload.
 func (h partsHeader) part(i int) (from, to int) {
 	return i * h.partLen, min((i+1)*h.partLen, h.length)
+}
+
+func (h partsHeader) encode() []byte {
+	v := make([]byte, partsHeaderLen)
+	v[0] = partsVersion
+	binary.BigEndian.PutUint32(v[1:5], h.crc)
+	binary.BigEndian.PutUint32(v[5:9], uint32(h.length))
+	binary.BigEndian.PutUint32(v[9:13], uint32(h.partLen))
+	return v
 }
 
 func decodePartsHeader(v []byte) (partsHeader, error) {
