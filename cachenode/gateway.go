@@ -44,6 +44,7 @@ type gatewayFlags struct {
 	chunkSize, pageCacheBytes       byteSize
 	pageBytes                       byteSize
 	readBufferBytes                 byteSize
+	clientUnsentBytes               byteSize
 	prefault                        bool
 	parallelism                     int
 	timeout, passthroughTimeout     time.Duration
@@ -60,7 +61,7 @@ type gatewayCredentials struct {
 }
 
 func parseGatewayFlags(args []string) (*gatewayFlags, error) {
-	f := &gatewayFlags{pageCacheBytes: 256 << 20}
+	f := &gatewayFlags{pageCacheBytes: 256 << 20, clientUnsentBytes: gateway.DefaultClientUnsentBytes}
 	fs := flag.NewFlagSet("gateway", flag.ContinueOnError)
 	fs.StringVar(&f.listen, "listen", "127.0.0.1:9000", "address of the S3 API (plain HTTP unless --listen-tls-cert is set)")
 	fs.StringVar(&f.listenTLSCert, "listen-tls-cert", "", "serve the S3 API over TLS with this certificate (PEM)")
@@ -82,6 +83,7 @@ func parseGatewayFlags(args []string) (*gatewayFlags, error) {
 	fs.Var(&f.pageBytes, "page-bytes", "unit of the page cache and of GetObject's reads, a divisor of the chunk size, e.g. 1Mi (0 or at least the chunk size: whole chunks); experimental, see docs/gateway.md")
 	fs.IntVar(&f.parallelism, "parallelism", client.DefaultParallelism, "chunk requests in flight per GetObject (read-ahead within the range, in chunks)")
 	fs.Var(&f.readBufferBytes, "read-buffer-bytes", "most bytes all GetObjects hold at once in fetched chunks (0: 256Mi or a quarter of --page-cache-bytes, whichever is more; at least --parallelism chunks); past it GetObjects wait and read ahead less")
+	fs.Var(&f.clientUnsentBytes, "client-unsent-bytes", "most bytes of a response the kernel queues unsent on an S3 client's connection (TCP_NOTSENT_LOWAT, Linux); a client that stops reading a range then costs about this and its receive window, not the several MiB of a grown send buffer (0: the kernel's default)")
 	fs.DurationVar(&f.timeout, "timeout", client.DefaultTimeout, "timeout of one chunk or metadata request to one node")
 	fs.DurationVar(&f.passthroughTimeout, "passthrough-timeout", 5*time.Minute, "longest wait for S3's answer to a passed-through operation")
 	fs.DurationVar(&f.clientWriteTimeout, "client-write-timeout", gateway.DefaultClientWriteTimeout, "longest a GetObject waits for its client to take one chunk of the body; a client stalled longer is dropped (it holds read buffers meanwhile); 0: never")
@@ -91,6 +93,9 @@ func parseGatewayFlags(args []string) (*gatewayFlags, error) {
 		return map[string]string{"nodes": f.nodes, "tls-cert": f.tlsCert, "tls-key": f.tlsKey, "ca": f.ca}
 	}); err != nil {
 		return nil, err
+	}
+	if f.clientUnsentBytes > 1<<30 {
+		return nil, errors.New("--client-unsent-bytes: at most 1Gi")
 	}
 	if (f.listenTLSCert == "") != (f.listenTLSKey == "") {
 		return nil, errors.New("--listen-tls-cert and --listen-tls-key go together")
@@ -235,6 +240,7 @@ func runGateway(args []string) error {
 	if err != nil {
 		return err
 	}
+	ln = gateway.LimitUnsent(ln, int(f.clientUnsentBytes))
 	go func() {
 		if api.TLSConfig != nil {
 			errc <- api.Serve(tls.NewListener(ln, api.TLSConfig))

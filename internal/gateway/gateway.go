@@ -35,9 +35,10 @@ type Config struct {
 	// chunk size).
 	ReadPieceBytes int64
 	// ReadAhead is the most pieces of one GetObject fetched ahead of the
-	// client (default 8): ranges of at most ReadAhead pieces are fetched
-	// whole at once, longer ones start at one and double per piece
-	// consumed. It bounds a read's memory to ReadAhead+1 pieces.
+	// client (default 8): whole objects of at most ReadAhead pieces are
+	// fetched whole at once; other ranges a piece at a time until 8 MiB
+	// are sent, then one ahead, doubling per piece consumed. It bounds a
+	// read's memory to ReadAhead+1 pieces.
 	ReadAhead int
 	// ReadBufferBytes bounds the bytes all GetObjects hold at once in
 	// fetched pieces (default DefaultReadBufferBytes, at least ReadAhead

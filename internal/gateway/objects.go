@@ -121,7 +121,7 @@ func (g *Gateway) serveVersion(x *exchange, m client.Meta) (retry bool) {
 		v.NoteRead(ctx, x.rt.bucket, x.rt.key, m, rng.off, rng.n)
 		ctx = client.WithoutReadAhead(ctx)
 	}
-	body := newRangeReader(ctx, readAt, &g.pieces, g.buffers, g.cfg.ReadPieceBytes, g.cfg.ReadAhead, rng.off, rng.n)
+	body := newRangeReader(ctx, readAt, &g.pieces, g.buffers, g.cfg.ReadPieceBytes, g.cfg.ReadAhead, rng.off, rng.n, m.Size)
 	if canView {
 		body.view = func(ctx context.Context, off, n int64) (client.PageView, bool, error) {
 			return v.View(ctx, x.rt.bucket, x.rt.key, m, off, n)

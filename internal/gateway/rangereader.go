@@ -14,17 +14,21 @@ import (
 // piece is one chunk request), in order. It never fetches past end: a
 // small range read is one chunk request, however far the object goes on.
 //
-// Read-ahead is adaptive, like the kernel's page cache read-ahead: a
-// range longer than depth pieces starts with one piece in flight ahead of
-// the one being sent (a shorter one is fetched whole at once), and
-// each piece the client consumes doubles that window, up to depth. A
-// client that asks for a range to the end of the object and stops within
-// its first piece (ClickHouse asks so for every column read) costs two
-// pieces, not depth+1; a sequential read still reaches depth pieces in
-// flight after a few pieces. Memory is bounded by depth+1 pieces, and all
-// readers together by the gateway's read buffers (readBuffers): the first
-// window is taken whole, waiting if need be; read-ahead past it only takes
-// what is free.
+// Read-ahead is adaptive, like the kernel's page cache read-ahead. A
+// whole object of at most depth pieces (most objects) is fetched whole at
+// once. Any other range starts with no piece fetched ahead of the one being
+// sent: a reader that asks for a range may stop long before its end
+// (ClickHouse asks for the bytes from the first granule it needs to the
+// last, or to the end of the column file, and often reads a few hundred
+// KiB), and the client's socket buffers take several MiB before it has read
+// any, so what GetObject has written says little about what the client
+// read. Once rampBytes are sent, each piece the client consumes doubles
+// the window of pieces in flight ahead, up to depth: a sequential read
+// still reaches depth pieces in flight, and one that stops early costs
+// the pieces its socket took, not depth+1. Memory is bounded by depth+1
+// pieces, and all readers together by the gateway's read buffers
+// (readBuffers): the first window is taken whole, waiting if need be;
+// read-ahead past it only takes what is free.
 type rangeReader struct {
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -38,13 +42,24 @@ type rangeReader struct {
 	credit int64 // bytes taken from budget for pieces not started yet
 	piece  int64
 	depth  int // the most pieces in flight
-	window int // pieces in flight allowed now: 1, doubling per piece consumed, up to depth
+	// window is the pieces fetched ahead of the one being sent: 0 until
+	// rampBytes are sent, then 1, doubling per piece consumed, up to depth.
+	window int
+	sent   int64 // bytes of consumed pieces
+	ramp   int64 // sent before reading ahead: rampBytes
 
 	next, end int64 // next offset to fetch, end of the range
 	queue     []*pieceFetch
 	cur       *pieceFetch // being read by the caller
 	pos       int         // within cur.data
 }
+
+// rampBytes is what a range reader sends before it fetches pieces ahead
+// of the client: more than a client's socket buffers usually take before
+// it reads (Linux grows a loopback connection's to several MiB), so that
+// reading ahead starts when the client is reading, not when its buffers
+// are filling.
+const rampBytes = 8 << 20
 
 type pieceFetch struct {
 	done chan struct{}
@@ -56,18 +71,18 @@ type pieceFetch struct {
 }
 
 func newRangeReader(ctx context.Context, readAt func(context.Context, []byte, int64) (int, error), pool *sync.Pool,
-	budget *readBuffers, piece int64, depth int, off, n int64) *rangeReader {
+	budget *readBuffers, piece int64, depth int, off, n, size int64) *rangeReader {
 	ctx, cancel := context.WithCancel(ctx)
 	depth = max(depth, 1)
-	// A range of at most depth pieces (most objects) is fetched whole
-	// before the status goes out, so an object overwritten meanwhile is
-	// retried, never cut off; a longer one starts adaptive.
-	window := 1
-	if n > 0 && (off+n-1)/piece-off/piece+1 <= int64(depth) {
+	// A whole object of at most depth pieces is fetched whole before the
+	// status goes out, so an object overwritten meanwhile is retried,
+	// never cut off; anything else starts adaptive.
+	window := 0
+	if off == 0 && n == size && n > 0 && (n-1)/piece+1 <= int64(depth) {
 		window = depth
 	}
 	return &rangeReader{ctx: ctx, cancel: cancel, readAt: readAt, pool: pool, budget: budget, piece: piece, depth: depth,
-		window: window, next: off, end: off + n}
+		window: window, ramp: rampBytes, next: off, end: off + n}
 }
 
 // pieceEnd is where the piece starting at lo ends: the next multiple of
@@ -77,7 +92,7 @@ func (r *rangeReader) pieceEnd(lo int64) int64 { return min((lo/r.piece+1)*r.pie
 // windowBytes is the size of the next window pieces from r.next.
 func (r *rangeReader) windowBytes() int64 {
 	var n int64
-	for i, lo := 0, r.next; i < r.window && lo < r.end; i++ {
+	for i, lo := 0, r.next; i < max(r.window, 1) && lo < r.end; i++ {
 		hi := r.pieceEnd(lo)
 		n, lo = n+hi-lo, hi
 	}
@@ -88,7 +103,7 @@ func (r *rangeReader) windowBytes() int64 {
 // as far as the read buffers allow. A reader holding no piece waits for
 // its next one; one holding some goes on with those.
 func (r *rangeReader) fill() error {
-	for len(r.queue) < r.window && r.next < r.end {
+	for (len(r.queue) < r.window || len(r.queue) == 0 && r.cur == nil) && r.next < r.end {
 		lo := r.next
 		hi := r.pieceEnd(lo)
 		switch {
@@ -163,9 +178,12 @@ func (r *rangeReader) prime() error {
 func (r *rangeReader) advance() error {
 	for r.cur == nil || r.pos == len(r.cur.data) {
 		if r.cur != nil {
+			r.sent += int64(len(r.cur.data))
 			r.release(r.cur) // consumed; its fetch has finished
 			r.cur = nil
-			r.window = min(2*r.window, r.depth)
+			if r.sent >= r.ramp {
+				r.window = min(max(2*r.window, 1), r.depth)
+			}
 		}
 		if err := r.fill(); err != nil {
 			return err

@@ -64,7 +64,7 @@ func TestRangeReader(t *testing.T) {
 	pool := &sync.Pool{New: func() any { b := make([]byte, piece); return &b }}
 	for _, tt := range []struct{ off, n int64 }{{0, 10_000}, {0, 1}, {999, 2}, {1500, 4000}, {9999, 1}, {3000, 1000}} {
 		f := &fakeObject{data: data, failAt: -1}
-		rr := newRangeReader(context.Background(), f.readAt, pool, plenty(), piece, 3, tt.off, tt.n)
+		rr := newRangeReader(context.Background(), f.readAt, pool, plenty(), piece, 3, tt.off, tt.n, int64(len(data)))
 		got, err := io.ReadAll(rr)
 		rr.Close()
 		if err != nil || !bytes.Equal(got, data[tt.off:tt.off+tt.n]) {
@@ -90,21 +90,28 @@ func TestRangeReader(t *testing.T) {
 
 	// prime waits for the first piece and reports its error.
 	f := &fakeObject{data: data, failAt: 500}
-	rr := newRangeReader(context.Background(), f.readAt, pool, plenty(), piece, 3, 0, 10_000)
+	rr := newRangeReader(context.Background(), f.readAt, pool, plenty(), piece, 3, 0, 10_000, int64(len(data)))
 	if err := rr.prime(); err == nil || len(f.asked) != 1 {
 		t.Errorf("prime: %v after %d fetches; want the first piece's error", err, len(f.asked))
 	}
 	rr.Close()
-	// A range that fits the read-ahead is primed whole: an error in its
-	// last piece comes before the status, not after.
-	f = &fakeObject{data: data, failAt: 2500}
-	rr = newRangeReader(context.Background(), f.readAt, pool, plenty(), piece, 3, 0, 3000)
+	// A whole object that fits the read-ahead is primed whole: an error in
+	// its last piece comes before the status, not after.
+	f = &fakeObject{data: data[:3000], failAt: 2500}
+	rr = newRangeReader(context.Background(), f.readAt, pool, plenty(), piece, 3, 0, 3000, 3000)
 	if err := rr.prime(); err == nil || len(f.asked) != 3 {
-		t.Errorf("prime of a 3-piece range: %v after %d fetches; want the third piece's error", err, len(f.asked))
+		t.Errorf("prime of a 3-piece object: %v after %d fetches; want the third piece's error", err, len(f.asked))
+	}
+	rr.Close()
+	// A part of an object as long is not: its reader may stop early.
+	f = &fakeObject{data: data, failAt: -1}
+	rr = newRangeReader(context.Background(), f.readAt, pool, plenty(), piece, 3, 0, 3000, int64(len(data)))
+	if err := rr.prime(); err != nil || len(f.asked) != 1 {
+		t.Errorf("prime of 3 pieces of a 10-piece object: %v after %d fetches; want the first piece only", err, len(f.asked))
 	}
 	rr.Close()
 	f = &fakeObject{data: data, failAt: -1}
-	rr = newRangeReader(context.Background(), f.readAt, pool, plenty(), piece, 3, 0, 10_000)
+	rr = newRangeReader(context.Background(), f.readAt, pool, plenty(), piece, 3, 0, 10_000, int64(len(data)))
 	if err := rr.prime(); err != nil {
 		t.Fatal(err)
 	}
@@ -114,7 +121,7 @@ func TestRangeReader(t *testing.T) {
 	rr.Close()
 
 	f = &fakeObject{data: data, failAt: 4500}
-	rr = newRangeReader(context.Background(), f.readAt, pool, plenty(), piece, 3, 0, 10_000)
+	rr = newRangeReader(context.Background(), f.readAt, pool, plenty(), piece, 3, 0, 10_000, int64(len(data)))
 	got, err := io.ReadAll(rr)
 	rr.Close()
 	if err == nil || len(got) != 4000 || !bytes.Equal(got, data[:4000]) {
@@ -156,7 +163,7 @@ func TestRangeReaderWriteTo(t *testing.T) {
 		writes int
 	}{{0, 10_000, 10}, {0, 1, 1}, {999, 2, 2}, {1500, 4000, 5}, {9999, 1, 1}, {3000, 1000, 1}} {
 		f := &fakeObject{data: data, failAt: -1}
-		rr := newRangeReader(context.Background(), f.readAt, pool, plenty(), piece, 3, tt.off, tt.n)
+		rr := newRangeReader(context.Background(), f.readAt, pool, plenty(), piece, 3, tt.off, tt.n, int64(len(data)))
 		var w countingWriter
 		n, err := rr.WriteTo(&w)
 		rr.Close()
@@ -170,7 +177,7 @@ func TestRangeReaderWriteTo(t *testing.T) {
 
 	// After a partial Read, WriteTo sends the rest.
 	f := &fakeObject{data: data, failAt: -1}
-	rr := newRangeReader(context.Background(), f.readAt, pool, plenty(), piece, 3, 0, 10_000)
+	rr := newRangeReader(context.Background(), f.readAt, pool, plenty(), piece, 3, 0, 10_000, int64(len(data)))
 	head := make([]byte, 1500)
 	if _, err := io.ReadFull(rr, head); err != nil {
 		t.Fatal(err)
@@ -183,7 +190,7 @@ func TestRangeReaderWriteTo(t *testing.T) {
 
 	// A failed fetch: the bytes before it, then its error.
 	f = &fakeObject{data: data, failAt: 4500}
-	rr = newRangeReader(context.Background(), f.readAt, pool, plenty(), piece, 3, 0, 10_000)
+	rr = newRangeReader(context.Background(), f.readAt, pool, plenty(), piece, 3, 0, 10_000, int64(len(data)))
 	w = countingWriter{}
 	n, err := rr.WriteTo(&w)
 	rr.Close()
@@ -193,7 +200,7 @@ func TestRangeReaderWriteTo(t *testing.T) {
 
 	// A failed write: its error, counted bytes included.
 	f = &fakeObject{data: data, failAt: -1}
-	rr = newRangeReader(context.Background(), f.readAt, pool, plenty(), piece, 3, 0, 10_000)
+	rr = newRangeReader(context.Background(), f.readAt, pool, plenty(), piece, 3, 0, 10_000, int64(len(data)))
 	w = countingWriter{failAfter: 2500}
 	n, err = rr.WriteTo(&w)
 	rr.Close()
@@ -210,10 +217,10 @@ func fetchedPieces(rr *rangeReader, off int64) int64 {
 	return (rr.next-1)/rr.piece - off/rr.piece + 1
 }
 
-// TestRangeReaderOpenEndedShortRead: ClickHouse asks for a range to the
-// end of a column file and reads only its start before closing. That
-// must cost the first piece and the one read ahead of it, not ReadAhead
-// pieces (it cost 9 before the read-ahead was adaptive).
+// TestRangeReaderOpenEndedShortRead: ClickHouse asks for most of a column
+// file and reads only its start before closing. That must cost the first
+// piece, not ReadAhead pieces (it cost 9 before the read-ahead was
+// adaptive, 2 before it waited for rampBytes to be sent).
 func TestRangeReaderOpenEndedShortRead(t *testing.T) {
 	const piece, pieces, depth = 256 << 10, 32, 8
 	data := make([]byte, piece*pieces)
@@ -223,7 +230,7 @@ func TestRangeReaderOpenEndedShortRead(t *testing.T) {
 		// As GetObject streams: prime, then WriteTo a client that goes
 		// away after 100 KiB.
 		f := &fakeObject{data: data, failAt: -1}
-		rr := newRangeReader(context.Background(), f.readAt, pool, plenty(), piece, depth, off, n)
+		rr := newRangeReader(context.Background(), f.readAt, pool, plenty(), piece, depth, off, n, int64(len(data)))
 		if err := rr.prime(); err != nil {
 			t.Fatal(err)
 		}
@@ -231,14 +238,14 @@ func TestRangeReaderOpenEndedShortRead(t *testing.T) {
 		if _, err := rr.WriteTo(&w); err == nil {
 			t.Fatal("WriteTo to a client that went away succeeded")
 		}
-		if got := fetchedPieces(rr, off); got > 2 {
-			t.Errorf("off %d: client read 100 KiB and left; %d pieces fetched, want at most 2", off, got)
+		if got := fetchedPieces(rr, off); got != 1 {
+			t.Errorf("off %d: client read 100 KiB and left; %d pieces fetched, want 1", off, got)
 		}
 		rr.Close()
 
 		// With Read, the same.
 		f = &fakeObject{data: data, failAt: -1}
-		rr = newRangeReader(context.Background(), f.readAt, pool, plenty(), piece, depth, off, n)
+		rr = newRangeReader(context.Background(), f.readAt, pool, plenty(), piece, depth, off, n, int64(len(data)))
 		if err := rr.prime(); err != nil {
 			t.Fatal(err)
 		}
@@ -246,20 +253,38 @@ func TestRangeReaderOpenEndedShortRead(t *testing.T) {
 		if _, err := io.ReadFull(rr, buf); err != nil || !bytes.Equal(buf, data[off:off+int64(len(buf))]) {
 			t.Fatalf("off %d: read: %v", off, err)
 		}
-		if got := fetchedPieces(rr, off); got > 2 {
-			t.Errorf("off %d: client read 100 KiB; %d pieces fetched, want at most 2", off, got)
+		if got := fetchedPieces(rr, off); got != 1 {
+			t.Errorf("off %d: client read 100 KiB; %d pieces fetched, want 1", off, got)
 		}
 		rr.Close()
 	}
+
+	// A client whose buffers take 1 MiB (four pieces) before it stops
+	// costs those and the fifth being written: nothing is fetched ahead
+	// before rampBytes are sent.
+	f := &fakeObject{data: data, failAt: -1}
+	rr := newRangeReader(context.Background(), f.readAt, pool, plenty(), piece, depth, 0, int64(len(data)), int64(len(data)))
+	if err := rr.prime(); err != nil {
+		t.Fatal(err)
+	}
+	w := countingWriter{failAfter: 1 << 20}
+	if _, err := rr.WriteTo(&w); err == nil {
+		t.Fatal("WriteTo to a client that went away succeeded")
+	}
+	if got := fetchedPieces(rr, 0); got != 5 {
+		t.Errorf("client took 4 pieces and left; %d pieces fetched, want 5", got)
+	}
+	rr.Close()
 }
 
 // TestRangeReaderSequentialReachesDepth: a client that keeps reading gets
 // the full read-ahead: depth fetches at the same time. Fetches from the
-// fourth piece on (when the window, doubling per piece consumed, has
-// reached 8) hold until depth are in flight at once; if that never
-// happens they give up after a while and the test fails.
+// sixth piece on (the first two pieces are sent before reading ahead
+// starts, then the window doubles per piece consumed: 1, 2, 4, 8) hold
+// until depth are in flight at once; if that never happens they give up
+// after a while and the test fails.
 func TestRangeReaderSequentialReachesDepth(t *testing.T) {
-	const piece, pieces, depth, gated = 1000, 20, 8, 3
+	const piece, pieces, depth, gated = 1000, 20, 8, 5
 	data := make([]byte, piece*pieces)
 	for i := range data {
 		data[i] = byte(i / 7)
@@ -291,7 +316,8 @@ func TestRangeReaderSequentialReachesDepth(t *testing.T) {
 			}
 			return copy(p, data[off:]), nil
 		}
-		rr := newRangeReader(context.Background(), readAt, pool, plenty(), piece, depth, 0, int64(len(data)))
+		rr := newRangeReader(context.Background(), readAt, pool, plenty(), piece, depth, 0, int64(len(data)), int64(len(data)))
+		rr.ramp = 2 * piece
 		if err := rr.prime(); err != nil {
 			t.Fatal(err)
 		}
@@ -345,7 +371,7 @@ func TestReadBuffersBoundAllReaders(t *testing.T) {
 	for i := range 16 {
 		wg.Go(func() {
 			rg := ranges[i%len(ranges)]
-			rr := newRangeReader(context.Background(), readAt, pool, budget, piece, depth, rg.off, rg.n)
+			rr := newRangeReader(context.Background(), readAt, pool, budget, piece, depth, rg.off, rg.n, int64(len(data)))
 			defer rr.Close()
 			if err := rr.prime(); err != nil {
 				errs <- err
@@ -390,20 +416,20 @@ func TestReadBuffersWaitEndsWithTheHolder(t *testing.T) {
 	pool := &sync.Pool{New: func() any { b := make([]byte, piece); return &b }}
 	budget := newReadBuffers(depth*piece, NewMetrics(nil))
 	f := &fakeObject{data: data, failAt: -1}
-	holder := newRangeReader(context.Background(), f.readAt, pool, budget, piece, depth, 0, 3000)
+	holder := newRangeReader(context.Background(), f.readAt, pool, budget, piece, depth, 0, 3000, 3000)
 	if err := holder.prime(); err != nil { // holds all three pieces, unsent
 		t.Fatal(err)
 	}
 
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
-	waiter := newRangeReader(ctx, f.readAt, pool, budget, piece, depth, 0, 10_000)
+	waiter := newRangeReader(ctx, f.readAt, pool, budget, piece, depth, 0, 10_000, int64(len(data)))
 	if err := waiter.prime(); !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("prime with every read buffer held: %v, want the context's deadline", err)
 	}
 	waiter.Close()
 
-	next := newRangeReader(context.Background(), f.readAt, pool, budget, piece, depth, 0, 10_000)
+	next := newRangeReader(context.Background(), f.readAt, pool, budget, piece, depth, 0, 10_000, int64(len(data)))
 	primed := make(chan error, 1)
 	go func() { primed <- next.prime() }()
 	select {

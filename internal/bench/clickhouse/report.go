@@ -134,7 +134,8 @@ func report(env benchkit.Env, r *results) (benchkit.Section, error) {
 	p("Where the bytes came from: ClickHouse's requests to its endpoint and the bytes it read (row 2: also from its local cache); ")
 	p("for distcache, the gateway's page cache (chunk hits/misses), the nodes' chunk reads (RAM / disk / S3), and the body bytes ")
 	p("the gateway wrote to ClickHouse's connections and the nodes to the gateway's (a response ClickHouse drops part-way has ")
-	p("already had up to a few MiB written into the kernel's socket buffers, so the gateway can send more than ClickHouse read).\n\n")
+	p("already had what the kernel queued for it written: ClickHouse's receive window and up to `--client-unsent-bytes`, 128 KiB, ")
+	p("unsent on the gateway's side; so the gateway can send more than ClickHouse read).\n\n")
 	src := benchkit.Table{Header: []string{"row"}}
 	for _, q := range queries {
 		src.Header = append(src.Header, q+" cold", q+" hot")
@@ -294,7 +295,7 @@ func bounds(r *results) string {
 		total(r5), total(r5)/cores, total(r2h), r1.CPU.S3, r1.CPU.ClickHouse))
 	s4h, s2h := c(3, si, 1), c(1, si, 1)
 	s = append(s, fmt.Sprintf("For the scattered query, ClickHouse reads %s from a remote disk for the %s it reads from its local cache "+
-		"(it asks for ranges to the end of each column file and fills a read buffer), and its own CPU time in row 4 hot, %.3f s, "+
+		"(it asks for ranges from the first granule it needs to the last and reads the first), and its own CPU time in row 4 hot, %.3f s, "+
 		"is %s the time of row 2 hot's whole run (%.3f s).",
 		size(s4h.CHBytes), size(s2h.CHCacheBytes), s4h.CPU.ClickHouse, benchkit.Ratio(s4h.CPU.ClickHouse, s2h.Seconds), s2h.Seconds))
 	ref := c(refRow, si, 1)
@@ -344,13 +345,15 @@ func reading(r *results) string {
 		"(%.0f of %.0f lookups in row 4).",
 		c(3, fi, 0).AheadFills, c(2, fi, 0).AheadFills, c(3, fi, 0).PageHits, c(3, fi, 0).PageHits+c(3, fi, 0).PageMisses))
 	s = append(s, fmt.Sprintf("The scattered query needs %s of compressed data (what row 2 hot read from its local cache), "+
-		"but ClickHouse asks a remote disk for ranges that run on to the end of the column file and stops reading when it has "+
-		"what it needs: it took %s from its endpoint (S3 or gateway) each time. Behind the gateway such a range costs the "+
-		"chunk it starts in (the bytes asked for at once, the whole chunk into the gateway's page cache in the background: "+
-		"%.0f such fills; or the whole chunk at once when the range covers half of it or more) and, as it runs to the end of "+
-		"a file longer than --parallelism chunks, one chunk read ahead, widening as the client keeps reading. "+
+		"but ClickHouse asks a remote disk for a range from the first granule it needs in a column file to the last (most of "+
+		"the file), reads the first and drops the response: it took %s from its endpoint (S3 or gateway) each time. "+
+		"Behind the gateway such a range costs the chunk it starts in (the bytes asked for at once, the whole chunk into the "+
+		"gateway's page cache in the background: %.0f such fills; or the whole chunk at once when the range covers half of it "+
+		"or more) and further chunks only as ClickHouse takes them: a range's chunks are fetched one at a time until 8 MiB are "+
+		"sent, and ClickHouse's connections queue at most 128 KiB unsent (`--client-unsent-bytes`), so what the gateway has "+
+		"sent is what ClickHouse read, give or take its receive window. "+
 		"The fresh gateway of row 4 made %.0f chunk reads on the nodes (%s) for it, and wrote %s to ClickHouse's "+
-		"connections: what ClickHouse read, and what the kernel's socket buffers took before ClickHouse dropped a response. "+
+		"connections: what ClickHouse read, and what its receive buffer took before it dropped a response. "+
 		"That, and the fresh ClickHouse process loading marks and the primary index over the network (row 5 cold, "+
 		"everything in the gateway's RAM, still took %.3f s against %.3f s hot), is where row 4's %.3f s go, against "+
 		"%.3f s for row 2 hot and %.3f s for S3 cold.",

@@ -304,7 +304,7 @@ func (w *world) startGateway(ctx context.Context, pageCacheBytes int64) (*gatewa
 		return nil, err
 	}
 	g.srv = &http.Server{Handler: gw, ErrorLog: log.New(io.Discard, "", 0)}
-	go func() { _ = g.srv.Serve(ln) }()
+	go func() { _ = g.srv.Serve(gateway.LimitUnsent(ln, gateway.DefaultClientUnsentBytes)) }()
 	w.onClose(func() { _ = g.srv.Close() })
 	g.s3 = s3.New(s3.Options{
 		Region: "us-east-1", BaseEndpoint: aws.String("http://" + ln.Addr().String()), UsePathStyle: true,
