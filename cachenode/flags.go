@@ -30,6 +30,19 @@ func (b *byteSize) Set(s string) error {
 	return nil
 }
 
+// givenByteSize is a byteSize that remembers whether it was given (on the
+// command line or in the environment), for defaults that yield where they
+// do not fit and values given that must.
+type givenByteSize struct {
+	byteSize
+	given bool
+}
+
+func (b *givenByteSize) Set(s string) error {
+	b.given = true
+	return b.byteSize.Set(s)
+}
+
 // applyEnv sets each flag from PREFIX+NAME (upper case, '-' as '_') when that
 // variable is set; command-line flags parsed afterwards win.
 func applyEnv(fs *flag.FlagSet, prefix string) error {

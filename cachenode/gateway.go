@@ -42,7 +42,7 @@ type gatewayFlags struct {
 	region                          string
 	domains                         string
 	chunkSize, pageCacheBytes       byteSize
-	pageBytes                       byteSize
+	pageBytes                       givenByteSize
 	readBufferBytes                 byteSize
 	clientUnsentBytes               byteSize
 	prefault                        bool
@@ -61,7 +61,8 @@ type gatewayCredentials struct {
 }
 
 func parseGatewayFlags(args []string) (*gatewayFlags, error) {
-	f := &gatewayFlags{pageCacheBytes: 256 << 20, clientUnsentBytes: gateway.DefaultClientUnsentBytes}
+	f := &gatewayFlags{pageCacheBytes: 256 << 20, clientUnsentBytes: gateway.DefaultClientUnsentBytes,
+		pageBytes: givenByteSize{byteSize: gateway.DefaultPageBytes}}
 	fs := flag.NewFlagSet("gateway", flag.ContinueOnError)
 	fs.StringVar(&f.listen, "listen", "127.0.0.1:9000", "address of the S3 API (plain HTTP unless --listen-tls-cert is set)")
 	fs.StringVar(&f.listenTLSCert, "listen-tls-cert", "", "serve the S3 API over TLS with this certificate (PEM)")
@@ -80,7 +81,7 @@ func parseGatewayFlags(args []string) (*gatewayFlags, error) {
 	fs.Var(&f.chunkSize, "chunk-size", "the cache's chunk size (0: learn it from the nodes)")
 	fs.Var(&f.pageCacheBytes, "page-cache-bytes", "RAM page cache, e.g. 1Gi (0 disables it)")
 	fs.BoolVar(&f.prefault, "page-cache-prefault", true, "fault the page cache's memory in at start (--page-cache-bytes and a quarter more), before the gateway is ready, so that filling it never waits for fresh memory")
-	fs.Var(&f.pageBytes, "page-bytes", "unit of the page cache and of GetObject's reads, a divisor of the chunk size, e.g. 1Mi (0 or at least the chunk size: whole chunks); experimental, see docs/gateway.md")
+	fs.Var(&f.pageBytes, "page-bytes", "unit of the page cache and of GetObject's reads, a divisor of the chunk size (the default applies where it divides it; 0 or at least the chunk size: whole chunks)")
 	fs.IntVar(&f.parallelism, "parallelism", client.DefaultParallelism, "chunk requests in flight per GetObject (read-ahead within the range, in chunks)")
 	fs.Var(&f.readBufferBytes, "read-buffer-bytes", "most bytes all GetObjects hold at once in fetched chunks (0: 256Mi or a quarter of --page-cache-bytes, whichever is more; at least --parallelism chunks); past it GetObjects wait and read ahead less")
 	fs.Var(&f.clientUnsentBytes, "client-unsent-bytes", "most bytes of a response the kernel queues unsent on an S3 client's connection (TCP_NOTSENT_LOWAT, Linux); a client that stops reading a range then costs about this and its receive window, not the several MiB of a grown send buffer (0: the kernel's default)")
@@ -120,8 +121,11 @@ func parseGatewayFlags(args []string) (*gatewayFlags, error) {
 	if f.parallelism < 1 {
 		return nil, errors.New("--parallelism must be at least 1")
 	}
-	if f.chunkSize > 0 && f.pageBytes > 0 && f.pageBytes < f.chunkSize && f.chunkSize%f.pageBytes != 0 {
-		return nil, fmt.Errorf("--page-bytes %s does not divide --chunk-size %s", f.pageBytes, f.chunkSize)
+	if p := f.pageBytes.byteSize; f.chunkSize > 0 && p > 0 && p < f.chunkSize && f.chunkSize%p != 0 {
+		if f.pageBytes.given {
+			return nil, fmt.Errorf("--page-bytes %s does not divide --chunk-size %s", p, f.chunkSize)
+		}
+		f.pageBytes.byteSize = 0 // the default does not fit this chunk size: whole chunks
 	}
 	return f, nil
 }
@@ -136,8 +140,8 @@ func (f *gatewayFlags) readGeometry() (piece int64, ahead int) {
 		chunk = gateway.DefaultReadPieceBytes
 	}
 	piece = chunk
-	if f.pageCacheBytes > 0 && f.pageBytes > 0 && int64(f.pageBytes) < chunk {
-		piece = int64(f.pageBytes)
+	if p := int64(f.pageBytes.byteSize); f.pageCacheBytes > 0 && p > 0 && p < chunk && chunk%p == 0 {
+		piece = p
 	}
 	return piece, f.parallelism * int(max(1, chunk/piece))
 }
@@ -259,7 +263,7 @@ func runGateway(args []string) error {
 	go func() {
 		c, err := connect(ctx, log, client.Config{
 			Seeds: seeds, TLS: nodeTLS, CurrentTLS: nodeTLSFiles.Config, Tenant: f.tenant, ChunkSize: int64(f.chunkSize),
-			Parallelism: f.parallelism, PageCacheBytes: int64(f.pageCacheBytes), PageBytes: int64(f.pageBytes),
+			Parallelism: f.parallelism, PageCacheBytes: int64(f.pageCacheBytes), PageBytes: int64(f.pageBytes.byteSize),
 			PrefaultPageCache: f.prefault, Timeout: f.timeout,
 			Logger: log, Registerer: reg,
 		})

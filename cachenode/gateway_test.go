@@ -8,23 +8,32 @@ import (
 	"github.com/distcache/distcache/internal/gateway"
 )
 
-// --page-bytes must divide a given --chunk-size; GetObject then reads in
-// pages, with --parallelism chunks' worth of them ahead.
+// --page-bytes must divide a given --chunk-size; its default (1 MiB) applies
+// where it does and yields to whole chunks where it does not. GetObject
+// reads in pages, with --parallelism chunks' worth of them ahead.
 func TestGatewayPageBytes(t *testing.T) {
 	base := []string{"--nodes", "https://n:1", "--tls-cert", "c", "--tls-key", "k", "--ca", "a", "--access-key", "a", "--secret-key", "s"}
-	if _, err := parseGatewayFlags(append(base, "--chunk-size", "4Mi", "--page-bytes", "3Mi")); err == nil || !strings.Contains(err.Error(), "--page-bytes") {
-		t.Fatalf("--page-bytes 3Mi with --chunk-size 4Mi: %v, want an error naming --page-bytes", err)
+	for _, args := range [][]string{
+		{"--chunk-size", "4Mi", "--page-bytes", "3Mi"},
+		{"--chunk-size", "2560Ki", "--page-bytes", "1Mi"}, // given, so it must fit
+	} {
+		if _, err := parseGatewayFlags(append(base, args...)); err == nil || !strings.Contains(err.Error(), "--page-bytes") {
+			t.Fatalf("%v: %v, want an error naming --page-bytes", args, err)
+		}
 	}
 	for _, c := range []struct {
 		args  []string
 		piece int64
 		ahead int
 	}{
-		{nil, 4 << 20, 8}, // whole chunks, as before
+		{nil, 1 << 20, 32},                          // the default: 1 MiB pages of 4 MiB chunks
+		{[]string{"--page-bytes", "0"}, 4 << 20, 8}, // whole chunks
 		{[]string{"--page-bytes", "1Mi"}, 1 << 20, 32},
 		{[]string{"--chunk-size", "8Mi", "--page-bytes", "1Mi", "--parallelism", "2"}, 1 << 20, 16},
 		{[]string{"--page-bytes", "1Mi", "--page-cache-bytes", "0"}, 4 << 20, 8}, // no page cache: chunks
 		{[]string{"--chunk-size", "512Ki", "--page-bytes", "1Mi"}, 512 << 10, 8},
+		{[]string{"--chunk-size", "3Mi"}, 1 << 20, 24},
+		{[]string{"--chunk-size", "2560Ki"}, 2560 << 10, 8}, // the default does not divide it: whole chunks
 	} {
 		f, err := parseGatewayFlags(append(base, c.args...))
 		if err != nil {
@@ -33,6 +42,11 @@ func TestGatewayPageBytes(t *testing.T) {
 		if piece, ahead := f.readGeometry(); piece != c.piece || ahead != c.ahead {
 			t.Errorf("%v: pieces of %d, %d ahead; want %d, %d", c.args, piece, ahead, c.piece, c.ahead)
 		}
+	}
+	// Given in the environment counts as given.
+	t.Setenv("DISTCACHE_PAGE_BYTES", "3Mi")
+	if _, err := parseGatewayFlags(append(base, "--chunk-size", "4Mi")); err == nil || !strings.Contains(err.Error(), "--page-bytes") {
+		t.Fatalf("DISTCACHE_PAGE_BYTES=3Mi with --chunk-size 4Mi: %v, want an error naming --page-bytes", err)
 	}
 }
 

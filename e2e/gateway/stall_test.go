@@ -38,13 +38,15 @@ func TestStalledClientReleasesReadBuffers(t *testing.T) {
 	stalled, err := smallWindowClient(e).GetObject(context.Background(), &s3.GetObjectInput{Bucket: aws.String("bucket-a"), Key: aws.String("stall/big")})
 	must(t, err)
 	defer stalled.Body.Close()
-	first := make([]byte, 1)
-	if _, err := io.ReadFull(stalled.Body, first); err != nil || first[0] != big[0] {
-		t.Fatalf("first byte: %v", err)
+	// It reads past the 8 MiB a GetObject sends before it reads ahead (so
+	// that its read-ahead grows to the whole budget) ...
+	first := make([]byte, 9<<20)
+	if _, err := io.ReadFull(stalled.Body, first); err != nil || !bytes.Equal(first, big[:len(first)]) {
+		t.Fatalf("first 9 MiB: %v", err)
 	}
-	// ... and reads nothing more for now. Once the kernel's buffers are
-	// full the gateway's writes block, holding every read buffer: wait for
-	// that (held at the budget, unchanged for a while).
+	// ... and nothing more for now. Once the kernel's buffers are full the
+	// gateway's writes block, holding every read buffer: wait for that
+	// (held at the budget, unchanged for a while).
 	const budget = 4 * chunkSize
 	held := func() float64 { return e.counter("distcache_gateway_read_buffer_bytes", nil) }
 	deadline := time.Now().Add(time.Minute)

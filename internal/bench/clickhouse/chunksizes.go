@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/distcache/distcache/internal/bench/benchkit"
+	"github.com/distcache/distcache/internal/gateway"
 )
 
 // The chunk size is every cached chunk's identity, so it cannot change on
@@ -101,7 +102,7 @@ func chunkSizeReport(sw *chunkSweep, def int64) string {
 	fi, si := indexOf("full"), indexOf("scattered")
 	p("**Chunk size.** A chunk's size is part of its identity, so a cache keeps the size it was created with; the default ")
 	p("(`spec.chunkSize`, `cachenode --chunk-size`: %s) is chosen here. Rows 3-5 of both queries again, on a fresh cache at each size ", size(def))
-	p("(everything else as above, so the gateway's read-ahead, `--parallelism` chunks, grows with the chunk)")
+	p("(everything else as above: the gateway's pages stay %s where that divides the chunk, whole chunks where it does not, and its read-ahead, `--parallelism` chunks, grows with the chunk)", size(gateway.DefaultPageBytes))
 	if n := len(sw.Runs); n > 1 {
 		p(", %d runs with the sizes interleaved; each cell is the median run", n)
 	}

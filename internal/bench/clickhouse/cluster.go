@@ -114,9 +114,19 @@ type cacheConfig struct {
 	RAMBytes       int64 // per node
 	DiskBytes      int64 // per node
 	PageCacheBytes int64 // per gateway
+	PageBytes      int64 // the gateway's page (--page-bytes; whole chunks when it does not divide them)
 	// ProfileDir (BENCH_PROFILE_DIR): every cachenode process writes a CPU
 	// profile of its whole life there (DISTCACHE_CPU_PROFILE).
 	ProfileDir string
+}
+
+// pageBytes is the gateway's page size: PageBytes where it divides the
+// chunk size, else whole chunks.
+func (c cacheConfig) pageBytes() int64 {
+	if c.PageBytes <= 0 || c.PageBytes >= c.ChunkSize || c.ChunkSize%c.PageBytes != 0 {
+		return c.ChunkSize
+	}
+	return c.PageBytes
 }
 
 // profileEnv is the environment that makes process name (of the cache in
@@ -248,7 +258,8 @@ func (c *cluster) startGateway(ctx context.Context, bucket string) (*gatewayProc
 		"gateway", "--listen", listen, "--metrics-listen", ops, "--nodes", strings.Join(c.nodeURLs, ","),
 		"--tls-cert", filepath.Join(certs, "tenant-"+c.tenant+".crt"), "--tls-key", filepath.Join(certs, "tenant-"+c.tenant+".key"),
 		"--ca", filepath.Join(certs, "ca.crt"), "--access-key", key,
-		"--page-cache-bytes", fmt.Sprint(c.cfg.PageCacheBytes), "--log-level", "warn")
+		"--page-cache-bytes", fmt.Sprint(c.cfg.PageCacheBytes), "--page-bytes", fmt.Sprint(c.cfg.pageBytes()),
+		"--chunk-size", fmt.Sprint(c.cfg.ChunkSize), "--log-level", "warn")
 	if err != nil {
 		return nil, err
 	}

@@ -90,7 +90,8 @@ func report(env benchkit.Env, r *results) (benchkit.Section, error) {
 	p("(one ring, mTLS, `--immutable`, %s chunks, RAM %s and disk bound %s each); nothing cached.\n",
 		size(r.Cache.ChunkSize), size(r.Cache.RAMBytes), size(r.Cache.DiskBytes))
 	p("4. distcache warm, gateway RAM cold: a second compute node: a fresh ClickHouse process through a new gateway process G2 ")
-	p("(its RAM page cache, %s, empty; other flags at their defaults, so its memory is faulted in when it starts, before it is ready and before the query: ", size(r.Cache.PageCacheBytes))
+	p("(its RAM page cache, %s in pages of %s, empty; other flags at their defaults, so its memory is faulted in when it starts, before it is ready and before the query: ",
+		size(r.Cache.PageCacheBytes), size(r.Cache.pageBytes()))
 	p("`--page-cache-prefault`); the cache nodes hold what row 3 read.\n")
 	p("5. distcache with the gateway's RAM warm: a fresh ClickHouse process through G2 again.\n")
 	p("6. Reference: ClickHouse's S3 disk straight on MinIO, without the link: an S3 endpoint with no latency and no bandwidth cap, ")
@@ -132,7 +133,7 @@ func report(env benchkit.Env, r *results) (benchkit.Section, error) {
 	p("\n")
 
 	p("Where the bytes came from: ClickHouse's requests to its endpoint and the bytes it read (row 2: also from its local cache); ")
-	p("for distcache, the gateway's page cache (chunk hits/misses), the nodes' chunk reads (RAM / disk / S3), and the body bytes ")
+	p("for distcache, the gateway's page cache (page hits/misses), the nodes' chunk reads (RAM / disk / S3), and the body bytes ")
 	p("the gateway wrote to ClickHouse's connections and the nodes to the gateway's (a response ClickHouse drops part-way has ")
 	p("already had what the kernel queued for it written: ClickHouse's receive window and up to `--client-unsent-bytes`, 128 KiB, ")
 	p("unsent on the gateway's side; so the gateway can send more than ClickHouse read).\n\n")
@@ -340,16 +341,16 @@ func reading(r *results) string {
 		c(2, fi, 0).Seconds, benchkit.Ratio(c(2, fi, 0).Seconds, c(0, fi, 0).Seconds), size(r.Cache.ChunkSize), c(2, fi, 0).S3.GETs,
 		c(3, fi, 0).Seconds, c(3, fi, 0).S3.GETs, c(3, fi, 0).NodeRAM+c(3, fi, 0).NodeDisk, c(4, fi, 0).Seconds))
 	s = append(s, fmt.Sprintf("ClickHouse reads each column file as a few hundred ranged GETs from several threads, not in order; "+
-		"the gateway sees a scan in them (a read of chunk i after a read of chunk i-1) and reads the next chunks into its page "+
-		"cache ahead of the requests (%.0f chunks read ahead in row 4, %.0f in row 3), so most GETs find their chunk in RAM "+
+		"the gateway sees a scan in them (a read of page i after a read of page i-1) and reads the next pages into its page "+
+		"cache ahead of the requests (%.0f pages read ahead in row 4, %.0f in row 3), so most GETs find their page in RAM "+
 		"(%.0f of %.0f lookups in row 4).",
 		c(3, fi, 0).AheadFills, c(2, fi, 0).AheadFills, c(3, fi, 0).PageHits, c(3, fi, 0).PageHits+c(3, fi, 0).PageMisses))
 	s = append(s, fmt.Sprintf("The scattered query needs %s of compressed data (what row 2 hot read from its local cache), "+
 		"but ClickHouse asks a remote disk for a range from the first granule it needs in a column file to the last (most of "+
 		"the file), reads the first and drops the response: it took %s from its endpoint (S3 or gateway) each time. "+
-		"Behind the gateway such a range costs the chunk it starts in (the bytes asked for at once, the whole chunk into the "+
-		"gateway's page cache in the background: %.0f such fills; or the whole chunk at once when the range covers half of it "+
-		"or more) and further chunks only as ClickHouse takes them: a range's chunks are fetched one at a time until 8 MiB are "+
+		"Behind the gateway such a range costs the %s page it starts in (fetched whole; with pages as large as chunks, the bytes "+
+		"asked for at once and the whole chunk into the page cache in the background: %.0f such fills here) and further pages "+
+		"only as ClickHouse takes them: a range's pages are fetched one at a time until 8 MiB are "+
 		"sent, and ClickHouse's connections queue at most 128 KiB unsent (`--client-unsent-bytes`), so what the gateway has "+
 		"sent is what ClickHouse read, give or take its receive window. "+
 		"The fresh gateway of row 4 made %.0f chunk reads on the nodes (%s) for it, and wrote %s to ClickHouse's "+
@@ -357,7 +358,7 @@ func reading(r *results) string {
 		"That, and the fresh ClickHouse process loading marks and the primary index over the network (row 5 cold, "+
 		"everything in the gateway's RAM, still took %.3f s against %.3f s hot), is where row 4's %.3f s go, against "+
 		"%.3f s for row 2 hot and %.3f s for S3 cold.",
-		size(c(1, si, 1).CHCacheBytes), size(c(3, si, 0).CHBytes), c(3, si, 0).BGFills, c(3, si, 0).NodeRAM+c(3, si, 0).NodeDisk,
+		size(c(1, si, 1).CHCacheBytes), size(c(3, si, 0).CHBytes), size(r.Cache.pageBytes()), c(3, si, 0).BGFills, c(3, si, 0).NodeRAM+c(3, si, 0).NodeDisk,
 		size(int64(c(3, si, 0).NodeSent)), size(int64(c(3, si, 0).GatewaySent)),
 		c(4, si, 0).Seconds, c(4, si, 1).Seconds, c(3, si, 0).Seconds, c(1, si, 1).Seconds, c(0, si, 0).Seconds))
 	if c(3, fi, 0).S3.GETs == 0 && c(3, si, 0).S3.GETs == 0 {
