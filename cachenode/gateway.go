@@ -139,11 +139,7 @@ func (f *gatewayFlags) readGeometry() (piece int64, ahead int) {
 	if chunk <= 0 {
 		chunk = gateway.DefaultReadPieceBytes
 	}
-	piece = chunk
-	if p := int64(f.pageBytes.byteSize); f.pageCacheBytes > 0 && p > 0 && p < chunk && chunk%p == 0 {
-		piece = p
-	}
-	return piece, f.parallelism * int(max(1, chunk/piece))
+	return gateway.ReadGeometry(chunk, int64(f.pageBytes.byteSize), f.pageCacheBytes > 0, f.parallelism)
 }
 
 // clientWriteTimeoutOrNone is --client-write-timeout as gateway.Config

@@ -82,6 +82,19 @@ const DefaultClientWriteTimeout = time.Minute
 // reads still go 32 pages ahead (hack/bench/profiling.md, ninth pass).
 const DefaultPageBytes = 1 << 20
 
+// ReadGeometry is what GetObject reads in for a cache of chunkBytes chunks
+// read through a page cache of pageBytes pages (pageCache false: none):
+// pieces of a page (of a chunk without a page cache, or where the page
+// does not divide the chunk), and the most pieces fetched ahead of the
+// client (Config.ReadAhead), parallelism chunks' worth.
+func ReadGeometry(chunkBytes, pageBytes int64, pageCache bool, parallelism int) (piece int64, ahead int) {
+	piece = chunkBytes
+	if pageCache && pageBytes > 0 && pageBytes < chunkBytes && chunkBytes%pageBytes == 0 {
+		piece = pageBytes
+	}
+	return piece, parallelism * int(chunkBytes/piece)
+}
+
 // DefaultReadPieceBytes is the default Config.ReadPieceBytes.
 const DefaultReadPieceBytes = 4 << 20
 

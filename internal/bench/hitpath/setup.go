@@ -278,21 +278,23 @@ func (w *world) startNode(ctx context.Context) error {
 }
 
 // startGateway runs a gateway as `cachenode gateway` wires one (the
-// tenant's certificate, the cache's chunk size as the read piece) on plain
-// HTTP loopback, as S3 clients next to compute reach it.
+// tenant's certificate, its default pages and read geometry, the limit on
+// unsent bytes) on plain HTTP loopback, as S3 clients next to compute
+// reach it.
 func (w *world) startGateway(ctx context.Context, pageCacheBytes int64) (*gatewayWorld, error) {
 	g := &gatewayWorld{reg: prometheus.NewRegistry()}
 	var err error
 	seeds := []string{"https://" + w.nodeAddr}
 	if g.client, err = client.New(ctx, client.Config{Seeds: seeds, TLS: w.tenantTL, ChunkSize: w.cfg.chunkSize,
-		PageCacheBytes: pageCacheBytes, Registerer: g.reg}); err != nil {
+		PageCacheBytes: pageCacheBytes, PageBytes: gateway.DefaultPageBytes, Registerer: g.reg}); err != nil {
 		return nil, err
 	}
 	w.onClose(func() { _ = g.client.Close() })
+	piece, ahead := gateway.ReadGeometry(w.cfg.chunkSize, gateway.DefaultPageBytes, pageCacheBytes > 0, client.DefaultParallelism)
 	gw, err := gateway.New(gateway.Config{
 		Verifier: &sigv4.Verifier{Store: sigv4.NewStaticStore(sigv4.Credentials{AccessKeyID: gatewayAccessKey, SecretAccessKey: gatewaySecretKey}),
 			Service: "s3"},
-		Cache: g.client, Domains: []string{"localhost"}, ReadPieceBytes: w.cfg.chunkSize,
+		Cache: g.client, Domains: []string{"localhost"}, ReadPieceBytes: piece, ReadAhead: ahead,
 		Upstream: &gateway.Upstream{Client: gateway.NewUpstreamClient(w.tenantTL, nil, time.Minute),
 			Nodes: gateway.RingNodes(g.client, seeds), Owners: gateway.RingOwners(g.client, benchTenant)},
 	})
