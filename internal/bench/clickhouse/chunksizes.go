@@ -62,6 +62,20 @@ func sizesWanted(quick bool) ([]int64, error) {
 	return sizes, nil
 }
 
+// pageBytesWanted is BENCH_B2_PAGE_KIB (KiB; 0 for whole chunks), else
+// the gateway's default page.
+func pageBytesWanted() (int64, error) {
+	v := strings.TrimSpace(os.Getenv("BENCH_B2_PAGE_KIB"))
+	if v == "" {
+		return gateway.DefaultPageBytes, nil
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n < 0 || n > 64<<10 {
+		return 0, fmt.Errorf("BENCH_B2_PAGE_KIB=%q: want whole KiB from 0 (whole chunks) to 65536", v)
+	}
+	return n << 10, nil
+}
+
 // chunkSizes measures rows 3-5 of both queries on a fresh cache of each
 // size, nRuns times, the sizes interleaved within each run.
 func (m *meter) chunkSizes(env benchkit.Env, bin string, cache cacheConfig, s3 endpoint, sizes []int64, nRuns int) (*chunkSweep, error) {

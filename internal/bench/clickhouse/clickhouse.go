@@ -22,7 +22,6 @@ import (
 	"time"
 
 	"github.com/distcache/distcache/internal/bench/benchkit"
-	"github.com/distcache/distcache/internal/gateway"
 	"github.com/distcache/distcache/internal/minioproc"
 )
 
@@ -131,6 +130,10 @@ func measure(ctx context.Context, env benchkit.Env) (*results, error) {
 	if err != nil {
 		return nil, err
 	}
+	pageBytes, err := pageBytesWanted()
+	if err != nil {
+		return nil, err
+	}
 	root := filepath.Dir(env.Bin)
 	python, err := findPython(ctx, root)
 	if err != nil {
@@ -188,7 +191,7 @@ func measure(ctx context.Context, env benchkit.Env) (*results, error) {
 	// page cache 1.5x.
 	t := res.Load.Compressed
 	res.Cache = cacheConfig{Nodes: 3, ChunkSize: 4 << 20, RAMBytes: max(64<<20, t*6/10), DiskBytes: max(256<<20, 2*t), PageCacheBytes: max(64<<20, t*3/2),
-		PageBytes:  gateway.DefaultPageBytes,
+		PageBytes:  pageBytes,
 		ProfileDir: os.Getenv("BENCH_PROFILE_DIR")}
 	if d := res.Cache.ProfileDir; d != "" {
 		if err := os.MkdirAll(d, 0o755); err != nil {

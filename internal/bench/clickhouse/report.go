@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/distcache/distcache/internal/bench/benchkit"
+	"github.com/distcache/distcache/internal/gateway"
 )
 
 // Goals of the issue, checked against the measured ratios.
@@ -57,6 +58,7 @@ func report(env benchkit.Env, r *results) (benchkit.Section, error) {
 	p("BENCH_B2_CH_SETTINGS='remote_read_min_bytes_for_seek = 65536' make bench BENCH_PARTS=b2   # every query with these ClickHouse settings\n")
 	p("BENCH_B2_RUNS=1 make bench BENCH_PARTS=b2   # every cell once (default %d runs)\n", defaultRuns)
 	p("BENCH_B2_CHUNK_SIZES=2,4 make bench BENCH_PARTS=b2   # the chunk sizes compared, in MiB (default 1,2,4,8; none: no comparison)\n")
+	p("BENCH_B2_PAGE_KIB=0 make bench BENCH_PARTS=b2   # the gateways' --page-bytes, in KiB (default %d; 0: whole chunks)\n", gateway.DefaultPageBytes>>10)
 	p("BENCH_PROFILE_DIR=/tmp/b2 make bench BENCH_PARTS=b2   # plus a CPU profile of every cachenode process\n```\n\n")
 
 	p("**Table.** `reviews`, shaped like ClickHouse's Amazon reviews example (15 columns: date, low-cardinality ")
