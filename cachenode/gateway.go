@@ -82,7 +82,7 @@ func parseGatewayFlags(args []string) (*gatewayFlags, error) {
 	fs.Var(&f.pageCacheBytes, "page-cache-bytes", "RAM page cache, e.g. 1Gi (0 disables it)")
 	fs.BoolVar(&f.prefault, "page-cache-prefault", true, "fault the page cache's memory in at start (--page-cache-bytes and a quarter more), before the gateway is ready, so that filling it never waits for fresh memory")
 	fs.Var(&f.pageBytes, "page-bytes", "unit of the page cache and of GetObject's reads, a divisor of the chunk size (the default applies where it divides it; 0 or at least the chunk size: whole chunks)")
-	fs.IntVar(&f.parallelism, "parallelism", client.DefaultParallelism, "chunk requests in flight per GetObject (read-ahead within the range, in chunks)")
+	fs.IntVar(&f.parallelism, "parallelism", client.DefaultParallelism, "chunks' worth of pages fetched ahead, within a GetObject's range and across reads of one object")
 	fs.Var(&f.readBufferBytes, "read-buffer-bytes", "most bytes all GetObjects hold at once in fetched chunks (0: 256Mi or a quarter of --page-cache-bytes, whichever is more; at least --parallelism chunks); past it GetObjects wait and read ahead less")
 	fs.Var(&f.clientUnsentBytes, "client-unsent-bytes", "most bytes of a response the kernel queues unsent on an S3 client's connection (TCP_NOTSENT_LOWAT, Linux); a client that stops reading a range then costs about this and its receive window, not the several MiB of a grown send buffer (0: the kernel's default)")
 	fs.DurationVar(&f.timeout, "timeout", client.DefaultTimeout, "timeout of one chunk or metadata request to one node")
