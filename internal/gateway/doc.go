@@ -78,13 +78,15 @@
 // RequestTimeTooSkewed, XAmzContentSHA256Mismatch, BadDigest...),
 // ServiceUnavailable (503) when the cache or S3 behind it is unavailable,
 // SlowDown (503) when an object changed while being read twice in a row,
-// NotImplemented and MethodNotAllowed. GetObject fetches only the chunks of
-// the range. A range of at most ReadAhead chunks is fetched whole before
-// the status is sent (so an object overwritten meanwhile is read again
-// cleanly); a longer one starts with one chunk read ahead and doubles the
-// read-ahead, up to ReadAhead, with every chunk the client consumes (so a
-// client that reads the start of a range to the end of a large object,
-// as ClickHouse does, costs two chunks). A read that fails after the
+// NotImplemented and MethodNotAllowed. GetObject fetches only the pieces
+// (pages of the cache) of the range. A whole object of at most ReadAhead
+// pieces is fetched whole before the status is sent (so an object
+// overwritten meanwhile is read again cleanly); any other range is fetched
+// a piece at a time as the client takes it until 8 MiB are sent, then with
+// one piece read ahead, doubling up to ReadAhead with every piece the
+// client consumes (so a client that asks for most of a file and reads its
+// start, as ClickHouse does, costs the pieces it was sent; LimitUnsent
+// keeps the kernel from taking MiBs on its behalf). A read that fails after the
 // status was sent aborts the connection: the client sees a short body,
 // never wrong bytes. Every response carries x-amz-request-id; pass-through answers keep
 // S3's in X-Distcache-S3-Request-Id.
