@@ -1,10 +1,13 @@
 package main
 
 import (
+	"context"
+	"crypto/tls"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/distcache/distcache/internal/client"
 	"github.com/distcache/distcache/internal/gateway"
 )
 
@@ -34,6 +37,7 @@ func TestGatewayPageBytes(t *testing.T) {
 		{[]string{"--chunk-size", "512Ki", "--page-bytes", "1Mi"}, 512 << 10, 8},
 		{[]string{"--chunk-size", "3Mi"}, 1 << 20, 24},
 		{[]string{"--chunk-size", "2560Ki"}, 2560 << 10, 8}, // the default does not divide it: whole chunks
+		{[]string{"--chunk-size", "256Ki"}, 256 << 10, 8},   // nor is it smaller than it
 	} {
 		f, err := parseGatewayFlags(append(base, c.args...))
 		if err != nil {
@@ -41,6 +45,13 @@ func TestGatewayPageBytes(t *testing.T) {
 		}
 		if piece, ahead := f.readGeometry(); piece != c.piece || ahead != c.ahead {
 			t.Errorf("%v: pieces of %d, %d ahead; want %d, %d", c.args, piece, ahead, c.piece, c.ahead)
+		}
+		// The cache client takes the same pages (it refuses pages that
+		// do not divide a chunk size it is given).
+		// (It stops at the missing client certificate otherwise.)
+		if _, err := client.New(context.Background(), client.Config{Seeds: []string{"https://127.0.0.1:1"},
+			TLS: &tls.Config{}, ChunkSize: int64(f.chunkSize), PageBytes: int64(f.pageBytes.byteSize)}); err == nil || strings.Contains(err.Error(), "PageBytes") {
+			t.Errorf("%v: the cache client refuses the pages: %v", c.args, err)
 		}
 	}
 	// Given in the environment counts as given.
