@@ -125,9 +125,7 @@ func TestStoredValueLen(t *testing.T) {
 		for _, klen := range []int{5, 120, 200} {
 			k := append([]byte{typeChunk}, bytes.Repeat([]byte{byte('a' + i)}, klen)...)
 			keys[string(k)] = n
-			if err := s.db.Update(func(txn *badger.Txn) error { return txn.Set(k, make([]byte, n)) }); err != nil {
-				t.Fatal(err)
-			}
+			dbUpdate(t, s, func(txn *badger.Txn) error { return txn.Set(k, make([]byte, n)) })
 		}
 	}
 	check := func(when string) {

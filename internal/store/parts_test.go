@@ -116,14 +116,10 @@ func TestEvictedChunksLeaveNoParts(t *testing.T) {
 func TestChunkPartsDamaged(t *testing.T) {
 	const n = 2*partBytes + 10 // three parts
 	set := func(t *testing.T, s *Store, k, v []byte) {
-		if err := s.db.Update(func(txn *badger.Txn) error { return txn.Set(k, v) }); err != nil {
-			t.Fatal(err)
-		}
+		dbUpdate(t, s, func(txn *badger.Txn) error { return txn.Set(k, v) })
 	}
 	del := func(t *testing.T, s *Store, k []byte) {
-		if err := s.db.Update(func(txn *badger.Txn) error { return txn.Delete(k) }); err != nil {
-			t.Fatal(err)
-		}
+		dbUpdate(t, s, func(txn *badger.Txn) error { return txn.Delete(k) })
 	}
 	for _, c := range []struct {
 		name   string
@@ -197,9 +193,7 @@ func TestWholeValueOverAPart(t *testing.T) {
 	v := NewValue(len(data))
 	copy(v.Payload(), data)
 	key := chunkKey(id)
-	if err := s.db.Update(func(txn *badger.Txn) error { return txn.Set(key, v.seal(key)) }); err != nil {
-		t.Fatal(err)
-	}
+	dbUpdate(t, s, func(txn *badger.Txn) error { return txn.Set(key, v.seal(key)) })
 	s = reopen(t, s)
 	if st := s.Stats(); st.DiskBytes != int64(len(data)) {
 		t.Errorf("%d bytes indexed, want %d", st.DiskBytes, len(data))

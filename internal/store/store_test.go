@@ -212,11 +212,7 @@ func TestDeleteObjectRemovesUnindexedChunks(t *testing.T) {
 	s := newTestStore(t)
 	id := testID("t", "b", "k", "e", 0)
 	key := chunkKey(id)
-	if err := s.db.Update(func(txn *badger.Txn) error {
-		return txn.Set(key, encodeChunkValue(key, []byte("stray")))
-	}); err != nil {
-		t.Fatal(err)
-	}
+	dbUpdate(t, s, func(txn *badger.Txn) error { return txn.Set(key, encodeChunkValue(key, []byte("stray"))) })
 	if err := s.DeleteObject(id.Object); err != nil {
 		t.Fatal(err)
 	}
@@ -410,9 +406,7 @@ func TestUndecodableValues(t *testing.T) {
 			mustPut(t, s, id, data)
 			key := chunkKey(id)
 			bad := damage(encodeChunkValue(key, data))
-			if err := s.db.Update(func(txn *badger.Txn) error { return txn.Set(key, bad) }); err != nil {
-				t.Fatal(err)
-			}
+			dbUpdate(t, s, func(txn *badger.Txn) error { return txn.Set(key, bad) })
 			failures := s.Stats().ChecksumFailures
 			wantMiss(t, s, id)
 			if got := s.Stats().ChecksumFailures; got != failures+1 {
@@ -540,5 +534,18 @@ func TestPutValueKeepsTheBuffer(t *testing.T) {
 				wantChunk(t, s, id, data, TierDisk)
 			}
 		})
+	}
+}
+
+// dbUpdate writes to s's badger behind the store's back, as its own writes
+// do: holding writeGate shared, so that a forced flush of the maintenance
+// goroutine (badger's DropPrefix, which refuses concurrent writes) does not
+// fail it.
+func dbUpdate(t *testing.T, s *Store, fn func(*badger.Txn) error) {
+	t.Helper()
+	s.writeGate.RLock()
+	defer s.writeGate.RUnlock()
+	if err := s.db.Update(fn); err != nil {
+		t.Fatal(err)
 	}
 }
