@@ -121,16 +121,11 @@ func parseGatewayFlags(args []string) (*gatewayFlags, error) {
 	if f.parallelism < 1 {
 		return nil, errors.New("--parallelism must be at least 1")
 	}
-	if p := f.pageBytes.byteSize; f.chunkSize > 0 && p > 0 {
-		switch {
-		case p >= f.chunkSize:
-			f.pageBytes.byteSize = 0 // whole chunks
-		case f.chunkSize%p == 0:
-		case f.pageBytes.given:
+	if p := f.pageBytes.byteSize; f.chunkSize > 0 && p > 0 && p < f.chunkSize && f.chunkSize%p != 0 {
+		if f.pageBytes.given {
 			return nil, fmt.Errorf("--page-bytes %s does not divide --chunk-size %s", p, f.chunkSize)
-		default:
-			f.pageBytes.byteSize = 0 // the default does not fit this chunk size: whole chunks
 		}
+		f.pageBytes.byteSize = 0 // the default does not fit this chunk size: whole chunks
 	}
 	return f, nil
 }

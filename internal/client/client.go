@@ -102,8 +102,10 @@ type Config struct {
 	// pages of this many bytes, a divisor of the chunk size (0: whole
 	// chunks). Smaller pages cost more requests on a scan but less for
 	// readers that ask for a range to the end of a file and stop within a
-	// MiB, as ClickHouse does for every column it reads. A size that does
-	// not divide the chunk size means whole chunks.
+	// MiB, as ClickHouse does for every column it reads. Pages of at least
+	// the chunk size are whole chunks; a smaller size that does not divide
+	// a configured ChunkSize is refused, and one that does not divide the
+	// chunk size learnt from the nodes means whole chunks.
 	PageBytes int64
 	// Candidates is the number of members tried per chunk, owner first,
 	// when nodes answer that S3 failed (default 3). Members that cannot be
@@ -176,7 +178,7 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 	if cfg.ChunkSize < 0 || cfg.PageCacheBytes < 0 || cfg.PageBytes < 0 || cfg.Parallelism < 0 || cfg.Candidates < 0 {
 		return nil, errors.New("client: negative ChunkSize, PageCacheBytes, PageBytes, Parallelism or Candidates")
 	}
-	if cfg.ChunkSize > 0 && cfg.PageBytes > 0 && cfg.ChunkSize%cfg.PageBytes != 0 {
+	if cfg.ChunkSize > 0 && cfg.PageBytes > 0 && cfg.PageBytes < cfg.ChunkSize && cfg.ChunkSize%cfg.PageBytes != 0 {
 		return nil, fmt.Errorf("client: PageBytes %d does not divide ChunkSize %d", cfg.PageBytes, cfg.ChunkSize)
 	}
 	if cfg.Parallelism == 0 {

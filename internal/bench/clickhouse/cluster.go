@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/distcache/distcache/internal/bench/benchkit"
+	"github.com/distcache/distcache/internal/gateway"
 	"github.com/distcache/distcache/internal/testutil/freeport"
 )
 
@@ -123,10 +124,8 @@ type cacheConfig struct {
 // pageBytes is the gateway's page size: PageBytes where it divides the
 // chunk size, else whole chunks.
 func (c cacheConfig) pageBytes() int64 {
-	if c.PageBytes <= 0 || c.PageBytes >= c.ChunkSize || c.ChunkSize%c.PageBytes != 0 {
-		return c.ChunkSize
-	}
-	return c.PageBytes
+	piece, _ := gateway.ReadGeometry(c.ChunkSize, c.PageBytes, true, 1)
+	return piece
 }
 
 // profileEnv is the environment that makes process name (of the cache in
