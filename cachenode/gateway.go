@@ -130,16 +130,20 @@ func parseGatewayFlags(args []string) (*gatewayFlags, error) {
 	return f, nil
 }
 
-// readGeometry is what GetObject reads in: pieces of a page (a chunk
-// without a page cache, or when pages are whole chunks), and the most
-// pieces fetched ahead of the client, --parallelism chunks' worth. A chunk
-// size learnt from the nodes is taken to be the default's here.
-func (f *gatewayFlags) readGeometry() (piece int64, ahead int) {
-	chunk := int64(f.chunkSize)
+// readGeometry is what GetObject reads in: pieces of the cache client's
+// page (a chunk without a page cache, or when pages are whole chunks), and
+// the most pieces fetched ahead of the client, --parallelism chunks'
+// worth. chunk and page are the client's (Client.ReadUnits): the chunk
+// size it was given or learnt from the nodes; 0 when the nodes did not
+// say, and then the flags' (or the default chunk size) stand.
+func (f *gatewayFlags) readGeometry(chunk, page int64) (piece int64, ahead int) {
 	if chunk <= 0 {
-		chunk = gateway.DefaultReadPieceBytes
+		chunk, page = int64(f.chunkSize), int64(f.pageBytes.byteSize)
+		if chunk <= 0 {
+			chunk = gateway.DefaultReadPieceBytes
+		}
 	}
-	return gateway.ReadGeometry(chunk, int64(f.pageBytes.byteSize), f.pageCacheBytes > 0, f.parallelism)
+	return gateway.ReadGeometry(chunk, page, f.pageCacheBytes > 0, f.parallelism)
 }
 
 // clientWriteTimeoutOrNone is --client-write-timeout as gateway.Config
@@ -270,7 +274,7 @@ func runGateway(args []string) error {
 			return
 		}
 		cl.Store(c)
-		piece, ahead := f.readGeometry()
+		piece, ahead := f.readGeometry(c.ReadUnits())
 		g, err := gateway.New(gateway.Config{
 			Verifier: verifier, Cache: c, Metrics: m, Logger: log, Domains: splitList(f.domains),
 			ReadPieceBytes: piece, ReadAhead: ahead, ReadBufferBytes: f.readBuffers(), ClientWriteTimeout: f.clientWriteTimeoutOrNone(),
@@ -285,7 +289,8 @@ func runGateway(args []string) error {
 		}
 		var h http.Handler = g
 		handler.Store(&h)
-		log.Info("gateway ready", "ringEpoch", c.Ring().Epoch(), "members", len(c.Ring().Members()))
+		log.Info("gateway ready", "ringEpoch", c.Ring().Epoch(), "members", len(c.Ring().Members()),
+			"readPieceBytes", piece, "readAhead", ahead)
 	}()
 
 	defer func() {

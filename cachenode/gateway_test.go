@@ -43,7 +43,7 @@ func TestGatewayPageBytes(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%v: %v", c.args, err)
 		}
-		if piece, ahead := f.readGeometry(); piece != c.piece || ahead != c.ahead {
+		if piece, ahead := f.readGeometry(0, 0); piece != c.piece || ahead != c.ahead {
 			t.Errorf("%v: pieces of %d, %d ahead; want %d, %d", c.args, piece, ahead, c.piece, c.ahead)
 		}
 		// The cache client takes the same pages (it refuses pages that
@@ -52,6 +52,24 @@ func TestGatewayPageBytes(t *testing.T) {
 		if _, err := client.New(context.Background(), client.Config{Seeds: []string{"https://127.0.0.1:1"},
 			TLS: &tls.Config{}, ChunkSize: int64(f.chunkSize), PageBytes: int64(f.pageBytes.byteSize)}); err == nil || strings.Contains(err.Error(), "PageBytes") {
 			t.Errorf("%v: the cache client refuses the pages: %v", c.args, err)
+		}
+	}
+	// A chunk size learnt from the nodes sets the pieces and the read-ahead,
+	// in the cache client's pages for it (Client.ReadUnits).
+	f, err := parseGatewayFlags(append(base, "--parallelism", "4"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		chunk, page, piece int64
+		ahead              int
+	}{
+		{256 << 10, 256 << 10, 256 << 10, 4},
+		{8 << 20, 1 << 20, 1 << 20, 32},
+		{4 << 20, 4 << 20, 4 << 20, 4},
+	} {
+		if piece, ahead := f.readGeometry(c.chunk, c.page); piece != c.piece || ahead != c.ahead {
+			t.Errorf("chunks of %d in pages of %d: pieces of %d, %d ahead; want %d, %d", c.chunk, c.page, piece, ahead, c.piece, c.ahead)
 		}
 	}
 	// Given in the environment counts as given.

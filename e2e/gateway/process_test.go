@@ -3,6 +3,7 @@ package gateway_test
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"math/rand/v2"
 	"net"
@@ -20,6 +21,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/distcache/distcache/internal/testutil/freeport"
+	"github.com/distcache/distcache/internal/testutil/logbuf"
 	"github.com/distcache/distcache/internal/testutil/nodecluster"
 )
 
@@ -68,14 +70,14 @@ func TestGatewayProcess(t *testing.T) {
 	cmd := exec.Command(bin, "gateway",
 		"--listen", listen, "--credentials-file", creds, "--region", region,
 		"--tls-cert", filepath.Join(c.Dir, "tenant-team-a.crt"), "--tls-key", filepath.Join(c.Dir, "tenant-team-a.key"),
-		"--ca", c.CAFile, "--log-level", "warn")
+		"--ca", c.CAFile, "--log-level", "info")
 	cmd.Env = append(os.Environ(),
 		"DISTCACHE_NODES="+strings.Join(c.Seeds(), ","),
 		"DISTCACHE_METRICS_LISTEN="+metricsAddr,
 		"DISTCACHE_PAGE_CACHE_BYTES=16Mi",
 		"DISTCACHE_PARALLELISM=4",
 	)
-	var logs bytes.Buffer
+	var logs logbuf.Buffer
 	cmd.Stdout, cmd.Stderr = &logs, &logs
 	must(t, cmd.Start())
 	exited := make(chan error, 1)
@@ -93,6 +95,14 @@ func TestGatewayProcess(t *testing.T) {
 		}
 	})
 	waitFor(t, "http://"+metricsAddr+"/readyz", http.StatusOK, exited)
+	// No --chunk-size: GetObject reads in the nodes' chunks (the default
+	// 1 MiB page does not fit 256 KiB chunks), 4 of them ahead.
+	want := fmt.Sprintf(`"readPieceBytes":%d,"readAhead":4`, chunkSize)
+	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(logs.String(), want); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the gateway's ready line lacks %s", want)
+		}
+	}
 
 	ctx := context.Background()
 	cl := newS3Client("http://"+listen, accessKey, secretKey)

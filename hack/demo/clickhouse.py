@@ -388,9 +388,9 @@ def cmd_demo(a):
             gets = int(r["s3_gets_by_cache"])  # what the cache nodes asked S3 for
             t = r["tiers"]
             src = ", ".join(f"nodes' {label} {mib(t[res])}" for res, label in TIERS if t[res] > 0)
-            chunks = r["page_hits"] + r["page_misses"]
-            if chunks:
-                src += (", " if src else "") + f"gateway RAM {int(r['page_hits'])} of {int(chunks)} chunks"
+            lookups = r["page_hits"] + r["page_misses"]  # pages of the gateway's cache (1 MiB by default)
+            if lookups:
+                src += (", " if src else "") + f"gateway RAM {int(r['page_hits'])} of {int(lookups)} page reads"
         say(f"   {r['name']:<38} {r['seconds']:>5.2f}s  {gets:>7}  {src}")
     say("   S3 GETs: ClickHouse's own when it reads S3 directly, the cache nodes' when it reads through")
     say("   distcache. The load wrote every chunk through the cache, so this compute's first run is")

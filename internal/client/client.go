@@ -248,6 +248,18 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 // Ring is the ring the client routes by.
 func (c *Client) Ring() *ring.Ring { return c.ring.Load() }
 
+// ReadUnits are the nodes' chunk size and the page reads are split into
+// (the whole chunk without a page cache, or where Config.PageBytes does not
+// divide it); both 0 until the chunk size is known (set in Config, or
+// learnt from the nodes' first answer, which New waits for).
+func (c *Client) ReadUnits() (chunkBytes, pageBytes int64) {
+	cs := c.chunkSize.Load()
+	if cs <= 0 {
+		return 0, 0
+	}
+	return cs, c.pageSize(cs)
+}
+
 // Close stops the ring refresh, drops the page cache, closes idle
 // connections and unregisters the metrics. Objects opened from the client
 // must not be used afterwards.

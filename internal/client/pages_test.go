@@ -282,3 +282,27 @@ func TestPrefaultPageCache(t *testing.T) {
 		t.Fatalf("after a read the page pool holds %d bytes, want its bound (%d: a block holds more)", n, 10*cs)
 	}
 }
+
+// ReadUnits gives the chunk size learnt from the nodes (New waits for the
+// ring's answer, which carries it) and the pages reads are split into for
+// it: PageBytes where it divides the chunk, else whole chunks, and whole
+// chunks without a page cache.
+func TestReadUnitsLearntFromTheNodes(t *testing.T) {
+	c := nodecluster.Start(t, 1)
+	for _, k := range []struct {
+		pageCache, pageBytes, wantPage int64
+	}{
+		{16 << 20, cs / 4, cs / 4},
+		{16 << 20, 0, cs},
+		{16 << 20, 100_000, cs}, // does not divide it
+		{16 << 20, 4 * cs, cs},  // larger than a chunk
+		{0, cs / 4, cs},         // no page cache
+	} {
+		cl, _ := newClient(t, c, c.TenantTLS("team-a"), func(cfg *client.Config) {
+			cfg.PageCacheBytes, cfg.PageBytes = k.pageCache, k.pageBytes
+		})
+		if chunk, page := cl.ReadUnits(); chunk != cs || page != k.wantPage {
+			t.Errorf("page cache %d, PageBytes %d: ReadUnits %d, %d; want %d, %d", k.pageCache, k.pageBytes, chunk, page, cs, k.wantPage)
+		}
+	}
+}
