@@ -15,6 +15,7 @@
 # Concurrent runs are serialised with flock.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. hack/lib/debian-package.sh
 
 ready() { [ -x bin/nginx ]; }
 
@@ -32,31 +33,10 @@ if ready; then
   exit 0
 fi
 
-for tool in apt-get dpkg-deb; do
-  command -v "$tool" >/dev/null 2>&1 || { echo "nginx.sh: $tool not found (needs a Debian-based system)" >&2; exit 1; }
-done
-
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-download() {
-  # The sandbox user _apt cannot write into a private temp dir; the download
-  # only writes the .deb there.
-  (cd "$tmp" && apt-get download -q -o APT::Sandbox::User="$(id -un)" nginx) >&2
-}
-echo ">> downloading Debian's nginx package (first run only)" >&2
-if ! download; then
-  if [ "$(id -u)" != 0 ]; then
-    echo "nginx.sh: apt-get download nginx failed; run 'apt-get update' as root and retry" >&2
-    exit 1
-  fi
-  apt-get update -q >&2
-  download
-fi
-deb=$(ls "$tmp"/nginx_*.deb)
-version=$(dpkg-deb -f "$deb" Version) # e.g. 1.22.1-9+deb12u10
-version=${version%%+*}                # upstream part: 1.22.1
-version=${version%%-*}
-dpkg-deb -x "$deb" "$tmp/root"
+debian_package nginx "$tmp"
+version=$DEB_VERSION
 
 out="bin/nginx-${version}"
 rm -rf "$out"

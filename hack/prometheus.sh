@@ -13,6 +13,7 @@
 # are serialised with flock.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. hack/lib/debian-package.sh
 
 ready() { [ -x bin/prometheus ] && [ -x bin/promtool ]; }
 
@@ -30,31 +31,10 @@ if ready; then
   exit 0
 fi
 
-for tool in apt-get dpkg-deb; do
-  command -v "$tool" >/dev/null 2>&1 || { echo "prometheus.sh: $tool not found (needs a Debian-based system)" >&2; exit 1; }
-done
-
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-download() {
-  # The sandbox user _apt cannot write into a private temp dir; the download
-  # only writes the .deb there.
-  (cd "$tmp" && apt-get download -q -o APT::Sandbox::User="$(id -un)" prometheus) >&2
-}
-echo ">> downloading Debian's prometheus package (first run only)" >&2
-if ! download; then
-  if [ "$(id -u)" != 0 ]; then
-    echo "prometheus.sh: apt-get download prometheus failed; run 'apt-get update' as root and retry" >&2
-    exit 1
-  fi
-  apt-get update -q >&2
-  download
-fi
-deb=$(ls "$tmp"/prometheus_*.deb)
-version=$(dpkg-deb -f "$deb" Version) # e.g. 2.42.0+ds-5+deb12u1
-version=${version%%+*}                # upstream part: 2.42.0
-version=${version%%-*}
-dpkg-deb -x "$deb" "$tmp/root"
+debian_package prometheus "$tmp"
+version=$DEB_VERSION
 
 out="bin/prometheus-${version}"
 rm -rf "$out"
