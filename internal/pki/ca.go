@@ -68,15 +68,7 @@ func NewCA(commonName string, validity time.Duration) (*CA, error) {
 	if validity <= 0 {
 		return nil, fmt.Errorf("pki: CA validity %v is not positive", validity)
 	}
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return nil, fmt.Errorf("pki: generate CA key: %w", err)
-	}
-	serial, err := newSerial()
-	if err != nil {
-		return nil, err
-	}
-	skid, err := subjectKeyID(key.Public())
+	key, serial, skid, err := newKey()
 	if err != nil {
 		return nil, err
 	}
@@ -94,24 +86,11 @@ func NewCA(commonName string, validity time.Duration) (*CA, error) {
 		SubjectKeyId:          skid,
 		AuthorityKeyId:        skid,
 	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, key.Public(), key)
-	if err != nil {
-		return nil, fmt.Errorf("pki: create CA certificate: %w", err)
-	}
-	cert, err := x509.ParseCertificate(der)
-	if err != nil {
-		return nil, fmt.Errorf("pki: parse CA certificate: %w", err)
-	}
-	keyPEM, err := encodeKey(key)
+	cert, certPEM, keyPEM, err := sign(tmpl, tmpl, key, key)
 	if err != nil {
 		return nil, err
 	}
-	return &CA{
-		Cert:    cert,
-		Key:     key,
-		CertPEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
-		KeyPEM:  keyPEM,
-	}, nil
+	return &CA{Cert: cert, Key: key, CertPEM: certPEM, KeyPEM: keyPEM}, nil
 }
 
 // LoadCA loads a CA from PEM: the first CERTIFICATE block of certPEM and a
@@ -253,15 +232,7 @@ func (ca *CA) issue(lt leafTemplate, validity time.Duration, o issueOptions) (*L
 	if err != nil {
 		return nil, err
 	}
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return nil, fmt.Errorf("pki: generate key: %w", err)
-	}
-	serial, err := newSerial()
-	if err != nil {
-		return nil, err
-	}
-	skid, err := subjectKeyID(key.Public())
+	key, serial, skid, err := newKey()
 	if err != nil {
 		return nil, err
 	}
@@ -280,23 +251,46 @@ func (ca *CA) issue(lt leafTemplate, validity time.Duration, o issueOptions) (*L
 		SubjectKeyId:          skid,
 		AuthorityKeyId:        ca.Cert.SubjectKeyId,
 	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.Cert, key.Public(), ca.Key)
-	if err != nil {
-		return nil, fmt.Errorf("pki: sign certificate: %w", err)
-	}
-	cert, err := x509.ParseCertificate(der)
-	if err != nil {
-		return nil, fmt.Errorf("pki: parse issued certificate: %w", err)
-	}
-	keyPEM, err := encodeKey(key)
+	cert, certPEM, keyPEM, err := sign(tmpl, ca.Cert, key, ca.Key)
 	if err != nil {
 		return nil, err
 	}
 	return &Leaf{
-		CertPEM:  pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
+		CertPEM:  certPEM,
 		KeyPEM:   keyPEM,
 		NotAfter: cert.NotAfter, // as encoded: whole seconds
 	}, nil
+}
+
+// newKey makes the key of a new certificate (ECDSA P-256), its serial and
+// its subject key ID.
+func newKey() (key *ecdsa.PrivateKey, serial *big.Int, skid []byte, err error) {
+	if key, err = ecdsa.GenerateKey(elliptic.P256(), rand.Reader); err != nil {
+		return nil, nil, nil, fmt.Errorf("pki: generate key: %w", err)
+	}
+	if serial, err = newSerial(); err != nil {
+		return nil, nil, nil, err
+	}
+	if skid, err = subjectKeyID(key.Public()); err != nil {
+		return nil, nil, nil, err
+	}
+	return key, serial, skid, nil
+}
+
+// sign makes the certificate tmpl for key, signed by parent's signer (the
+// same for a self-signed one), and PEM-encodes it and key.
+func sign(tmpl, parent *x509.Certificate, key *ecdsa.PrivateKey, signer crypto.Signer) (cert *x509.Certificate, certPEM, keyPEM []byte, err error) {
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, parent, key.Public(), signer)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("pki: sign certificate %q: %w", tmpl.Subject.CommonName, err)
+	}
+	if cert, err = x509.ParseCertificate(der); err != nil {
+		return nil, nil, nil, fmt.Errorf("pki: parse certificate %q: %w", tmpl.Subject.CommonName, err)
+	}
+	if keyPEM, err = encodeKey(key); err != nil {
+		return nil, nil, nil, err
+	}
+	return cert, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), keyPEM, nil
 }
 
 // window computes a leaf's validity: by default backdated by ClockSkew and
