@@ -37,6 +37,11 @@ func (s *Server) meta(ctx context.Context, c caller, o chunk.Object, force bool)
 	ran := false
 	v, err, _ := s.metas.Do(o.String(), func() (any, error) {
 		ran = true
+		// Re-check: a HEAD that just finished may have stored it (this
+		// caller looked before it did, and came after its flight ended).
+		if m, err := s.store.GetMeta(o); err == nil && !force && s.fresh(m) {
+			return m, nil
+		}
 		m, err := s.s3.Head(context.WithoutCancel(ctx), c.creds, o.Bucket, o.Key)
 		if err != nil {
 			return chunk.Meta{}, err
