@@ -49,7 +49,10 @@ Speed is measured, never asserted by tests. ` + "`make bench`" + ` runs every pa
 below on one machine in one go and rewrites this file and the plots in
 docs/img/; each chapter says when, on what machine and under what load it ran.
 Compare the columns of one table with each other (they come from the same run,
-back to back); absolute figures depend on the machine.
+back to back); absolute figures depend on the machine. The goals of issue #6
+are judged in the chapters (B1 and B2, "Goals"); why B2's are not met on
+this machine is in the profiling notes at the end ("Tenth pass", "Where the
+goals stand").
 
 ` + "```sh" + `
 make bench                      # every part (go run ./hack/bench)
