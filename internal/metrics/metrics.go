@@ -40,6 +40,11 @@ type Node struct {
 	MetaRevalidations *prometheus.CounterVec
 	PeerRequests      *prometheus.CounterVec
 	RingEpoch         prometheus.Gauge
+	// CrossZoneBytes counts chunk bytes received from nodes of other zones
+	// (--cross-zone=OnMiss), by peer_zone and direction (in). The node's
+	// own zone is the zone target label of its pod (a label of the same
+	// name here would be renamed on scrape).
+	CrossZoneBytes *prometheus.CounterVec
 
 	// ring is read at every scrape for distcache_ring_members (ReportRing).
 	ring ringMembers
@@ -97,18 +102,22 @@ func NewNode(reg prometheus.Registerer) *Node {
 		}, []string{"outcome"}),
 		PeerRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: namespace, Name: "peer_requests_total",
-			Help: "Requests to other cache nodes by kind (forward: a chunk from its owner; handoff: a chunk from its owner of the previous ring epoch; handout: a written chunk to its owner; meta: metadata from its owner; invalidate: a changed object to its metadata owner) and result (ok, miss, changed, error, unreachable, skipped_down).",
+			Help: "Requests to other cache nodes by kind (forward: a chunk from its owner; handoff: a chunk from its owner of the previous ring epoch; handout: a written chunk to its owner; meta: metadata from its owner; invalidate: a changed object to its metadata owner; cross_zone: a missed chunk from its owner in another zone, from that node's store only) and result (ok, miss, changed, error, unreachable, skipped_down).",
 		}, []string{"kind", "result"}),
 		RingEpoch: prometheus.NewGauge(prometheus.GaugeOpts{
 			Namespace: namespace, Name: "ring_epoch",
 			Help: "Epoch of the ring this node routes by (0 when it runs alone).",
 		}),
+		CrossZoneBytes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace, Name: "cross_zone_bytes_total",
+			Help: "Chunk bytes exchanged with nodes of another zone (peer_zone), by direction (in: received): misses answered by the chunk's owner in another zone (--cross-zone=OnMiss) instead of S3. Inter-zone traffic is billed per GB in both directions.",
+		}, []string{"peer_zone", "direction"}),
 	}
 	m.ring.desc = prometheus.NewDesc(prometheus.BuildFQName(namespace, "", "ring_members"),
 		"Members of the ring this node routes by, by state (active: they own chunks; draining: they own none and hand theirs over); 0 when the node runs alone.",
 		[]string{"state"}, nil)
 	reg.MustRegister(&m.ring, m.PeerRequests, m.RingEpoch, m.Requests, m.ResponseBytes, m.RequestDuration, m.ChunkReads, m.S3Requests,
-		m.S3Duration, m.S3Retries, m.SingleflightJoins, m.StoreFailures, m.MetaRevalidations)
+		m.S3Duration, m.S3Retries, m.SingleflightJoins, m.StoreFailures, m.MetaRevalidations, m.CrossZoneBytes)
 	return m
 }
 

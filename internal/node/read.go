@@ -79,7 +79,9 @@ func (s *Server) meta(ctx context.Context, c caller, o chunk.Object, force bool)
 }
 
 // readChunk returns chunk idx of the object version m, and which tier (or a
-// miss, or the owner when forwarded) answered. The payload must not be
+// miss, or the owner when forwarded) answered. A miss asks, in turn, the
+// previous owner (warm handoff), the owners in the other zones (with
+// CrossZoneOnMiss), then S3. The payload must not be
 // modified.
 func (s *Server) readChunk(ctx context.Context, c caller, o chunk.Object, m chunk.Meta, idx int64) ([]byte, string, error) {
 	off, length, ok := chunk.Bounds(m.Size, s.cfg.ChunkSize, idx)
@@ -113,6 +115,9 @@ func (s *Server) readChunk(ctx context.Context, c caller, o chunk.Object, m chun
 		data, handedOff := []byte(nil), false
 		if r != nil {
 			data, handedOff = s.fromPrevious(bg, r, c, id, m.Size)
+		}
+		if !handedOff && r != nil && s.cfg.CrossZone == CrossZoneOnMiss {
+			data, handedOff = s.fromOtherZones(bg, r, c, id, m.Size)
 		}
 		if handedOff {
 			if s.shouldStore(r, id) {

@@ -80,6 +80,13 @@ type Config struct {
 	// Candidates is how many members are tried, owner first, before a
 	// node reads S3 itself (default 3).
 	Candidates int
+	// CrossZone is what a miss does across zones: CrossZoneNever (the
+	// default) reads S3; CrossZoneOnMiss first asks the chunk's owner in
+	// each zone of Zones (the zone of Ring skipped) for it from that
+	// node's store only, after the warm handoff. Needs Ring.
+	CrossZone CrossZone
+	// Zones are the rings of the cache's other zones (CrossZoneOnMiss).
+	Zones *ZoneRings
 }
 
 // Server serves the node API. Create it with New and mount Handler behind a
@@ -165,6 +172,9 @@ func New(cfg Config, st Store, be Backend, tenants Tenants, m *metrics.Node, log
 		}
 		if cfg.Candidates <= 0 {
 			cfg.Candidates = 3
+		}
+		if cfg.CrossZone == CrossZoneOnMiss && cfg.Zones == nil {
+			return nil, errors.New("node: CrossZoneOnMiss needs Zones")
 		}
 		if cfg.Peers.Timeout <= 0 {
 			cfg.Peers.Timeout = 10 * time.Second

@@ -11,6 +11,11 @@
 //	c.Add(); c.Publish(true)                    // grow, with warm handoff
 //	n := c.Sum("distcache_peer_requests_total", map[string]string{"kind": "forward"})
 //
+// With Options.Zones the nodes form one ring per zone, as a cache spread
+// over availability zones does (StartWith(t, 2, Options{Zones: []string{"a",
+// "b"}}) runs cache-a-0, cache-a-1, cache-b-0, cache-b-1); every node also
+// holds the other zones' rings, for Options.CrossZone.
+//
 // Tests never assert on time: nodes use Clock (Advance moves it past the
 // metadata TTL).
 //
@@ -31,6 +36,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -83,6 +89,13 @@ type Options struct {
 	S3MaxConcurrent int
 	S3MaxAttempts   int
 	S3MaxBackoff    time.Duration
+	// Zones, when set, are the cache's zones: Start's n nodes run in each
+	// (named cache-<zone>-<i>), every zone has its own ring (naming the
+	// zone), and every node holds the other zones' rings. Default: one
+	// zone, "test", of nodes named cache-<i>.
+	Zones []string
+	// CrossZone is every node's node.Config.CrossZone (default Never).
+	CrossZone node.CrossZone
 }
 
 // Clock is the nodes' clock; tests move it instead of sleeping.
@@ -106,6 +119,9 @@ type Member struct {
 	Registry *prometheus.Registry // this node's metrics
 	Metrics  *metrics.Node
 	Ring     *ring.Holder
+	// Zone is the member's zone; Zones holds the other zones' rings.
+	Zone  string
+	Zones *node.ZoneRings
 
 	mu   sync.Mutex
 	dead bool
@@ -228,7 +244,21 @@ func (o Options) withDefaults() Options {
 	if o.S3MaxBackoff == 0 {
 		o.S3MaxBackoff = 100 * time.Millisecond
 	}
+	if o.CrossZone == "" {
+		o.CrossZone = node.CrossZoneNever
+	}
 	return o
+}
+
+// defaultZone is the zone of a cluster started without Options.Zones.
+const defaultZone = "test"
+
+// zones are the cluster's zones, in Options order.
+func (o Options) zones() []string {
+	if len(o.Zones) == 0 {
+		return []string{defaultZone}
+	}
+	return o.Zones
 }
 
 func newCluster(opts Options, dir string) *Cluster {
@@ -275,9 +305,11 @@ func (c *Cluster) start(n int, s3 S3) error {
 	if err != nil {
 		return err
 	}
-	for i := 0; i < n; i++ {
-		if _, err := c.AddMember(); err != nil {
-			return err
+	for _, zone := range c.Opts.zones() {
+		for i := 0; i < n; i++ {
+			if _, err := c.AddMemberIn(zone); err != nil {
+				return err
+			}
 		}
 	}
 	if n > 0 {
@@ -326,7 +358,38 @@ func (c *Cluster) Seeds() []string {
 	return s
 }
 
-// Add starts one more node. It is not in the ring until Publish.
+// ZoneMembers returns the members of zone, dead ones included, in the
+// order they were added.
+func (c *Cluster) ZoneMembers(zone string) []*Member {
+	var out []*Member
+	for _, m := range c.Members() {
+		if m.Zone == zone {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// ZoneSeeds returns https://addr of every member of zone.
+func (c *Cluster) ZoneSeeds(zone string) []string {
+	var s []string
+	for _, m := range c.ZoneMembers(zone) {
+		s = append(s, m.URL())
+	}
+	return s
+}
+
+// ZoneRing is the ring the cluster published last for zone (nil before).
+func (c *Cluster) ZoneRing(zone string) *ring.Ring {
+	ms := c.ZoneMembers(zone)
+	if len(ms) == 0 {
+		return nil
+	}
+	return ms[0].Ring.Load()
+}
+
+// Add starts one more node in the first zone. It is not in the ring until
+// Publish.
 func (c *Cluster) Add() *Member {
 	c.T.Helper()
 	m, err := c.AddMember()
@@ -335,11 +398,24 @@ func (c *Cluster) Add() *Member {
 }
 
 // AddMember is Add returning its error.
-func (c *Cluster) AddMember() (*Member, error) {
+func (c *Cluster) AddMember() (*Member, error) { return c.AddMemberIn(c.Opts.zones()[0]) }
+
+// AddMemberIn starts one more node in zone, which need not be one of
+// Options.Zones. It is not in the zone's ring until Publish.
+func (c *Cluster) AddMemberIn(zone string) (*Member, error) {
 	c.mu.Lock()
 	name := fmt.Sprintf("cache-%d", len(c.members))
+	if len(c.Opts.Zones) > 0 {
+		n := 0
+		for _, m := range c.members {
+			if m.Zone == zone {
+				n++
+			}
+		}
+		name = fmt.Sprintf("cache-%s-%d", zone, n)
+	}
 	c.mu.Unlock()
-	m := &Member{Name: name, Registry: prometheus.NewRegistry(), Ring: &ring.Holder{}}
+	m := &Member{Name: name, Zone: zone, Zones: &node.ZoneRings{}, Registry: prometheus.NewRegistry(), Ring: &ring.Holder{}}
 	m.Metrics = metrics.NewNode(m.Registry)
 	peerTLS, err := c.ClientTLSConfig(pki.Identity{Kind: pki.KindPeer, Name: name})
 	if err != nil {
@@ -368,7 +444,7 @@ func (c *Cluster) AddMember() (*Member, error) {
 	}}, Timeout: c.Opts.PeerTimeout}
 	srv, err := node.New(node.Config{
 		ChunkSize: c.Opts.ChunkSize, MetaTTL: c.Opts.MetaTTL, Immutable: c.Opts.Immutable, Now: c.Clock.Now,
-		Ring: m.Ring, Self: name, Peers: peers,
+		Ring: m.Ring, Self: name, Peers: peers, CrossZone: c.Opts.CrossZone, Zones: m.Zones,
 	}, m.Store, c.Backend, c.Tenants, m.Metrics, slog.New(slog.DiscardHandler))
 	if err != nil {
 		_ = m.Store.Close()
@@ -400,8 +476,10 @@ func (c *Cluster) AddMember() (*Member, error) {
 // Kill stops member i at once: its listener and every open connection are
 // closed, so requests in flight fail mid-stream. It stays in the ring until
 // the next Publish that leaves it out (PublishWithout).
-func (c *Cluster) Kill(i int) {
-	m := c.Member(i)
+func (c *Cluster) Kill(i int) { c.KillMember(c.Member(i)) }
+
+// KillMember is Kill by member.
+func (c *Cluster) KillMember(m *Member) {
 	m.mu.Lock()
 	m.dead = true
 	m.mu.Unlock()
@@ -445,27 +523,61 @@ func (c *Cluster) publish(withPrevious bool, include func(*Member) bool) (*ring.
 	c.epoch++
 	epoch := c.epoch
 	c.mu.Unlock()
-	spec := ring.Spec{Epoch: epoch, Zone: "test", Hash: ring.HashParams{Algorithm: ring.AlgorithmRendezvousXXHash64}}
-	var prev *ring.Ring
-	for i, m := range members {
-		if prev == nil {
-			prev = m.Ring.Load()
+	// One ring per zone, each naming its zone; a zone left without a
+	// member keeps the ring it had.
+	rings := map[string]*ring.Ring{}
+	var first *ring.Ring
+	for _, zone := range c.zones(members) {
+		spec := ring.Spec{Epoch: epoch, Zone: zone, Hash: ring.HashParams{Algorithm: ring.AlgorithmRendezvousXXHash64}}
+		var prev *ring.Ring
+		for i, m := range members {
+			if m.Zone != zone {
+				continue
+			}
+			if prev == nil {
+				prev = m.Ring.Load()
+			}
+			if include(m) {
+				spec.Members = append(spec.Members, ring.Member{Name: m.Name, Address: m.Addr, Ordinal: i, Weight: 100, State: ring.StateActive})
+			}
 		}
-		if include(m) {
-			spec.Members = append(spec.Members, ring.Member{Name: m.Name, Address: m.Addr, Ordinal: i, Weight: 100, State: ring.StateActive})
+		if len(spec.Members) == 0 {
+			continue
 		}
-	}
-	if withPrevious && prev != nil {
-		spec.Previous = &ring.PreviousRing{Epoch: prev.Epoch(), Members: prev.Members()}
-	}
-	r, err := ring.New(spec)
-	if err != nil {
-		return nil, err
+		if withPrevious && prev != nil {
+			spec.Previous = &ring.PreviousRing{Epoch: prev.Epoch(), Members: prev.Members()}
+		}
+		r, err := ring.New(spec)
+		if err != nil {
+			return nil, err
+		}
+		rings[zone] = r
+		if first == nil {
+			first = r
+		}
 	}
 	for _, m := range members {
-		m.Ring.Store(r)
+		for zone, r := range rings {
+			if zone == m.Zone {
+				m.Ring.Store(r)
+			} else {
+				m.Zones.Holder(zone).Store(r)
+			}
+		}
 	}
-	return r, nil
+	return first, nil
+}
+
+// zones are the zones of members, in the order their first member was
+// added.
+func (c *Cluster) zones(members []*Member) []string {
+	var out []string
+	for _, m := range members {
+		if !slices.Contains(out, m.Zone) {
+			out = append(out, m.Zone)
+		}
+	}
+	return out
 }
 
 // Ring is the ring the cluster published last.
