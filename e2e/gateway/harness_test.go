@@ -29,6 +29,7 @@ import (
 
 	"github.com/distcache/distcache/internal/client"
 	"github.com/distcache/distcache/internal/gateway"
+	"github.com/distcache/distcache/internal/node"
 	"github.com/distcache/distcache/internal/sigv4"
 	"github.com/distcache/distcache/internal/testutil/nodecluster"
 )
@@ -71,6 +72,12 @@ type envOptions struct {
 	immutable bool // nodes started with --immutable
 	logger    *slog.Logger
 	configure func(*gateway.Config) // changes to the gateway's configuration
+	// zones, when set, spread the cache over these zones (nodes in each);
+	// the gateway reads in zone, the others being its fallback zones, and
+	// the nodes do crossZone.
+	zones     []string
+	zone      string
+	crossZone node.CrossZone
 }
 
 func newEnv(t *testing.T, opts envOptions) *env {
@@ -78,8 +85,18 @@ func newEnv(t *testing.T, opts envOptions) *env {
 	if opts.nodes == 0 {
 		opts.nodes = 3
 	}
-	c := nodecluster.StartWith(t, opts.nodes, nodecluster.Options{ChunkSize: chunkSize, Tenants: tenants, Buckets: buckets, Immutable: opts.immutable})
+	c := nodecluster.StartWith(t, opts.nodes, nodecluster.Options{ChunkSize: chunkSize, Tenants: tenants, Buckets: buckets, Immutable: opts.immutable,
+		Zones: opts.zones, CrossZone: opts.crossZone})
 	e := &env{t: t, cluster: c, registry: prometheus.NewRegistry()}
+	seeds, zone, fallback := c.Seeds(), "", []client.ZoneSeeds(nil)
+	if opts.zones != nil {
+		seeds, zone = c.ZoneSeeds(opts.zone), opts.zone
+		for _, z := range opts.zones {
+			if z != opts.zone {
+				fallback = append(fallback, client.ZoneSeeds{Zone: z, Seeds: c.ZoneSeeds(z)})
+			}
+		}
+	}
 	tlsA, actFor := c.TenantTLS("team-a"), ""
 	if opts.peer {
 		tlsA, actFor = c.PeerTLS("gateway-1"), "team-a"
@@ -88,8 +105,8 @@ func newEnv(t *testing.T, opts envOptions) *env {
 	defer cancel()
 	var err error
 	e.cache, err = client.New(ctx, client.Config{
-		Seeds: c.Seeds(), TLS: tlsA, Tenant: actFor, Parallelism: 4, PageCacheBytes: opts.pageCache,
-		Registerer: e.registry, Timeout: 10 * time.Second,
+		Seeds: seeds, TLS: tlsA, Tenant: actFor, Parallelism: 4, PageCacheBytes: opts.pageCache,
+		Registerer: e.registry, Timeout: 10 * time.Second, Zone: zone, Fallback: fallback,
 	})
 	must(t, err)
 	t.Cleanup(func() { _ = e.cache.Close() })
@@ -104,8 +121,9 @@ func newEnv(t *testing.T, opts envOptions) *env {
 		},
 		Cache: e.cache,
 		Upstream: &gateway.Upstream{
-			Client: gateway.NewUpstreamClient(tlsA, nil, time.Minute), Nodes: gateway.RingNodes(e.cache, c.Seeds()),
+			Client: gateway.NewUpstreamClient(tlsA, nil, time.Minute), Nodes: gateway.RingNodes(e.cache, seeds),
 			Owners: gateway.RingOwners(e.cache, "team-a"), Tenant: actFor,
+			Fallback: e.cache.FallbackNodes, CrossZone: e.cache.CountCrossZone,
 		},
 		Domains:        []string{"localhost"},
 		ReadPieceBytes: chunkSize, ReadAhead: 4,

@@ -15,6 +15,13 @@
 // Routing is an optimisation: any node answers any request (it forwards to
 // the owner), so a stale ring costs an extra hop, never a wrong answer.
 //
+// A client of one zone (Config.Zone) routes by that zone's ring only: a
+// ring document that names another zone is refused, at start and at every
+// refresh. When no member of its zone can be reached, it goes on to the
+// other zones' members (Config.Fallback) before a request fails; the bytes
+// that crosses zones are counted (distcache_cross_zone_bytes_total), since
+// they are billed.
+//
 // Errors wrap the sentinels ErrNotFound, ErrAccessDenied, ErrChanged,
 // ErrUnavailable and ErrInvalidRange (see Error).
 package client
@@ -126,6 +133,26 @@ type Config struct {
 	// WrapTransport, when set, wraps the HTTP transport the client builds
 	// (instrumentation, tests).
 	WrapTransport func(http.RoundTripper) http.RoundTripper
+	// Zone, when set, is the zone the client reads in; Seeds are that
+	// zone's nodes. A ring whose document names another zone (or none) is
+	// refused wherever it comes from, at start and at every refresh: it is
+	// logged, counted (distcache_client_node_requests_total{op="ring",
+	// result="wrong_zone"}) and never routed by. Empty: any ring.
+	Zone string
+	// Fallback are the cache's other zones, in the order they are tried
+	// when no member of Zone (nor any seed) can be reached: a request then
+	// goes to the next zone's members, owner first by that zone's ring
+	// (learnt from its seeds, and refused too if it names another zone),
+	// then to its seeds, before it fails. Bytes that cross zones are
+	// counted (distcache_cross_zone_bytes_total). Needs Zone.
+	Fallback []ZoneSeeds
+}
+
+// ZoneSeeds names another zone of the cache and seed nodes of it
+// (https://host:port), for Config.Fallback.
+type ZoneSeeds struct {
+	Zone  string
+	Seeds []string
 }
 
 // Client talks to the cache nodes of one zone. It is safe for concurrent
@@ -160,9 +187,15 @@ type Client struct {
 	downMu sync.Mutex
 	down   map[string]time.Time // address -> skipped until
 
+	// fallback are the other zones (Config.Fallback), tried in order;
+	// fallbackAddrs maps their members' and seeds' addresses to their zone.
+	fallback      []*fallbackZone
+	fallbackAddrs atomic.Pointer[map[string]*fallbackZone]
+	fallbackNow   chan struct{}
+
 	refreshNow chan struct{}
 	stop       context.CancelFunc
-	stopped    chan struct{}
+	loops      sync.WaitGroup // the ring refresh loops
 	closeOnce  sync.Once
 }
 
@@ -197,7 +230,7 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	c := &Client{cfg: cfg, log: cfg.Logger, down: map[string]time.Time{}, refreshNow: make(chan struct{}, 1),
-		stopped: make(chan struct{}), fills: map[string]*pageFill{}}
+		fallbackNow: make(chan struct{}, 1), fills: map[string]*pageFill{}}
 	c.chunkSize.Store(cfg.ChunkSize)
 	var err error
 	if c.tenant, err = placementTenant(cfg.TLS, cfg.Tenant); err != nil {
@@ -210,6 +243,10 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 		}
 		c.seeds = append(c.seeds, addr)
 	}
+	if c.fallback, err = newFallbackZones(cfg.Zone, cfg.Fallback); err != nil {
+		return nil, err
+	}
+	c.indexFallback()
 	c.transport = newTransport(cfg)
 	c.inline = newInlineTransport(c.transport, cfg.CurrentTLS)
 	var rt http.RoundTripper = c.inline
@@ -241,7 +278,12 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 	}
 	loopCtx, stop := context.WithCancel(context.Background())
 	c.stop = stop
+	c.loops.Add(1)
 	go c.refreshLoop(loopCtx)
+	if len(c.fallback) > 0 {
+		c.loops.Add(1)
+		go c.fallbackLoop(loopCtx)
+	}
 	return c, nil
 }
 
@@ -266,7 +308,7 @@ func (c *Client) ReadUnits() (chunkBytes, pageBytes int64) {
 func (c *Client) Close() error {
 	c.closeOnce.Do(func() {
 		c.stop()
-		<-c.stopped
+		c.loops.Wait()
 		c.pages.close()
 		c.inline.close()
 		c.metrics.unregister()
@@ -407,6 +449,10 @@ func (c *Client) markDown(addr string) {
 	c.downMu.Lock()
 	c.down[addr] = time.Now().Add(downFor)
 	c.downMu.Unlock()
+	if c.fallbackZoneOf(addr) != nil {
+		c.triggerFallbackRefresh()
+		return
+	}
 	c.triggerRefresh()
 }
 

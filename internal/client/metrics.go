@@ -14,6 +14,7 @@ const (
 	resultUpstream     = "upstream_error" // the node answered a 5xx: its S3 failed
 	resultNodeError    = "node_error"     // a 5xx that is not the node API's, or a broken answer
 	resultUnreachable  = "unreachable"    // connection refused, timeout, body cut off
+	resultWrongZone    = "wrong_zone"     // a ring of another zone than Config.Zone, refused
 )
 
 // Operations (the op label).
@@ -35,7 +36,10 @@ type clientMetrics struct {
 	failovers     prometheus.Counter
 	ringEpoch     prometheus.Gauge
 	ringRefreshes *prometheus.CounterVec
-	all           []prometheus.Collector
+	// Requests another zone answered, and the bytes that crossed.
+	zoneFallbacks  *prometheus.CounterVec
+	crossZoneBytes *prometheus.CounterVec
+	all            []prometheus.Collector
 }
 
 // newMetrics makes the series; skipped counts the members skipped now,
@@ -54,7 +58,7 @@ func newMetrics(reg prometheus.Registerer, skipped func() float64, pool func() (
 		}, []string{"mode"}),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: ns, Subsystem: sub, Name: "node_requests_total",
-			Help: "Requests to cache nodes by operation (stat, get_chunk, put, delete, ring) and result (ok, not_found, access_denied, changed, invalid_range, bad_request, upstream_error, node_error, unreachable).",
+			Help: "Requests to cache nodes by operation (stat, get_chunk, put, delete, ring) and result (ok, not_found, access_denied, changed, invalid_range, bad_request, upstream_error, node_error, unreachable, wrong_zone: a ring of another zone, refused).",
 		}, []string{"op", "result"}),
 		failovers: prometheus.NewCounter(prometheus.CounterOpts{
 			Namespace: ns, Subsystem: sub, Name: "failovers_total",
@@ -68,6 +72,14 @@ func newMetrics(reg prometheus.Registerer, skipped func() float64, pool func() (
 			Namespace: ns, Subsystem: sub, Name: "ring_refreshes_total",
 			Help: "Ring fetches by outcome (updated: a newer epoch, unchanged, error: no member answered).",
 		}, []string{"result"}),
+		zoneFallbacks: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: ns, Subsystem: sub, Name: "zone_fallbacks_total",
+			Help: "Requests answered by a node of another zone (peer_zone) because no node of the client's own zone could be reached, by operation.",
+		}, []string{"peer_zone", "op"}),
+		crossZoneBytes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: ns, Name: "cross_zone_bytes_total",
+			Help: "Payload bytes exchanged with nodes of another zone (peer_zone) than the reader's (zone), by direction (in: received, out: sent): reads and writes that fell back to another zone because no node of the own zone could be reached. Inter-zone traffic is billed per GB in both directions.",
+		}, []string{"zone", "peer_zone", "direction"}),
 	}
 	skippedGauge := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Namespace: ns, Subsystem: sub, Name: "members_skipped",
@@ -82,7 +94,7 @@ func newMetrics(reg prometheus.Registerer, skipped func() float64, pool func() (
 		Help: "Page fills that found every buffer of the pool held and took fresh memory instead.",
 	}, func() float64 { _, r := pool(); return r })
 	m.all = []prometheus.Collector{m.pageCache, m.pageFills, m.requests, m.failovers, m.ringEpoch, m.ringRefreshes, skippedGauge,
-		poolBytes, poolRefused}
+		poolBytes, poolRefused, m.zoneFallbacks, m.crossZoneBytes}
 	if reg == nil {
 		return m, nil
 	}

@@ -33,7 +33,7 @@ func (c *Client) Stat(ctx context.Context, bucket, key string) (Meta, error) {
 		m         Meta
 		immutable bool
 	)
-	err := c.try(ctx, opStat, bucket, key, c.metaID(bucket, key), func(ctx context.Context, addr string) error {
+	err := c.try(ctx, opStat, bucket, key, c.metaID(bucket, key), nil, func(ctx context.Context, addr string) error {
 		req, err := c.newRequest(ctx, http.MethodHead, addr, bucket, key, "")
 		if err != nil {
 			return &finalError{err}
@@ -43,7 +43,7 @@ func (c *Client) Stat(ctx context.Context, bucket, key string) (Meta, error) {
 			return err
 		}
 		defer resp.Body.Close()
-		c.observeAnswer(resp.Header)
+		c.observeAnswer(addr, resp.Header)
 		if resp.StatusCode != http.StatusOK {
 			return answerError(opStat, bucket, key, addr, resp)
 		}
@@ -119,7 +119,8 @@ func (c *Client) Put(ctx context.Context, bucket, key string, body io.Reader, si
 		prev    *attemptBody
 		lastErr error
 	)
-	err := c.try(ctx, opPut, bucket, key, c.metaID(bucket, key), func(ctx context.Context, addr string) error {
+	sent := func() int64 { return prev.read() } // the attempt that succeeded is the last
+	err := c.try(ctx, opPut, bucket, key, c.metaID(bucket, key), sent, func(ctx context.Context, addr string) error {
 		if prev != nil {
 			// The transport may still be reading the last attempt's body:
 			// wait until it has closed it before touching the reader.
@@ -178,7 +179,7 @@ func (c *Client) putOnce(ctx context.Context, addr, bucket, key string, body *at
 		return Meta{}, err
 	}
 	defer resp.Body.Close()
-	c.observeAnswer(resp.Header)
+	c.observeAnswer(addr, resp.Header)
 	if resp.StatusCode != http.StatusOK {
 		return Meta{}, answerError(opPut, bucket, key, addr, resp)
 	}
@@ -253,7 +254,7 @@ func (c *Client) Delete(ctx context.Context, bucket, key string) error {
 	}
 	c.metas.forget(bucket, key)
 	defer c.metas.forget(bucket, key)
-	return c.try(ctx, opDelete, bucket, key, c.metaID(bucket, key), func(ctx context.Context, addr string) error {
+	return c.try(ctx, opDelete, bucket, key, c.metaID(bucket, key), nil, func(ctx context.Context, addr string) error {
 		req, err := c.newRequest(ctx, http.MethodDelete, addr, bucket, key, "")
 		if err != nil {
 			return &finalError{err}
@@ -263,7 +264,7 @@ func (c *Client) Delete(ctx context.Context, bucket, key string) error {
 			return err
 		}
 		defer resp.Body.Close()
-		c.observeAnswer(resp.Header)
+		c.observeAnswer(addr, resp.Header)
 		if resp.StatusCode != http.StatusNoContent && resp.StatusCode != http.StatusOK {
 			return answerError(opDelete, bucket, key, addr, resp)
 		}

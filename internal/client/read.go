@@ -173,7 +173,8 @@ func (c *Client) readRange(ctx context.Context, bucket, key string, m Meta, cs, 
 	within := off - coff
 	whole := within == 0 && int64(len(dst)) == clen
 	id := c.chunkID(bucket, key, m.ETag, cs, idx)
-	return c.try(ctx, opGetChunk, bucket, key, id, func(ctx context.Context, addr string) error {
+	received := func() int64 { return int64(len(dst)) }
+	return c.try(ctx, opGetChunk, bucket, key, id, received, func(ctx context.Context, addr string) error {
 		return c.getChunk(ctx, addr, bucket, key, m, idx, within, whole, dst)
 	})
 }
@@ -219,7 +220,7 @@ func (c *Client) getChunk(ctx context.Context, addr, bucket, key string, m Meta,
 		return err
 	}
 	defer resp.Body.Close()
-	c.observeAnswer(resp.Header)
+	c.observeAnswer(addr, resp.Header)
 	if resp.StatusCode != http.StatusOK && resp.StatusCode != http.StatusPartialContent {
 		return answerError(opGetChunk, bucket, key, addr, resp)
 	}
@@ -246,7 +247,7 @@ func (c *Client) getChunkInline(ctx context.Context, t *inlineTransport, addr, b
 	if !ok || err != nil {
 		return ok, err
 	}
-	c.observeAnswer(r.header)
+	c.observeAnswer(addr, r.header)
 	if r.code != http.StatusOK && r.code != http.StatusPartialContent {
 		resp, body := r.response()
 		e := answerError(opGetChunk, bucket, key, addr, resp)

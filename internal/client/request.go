@@ -35,46 +35,114 @@ func (e *finalError) Error() string { return e.err.Error() }
 //     data cached, but after Candidates such answers the last is returned;
 //   - any other answer (success, 4xx) is final.
 //
-// When no member answered, the seeds that are not members are tried last;
-// when none of those answered either, the error wraps ErrUnavailable.
-func (c *Client) try(ctx context.Context, op, bucket, key string, id chunk.ID, attempt attemptFunc) error {
-	var buf [16]ring.Member
-	members := c.route(c.ring.Load(), id, buf[:0])
+// When no member answered, the seeds that are not members are tried. When
+// none of those answered either, the same goes on in each fallback zone
+// (Config.Fallback) in turn: its members by its own ring, then its seeds.
+// Only when no node of any zone answered does the error wrap
+// ErrUnavailable. moved, when set, says how many payload bytes the
+// attempt that succeeded moved (received, or sent for a put): they are
+// counted as crossing zones when that attempt went to another zone.
+func (c *Client) try(ctx context.Context, op, bucket, key string, id chunk.ID, moved func() int64, attempt attemptFunc) error {
 	var (
-		errs      []error
+		buf   [16]ring.Member
+		errs  []error
+		tries int
+	)
+	for zi := -1; zi < len(c.fallback); zi++ {
+		zone, r, seeds := c.cfg.Zone, c.ring.Load(), c.seeds
+		var fz *fallbackZone
+		if zi >= 0 {
+			fz = c.fallback[zi]
+			zone, r, seeds = fz.name, fz.ring.Load(), fz.seeds
+			if r == nil {
+				c.triggerFallbackRefresh() // its seeds stand in meanwhile
+			}
+		}
+		var members []ring.Member
+		if r != nil {
+			members = c.route(r, id, buf[:0])
+		}
+		// Members and seeds that failed a moment ago are skipped while
+		// another zone is left to try: a zone whose nodes all fail (or
+		// hang until the dial times out) should cost its readers one
+		// failure each per few seconds, not one per request.
+		skipDown := zi < len(c.fallback)-1
+		answered, err := c.tryZone(ctx, op, members, seeds, skipDown, &tries, &errs, attempt)
+		if !answered {
+			continue
+		}
+		if err == nil && fz != nil {
+			c.metrics.zoneFallbacks.WithLabelValues(zone, op).Inc()
+			if moved != nil {
+				dir := DirectionIn
+				if op == opPut {
+					dir = DirectionOut
+				}
+				c.CountCrossZone(zone, dir, moved())
+			}
+		}
+		return err
+	}
+	n := 0
+	if r := c.ring.Load(); r != nil {
+		n = len(r.Members())
+	}
+	msg := fmt.Sprintf("none of the %d cache nodes answered, nor any seed", n)
+	if len(c.fallback) > 0 {
+		msg += ", nor any node of another zone"
+	}
+	return &Error{Op: op, Bucket: bucket, Key: key, Kind: ErrUnavailable, Message: msg, Err: errors.Join(errs...)}
+}
+
+// tryZone is try within one zone: its members in placement order, then its
+// seeds that are not members; with skipDown, those marked down are not
+// tried. answered is false when no node of the zone answered (the failures
+// are added to errs); tries counts the attempts of the whole request, so
+// that every one after the first is a failover.
+func (c *Client) tryZone(ctx context.Context, op string, members []ring.Member, seeds []string, skipDown bool, tries *int,
+	errs *[]error, attempt attemptFunc) (answered bool, err error) {
+	var (
 		last      *Error
 		upstreams int
+		now       time.Time
 	)
-	for i, m := range members {
-		if i > 0 {
+	if skipDown {
+		now = time.Now()
+	}
+	for _, m := range members {
+		if skipDown && c.isDown(m.Address, now) {
+			continue
+		}
+		if *tries > 0 {
 			c.metrics.failovers.Inc()
 		}
+		*tries++
 		actx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
 		err := attempt(actx, m.Address)
 		cancel()
 		if err == nil {
 			c.metrics.requests.WithLabelValues(op, resultOK).Inc()
 			c.markUp(m.Address)
-			return nil
+			return true, nil
 		}
 		if ctx.Err() != nil {
-			return ctx.Err() // the caller gave up; not the member's fault
+			return true, ctx.Err() // the caller gave up; not the member's fault
 		}
 		var fe *finalError
 		if errors.As(err, &fe) {
-			return fe.err
+			return true, fe.err
 		}
 		var e *Error
 		if errors.As(err, &e) {
 			c.metrics.requests.WithLabelValues(op, resultOf(e)).Inc()
 			switch classify(e) {
 			case done:
-				return e
+				return true, e
 			case upstream:
 				upstreams++
 				last = e
 				if upstreams >= c.cfg.Candidates {
-					return e
+					return true, e
 				}
 				continue
 			}
@@ -83,10 +151,10 @@ func (c *Client) try(ctx context.Context, op, bucket, key string, id chunk.ID, a
 		}
 		c.log.Warn("cache node failed; trying the next member", "node", m.Address, "member", m.Name, "op", op, "err", err)
 		c.markDown(m.Address)
-		errs = append(errs, fmt.Errorf("%s: %w", m.Address, err))
+		*errs = append(*errs, fmt.Errorf("%s: %w", m.Address, err))
 	}
 	if last != nil {
-		return last
+		return true, last
 	}
 	// Every member of the ring in force failed. That ring may be stale:
 	// pods replaced faster than a new ring reaches everyone (a rolling
@@ -97,36 +165,44 @@ func (c *Client) try(ctx context.Context, op, bucket, key string, id chunk.ID, a
 	for _, m := range members {
 		tried[m.Address] = true
 	}
-	for _, addr := range c.seeds {
-		if tried[addr] {
+	for _, addr := range seeds {
+		if tried[addr] || skipDown && c.isDown(addr, now) {
 			continue
 		}
 		tried[addr] = true
-		c.metrics.failovers.Inc()
+		if *tries > 0 {
+			c.metrics.failovers.Inc()
+		}
+		*tries++
 		actx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
 		err := attempt(actx, addr)
 		cancel()
 		if err == nil {
 			c.metrics.requests.WithLabelValues(op, resultOK).Inc()
-			return nil
+			if skipDown {
+				c.markUp(addr)
+			}
+			return true, nil
 		}
 		if ctx.Err() != nil {
-			return ctx.Err()
+			return true, ctx.Err()
 		}
 		var fe *finalError
 		if errors.As(err, &fe) {
-			return fe.err
+			return true, fe.err
 		}
 		var e *Error
 		if errors.As(err, &e) {
 			c.metrics.requests.WithLabelValues(op, resultOf(e)).Inc()
-			return e // an answer: the seed's node is up and said this
+			return true, e // an answer: the seed's node is up and said this
 		}
 		c.metrics.requests.WithLabelValues(op, resultUnreachable).Inc()
-		errs = append(errs, fmt.Errorf("seed %s: %w", addr, err))
+		if skipDown {
+			c.markDown(addr) // skipped for a while: another zone answers meanwhile
+		}
+		*errs = append(*errs, fmt.Errorf("seed %s: %w", addr, err))
 	}
-	return &Error{Op: op, Bucket: bucket, Key: key, Kind: ErrUnavailable,
-		Message: fmt.Sprintf("none of the %d cache nodes answered, nor any seed", len(members)), Err: errors.Join(errs...)}
+	return false, nil
 }
 
 // route lists the active members in placement order for id (owner first),

@@ -25,7 +25,7 @@ func (c *Client) initRing(ctx context.Context) error {
 	var errs []error
 	standalone := false
 	for _, addr := range c.seeds {
-		r, err := c.fetchRing(ctx, addr)
+		r, err := c.fetchRing(ctx, addr, c.cfg.Zone)
 		if err == nil {
 			c.storeRing(r)
 			return nil
@@ -63,8 +63,9 @@ func seedRing(seeds []string) (*ring.Ring, error) {
 	return ring.New(spec)
 }
 
-// fetchRing asks one node for its ring.
-func (c *Client) fetchRing(ctx context.Context, addr string) (*ring.Ring, error) {
+// fetchRing asks one node for its ring. With zone set, a ring of another
+// zone is refused (errWrongZone).
+func (c *Client) fetchRing(ctx context.Context, addr, zone string) (*ring.Ring, error) {
 	ctx, cancel := context.WithTimeout(ctx, min(c.cfg.Timeout, 10*time.Second))
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "https://"+addr+"/v1/ring", nil)
@@ -105,8 +106,20 @@ func (c *Client) fetchRing(ctx context.Context, addr string) (*ring.Ring, error)
 		c.metrics.requests.WithLabelValues(opRing, resultNodeError).Inc()
 		return nil, err
 	}
+	if zone != "" && r.Zone() != zone {
+		c.metrics.requests.WithLabelValues(opRing, resultWrongZone).Inc()
+		c.log.Warn("refused a ring of another zone", "node", addr, "ringZone", r.Zone(), "zone", zone, "epoch", r.Epoch())
+		return nil, &wrongZoneError{got: r.Zone(), want: zone}
+	}
 	c.metrics.requests.WithLabelValues(opRing, resultOK).Inc()
 	return r, nil
+}
+
+// wrongZoneError is a ring document of another zone than the one asked for.
+type wrongZoneError struct{ got, want string }
+
+func (e *wrongZoneError) Error() string {
+	return fmt.Sprintf("the node routes by the ring of zone %q, not %q", e.got, e.want)
 }
 
 // storeRing puts r in force if it is newer than the ring in force.
@@ -122,10 +135,29 @@ func (c *Client) storeRing(r *ring.Ring) bool {
 // refreshRing fetches the ring from the members in force (up ones first,
 // in random order), then from the seeds, and keeps it if it is newer.
 func (c *Client) refreshRing(ctx context.Context) {
+	r, ok := c.fetchZoneRing(ctx, c.cfg.Zone, c.ring.Load(), c.seeds)
+	switch {
+	case !ok:
+		if ctx.Err() != nil {
+			return
+		}
+		c.metrics.ringRefreshes.WithLabelValues("error").Inc()
+		c.log.Warn("no cache node answered a ring fetch; keeping the ring in force")
+	case c.storeRing(r):
+		c.metrics.ringRefreshes.WithLabelValues("updated").Inc()
+	default:
+		c.metrics.ringRefreshes.WithLabelValues("unchanged").Inc()
+	}
+}
+
+// fetchZoneRing asks the members of cur (up ones first, in random order),
+// then seeds, then the members marked down, for zone's ring, and returns
+// the first ring one of them gave (ok false: none did).
+func (c *Client) fetchZoneRing(ctx context.Context, zone string, cur *ring.Ring, seeds []string) (r *ring.Ring, ok bool) {
 	var up, down []string
 	now := time.Now()
-	if r := c.ring.Load(); r != nil {
-		for _, m := range r.Members() {
+	if cur != nil {
+		for _, m := range cur.Members() {
 			if c.isDown(m.Address, now) {
 				down = append(down, m.Address)
 			} else {
@@ -134,34 +166,28 @@ func (c *Client) refreshRing(ctx context.Context) {
 		}
 	}
 	seen := map[string]bool{}
-	for _, addr := range append(append(shuffled(up), c.seeds...), down...) {
+	for _, addr := range append(append(shuffled(up), seeds...), down...) {
 		if seen[addr] {
 			continue
 		}
 		seen[addr] = true
-		r, err := c.fetchRing(ctx, addr)
+		r, err := c.fetchRing(ctx, addr, zone)
 		if err != nil {
 			if ctx.Err() != nil {
-				return
+				return nil, false
 			}
-			c.log.Debug("ring fetch failed", "node", addr, "err", err)
+			c.log.Debug("ring fetch failed", "node", addr, "zone", zone, "err", err)
 			continue
 		}
-		if c.storeRing(r) {
-			c.metrics.ringRefreshes.WithLabelValues("updated").Inc()
-		} else {
-			c.metrics.ringRefreshes.WithLabelValues("unchanged").Inc()
-		}
-		return
+		return r, true
 	}
-	c.metrics.ringRefreshes.WithLabelValues("error").Inc()
-	c.log.Warn("no cache node answered a ring fetch; keeping the ring in force")
+	return nil, false
 }
 
 // refreshLoop fetches the ring every RingRefresh, and soon after a
 // trigger (a member failed, an answer carried a newer epoch).
 func (c *Client) refreshLoop(ctx context.Context) {
-	defer close(c.stopped)
+	defer c.loops.Done()
 	t := time.NewTicker(c.cfg.RingRefresh)
 	defer t.Stop()
 	var last time.Time
@@ -192,14 +218,25 @@ func (c *Client) triggerRefresh() {
 	}
 }
 
-// observeAnswer notes what every node answer tells about the cache: a
-// newer ring epoch triggers a refresh.
-func (c *Client) observeAnswer(h http.Header) {
-	if v := h.Get(headerRingEpoch); v != "" {
-		if e, err := strconv.ParseInt(v, 10, 64); err == nil {
-			if r := c.ring.Load(); r == nil || e > r.Epoch() {
-				c.triggerRefresh()
-			}
+// observeAnswer notes what every answer of the node at addr tells about
+// the cache: a newer ring epoch triggers a refresh of that node's zone's
+// ring.
+func (c *Client) observeAnswer(addr string, h http.Header) {
+	v := h.Get(headerRingEpoch)
+	if v == "" {
+		return
+	}
+	e, err := strconv.ParseInt(v, 10, 64)
+	if err != nil {
+		return
+	}
+	if z := c.fallbackZoneOf(addr); z != nil {
+		if r := z.ring.Load(); r == nil || e > r.Epoch() {
+			c.triggerFallbackRefresh()
 		}
+		return
+	}
+	if r := c.ring.Load(); r == nil || e > r.Epoch() {
+		c.triggerRefresh()
 	}
 }

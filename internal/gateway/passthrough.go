@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -65,6 +66,15 @@ type Upstream struct {
 	BufferBytes int64
 	// Metrics, when set, counts attempts.
 	Metrics *Metrics
+	// Fallback, when set, lists nodes of the cache's other zones
+	// (client.Client.FallbackNodes), tried in that order once every node
+	// of Nodes (or Owners) failed: a zone with no reachable member passes
+	// through another zone rather than failing.
+	Fallback func() []client.ZoneNode
+	// CrossZone, when set, is told the bytes of each exchange with a
+	// Fallback node (client.Client.CountCrossZone): the request body sent
+	// (direction out) and the response body read (in).
+	CrossZone func(peerZone, direction string, n int64)
 
 	mu   sync.Mutex
 	down map[string]time.Time
@@ -167,6 +177,7 @@ func (u *Upstream) send(ctx context.Context, method, bucket, key, rawQuery strin
 // failover only while none was read), or neither.
 func (u *Upstream) roundTrip(ctx context.Context, nodes []string, method, bucket, key, rawQuery string, header http.Header,
 	replay []byte, stream *trackingBody, size int64) (*http.Response, error) {
+	nodes, zones := u.withFallback(nodes)
 	if len(nodes) == 0 {
 		return nil, &upstreamError{errNoNodes}
 	}
@@ -198,6 +209,14 @@ func (u *Upstream) roundTrip(ctx context.Context, nodes []string, method, bucket
 		if err == nil {
 			u.markUp(base)
 			u.count("ok")
+			if zone := zones[base]; zone != "" && u.CrossZone != nil {
+				sent := size
+				if stream != nil {
+					sent = stream.n
+				}
+				u.CrossZone(zone, client.DirectionOut, sent)
+				resp.Body = &crossZoneBody{ReadCloser: resp.Body, count: func(n int64) { u.CrossZone(zone, client.DirectionIn, n) }}
+			}
 			return resp, nil
 		}
 		if stream != nil && stream.err != nil && !errors.Is(stream.err, io.EOF) {
@@ -215,6 +234,40 @@ func (u *Upstream) roundTrip(ctx context.Context, nodes []string, method, bucket
 	}
 	u.count("failed")
 	return nil, &upstreamError{errors.Join(errs...)}
+}
+
+// withFallback appends the Fallback nodes that are not among nodes, and
+// maps each of them to its zone.
+func (u *Upstream) withFallback(nodes []string) ([]string, map[string]string) {
+	if u.Fallback == nil {
+		return nodes, nil
+	}
+	var zones map[string]string
+	for _, n := range u.Fallback() {
+		if _, dup := zones[n.URL]; dup || slices.Contains(nodes, n.URL) {
+			continue
+		}
+		if zones == nil {
+			zones = map[string]string{}
+		}
+		zones[n.URL] = n.Zone
+		nodes = append(slices.Clip(nodes), n.URL)
+	}
+	return nodes, zones
+}
+
+// crossZoneBody counts the bytes read of an answer from another zone.
+type crossZoneBody struct {
+	io.ReadCloser
+	count func(n int64)
+}
+
+func (b *crossZoneBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if n > 0 {
+		b.count(int64(n))
+	}
+	return n, err
 }
 
 func (u *Upstream) count(result string) {
