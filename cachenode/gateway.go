@@ -36,6 +36,9 @@ type gatewayFlags struct {
 	listen, metricsListen           string
 	listenTLSCert, listenTLSKey     string
 	nodes                           string
+	zone                            string
+	fallbackNodes                   string
+	fallback                        []client.ZoneSeeds // parsed from fallbackNodes
 	tlsCert, tlsKey, ca             string
 	tenant                          string
 	accessKey, secretKey, credsFile string
@@ -64,11 +67,13 @@ func parseGatewayFlags(args []string) (*gatewayFlags, error) {
 	f := &gatewayFlags{pageCacheBytes: 256 << 20, clientUnsentBytes: gateway.DefaultClientUnsentBytes,
 		pageBytes: givenByteSize{byteSize: gateway.DefaultPageBytes}}
 	fs := flag.NewFlagSet("gateway", flag.ContinueOnError)
-	fs.StringVar(&f.listen, "listen", "127.0.0.1:9000", "address of the S3 API (plain HTTP unless --listen-tls-cert is set)")
+	fs.StringVar(&f.listen, "listen", DefaultGatewayListen, "address of the S3 API (plain HTTP unless --listen-tls-cert is set)")
 	fs.StringVar(&f.listenTLSCert, "listen-tls-cert", "", "serve the S3 API over TLS with this certificate (PEM)")
 	fs.StringVar(&f.listenTLSKey, "listen-tls-key", "", "private key of --listen-tls-cert")
 	fs.StringVar(&f.metricsListen, "metrics-listen", ":9091", "address of the plain HTTP port for /metrics, /healthz and /readyz (empty: off)")
-	fs.StringVar(&f.nodes, "nodes", "", "comma-separated cache node URLs (https://host:port) to learn the ring from")
+	fs.StringVar(&f.nodes, "nodes", "", "comma-separated cache node URLs (https://host:port) to learn the ring from: with --zone, nodes of that zone")
+	fs.StringVar(&f.zone, "zone", "", "the zone the gateway reads in: it routes by that zone's ring only and refuses a ring of another zone (empty: any ring)")
+	fs.StringVar(&f.fallbackNodes, "fallback-nodes", "", "the cache's other zones, as comma-separated zone=https://host:port (a zone may appear several times): read through when no node of --zone can be reached, before failing; needs --zone")
 	fs.StringVar(&f.tlsCert, "tls-cert", "", "client certificate for the cache nodes (PEM): the tenant's, or a peer certificate with --tenant")
 	fs.StringVar(&f.tlsKey, "tls-key", "", "private key of --tls-cert")
 	fs.StringVar(&f.ca, "ca", "", "CA bundle the cache nodes' server certificates chain to; --tls-cert, --tls-key and this are re-read for each new connection when they change")
@@ -121,6 +126,10 @@ func parseGatewayFlags(args []string) (*gatewayFlags, error) {
 	if f.parallelism < 1 {
 		return nil, errors.New("--parallelism must be at least 1")
 	}
+	var err error
+	if f.fallback, err = parseFallbackNodes(f.fallbackNodes, f.zone); err != nil {
+		return nil, err
+	}
 	if p := f.pageBytes.byteSize; f.chunkSize > 0 && p > 0 && p < f.chunkSize && f.chunkSize%p != 0 {
 		if f.pageBytes.given {
 			return nil, fmt.Errorf("--page-bytes %s does not divide --chunk-size %s", p, f.chunkSize)
@@ -128,6 +137,38 @@ func parseGatewayFlags(args []string) (*gatewayFlags, error) {
 		f.pageBytes.byteSize = 0 // the default does not fit this chunk size: whole chunks
 	}
 	return f, nil
+}
+
+// DefaultGatewayListen is the default --listen of `cachenode gateway`. Its
+// port is not 9000, which ClickHouse, the cache's first client, listens
+// on for its native protocol on the same host.
+const DefaultGatewayListen = "127.0.0.1:8099"
+
+// parseFallbackNodes parses --fallback-nodes (zone=URL,...) into zones in
+// the order they first appear, each with its seeds in order.
+func parseFallbackNodes(s, zone string) ([]client.ZoneSeeds, error) {
+	var out []client.ZoneSeeds
+	at := map[string]int{}
+	for _, item := range splitList(s) {
+		z, u, ok := strings.Cut(item, "=")
+		z, u = strings.TrimSpace(z), strings.TrimSpace(u)
+		switch {
+		case !ok || z == "" || u == "":
+			return nil, fmt.Errorf("--fallback-nodes: %q is not zone=https://host:port", item)
+		case zone == "":
+			return nil, errors.New("--fallback-nodes needs --zone (the zone whose nodes --nodes names)")
+		case z == zone:
+			return nil, fmt.Errorf("--fallback-nodes: %q names the gateway's own zone (--zone %s); its nodes go in --nodes", item, zone)
+		}
+		i, seen := at[z]
+		if !seen {
+			i = len(out)
+			at[z] = i
+			out = append(out, client.ZoneSeeds{Zone: z})
+		}
+		out[i].Seeds = append(out[i].Seeds, u)
+	}
+	return out, nil
 }
 
 // readGeometry is what GetObject reads in: pieces of the cache client's
@@ -257,7 +298,8 @@ func runGateway(args []string) error {
 		ops = &http.Server{Addr: f.metricsListen, Handler: opsHandler(reg, ready), ReadHeaderTimeout: 10 * time.Second}
 		go func() { errc <- ops.ListenAndServe() }()
 	}
-	log.Info("gateway listening", "listen", f.listen, "tls", api.TLSConfig != nil, "metrics", f.metricsListen, "nodes", seeds)
+	log.Info("gateway listening", "listen", f.listen, "tls", api.TLSConfig != nil, "metrics", f.metricsListen, "nodes", seeds,
+		"zone", f.zone, "fallbackZones", len(f.fallback))
 
 	var cl atomic.Pointer[client.Client]
 	go func() {
@@ -265,6 +307,7 @@ func runGateway(args []string) error {
 			Seeds: seeds, TLS: nodeTLS, CurrentTLS: nodeTLSFiles.Config, Tenant: f.tenant, ChunkSize: int64(f.chunkSize),
 			Parallelism: f.parallelism, PageCacheBytes: int64(f.pageCacheBytes), PageBytes: int64(f.pageBytes.byteSize),
 			PrefaultPageCache: f.prefault, Timeout: f.timeout,
+			Zone: f.zone, Fallback: f.fallback,
 			Logger: log, Registerer: reg,
 		})
 		if err != nil {
@@ -281,6 +324,7 @@ func runGateway(args []string) error {
 			Upstream: &gateway.Upstream{
 				Client: gateway.NewUpstreamClient(nodeTLS, nodeTLSFiles.Config, f.passthroughTimeout),
 				Nodes:  gateway.RingNodes(c, seeds), Owners: gateway.RingOwners(c, tenant), Tenant: f.tenant,
+				Fallback: c.FallbackNodes, CrossZone: c.CountCrossZone,
 			},
 		})
 		if err != nil {
@@ -289,7 +333,7 @@ func runGateway(args []string) error {
 		}
 		var h http.Handler = g
 		handler.Store(&h)
-		log.Info("gateway ready", "ringEpoch", c.Ring().Epoch(), "members", len(c.Ring().Members()),
+		log.Info("gateway ready", "zone", c.Ring().Zone(), "ringEpoch", c.Ring().Epoch(), "members", len(c.Ring().Members()),
 			"readPieceBytes", piece, "readAhead", ahead)
 	}()
 

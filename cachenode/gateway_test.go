@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"crypto/tls"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -121,5 +122,49 @@ func TestGatewayClientWriteTimeout(t *testing.T) {
 		if got := f.clientWriteTimeoutOrNone(); got != c.want {
 			t.Errorf("%v: %v, want %v", c.args, got, c.want)
 		}
+	}
+}
+
+// The gateway's S3 port is not ClickHouse's native 9000 by default; --zone
+// and --fallback-nodes give the client its zone and the other zones' seeds,
+// grouped by zone in the order they first appear.
+func TestGatewayZoneFlags(t *testing.T) {
+	base := []string{"--nodes", "https://cache-b.ns.svc:8443", "--tls-cert", "c", "--tls-key", "k", "--ca", "a", "--access-key", "a", "--secret-key", "s"}
+	f, err := parseGatewayFlags(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.listen != "127.0.0.1:8099" || f.zone != "" || f.fallback != nil {
+		t.Errorf("defaults: listen %q, zone %q, fallback %v", f.listen, f.zone, f.fallback)
+	}
+	f, err = parseGatewayFlags(append(base, "--zone", "b",
+		"--fallback-nodes", "a=https://cache-a.ns.svc:8443, c=https://cache-c.ns.svc:8443,a=https://cache-a-0.cache-a.ns.svc:8443"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []client.ZoneSeeds{
+		{Zone: "a", Seeds: []string{"https://cache-a.ns.svc:8443", "https://cache-a-0.cache-a.ns.svc:8443"}},
+		{Zone: "c", Seeds: []string{"https://cache-c.ns.svc:8443"}},
+	}
+	if f.zone != "b" || !reflect.DeepEqual(f.fallback, want) {
+		t.Errorf("zone %q, fallback %+v; want b, %+v", f.zone, f.fallback, want)
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--zone", "", "--fallback-nodes", "a=https://x:1"}, "needs --zone"},
+		{[]string{"--zone", "b", "--fallback-nodes", "b=https://x:1"}, "own zone"},
+		{[]string{"--zone", "b", "--fallback-nodes", "https://x:1"}, "zone=https://host:port"},
+		{[]string{"--zone", "b", "--fallback-nodes", "a="}, "zone=https://host:port"},
+	} {
+		if _, err := parseGatewayFlags(append(append([]string(nil), base...), tc.args...)); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%v: %v, want an error mentioning %q", tc.args, err, tc.want)
+		}
+	}
+	t.Setenv("DISTCACHE_FALLBACK_NODES", "a=https://x:1")
+	t.Setenv("DISTCACHE_ZONE", "b")
+	if f, err = parseGatewayFlags(base); err != nil || len(f.fallback) != 1 || f.zone != "b" {
+		t.Errorf("from the environment: %+v, %v", f, err)
 	}
 }

@@ -53,13 +53,20 @@ type serveFlags struct {
 	nodeName                       string
 	peerCert, peerKey              string
 	candidates                     int
+	crossZone                      string
+	zones, zoneRingFiles           string
 
 	// Parsed from ringConfigMap and tenantsSecret; zero when not set.
 	ringRef, tenantsRef kubewatch.Ref
+	// Parsed from crossZone and zoneRingFiles (zone -> path, and the
+	// zones in flag order).
+	crossZoneMode node.CrossZone
+	zoneFiles     map[string]string
+	zoneFileOrder []string
 }
 
-func parseServeFlags(args []string) (*serveFlags, error) {
-	f := &serveFlags{diskBytes: 10 << 30, ramBytes: 1 << 30, chunkSize: 4 << 20, writeCacheBytes: 64 << 20}
+func parseServeFlags(args []string) (f *serveFlags, err error) {
+	f = &serveFlags{diskBytes: 10 << 30, ramBytes: 1 << 30, chunkSize: 4 << 20, writeCacheBytes: 64 << 20}
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.StringVar(&f.listen, "listen", ":8443", "address of the mTLS chunk API")
 	fs.StringVar(&f.metricsListen, "metrics-listen", ":9090", "address of the plain HTTP port for /metrics, /healthz and /readyz")
@@ -88,6 +95,9 @@ func parseServeFlags(args []string) (*serveFlags, error) {
 	fs.StringVar(&f.peerCert, "peer-cert", "", "certificate with this node's peer identity for calls to other nodes (default --tls-cert)")
 	fs.StringVar(&f.peerKey, "peer-key", "", "key of --peer-cert (default --tls-key)")
 	fs.IntVar(&f.candidates, "candidates", 3, "members tried, owner first, before a node reads S3 itself")
+	fs.StringVar(&f.crossZone, "cross-zone", string(node.CrossZoneNever), "what a miss does across zones: Never (read S3), or OnMiss (first ask the chunk's owner in each other zone for it from its store only; needs those zones' rings: --zones, --zone-ring-files)")
+	fs.StringVar(&f.zones, "zones", "", "comma-separated zones of the cache (the node's own may be listed): with --cross-zone=OnMiss, the ring of each other zone is followed through the API server in the --ring-configmap ConfigMap, key <zone>.json")
+	fs.StringVar(&f.zoneRingFiles, "zone-ring-files", "", "comma-separated zone=path of other zones' ring documents, watched (with --ring-configmap: the start values) for --cross-zone=OnMiss")
 	fs.DurationVar(&f.shutdownGrace, "shutdown-grace", 20*time.Second, "time to finish in-flight requests on SIGTERM")
 	if err := parseFlags(fs, args, func() map[string]string {
 		return map[string]string{"tls-cert": f.tlsCert, "tls-key": f.tlsKey, "client-ca": f.clientCA, "tenants-file": f.tenantsFile}
@@ -110,11 +120,20 @@ func parseServeFlags(args []string) (*serveFlags, error) {
 		if ref.value == "" {
 			continue
 		}
-		r, err := kubewatch.ParseRef(ref.value, ref.key)
-		if err != nil {
+		if *ref.into, err = kubewatch.ParseRef(ref.value, ref.key); err != nil {
 			return nil, fmt.Errorf("--%s: %w", ref.flag, err)
 		}
-		*ref.into = r
+	}
+	if f.crossZoneMode, err = node.ParseCrossZone(f.crossZone); err != nil {
+		return nil, fmt.Errorf("--cross-zone: %w", err)
+	}
+	if f.crossZoneMode == node.CrossZoneOnMiss {
+		if f.ringFile == "" {
+			return nil, errors.New("--cross-zone=OnMiss needs --ring-file (the node's own zone's ring)")
+		}
+		if f.zoneFiles, f.zoneFileOrder, err = parseZoneRingFiles(f.zoneRingFiles); err != nil {
+			return nil, err
+		}
 	}
 	if f.peerCert == "" {
 		f.peerCert, f.peerKey = f.tlsCert, f.tlsKey
@@ -202,6 +221,21 @@ func runServe(args []string) error {
 			return fmt.Errorf("peer TLS: %w", err)
 		}
 		cfg.Self, cfg.Candidates = f.nodeName, f.candidates
+		if f.crossZoneMode == node.CrossZoneOnMiss {
+			cfg.CrossZone, cfg.Zones = node.CrossZoneOnMiss, &node.ZoneRings{}
+			own := cfg.Ring.Load().Zone()
+			srcs, err := zoneRingSources(splitList(f.zones), f.zoneFiles, f.zoneFileOrder, f.ringRef, own)
+			if err != nil {
+				return err
+			}
+			if err := followZoneRings(ctx, kube, srcs, cfg.Zones, reg, log); err != nil {
+				return err
+			}
+			if len(srcs) == 0 {
+				log.Warn("--cross-zone=OnMiss without another zone (--zones, --zone-ring-files): misses go to S3")
+			}
+			log.Info("misses ask the other zones' owners before S3", "zone", own, "otherZones", len(srcs))
+		}
 		cfg.Peers = &node.Peers{Client: &http.Client{Transport: &http.Transport{
 			MaxIdleConnsPerHost: 64, IdleConnTimeout: 90 * time.Second,
 			DialTLSContext: pki.DialTLSContext(peerTLS.Config, &net.Dialer{Timeout: 2 * time.Second}, 7*time.Second),
