@@ -116,6 +116,27 @@ func TestAlertRulesFire(t *testing.T) {
 		series{s3("d", "precondition_failed"), "0+50x60"},
 		series{s3("d", "canceled"), "0+50x60"},
 	)
+	// Inter-zone bytes. Zone z of cache c serves 1000 bytes a minute, 400
+	// of them fetched from zone a on misses (OnMiss): too many, for the
+	// hour DistcacheCrossZoneTraffic waits; zone b gets 1%. Cache c's
+	// gateway gw-0 (zone b) reads through zone a, gw-1 does not; a gateway
+	// of cache other does too, and is not c's.
+	crossZone := func(cache, zone, pod, peer, values string) series {
+		return series{`distcache_cross_zone_bytes_total{namespace="ns",service="` + cache + `",zone="` + zone + `",pod="` + pod +
+			`",peer_zone="` + peer + `",direction="in"}`, values}
+	}
+	gwCrossZone := func(cache, pod, values string) series {
+		return series{`distcache_cross_zone_bytes_total{namespace="analytics",pod="` + pod + `",cache_namespace="ns",cache="` + cache +
+			`",zone="b",peer_zone="a",direction="in"}`, values}
+	}
+	input = append(input,
+		series{bytes("c", "z", "c-z-0", "hit_ram"), "0+1000x120"},
+		crossZone("c", "z", "c-z-0", "a", "0+400x120"),
+		crossZone("c", "b", "c-b-0", "a", "0+10x60"),
+		gwCrossZone("c", "gw-0", "0+1000x60"),
+		gwCrossZone("c", "gw-1", "5x60"),
+		gwCrossZone("other", "gw-2", "0+1000x60"),
+	)
 	labels := func(kv ...string) map[string]string {
 		m := map[string]string{"namespace": "ns", "service": "c"}
 		for i := 0; i < len(kv); i += 2 {
@@ -131,6 +152,8 @@ func TestAlertRulesFire(t *testing.T) {
 		monitoring.AlertCertificateExpiring: {{labels("severity", "critical", "zone", "a", "pod", "c-a-0")}},
 		monitoring.AlertGatewayCertificateExpiring: {{map[string]string{
 			"severity": "critical", "namespace": "analytics", "pod": "gw-0", "cache_namespace": "ns", "cache": "c"}}},
+		monitoring.AlertGatewayZoneFallback: {{map[string]string{
+			"severity": "warning", "namespace": "analytics", "cache_namespace": "ns", "cache": "c", "zone": "b", "peer_zone": "a"}}},
 	}
 	var tests []alertTest
 	for alert, exp := range firing {
@@ -141,6 +164,11 @@ func TestAlertRulesFire(t *testing.T) {
 	}
 	// The first minutes have too few samples for any rate.
 	tests = append(tests, alertTest{EvalTime: "0m", Alertname: monitoring.AlertLowHitRatio, ExpAlerts: []expAlert{}})
+	// Cross-zone traffic is expected for a while (a cold zone fills from
+	// the others): only an hour of it alerts.
+	tests = append(tests,
+		alertTest{EvalTime: "30m", Alertname: monitoring.AlertCrossZoneTraffic, ExpAlerts: []expAlert{}},
+		alertTest{EvalTime: "100m", Alertname: monitoring.AlertCrossZoneTraffic, ExpAlerts: []expAlert{{labels("severity", "warning", "zone", "z")}}})
 
 	dir := t.TempDir()
 	rules, err := yaml.Marshal(map[string]any{"groups": groups})

@@ -144,7 +144,9 @@ type Config struct {
 	// goes to the next zone's members, owner first by that zone's ring
 	// (learnt from its seeds, and refused too if it names another zone),
 	// then to its seeds, before it fails. Bytes that cross zones are
-	// counted (distcache_cross_zone_bytes_total). Needs Zone.
+	// counted (distcache_cross_zone_bytes_total{peer_zone,direction}; the
+	// client's own zone is the zone target label of its pod, as for the
+	// nodes). Needs Zone.
 	Fallback []ZoneSeeds
 }
 

@@ -78,8 +78,8 @@ func newMetrics(reg prometheus.Registerer, skipped func() float64, pool func() (
 		}, []string{"peer_zone", "op"}),
 		crossZoneBytes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: ns, Name: "cross_zone_bytes_total",
-			Help: "Payload bytes exchanged with nodes of another zone (peer_zone) than the reader's (zone), by direction (in: received, out: sent): reads and writes that fell back to another zone because no node of the own zone could be reached. Inter-zone traffic is billed per GB in both directions.",
-		}, []string{"zone", "peer_zone", "direction"}),
+			Help: "Payload bytes exchanged with nodes of another zone (peer_zone), by direction (in: received, out: sent): reads and writes that fell back to another zone because no node of the client's own zone could be reached. Inter-zone traffic is billed per GB in both directions.",
+		}, []string{"peer_zone", "direction"}),
 	}
 	skippedGauge := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Namespace: ns, Subsystem: sub, Name: "members_skipped",

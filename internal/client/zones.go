@@ -183,6 +183,6 @@ const (
 // pass-through to a fallback zone).
 func (c *Client) CountCrossZone(peerZone, direction string, n int64) {
 	if n > 0 {
-		c.metrics.crossZoneBytes.WithLabelValues(c.cfg.Zone, peerZone, direction).Add(float64(n))
+		c.metrics.crossZoneBytes.WithLabelValues(peerZone, direction).Add(float64(n))
 	}
 }

@@ -14,14 +14,17 @@
 //     cache.distcache.io/zone label;
 //   - endpoint ("metrics"), container, instance.
 //
-// Gateways run next to compute, in their users' namespaces, and are not the
-// operator's: the PodMonitor in config/prometheus/gateway-podmonitor.yaml
-// scrapes pods labelled app.kubernetes.io/name=distcache-gateway and names
-// the cache they read through from two pod labels (GatewayPodLabelCache,
-// GatewayPodLabelCacheNamespace), giving their series:
+// Gateways run next to compute, in their users' namespaces: a PodMonitor
+// (the operator's, for the gateways it runs for a CacheTenant) scrapes pods
+// labelled app.kubernetes.io/name=distcache-gateway and names the cache
+// they read through from two pod labels (GatewayPodLabelCache,
+// GatewayPodLabelCacheNamespace), and their zone from the zone label,
+// giving their series:
 //
 //   - cache, cache_namespace: the DistributedCache the gateway reads
 //     through;
+//   - zone: the gateway's zone (absent for a gateway whose pod has no zone
+//     label);
 //   - namespace, pod: the gateway's own;
 //   - job (<namespace>/distcache-gateway), endpoint ("metrics"), container,
 //     instance.
@@ -88,6 +91,11 @@ const (
 	// default) and did not, or that never reached the process.
 	AlertCertificateExpiring        = "DistcacheCertificateExpiring"
 	AlertGatewayCertificateExpiring = "DistcacheGatewayCertificateExpiring"
+	// Inter-zone bytes, billed per GB: a zone that leans on the others on
+	// its misses (spec.crossZone OnMiss), and gateways reading through
+	// another zone because none of their own zone's nodes answers.
+	AlertCrossZoneTraffic    = "DistcacheCrossZoneTraffic"
+	AlertGatewayZoneFallback = "DistcacheGatewayZoneFallback"
 )
 
 // Fixed thresholds: the share of failed S3 requests and of the disk bound
@@ -96,6 +104,9 @@ const (
 	s3ErrorRatioThreshold   = "0.05"
 	diskUsageRatioThreshold = "0.9"
 	certificateDaysLeft     = "7"
+	// crossZoneRatioThreshold: the share of a zone's chunk bytes served
+	// that came from other zones.
+	crossZoneRatioThreshold = "0.25"
 )
 
 //go:embed dashboard.json
@@ -239,6 +250,45 @@ func RuleGroups(t Target, hitRatioThreshold string) ([]monitoringv1.RuleGroup, e
 					"(720h by default) ahead and the gateway re-reads it for new connections: check the CacheTenant's status (Ready, " +
 					"certificateRenewalTime) and that the gateway mounts that Secret (a copy is never renewed). Once it expires, the " +
 					"gateway cannot reach the cache.",
+			},
+		},
+		{
+			Alert: AlertCrossZoneTraffic,
+			// Bytes a zone's nodes received from other zones on their
+			// misses, over the chunk bytes the zone served (as in the hit
+			// ratio, forwarded reads are counted by their owner).
+			Expr: expr(`
+(
+  sum by (namespace, service, zone) (rate(distcache_cross_zone_bytes_total{SEL}[30m]))
+/
+  sum by (namespace, service, zone) (rate(distcache_response_bytes_total{SEL,op=~"get_chunk|get_object",result!="forwarded"}[30m]))
+) > ` + crossZoneRatioThreshold),
+			For:    dur("1h"),
+			Labels: map[string]string{"severity": "warning"},
+			Annotations: map[string]string{
+				"summary": "distcache {{ $labels.namespace }}/{{ $labels.service }}: {{ $value | humanizePercentage }} of zone {{ $labels.zone }}'s reads come from other zones",
+				"description": "For an hour, more than " + crossZoneRatioThreshold + " of the chunk bytes zone {{ $labels.zone }} served were fetched from the chunk's owner in another zone " +
+					"on a miss (spec.crossZone: OnMiss). Each such byte is inter-zone traffic, billed per GB in both directions by AWS and GCP " +
+					"(about $0.01/GB each way): a little is the point of OnMiss (cheaper and much faster than S3 GETs), a large share for this long " +
+					"means the zone's own cache does not hold its working set. Check, for that zone, the Bytes from other zones panel, evictions " +
+					"and disk usage (raise spec.diskSize or spec.replicas) and whether its nodes restarted recently (a cold zone fills from the " +
+					"others, then stops); set spec.crossZone: Never to read S3 instead.",
+			},
+		},
+		{
+			Alert: AlertGatewayZoneFallback,
+			// Gateways exchanging bytes with another zone's nodes: they do
+			// only when no node of their own zone answers.
+			Expr:   expr(`sum by (cache_namespace, cache, namespace, zone, peer_zone) (rate(distcache_cross_zone_bytes_total{GWSEL}[5m])) > 0`),
+			For:    dur("10m"),
+			Labels: map[string]string{"severity": "warning"},
+			Annotations: map[string]string{
+				"summary": "distcache gateways in {{ $labels.namespace }} (zone {{ $labels.zone }}) read through zone {{ $labels.peer_zone }} of {{ $labels.cache_namespace }}/{{ $labels.cache }}",
+				"description": "For 10 minutes the gateways of zone {{ $labels.zone }} in {{ $labels.namespace }} have read or written through the cache nodes of zone " +
+					"{{ $labels.peer_zone }}, which they do only when none of their own zone's nodes can be reached. Reads keep working, but every " +
+					"byte crosses zones (billed per GB in both directions on AWS and GCP) and adds a zone's latency. Check zone {{ $labels.zone }}'s " +
+					"cache nodes (the Nodes up by zone panel, alert DistcacheNodeDown, the StatefulSet of that zone and its pods' events) and " +
+					"whether the gateways reach them (their --nodes Service, network policies).",
 			},
 		},
 	}

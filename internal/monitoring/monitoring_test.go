@@ -83,7 +83,7 @@ func gatewayMetrics() exported {
 // a gateway's (config/prometheus/gateway-podmonitor.yaml).
 var (
 	nodeTarget    = []string{LabelNamespace, LabelService, LabelPod, LabelZone, "job", "instance", "endpoint", "container"}
-	gatewayTarget = []string{LabelNamespace, LabelCache, LabelCacheNamespace, LabelPod, "job", "instance", "endpoint", "container"}
+	gatewayTarget = []string{LabelNamespace, LabelCache, LabelCacheNamespace, LabelZone, LabelPod, "job", "instance", "endpoint", "container"}
 )
 
 // labelsOf returns the labels a series of name carries once scraped with
@@ -276,7 +276,7 @@ func TestCheckExprCatchesMistakes(t *testing.T) {
 	}
 	g := gatewayMetrics()
 	for name, expr := range map[string]string{
-		"a node's target labels": `distcache_client_page_cache_requests_total{cache_namespace="ns", cache="c", zone="z"}`,
+		"a node's target labels": `distcache_client_page_cache_requests_total{cache_namespace="ns", cache="c", service="c"}`,
 		"a node's series":        `distcache_chunk_reads_total{cache_namespace="ns", cache="c"}`,
 		"bad grouping":           `sum by (tenant) (rate(distcache_gateway_requests_total{cache_namespace="ns", cache="c"}[5m]))`,
 	} {
@@ -321,7 +321,8 @@ func TestDashboardModel(t *testing.T) {
 	exprs := dashboardExprs(t)
 	for _, title := range []string{"Byte hit ratio", "Request hit ratio (chunk lookups)", "Bytes served by tier",
 		"S3 requests by operation and status", "S3 latency by operation", "Disk usage vs bound", "Evictions and rejections",
-		"Ring epoch by node", "Nodes up", "Request latency by operation", "Gateway page cache hit ratio"} {
+		"Ring epoch by node", "Nodes up", "Request latency by operation", "Gateway page cache hit ratio",
+		"Bytes from other zones", "Gateway bytes across zones"} {
 		if len(exprs[title]) == 0 {
 			t.Errorf("no panel %q", title)
 		}
@@ -369,7 +370,8 @@ func TestRuleGroups(t *testing.T) {
 					t.Errorf("%s: expression %q does not end in %q", r.Alert, r.Expr.String(), tt.wantLow)
 				}
 			}
-			for _, a := range []string{AlertLowHitRatio, AlertNodeDown, AlertS3ErrorRate, AlertDiskNearCapacity, AlertCertificateExpiring, AlertGatewayCertificateExpiring} {
+			for _, a := range []string{AlertLowHitRatio, AlertNodeDown, AlertS3ErrorRate, AlertDiskNearCapacity, AlertCertificateExpiring, AlertGatewayCertificateExpiring,
+				AlertCrossZoneTraffic, AlertGatewayZoneFallback} {
 				if !alerts[a] {
 					t.Errorf("no alert %s", a)
 				}
