@@ -7,7 +7,10 @@ import (
 	"strings"
 	"time"
 
+	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -53,6 +56,8 @@ type CacheTenantReconciler struct {
 	APIReader client.Reader
 	Scheme    *runtime.Scheme
 	Recorder  events.EventRecorder
+	// CacheNodeImage is the image of gateways of caches without spec.image.
+	CacheNodeImage string
 	// Now is the clock of renewal decisions; nil: time.Now.
 	Now func() time.Time
 }
@@ -114,7 +119,8 @@ type tenantState struct {
 }
 
 // reconcile decides whether the tenant is admitted, issues or renews its
-// certificate if so (and revokes it if not), and writes the status.
+// certificate if so (and revokes it if not), runs its gateways, and writes
+// the status.
 func (r *CacheTenantReconciler) reconcile(ctx context.Context, t *cachev1alpha1.CacheTenant) (ctrl.Result, error) {
 	st, retry, err := r.reconcileCertificate(ctx, t)
 	if err != nil {
@@ -125,7 +131,11 @@ func (r *CacheTenantReconciler) reconcile(ctx context.Context, t *cachev1alpha1.
 			return ctrl.Result{}, err
 		}
 	}
-	if err := r.updateStatus(ctx, t, st); err != nil {
+	gw, err := r.reconcileGateway(ctx, t, st)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if err := r.updateStatus(ctx, t, st, gw); err != nil {
 		return ctrl.Result{}, err
 	}
 	if st.reason == "" {
@@ -407,6 +417,12 @@ func (r *CacheTenantReconciler) finalize(ctx context.Context, t *cachev1alpha1.C
 	if err := r.revoke(ctx, t); err != nil {
 		return ctrl.Result{}, err
 	}
+	// Owner references would remove the gateways too, but only where a
+	// garbage collector runs and only after the tenant is gone: its
+	// gateways stop serving with its access.
+	if err := r.removeGateway(ctx, t, nil); err != nil {
+		return ctrl.Result{}, err
+	}
 	listed, err := r.listedByCache(ctx, t)
 	if err != nil {
 		return ctrl.Result{}, err
@@ -445,7 +461,7 @@ func (r *CacheTenantReconciler) listedByCache(ctx context.Context, t *cachev1alp
 	return listed, nil
 }
 
-func (r *CacheTenantReconciler) updateStatus(ctx context.Context, t *cachev1alpha1.CacheTenant, st tenantState) error {
+func (r *CacheTenantReconciler) updateStatus(ctx context.Context, t *cachev1alpha1.CacheTenant, st tenantState, gw gatewayState) error {
 	return patchStatus(ctx, r.Client, client.ObjectKeyFromObject(t), &cachev1alpha1.CacheTenant{},
 		func(t *cachev1alpha1.CacheTenant) any { return t.Status }, func(latest *cachev1alpha1.CacheTenant) {
 			s := &latest.Status
@@ -465,21 +481,34 @@ func (r *CacheTenantReconciler) updateStatus(ctx context.Context, t *cachev1alph
 				s.CertificateRenewalTime = &metav1.Time{Time: st.renewAt}
 			}
 			meta.SetStatusCondition(&s.Conditions, cond)
+			setGatewayStatus(s, t.Generation, gw)
 		})
 }
 
-// SetupWithManager registers the reconciler: it owns the certificate
-// Secrets and follows the caches (created, deleted, selector changed) and
-// namespaces (labels) that decide admission.
+// SetupWithManager registers the reconciler: it owns the certificate and
+// credentials Secrets and the gateways' objects, and follows the caches
+// (created, deleted, selector or zones changed) and namespaces (labels)
+// that decide admission.
 func (r *CacheTenantReconciler) SetupWithManager(mgr ctrl.Manager) error {
-	return ctrl.NewControllerManagedBy(mgr).
+	kinds, err := InstalledMonitoringKinds(mgr.GetRESTMapper())
+	if err != nil {
+		return err
+	}
+	b := ctrl.NewControllerManagedBy(mgr).
 		For(&cachev1alpha1.CacheTenant{}).
 		Owns(&corev1.Secret{}).
+		Owns(&corev1.Service{}).
+		Owns(&appsv1.Deployment{}).
+		Owns(&policyv1.PodDisruptionBudget{}).
 		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.secretToTenants)).
 		Watches(&cachev1alpha1.DistributedCache{}, handler.EnqueueRequestsFromMapFunc(r.cacheToTenants)).
-		Watches(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(r.namespaceToTenants)).
-		Named("cachetenant").
-		Complete(r)
+		Watches(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(r.namespaceToTenants))
+	for _, obj := range kinds {
+		if _, ok := obj.(*monitoringv1.PodMonitor); ok {
+			b = b.Owns(obj)
+		}
+	}
+	return b.Named("cachetenant").Complete(r)
 }
 
 // cacheToTenants maps a cache to every tenant that refers to it (all

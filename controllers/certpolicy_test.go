@@ -111,7 +111,8 @@ func TestNodeDNSNames(t *testing.T) {
 	got := nodeDNSNames(testCache(nil))
 	want := []string{
 		"*.c-a.ns.svc", "*.c-a.ns.svc.cluster.local", "*.c-b.ns.svc", "*.c-b.ns.svc.cluster.local",
-		"c", "c.ns", "c.ns.svc", "c.ns.svc.cluster.local",
+		"c", "c-a.ns.svc", "c-a.ns.svc.cluster.local", "c-b.ns.svc", "c-b.ns.svc.cluster.local",
+		"c.ns", "c.ns.svc", "c.ns.svc.cluster.local",
 	}
 	if strings.Join(got, ",") != strings.Join(want, ",") {
 		t.Fatalf("nodeDNSNames = %v, want %v", got, want)

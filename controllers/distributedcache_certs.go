@@ -42,14 +42,16 @@ func peerIdentity(dc *cachev1alpha1.DistributedCache) pki.Identity {
 
 // nodeDNSNames are the names the node certificate is valid for: every pod of
 // every zone through its headless Service (wildcards, as pods come and go),
-// and the client Service, each short and fully qualified. Sorted.
+// each zone's Service itself (the seeds of that zone's gateways), and the
+// client Service, each short and fully qualified. Sorted.
 func nodeDNSNames(dc *cachev1alpha1.DistributedCache) []string {
 	ns := dc.Namespace
 	svc := clientServiceName(dc)
 	names := []string{svc, svc + "." + ns, svc + "." + ns + ".svc", svc + "." + ns + ".svc.cluster.local"}
 	for _, z := range dc.Spec.Zones {
 		zs := zoneObjectName(dc, z.Name)
-		names = append(names, "*."+zs+"."+ns+".svc", "*."+zs+"."+ns+".svc.cluster.local")
+		names = append(names, "*."+zs+"."+ns+".svc", "*."+zs+"."+ns+".svc.cluster.local",
+			zs+"."+ns+".svc", zs+"."+ns+".svc.cluster.local")
 	}
 	slices.Sort(names)
 	return slices.Compact(names)

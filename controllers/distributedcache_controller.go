@@ -94,6 +94,7 @@ func CacheOptions() map[client.Object]cache.ByObject {
 		&corev1.Secret{}:                {Label: sel},
 		&corev1.Service{}:               {Label: sel},
 		&appsv1.StatefulSet{}:           {Label: sel},
+		&appsv1.Deployment{}:            {Label: sel},
 		&policyv1.PodDisruptionBudget{}: {Label: sel},
 		&corev1.ServiceAccount{}:        {Label: sel},
 		&rbacv1.Role{}:                  {Label: sel},

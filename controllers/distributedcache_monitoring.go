@@ -36,13 +36,14 @@ import (
 var (
 	serviceMonitorGVK = monitoringv1.SchemeGroupVersion.WithKind(monitoringv1.ServiceMonitorsKind)
 	prometheusRuleGVK = monitoringv1.SchemeGroupVersion.WithKind(monitoringv1.PrometheusRuleKind)
+	podMonitorGVK     = monitoringv1.SchemeGroupVersion.WithKind(monitoringv1.PodMonitorsKind)
 )
 
 // InstalledMonitoringKinds returns an empty object of each
-// prometheus-operator kind the reconciler writes (ServiceMonitor,
-// PrometheusRule) whose CRD the API server serves. SetupWithManager
-// watches (Owns) only these: a watch on a kind without its CRD would keep
-// the manager from starting.
+// prometheus-operator kind the reconcilers write (ServiceMonitor,
+// PrometheusRule for caches, PodMonitor for tenants' gateways) whose CRD
+// the API server serves. SetupWithManager watches (Owns) only these: a
+// watch on a kind without its CRD would keep the manager from starting.
 func InstalledMonitoringKinds(mapper meta.RESTMapper) ([]client.Object, error) {
 	var out []client.Object
 	for _, k := range []struct {
@@ -51,6 +52,7 @@ func InstalledMonitoringKinds(mapper meta.RESTMapper) ([]client.Object, error) {
 	}{
 		{serviceMonitorGVK, &monitoringv1.ServiceMonitor{}},
 		{prometheusRuleGVK, &monitoringv1.PrometheusRule{}},
+		{podMonitorGVK, &monitoringv1.PodMonitor{}},
 	} {
 		ok, err := kindInstalled(mapper, k.gvk)
 		if err != nil {
@@ -90,10 +92,6 @@ func MonitoringCacheOptions(cfg *rest.Config) (map[client.Object]cache.ByObject,
 	}
 	return out, nil
 }
-
-// zonePodLabelSource is the pod's LabelZone as Prometheus's Kubernetes
-// service discovery names it (non-alphanumerics become '_').
-const zonePodLabelSource = "__meta_kubernetes_pod_label_cache_distcache_io_zone"
 
 func serviceMonitorName(dc *cachev1alpha1.DistributedCache) string { return dc.Name }
 func prometheusRuleName(dc *cachev1alpha1.DistributedCache) string { return dc.Name + "-alerts" }
@@ -135,7 +133,7 @@ func buildServiceMonitor(dc *cachev1alpha1.DistributedCache) *monitoringv1.Servi
 				Path:     "/metrics",
 				Interval: monitoringv1.Duration(spec.Interval),
 				RelabelConfigs: []monitoringv1.RelabelConfig{{
-					SourceLabels: []monitoringv1.LabelName{zonePodLabelSource},
+					SourceLabels: []monitoringv1.LabelName{monitoringv1.LabelName(podLabelSource(LabelZone))},
 					TargetLabel:  monitoring.LabelZone,
 					Action:       "replace",
 				}},

@@ -41,6 +41,9 @@ func podTemplateInputHash(dc *cachev1alpha1.DistributedCache, image string) (str
 	s.Monitoring = cachev1alpha1.MonitoringSpec{}
 	s.TenantNamespaceSelector = nil
 	s.TLS = cachev1alpha1.TLSSpec{}
+	if s.CrossZone == cachev1alpha1.CrossZoneNever {
+		s.CrossZone = "" // the default: caches from before the field keep their hash
+	}
 	return hashOf(struct {
 		Spec  *cachev1alpha1.DistributedCacheSpec
 		Image string
@@ -163,6 +166,9 @@ func nodeArgs(dc *cachev1alpha1.DistributedCache, zone string) []string {
 	}
 	if d := s3.RequestTimeout; d != nil {
 		args = append(args, "--s3-timeout="+d.Duration.String())
+	}
+	if spec.CrossZone == cachev1alpha1.CrossZoneOnMiss {
+		args = append(args, "--cross-zone=OnMiss")
 	}
 	return args
 }
@@ -332,9 +338,8 @@ func buildVolumes(dc *cachev1alpha1.DistributedCache, zone string) []corev1.Volu
 }
 
 // buildAffinity: required node affinity to the zone (and the instance
-// types, if any), ANDed into every required term of the overrides;
-// preferred anti-affinity between the cache's pods across hosts; the
-// overrides' other terms added.
+// types, if any) and preferred anti-affinity between the cache's pods
+// across hosts (zoneAffinity).
 func buildAffinity(dc *cachev1alpha1.DistributedCache, zone string, extra *corev1.Affinity) *corev1.Affinity {
 	ours := []corev1.NodeSelectorRequirement{{Key: ZoneTopologyKey, Operator: corev1.NodeSelectorOpIn, Values: []string{zone}}}
 	if len(dc.Spec.InstanceTypes) > 0 {
@@ -342,6 +347,14 @@ func buildAffinity(dc *cachev1alpha1.DistributedCache, zone string, extra *corev
 			Key: InstanceTypeKey, Operator: corev1.NodeSelectorOpIn, Values: append([]string(nil), dc.Spec.InstanceTypes...),
 		})
 	}
+	return zoneAffinity(ours, cacheLabels(dc), extra)
+}
+
+// zoneAffinity: the required node requirements ours (a zone, instance
+// types), ANDed into every required term of the overrides extra;
+// preferred anti-affinity across hosts between the pods spread selects;
+// the overrides' other terms added.
+func zoneAffinity(ours []corev1.NodeSelectorRequirement, spread map[string]string, extra *corev1.Affinity) *corev1.Affinity {
 	extra = extra.DeepCopy()
 	if extra == nil {
 		extra = &corev1.Affinity{}
@@ -363,7 +376,7 @@ func buildAffinity(dc *cachev1alpha1.DistributedCache, zone string, extra *corev
 				Weight: 100,
 				PodAffinityTerm: corev1.PodAffinityTerm{
 					TopologyKey:   HostnameKey,
-					LabelSelector: &metav1.LabelSelector{MatchLabels: cacheLabels(dc)},
+					LabelSelector: &metav1.LabelSelector{MatchLabels: spread},
 				},
 			}},
 		},

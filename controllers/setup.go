@@ -65,10 +65,11 @@ func SetupWithManager(mgr ctrl.Manager, o Options) error {
 		return err
 	}
 	return (&CacheTenantReconciler{
-		Client:    mgr.GetClient(),
-		APIReader: mgr.GetAPIReader(),
-		Scheme:    mgr.GetScheme(),
-		Recorder:  mgr.GetEventRecorder("cachetenant-controller"),
-		Now:       o.Now,
+		Client:         mgr.GetClient(),
+		APIReader:      mgr.GetAPIReader(),
+		Scheme:         mgr.GetScheme(),
+		Recorder:       mgr.GetEventRecorder("cachetenant-controller"),
+		CacheNodeImage: o.CacheNodeImage,
+		Now:            o.Now,
 	}).SetupWithManager(mgr)
 }

@@ -6,7 +6,8 @@
 #      the project's images on the first run), or the one already up;
 #   2. the operator (hack/deploy-manifests.sh with the distcache.local/*:dev
 #      images), then config/local: MinIO, the DistributedCache demo (3 nodes),
-#      the CacheTenant clickhouse and its S3 gateway; waits until they are Ready;
+#      the CacheTenant clickhouse, whose S3 gateway the operator runs
+#      (spec.gateway); waits until they are Ready and prints the endpoint;
 #   3. the bucket analytics-data in MinIO;
 #   4. hack/demo/clickhouse.py with chdb (ClickHouse's engine, hack/chdb-venv.sh):
 #      loads a reviews table through the gateway and runs one query against S3
@@ -86,9 +87,9 @@ wait_for() {
   say "$desc ($((SECONDS - start))s)"
 }
 
-ready_condition() { # KIND NAMESPACE NAME: Ready=True for the object's current generation
-  local s
-  s=$(k -n "$2" get "$1" "$3" -o jsonpath='{.metadata.generation} {.status.conditions[?(@.type=="Ready")].observedGeneration} {.status.conditions[?(@.type=="Ready")].status}')
+ready_condition() { # KIND NAMESPACE NAME [TYPE]: condition TYPE (Ready) True for the object's current generation
+  local s type=${4:-Ready}
+  s=$(k -n "$2" get "$1" "$3" -o jsonpath="{.metadata.generation} {.status.conditions[?(@.type==\"$type\")].observedGeneration} {.status.conditions[?(@.type==\"$type\")].status}")
   read -r generation observed status <<<"$s"
   [ "$status" = True ] && [ "$observed" = "$generation" ]
 }
@@ -137,21 +138,26 @@ say "$(wc -l <"$LOGS/operator-apply.log") objects applied (.demo/operator.yaml)"
 wait_for "CRDs established" crds_established
 wait_for "operator ready" deployment_ready distcache-system distcache-controller-manager
 
-step "config/local: MinIO, DistributedCache demo, CacheTenant clickhouse, the gateway"
+step "config/local: MinIO, DistributedCache demo, CacheTenant clickhouse (with spec.gateway)"
 k apply --server-side --force-conflicts -k config/local | sed 's/^/   /'
+# A gateway Deployment from an older demo (config/local wrote one by hand).
+k -n analytics delete deployment,service,secret gateway gateway-keys --ignore-not-found >/dev/null 2>&1 || true
 wait_for "MinIO ready" deployment_ready minio minio
 wait_for "DistributedCache demo Ready" ready_condition distributedcache distcache demo
 wait_for "CacheTenant clickhouse Ready (client certificate issued)" ready_condition cachetenant analytics clickhouse
-wait_for "gateway ready" deployment_ready analytics gateway
-wait_for "gateway endpoint ready" have_ready_ip analytics gateway
+wait_for "CacheTenant clickhouse GatewayReady (the operator's gateway in zone-a)" ready_condition cachetenant analytics clickhouse GatewayReady
+wait_for "gateway endpoint ready" have_ready_ip analytics clickhouse-gateway
 
 minio_ip=$(ready_ips minio minio | head -n 1)
-gateway_ip=$(ready_ips analytics gateway | head -n 1)
+gateway_ip=$(ready_ips analytics clickhouse-gateway | head -n 1)
 [ -n "$minio_ip" ] || die "MinIO has no ready endpoint"
 minio_user=$(secret_value minio minio-root MINIO_ROOT_USER)
 minio_password=$(secret_value minio minio-root MINIO_ROOT_PASSWORD)
-gateway_key=$(secret_value analytics gateway-keys DISTCACHE_ACCESS_KEY)
-gateway_secret=$(secret_value analytics gateway-keys DISTCACHE_SECRET_KEY)
+endpoint=$(k -n analytics get cachetenant clickhouse -o jsonpath='{.status.endpoint}')
+credentials=$(k -n analytics get cachetenant clickhouse -o jsonpath='{.status.credentialsSecret}')
+gateway_port=${endpoint##*:}
+gateway_key=$(secret_value analytics "$credentials" AWS_ACCESS_KEY_ID)
+gateway_secret=$(secret_value analytics "$credentials" AWS_SECRET_ACCESS_KEY)
 bucket=$(k -n analytics get cachetenant clickhouse -o jsonpath='{.spec.buckets[0]}')
 
 step "bucket $bucket in MinIO (http://$minio_ip:9000, the pod's address)"
@@ -190,10 +196,23 @@ wait "$chdb_pid" || { cat "$LOGS/chdb-venv.log" >&2; die "installing chdb failed
 python=$(tail -n 1 "$LOGS/chdb-python")
 node_metrics=$(k -n distcache get pods -l app.kubernetes.io/name=cachenode,app.kubernetes.io/instance=demo \
   -o jsonpath='{range .items[*]}{.status.podIP}{"\n"}{end}' | sed '/^$/d; s#.*#http://&:9090/metrics#' | paste -sd,)
-say "gateway  http://$gateway_ip:9000  keys from config/local/gateway.yaml (Secret analytics/gateway-keys)"
+say "the tenant's endpoint is $endpoint (status.endpoint), keys in Secret analytics/$credentials;"
+say "inside the cluster ClickHouse would use this disk, with the Secret as its environment:"
+cat <<XML | sed 's/^/     /'
+<clickhouse><storage_configuration><disks>
+  <distcache>
+    <type>s3</type>
+    <endpoint>$endpoint/$bucket/clickhouse/</endpoint>
+    <access_key_id from_env="AWS_ACCESS_KEY_ID"/>
+    <secret_access_key from_env="AWS_SECRET_ACCESS_KEY"/>
+  </distcache>
+</disks></storage_configuration></clickhouse>
+XML
+say "this machine is outside the cluster's DNS: it uses that Service's ready pod instead"
+say "gateway  http://$gateway_ip:$gateway_port  (Service analytics/clickhouse-gateway)"
 say "S3       http://$minio_ip:9000  MinIO's root keys (Secret minio/minio-root)"
 "$python" hack/demo/clickhouse.py demo --bucket "$bucket" \
-  --gateway "http://$gateway_ip:9000" --gateway-key "$gateway_key" --gateway-secret "$gateway_secret" \
+  --gateway "http://$gateway_ip:$gateway_port" --gateway-key "$gateway_key" --gateway-secret "$gateway_secret" \
   --s3 "http://$minio_ip:9000" --s3-key "$minio_user" --s3-secret "$minio_password" \
   --node-metrics "$node_metrics" --gateway-metrics "http://$gateway_ip:9091/metrics"
 

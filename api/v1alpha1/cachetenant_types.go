@@ -1,6 +1,7 @@
 package v1alpha1
 
 import (
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -47,6 +48,103 @@ type CacheTenantSpec struct {
 	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
 	// +optional
 	CertificateSecretName string `json:"certificateSecretName,omitempty"`
+
+	// Gateway runs S3 gateways for this tenant, one Deployment per zone of
+	// the cache, behind one Service that keeps clients in their own zone:
+	// S3 clients (ClickHouse's S3 disks, SDKs) point at status.endpoint
+	// and sign with the keys in status.credentialsSecret. Omitted: no
+	// gateway (the tenant runs its own with the client certificate).
+	// +optional
+	Gateway *GatewaySpec `json:"gateway,omitempty"`
+}
+
+// GatewaySpec is the tenant's operator-run S3 gateways.
+//
+// +kubebuilder:validation:XValidation:rule="!has(self.port) || self.port != 9091",message="must not be 9091, the gateways' metrics port",fieldPath=".port",reason="FieldValueInvalid"
+type GatewaySpec struct {
+	// Enabled runs the gateways; false removes them, their Service and
+	// their credentials Secret.
+	// +kubebuilder:default=true
+	// +optional
+	Enabled *bool `json:"enabled,omitempty"`
+
+	// ReplicasPerZone is the number of gateway pods in each zone.
+	// +kubebuilder:default=1
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=64
+	// +optional
+	ReplicasPerZone *int32 `json:"replicasPerZone,omitempty"`
+
+	// Zones restricts the gateways to these zones of the cache. Empty: every
+	// zone of the cache. A zone the cache does not have is reported in the
+	// GatewayReady condition.
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=8
+	// +kubebuilder:validation:items:MinLength=1
+	// +kubebuilder:validation:items:MaxLength=40
+	// +kubebuilder:validation:items:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	// +optional
+	Zones []string `json:"zones,omitempty"`
+
+	// Port is the S3 port of the gateways and of their Service (plain
+	// HTTP). The default, 8099, is not used by ClickHouse (9000, 8123,
+	// 9009, 9363...) or MinIO, so a gateway can run beside either.
+	// +kubebuilder:default=8099
+	// +kubebuilder:validation:Minimum=1024
+	// +kubebuilder:validation:Maximum=65535
+	// +optional
+	Port *int32 `json:"port,omitempty"`
+
+	// PageCacheSize is each gateway's RAM page cache (cachenode gateway
+	// --page-cache-bytes); 0 disables it. Without spec.gateway.resources
+	// the memory request and limit are sized from it.
+	// +kubebuilder:default="256Mi"
+	// +kubebuilder:validation:XValidation:rule="isQuantity(string(self)) && quantity(string(self)).isInteger() && quantity(string(self)).compareTo(quantity('0')) >= 0 && quantity(string(self)).compareTo(quantity('512Gi')) <= 0",message="must be a whole number of bytes from 0 to 512Gi",reason="FieldValueInvalid"
+	// +optional
+	PageCacheSize *resource.Quantity `json:"pageCacheSize,omitempty"`
+
+	// Region is the region S3 clients must sign for; empty: any.
+	// +kubebuilder:validation:MaxLength=64
+	// +kubebuilder:validation:Pattern=`^[a-z0-9-]*$`
+	// +optional
+	Region string `json:"region,omitempty"`
+
+	// Resources of the gateway container. Omitted: 500m CPU and a memory
+	// request and limit sized from pageCacheSize.
+	// +optional
+	Resources *corev1.ResourceRequirements `json:"resources,omitempty"`
+
+	// NodeSelector places the gateways (next to the compute that reads
+	// through them), in addition to their zone.
+	// +optional
+	NodeSelector map[string]string `json:"nodeSelector,omitempty"`
+
+	// Tolerations of the gateway pods.
+	// +listType=atomic
+	// +optional
+	Tolerations []corev1.Toleration `json:"tolerations,omitempty"`
+
+	// Service is the Service in front of every zone's gateways.
+	// +kubebuilder:default={}
+	// +optional
+	Service GatewayServiceSpec `json:"service,omitempty"`
+
+	// PodTemplate holds overrides of the gateway pods.
+	// +optional
+	PodTemplate *PodTemplateOverrides `json:"podTemplate,omitempty"`
+}
+
+// GatewayServiceSpec is the gateways' Service.
+type GatewayServiceSpec struct {
+	// Type of the Service.
+	// +kubebuilder:default=ClusterIP
+	// +kubebuilder:validation:Enum=ClusterIP;NodePort;LoadBalancer
+	// +optional
+	Type corev1.ServiceType `json:"type,omitempty"`
+
+	// Annotations of the Service (for example a load balancer's).
+	// +optional
+	Annotations map[string]string `json:"annotations,omitempty"`
 }
 
 // CacheReference names a DistributedCache.
@@ -89,13 +187,47 @@ type CacheTenantStatus struct {
 	// +optional
 	CertificateRenewalTime *metav1.Time `json:"certificateRenewalTime,omitempty"`
 
-	// Conditions: Ready (see the Condition* constants).
+	// Endpoint is the S3 endpoint URL of the tenant's gateways in the
+	// cluster; empty without a gateway.
+	// +optional
+	Endpoint string `json:"endpoint,omitempty"`
+
+	// CredentialsSecret is the Secret, in the tenant's namespace, with the
+	// keys S3 clients sign with at Endpoint (AWS_ACCESS_KEY_ID,
+	// AWS_SECRET_ACCESS_KEY, AWS_ENDPOINT_URL, AWS_REGION). Delete it to
+	// rotate them: the operator writes new ones and rolls the gateways.
+	// +optional
+	CredentialsSecret string `json:"credentialsSecret,omitempty"`
+
+	// Gateways is the state of each zone's gateways.
+	// +listType=map
+	// +listMapKey=zone
+	// +optional
+	Gateways []GatewayZoneStatus `json:"gateways,omitempty"`
+
+	// Conditions: Ready and, with a gateway, GatewayReady (see the
+	// Condition* constants).
 	// +listType=map
 	// +listMapKey=type
 	// +patchStrategy=merge
 	// +patchMergeKey=type
 	// +optional
 	Conditions []metav1.Condition `json:"conditions,omitempty" patchStrategy:"merge" patchMergeKey:"type"`
+}
+
+// GatewayZoneStatus is the observed state of one zone's gateways.
+type GatewayZoneStatus struct {
+	// Zone of the gateways.
+	Zone string `json:"zone"`
+	// Deployment running them.
+	// +optional
+	Deployment string `json:"deployment,omitempty"`
+	// Replicas is the number of the zone's gateway pods.
+	// +optional
+	Replicas int32 `json:"replicas"`
+	// ReadyReplicas is the number of them ready to serve.
+	// +optional
+	ReadyReplicas int32 `json:"readyReplicas"`
 }
 
 // CacheTenant gives a team, in its own namespace, access to a
@@ -109,10 +241,12 @@ type CacheTenantStatus struct {
 // +kubebuilder:printcolumn:name="Cache Namespace",type=string,JSONPath=`.spec.cacheRef.namespace`,priority=1
 // +kubebuilder:printcolumn:name="Secret",type=string,JSONPath=`.status.certificateSecretName`
 // +kubebuilder:printcolumn:name="Expires",type=string,JSONPath=`.status.certificateNotAfter`,description="When the client certificate expires"
+// +kubebuilder:printcolumn:name="Endpoint",type=string,JSONPath=`.status.endpoint`,description="S3 endpoint of the tenant's gateways"
 // +kubebuilder:printcolumn:name="Status",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`,description="The Ready condition"
 // +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 // +kubebuilder:validation:XValidation:rule="size(self.metadata.name) <= 63 && self.metadata.name.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?$')",message="metadata.name must be a DNS label (at most 63 lowercase letters, digits and '-'): it becomes part of the tenant's identity in the cache",reason="FieldValueInvalid"
+// +kubebuilder:validation:XValidation:rule="!has(self.spec.gateway) || (size(self.metadata.name) <= 55 && self.metadata.name.matches('^[a-z]'))",message="metadata.name must start with a letter and be at most 55 characters when spec.gateway is set: the gateways' Service is named <name>-gateway",reason="FieldValueInvalid"
 type CacheTenant struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`

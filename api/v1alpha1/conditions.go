@@ -14,6 +14,9 @@ const (
 	// of ready nodes, monitoring unavailable, a reconcile step failing).
 	// DistributedCache only.
 	ConditionDegraded = "Degraded"
+	// ConditionGatewayReady: CacheTenant with spec.gateway: every zone's
+	// gateways are ready and the endpoint serves.
+	ConditionGatewayReady = "GatewayReady"
 )
 
 // Condition reasons. Each is a CamelCase word, as metav1.Condition requires.
@@ -65,4 +68,18 @@ const (
 	// ReasonNamespaceNotAllowed (CacheTenant Ready=False): the cache's
 	// spec.tenantNamespaceSelector does not admit the tenant's namespace.
 	ReasonNamespaceNotAllowed = "NamespaceNotAllowed"
+
+	// ReasonGatewaysAvailable (GatewayReady=True): every zone has its
+	// gateways ready.
+	ReasonGatewaysAvailable = "GatewaysAvailable"
+	// ReasonGatewaysNotReady (GatewayReady=False): some zone has fewer
+	// ready gateways than spec.gateway.replicasPerZone; the message says
+	// which and why (unschedulable, image, crash...).
+	ReasonGatewaysNotReady = "GatewaysNotReady"
+	// ReasonTenantNotReady (GatewayReady=False): the tenant itself is not
+	// Ready (no certificate), so its gateways cannot reach the cache.
+	ReasonTenantNotReady = "TenantNotReady"
+	// ReasonZoneNotInCache (GatewayReady=False): spec.gateway.zones names a
+	// zone the cache does not run in.
+	ReasonZoneNotInCache = "ZoneNotInCache"
 )

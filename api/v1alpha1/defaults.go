@@ -1,5 +1,7 @@
 package v1alpha1
 
+import "k8s.io/apimachinery/pkg/api/resource"
+
 // Defaults are the +kubebuilder:default markers on the types, applied by the
 // API server. What cannot be a schema default, because it depends on the
 // object's name or the operator's configuration, is computed here, so it is
@@ -39,4 +41,44 @@ func (s *DistributedCacheSpec) CacheNodeImage(operatorDefault string) string {
 		return s.Image
 	}
 	return operatorDefault
+}
+
+// Gateway defaults that the schema also sets (+kubebuilder:default), for
+// objects built in code or read from a server without them.
+const (
+	DefaultGatewayPort            = 8099
+	DefaultGatewayReplicasPerZone = 1
+	DefaultGatewayPageCacheSize   = "256Mi"
+)
+
+// GatewayEnabled reports whether the tenant runs operator-managed gateways.
+func (t *CacheTenant) GatewayEnabled() bool {
+	g := t.Spec.Gateway
+	return g != nil && (g.Enabled == nil || *g.Enabled)
+}
+
+// GatewayPort is spec.gateway.port or its default.
+func (g *GatewaySpec) GatewayPort() int32 {
+	if g.Port != nil {
+		return *g.Port
+	}
+	return DefaultGatewayPort
+}
+
+// GatewayReplicasPerZone is spec.gateway.replicasPerZone or its default.
+func (g *GatewaySpec) GatewayReplicasPerZone() int32 {
+	if g.ReplicasPerZone != nil {
+		return *g.ReplicasPerZone
+	}
+	return DefaultGatewayReplicasPerZone
+}
+
+// GatewayPageCacheBytes is spec.gateway.pageCacheSize in bytes, or its
+// default.
+func (g *GatewaySpec) GatewayPageCacheBytes() int64 {
+	if g.PageCacheSize != nil {
+		return g.PageCacheSize.Value()
+	}
+	q := resource.MustParse(DefaultGatewayPageCacheSize)
+	return q.Value()
 }

@@ -53,6 +53,18 @@ type DistributedCacheSpec struct {
 	// +required
 	Zones []ZoneSpec `json:"zones"`
 
+	// CrossZone says what a zone does on a miss when the cache has other
+	// zones. Never (the default): a miss goes to S3. OnMiss: the chunk's
+	// owner asks the chunk's owners in the other zones for it (from their
+	// stores only, never filling from S3) before S3; inter-zone traffic is
+	// billed per GB, S3 GETs per request (docs/zones.md). With either, a
+	// gateway whose zone has no reachable cache node reads through another
+	// zone's nodes before S3.
+	// +kubebuilder:default=Never
+	// +kubebuilder:validation:Enum=Never;OnMiss
+	// +optional
+	CrossZone CrossZonePolicy `json:"crossZone,omitempty"`
+
 	// InstanceTypes restricts cache nodes to these node instance types (the
 	// node.kubernetes.io/instance-type label), typically ones with local NVMe
 	// such as i4i.2xlarge, i3en.2xlarge or m6id.4xlarge. Empty: any type.
@@ -166,6 +178,16 @@ type DistributedCacheSpec struct {
 	// +optional
 	PodTemplate *PodTemplateOverrides `json:"podTemplate,omitempty"`
 }
+
+// CrossZonePolicy is spec.crossZone.
+type CrossZonePolicy string
+
+const (
+	// CrossZoneNever: a miss goes to S3, never to another zone's nodes.
+	CrossZoneNever CrossZonePolicy = "Never"
+	// CrossZoneOnMiss: a miss asks the other zones' owners before S3.
+	CrossZoneOnMiss CrossZonePolicy = "OnMiss"
+)
 
 // ZoneSpec is one availability zone of the cache.
 type ZoneSpec struct {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"net/http"
 	"regexp"
 	"strings"
@@ -137,17 +138,17 @@ var _ = Describe("a DistributedCache on a real cluster", Ordered, func() {
 			var pods corev1.PodList
 			g.Expect(k8sClient.List(ctx, &pods, client.InNamespace(minioNamespace), client.MatchingLabels{"app": minioName})).To(Succeed())
 			g.Expect(pods.Items).To(HaveLen(1))
-			minio = newS3Client(pods.Items[0].Status.PodIP,
+			minio = newS3Client(net.JoinHostPort(pods.Items[0].Status.PodIP, "9000"),
 				secretValue(ctx, g, minioNamespace, minioRootSecret, "MINIO_ROOT_USER"),
 				secretValue(ctx, g, minioNamespace, minioRootSecret, "MINIO_ROOT_PASSWORD"))
 			g.Expect(createBucket(ctx, minio)).To(Succeed())
 		}).Should(Succeed())
 
 		Eventually(ctx, func(g Gomega) {
-			gwKeyID = secretValue(ctx, g, tenantNamespace, gatewayKeysSecret, "DISTCACHE_ACCESS_KEY")
-			gwSecret = secretValue(ctx, g, tenantNamespace, gatewayKeysSecret, "DISTCACHE_SECRET_KEY")
+			gwKeyID = secretValue(ctx, g, tenantNamespace, gatewayKeysSecret, "AWS_ACCESS_KEY_ID")
+			gwSecret = secretValue(ctx, g, tenantNamespace, gatewayKeysSecret, "AWS_SECRET_ACCESS_KEY")
 		}).Should(Succeed())
-		gw = newS3Client(gwIP, gwKeyID, gwSecret)
+		gw = newS3Client(net.JoinHostPort(gwIP, fmt.Sprint(gatewayPort)), gwKeyID, gwSecret)
 		objs = dataSet(fmt.Sprintf("e2e-cluster/%d", time.Now().UnixNano()))
 		fmt.Fprintf(GinkgoWriter, "data set: %d objects, %d bytes, %d chunks\n", len(objs), dataSetBytes(objs), dataSetChunks(objs))
 
@@ -428,6 +429,10 @@ var _ = Describe("a DistributedCache on a real cluster", Ordered, func() {
 		}).WithTimeout(timeout).WithPolling(time.Second).Should(Succeed())
 	}, SpecTimeout(specTimeout))
 
+	// The tenant's gateway goes with it (the operator runs it for the
+	// tenant): its reads end either refused by the nodes (403, the tenant
+	// no longer in their tenants file) or with the gateway gone, whichever
+	// comes first, and no read succeeds after.
 	It("cuts a deleted CacheTenant off within seconds, and lets it back in when it is re-created", func(ctx SpecContext) {
 		o := objs[0]
 		Expect(verifyObject(ctx, gw, o)).To(Succeed())
@@ -450,21 +455,26 @@ var _ = Describe("a DistributedCache on a real cluster", Ordered, func() {
 		// Generous: through the API watch it takes a second or two; through
 		// the kubelet's refresh of the mounted tenants file it took a minute
 		// or more.
-		refused := p.await(ctx, func(r probeRead) bool { return r.status == http.StatusForbidden }, accessEndBound)
+		failed := func(r probeRead) bool { return r.err != nil }
+		refused := p.await(ctx, failed, accessEndBound)
 		since := refused.start.Sub(deleted)
 		okAfter := p.count(func(r probeRead) bool { return r.err == nil && r.start.After(deleted) })
-		By("every read after the first refusal is refused")
+		By("every read after the first refusal fails")
 		p.await(ctx, func(r probeRead) bool { return r.start.After(refused.end.Add(5 * time.Second)) }, time.Minute)
 		var lateOK []string
+		forbidden := 0
 		for _, r := range p.reads() {
-			if r.start.After(refused.end) && r.status != http.StatusForbidden {
-				lateOK = append(lateOK, fmt.Sprintf("%s: status %d, %v", r.start.Format("15:04:05.000"), r.status, r.err))
+			if r.start.After(refused.end) && !failed(r) {
+				lateOK = append(lateOK, fmt.Sprintf("%s: status %d", r.start.Format("15:04:05.000"), r.status))
+			}
+			if r.status == http.StatusForbidden {
+				forbidden++
 			}
 		}
-		Expect(lateOK).To(BeEmpty(), "reads after the first refusal that were not refused")
+		Expect(lateOK).To(BeEmpty(), "reads after the first refusal that succeeded")
 		p.halt()
-		figure := fmt.Sprintf("first refused gateway read %s after kubectl delete cachetenant (%d reads succeeded in between)",
-			since.Round(10*time.Millisecond), okAfter)
+		figure := fmt.Sprintf("first failed gateway read %s after kubectl delete cachetenant (status %d; %d reads succeeded in between, %d refused by the nodes)",
+			since.Round(10*time.Millisecond), refused.status, okAfter, forbidden)
 		fmt.Fprintln(GinkgoWriter, "deleted CacheTenant: "+figure)
 		AddReportEntry("access of a deleted CacheTenant ends", figure)
 
@@ -474,7 +484,14 @@ var _ = Describe("a DistributedCache on a real cluster", Ordered, func() {
 		}).WithTimeout(timeout).Should(BeTrue(), "the CacheTenant is gone")
 		recreated := time.Now()
 		kubectlIn(ctx, tenantDoc, "apply", "--server-side", "-f", "-")
-		Eventually(ctx, func() error { return verifyObject(ctx, gw, o) }).WithTimeout(timeout).WithPolling(100 * time.Millisecond).Should(Succeed())
+		// A new gateway, with new keys: the suite's client follows it.
+		Eventually(ctx, func(g Gomega) {
+			gwIP = gatewayPod(ctx, g).Status.PodIP
+			gwKeyID = secretValue(ctx, g, tenantNamespace, gatewayKeysSecret, "AWS_ACCESS_KEY_ID")
+			gwSecret = secretValue(ctx, g, tenantNamespace, gatewayKeysSecret, "AWS_SECRET_ACCESS_KEY")
+			gw = newS3Client(net.JoinHostPort(gwIP, fmt.Sprint(gatewayPort)), gwKeyID, gwSecret)
+			g.Expect(verifyObject(ctx, gw, o)).To(Succeed())
+		}).WithTimeout(timeout).WithPolling(100 * time.Millisecond).Should(Succeed())
 		back := time.Since(recreated)
 		Eventually(ctx, func(g Gomega) {
 			var t cachev1alpha1.CacheTenant

@@ -249,7 +249,8 @@ func activeRing(n int) map[string]ring.State {
 // gatewayPod is the gateway's Ready pod.
 func gatewayPod(ctx context.Context, g Gomega) corev1.Pod {
 	var pods corev1.PodList
-	g.Expect(k8sClient.List(ctx, &pods, client.InNamespace(tenantNamespace), client.MatchingLabels{"app": gatewayName})).To(Succeed())
+	g.Expect(k8sClient.List(ctx, &pods, client.InNamespace(tenantNamespace), client.MatchingLabels{
+		controllers.LabelInstance: gatewayService, controllers.LabelZone: zone})).To(Succeed())
 	g.Expect(pods.Items).To(HaveLen(1))
 	g.Expect(podReady(&pods.Items[0])).To(BeTrue(), "gateway pod Ready")
 	return pods.Items[0]

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
-	"net"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -24,13 +23,13 @@ import (
 // requestTimeout bounds one S3 request: a read that hangs is a failed read.
 const requestTimeout = time.Minute
 
-// newS3Client is an unmodified SDK client for http://ip:9000, path-style,
+// newS3Client is an unmodified SDK client for http://hostPort, path-style,
 // that makes exactly one attempt per request: every error the server
 // returns is seen.
-func newS3Client(ip, accessKey, secretKey string) *s3.Client {
+func newS3Client(hostPort, accessKey, secretKey string) *s3.Client {
 	return s3.New(s3.Options{
 		Region:           "us-east-1",
-		BaseEndpoint:     aws.String("http://" + net.JoinHostPort(ip, "9000")),
+		BaseEndpoint:     aws.String("http://" + hostPort),
 		UsePathStyle:     true,
 		Credentials:      credentials.NewStaticCredentialsProvider(accessKey, secretKey, ""),
 		RetryMaxAttempts: 1,

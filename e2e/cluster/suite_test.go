@@ -68,13 +68,17 @@ const (
 	tenantNamespace    = "analytics"
 	tenantName         = "clickhouse"
 	tenantSecret       = "clickhouse-distcache-client"
-	gatewayName        = "gateway"
-	gatewayKeysSecret  = "gateway-keys"
-	minioNamespace     = "minio"
-	minioName          = "minio"
-	minioRootSecret    = "minio-root"
-	bucket             = "analytics-data"
-	chunkSize          = 1 << 20 // spec.chunkSize of config/local
+	// The tenant's operator-run gateway (spec.gateway): its zone's
+	// Deployment, its Service and the Secret of keys clients sign with.
+	gatewayName       = tenantName + "-gateway-" + zone
+	gatewayService    = tenantName + "-gateway"
+	gatewayKeysSecret = tenantName + "-s3-credentials"
+	gatewayPort       = 8099
+	minioNamespace    = "minio"
+	minioName         = "minio"
+	minioRootSecret   = "minio-root"
+	bucket            = "analytics-data"
+	chunkSize         = 1 << 20 // spec.chunkSize of config/local
 
 	// The node hack/cluster.sh brings up is labelled like an NVMe instance
 	// in zone-a.

@@ -8,9 +8,11 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
@@ -107,6 +109,14 @@ var _ = Describe("the samples", func() {
 		Expect(t.Spec.Quota).To(quantity("200Gi"))
 		Expect(t.Spec.CredentialsSecret.SecretAccessKeyKey).To(Equal("AWS_SECRET_ACCESS_KEY"))
 		Expect(t.CertificateSecretName()).To(Equal("clickhouse-distcache-client"))
+		Expect(t.GatewayEnabled()).To(BeTrue())
+		Expect(t.Spec.Gateway.ReplicasPerZone).To(Equal(int32p(2)))
+		Expect(t.Spec.Gateway.PageCacheSize).To(quantity("4Gi"))
+		// Defaulted by the API server.
+		Expect(t.Spec.Gateway.Enabled).To(Equal(ptr.To(true)))
+		Expect(t.Spec.Gateway.Port).To(Equal(int32p(8099)))
+		Expect(t.Spec.Gateway.Service.Type).To(Equal(corev1.ServiceTypeClusterIP))
+		Expect(s.CrossZone).To(Equal(cachev1alpha1.CrossZoneNever))
 	})
 })
 

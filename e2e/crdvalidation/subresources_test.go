@@ -125,6 +125,7 @@ var _ = Describe("the status subresource", func() {
 		t.Status.CertificateSecretName = t.CertificateSecretName()
 		t.Status.CertificateNotAfter = &notAfter
 		t.Status.TenantName = t.Namespace + "-" + t.Name
+		t.Status.Endpoint = "http://" + t.Name + "-gateway." + t.Namespace + ".svc:8099"
 		apimeta.SetStatusCondition(&t.Status.Conditions, metav1.Condition{Type: cachev1alpha1.ConditionReady,
 			Status: metav1.ConditionTrue, Reason: cachev1alpha1.ReasonCertificateIssued, ObservedGeneration: t.Generation})
 		t.Spec.Buckets = []string{"sneaky-bucket"}
@@ -136,6 +137,7 @@ var _ = Describe("the status subresource", func() {
 		Expect(tableRow(t.Namespace, "cachetenants", t.Name)).To(Equal(map[string]any{
 			"Name": t.Name, "Cache": "analytics", "Cache Namespace": "distcache", "Secret": t.Name + "-distcache-client",
 			"Expires": "2031-01-02T03:04:05Z", "Status": "True", "Reason": cachev1alpha1.ReasonCertificateIssued,
+			"Endpoint": t.Status.Endpoint,
 		}))
 	})
 })

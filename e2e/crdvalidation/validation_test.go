@@ -52,6 +52,7 @@ var _ = Describe("schema validation", func() {
 		Entry("emptyDir limit smaller than diskSize", `spec: {diskSize: 20Gi, storage: {hostPath: null, emptyDir: {sizeLimit: 10Gi}}}`,
 			"spec.storage.emptyDir.sizeLimit", "at least spec.diskSize"),
 		// sizes
+		Entry("unknown cross-zone policy", `spec: {crossZone: Always}`, "spec.crossZone", "Unsupported value"),
 		Entry("chunk size below 64Ki", `spec: {chunkSize: 32Ki}`, "spec.chunkSize", "from 64Ki to 64Mi"),
 		Entry("chunk size above 64Mi", `spec: {chunkSize: 128Mi}`, "spec.chunkSize", "from 64Ki to 64Mi"),
 		Entry("zero chunk size", `spec: {chunkSize: "0"}`, "spec.chunkSize", "from 64Ki to 64Mi"),
@@ -117,5 +118,20 @@ var _ = Describe("schema validation", func() {
 		Entry("cache reference without a namespace", `spec: {cacheRef: {namespace: null}}`, "spec.cacheRef.namespace", "Required value"),
 		Entry("certificate Secret name not a DNS name", `spec: {certificateSecretName: Team_Cert}`, "spec.certificateSecretName", "should match"),
 		Entry("tenant name with a dot", `{metadata: {generateName: null, name: team.a}}`, "metadata.name", "DNS label"),
+		// gateway
+		Entry("gateway port below 1024", `spec: {gateway: {port: 80}}`, "spec.gateway.port", "greater than or equal to 1024"),
+		Entry("gateway port above 65535", `spec: {gateway: {port: 70000}}`, "spec.gateway.port", "less than or equal to 65535"),
+		Entry("gateway port on the metrics port", `spec: {gateway: {port: 9091}}`, "spec.gateway.port", "metrics port"),
+		Entry("zero gateways per zone", `spec: {gateway: {replicasPerZone: 0}}`, "spec.gateway.replicasPerZone", "greater than or equal to 1"),
+		Entry("negative page cache", `spec: {gateway: {pageCacheSize: -1Gi}}`, "spec.gateway.pageCacheSize", "from 0 to 512Gi"),
+		Entry("fractional page cache", `spec: {gateway: {pageCacheSize: "1000.5"}}`, "spec.gateway.pageCacheSize", "whole number of bytes"),
+		Entry("gateway zone not a DNS label", `spec: {gateway: {zones: [Zone_A]}}`, "spec.gateway.zones[0]", "should match"),
+		Entry("duplicate gateway zones", `spec: {gateway: {zones: [zone-a, zone-a]}}`, "spec.gateway.zones[1]", "Duplicate value"),
+		Entry("gateway Service of type ExternalName", `spec: {gateway: {service: {type: ExternalName}}}`, "spec.gateway.service.type", "Unsupported value"),
+		Entry("gateway region with a space", `spec: {gateway: {region: "eu west"}}`, "spec.gateway.region", "should match"),
+		Entry("gateway for a tenant named with a digit first", `{metadata: {generateName: null, name: 1team}, spec: {gateway: {}}}`, "metadata.name", "start with a letter"),
+		Entry("gateway for a tenant name too long for its Service",
+			`{metadata: {generateName: null, name: a-tenant-with-a-name-long-enough-to-overflow-its-service}, spec: {gateway: {}}}`,
+			"metadata.name", "at most 55 characters"),
 	)
 })

@@ -309,7 +309,7 @@ var _ = Describe("make deploy", Ordered, func() {
 		Expect(strings.Count(out, "serverside-applied")).To(Equal(2), out)
 	})
 
-	It("runs the sample tenant's gateway (config/samples/gateway), and its PodMonitor gives the gateway's series the labels the dashboard selects", checkGatewaySample)
+	It("runs the sample tenant's gateway as a ClickHouse sidecar (config/samples/sidecar), and its PodMonitor gives the gateway's series the labels the dashboard selects", checkSidecarSample)
 
 	It("runs, as the ServiceAccount with the Deployment's arguments, the manager that reconciles the sample cache", func(ctx SpecContext) {
 		runManagerAsDeployed(ctx)

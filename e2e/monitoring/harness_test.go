@@ -5,7 +5,7 @@
 //     two, real mTLS) in front of a real MinIO, and a real `cachenode
 //     gateway` in front of them, scraped every second by a real Prometheus
 //     (bin/prometheus) with the target labels the operator's ServiceMonitor
-//     (nodes) and config/samples/gateway's PodMonitor (gateway) produce. Every dashboard query and every alert
+//     (nodes) and its gateway PodMonitor (gateway) produce. Every dashboard query and every alert
 //     expression is evaluated through Prometheus's HTTP API after real
 //     traffic, and the rules pass `promtool check rules`.
 //   - rules_test.go: `promtool test rules` drives each alert through

@@ -44,7 +44,7 @@ const (
 	objectChunks  = 6
 
 	// The gateway next to compute, in its own namespace, as the PodMonitor
-	// of config/samples/gateway scrapes it.
+	// of a CacheTenant's gateways scrapes it.
 	gatewayNamespace = "compute-ns"
 	gatewayPod       = "clickhouse-gateway-0"
 	gatewayKey       = "gateway-key"
@@ -201,7 +201,7 @@ func (c *testCluster) readChunks(t *testing.T, node *cacheNode, key string) {
 // scrapeConfig scrapes the nodes every second with the target labels the
 // operator's ServiceMonitor gives them (namespace, service and job = the
 // cache, pod, zone from the pod label, endpoint, container), and the
-// gateway with those of config/samples/gateway's PodMonitor (its own
+// gateway with those of the operator's gateway PodMonitor (its own
 // namespace and pod, job = namespace/PodMonitor, cache and cache_namespace
 // from its pod labels).
 func scrapeConfig(nodes []*cacheNode, g *gatewayProc) string {

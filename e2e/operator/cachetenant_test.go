@@ -93,9 +93,11 @@ var _ = Describe("Certificates and CacheTenants", func() {
 			return s.Data[corev1.TLSCertKey]
 		}()))
 		cert := parseCert(Default, &nodeTLS)
-		// A ring member's address and the client Service both verify.
+		// A ring member's address, a zone's Service (its gateways' seeds)
+		// and the client Service verify.
 		for _, host := range []string{
 			fmt.Sprintf("certs-zone-a-0.certs-zone-a.%s.svc", ns),
+			fmt.Sprintf("certs-zone-b.%s.svc", ns),
 			fmt.Sprintf("certs-zone-b-7.certs-zone-b.%s.svc.cluster.local", ns),
 			fmt.Sprintf("certs.%s.svc", ns),
 		} {
