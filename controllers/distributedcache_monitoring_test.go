@@ -132,14 +132,14 @@ func TestBuildPrometheusRule(t *testing.T) {
 			}
 			for name, expr := range alerts {
 				scope := `namespace="ns",service="c"` // the nodes' series
-				if name == monitoring.AlertGatewayCertificateExpiring {
+				if name == monitoring.AlertGatewayCertificateExpiring || name == monitoring.AlertGatewayZoneFallback {
 					scope = `cache_namespace="ns",cache="c"` // the gateways', by their PodMonitor
 				}
 				if !strings.Contains(expr, scope) {
 					t.Errorf("%s is not scoped to the cache: %s", name, expr)
 				}
 			}
-			if len(alerts) != 6 {
+			if len(alerts) != 8 {
 				t.Errorf("alerts %v", alerts)
 			}
 		})

@@ -3,6 +3,7 @@ package controllers
 import (
 	"fmt"
 	"path"
+	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -168,7 +169,12 @@ func nodeArgs(dc *cachev1alpha1.DistributedCache, zone string) []string {
 		args = append(args, "--s3-timeout="+d.Duration.String())
 	}
 	if spec.CrossZone == cachev1alpha1.CrossZoneOnMiss {
-		args = append(args, "--cross-zone=OnMiss")
+		// The other zones' rings are the other keys of the ring ConfigMap.
+		zones := make([]string, 0, len(spec.Zones))
+		for _, z := range spec.Zones {
+			zones = append(zones, z.Name)
+		}
+		args = append(args, "--cross-zone=OnMiss", "--zones="+strings.Join(zones, ","))
 	}
 	return args
 }

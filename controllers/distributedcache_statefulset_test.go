@@ -3,6 +3,7 @@ package controllers
 import (
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -225,6 +226,10 @@ func TestPodTemplateInputHash(t *testing.T) {
 		}, "img", false},
 		{"memory size rolls pods", func(dc *cachev1alpha1.DistributedCache) { dc.Spec.MemorySize = ptr.To(resource.MustParse("2Gi")) }, "img", true},
 		{"the image rolls pods", nil, "img2", true},
+		{"crossZone Never (the default, as before the field) does not roll pods", func(dc *cachev1alpha1.DistributedCache) {
+			dc.Spec.CrossZone = cachev1alpha1.CrossZoneNever
+		}, "img", false},
+		{"crossZone OnMiss rolls pods", func(dc *cachev1alpha1.DistributedCache) { dc.Spec.CrossZone = cachev1alpha1.CrossZoneOnMiss }, "img", true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -240,5 +245,17 @@ func TestPodTemplateInputHash(t *testing.T) {
 				t.Fatalf("hash changed: %v, want %v", h != h0, tt.change)
 			}
 		})
+	}
+}
+
+func TestNodeArgsCrossZone(t *testing.T) {
+	has := func(args []string, want string) bool { return slices.Contains(args, want) }
+	never := nodeArgs(testCache(func(dc *cachev1alpha1.DistributedCache) { dc.Spec.CrossZone = cachev1alpha1.CrossZoneNever }), "a")
+	if slices.ContainsFunc(never, func(a string) bool { return strings.HasPrefix(a, "--cross-zone") || strings.HasPrefix(a, "--zones") }) {
+		t.Errorf("Never: %v", never)
+	}
+	onMiss := nodeArgs(testCache(func(dc *cachev1alpha1.DistributedCache) { dc.Spec.CrossZone = cachev1alpha1.CrossZoneOnMiss }), "a")
+	if !has(onMiss, "--cross-zone=OnMiss") || !has(onMiss, "--zones=a,b") {
+		t.Errorf("OnMiss: %v", onMiss)
 	}
 }

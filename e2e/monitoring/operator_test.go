@@ -252,11 +252,11 @@ var _ = Describe("DistributedCache monitoring", Ordered, func() {
 				alerts[r.Alert] = r.Expr.String()
 			}
 		}
-		Expect(alerts).To(HaveLen(6))
+		Expect(alerts).To(HaveLen(8))
 		Expect(alerts[monitoring.AlertLowHitRatio]).To(HaveSuffix("< 0.6"))
 		for alert, expr := range alerts {
 			scope := `namespace="` + ns + `",service="` + name + `"`
-			if alert == monitoring.AlertGatewayCertificateExpiring {
+			if alert == monitoring.AlertGatewayCertificateExpiring || alert == monitoring.AlertGatewayZoneFallback {
 				scope = `cache_namespace="` + ns + `",cache="` + name + `"`
 			}
 			Expect(expr).To(ContainSubstring(scope), alert)
