@@ -3,7 +3,14 @@ package gateway_test
 import (
 	"bytes"
 	"context"
+	"fmt"
+	"io"
 	"math/rand/v2"
+	"net/http"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -12,6 +19,8 @@ import (
 
 	"github.com/distcache/distcache/internal/client"
 	"github.com/distcache/distcache/internal/node"
+	"github.com/distcache/distcache/internal/testutil/freeport"
+	"github.com/distcache/distcache/internal/testutil/logbuf"
 	"github.com/distcache/distcache/internal/testutil/nodecluster"
 )
 
@@ -182,5 +191,85 @@ func TestZoneOnMissReadsOtherZoneBeforeS3(t *testing.T) {
 				t.Errorf("the gateway, whose zone was up, counted %v bytes across zones", n)
 			}
 		})
+	}
+}
+
+// gatewayProcess runs `cachenode gateway` for team-a against c with args
+// added, and returns its S3 and metrics addresses, its log and a channel
+// that gets its exit.
+func gatewayProcess(t *testing.T, c *nodecluster.Cluster, args ...string) (listen, metricsAddr string, logs *logbuf.Buffer, exited chan error) {
+	t.Helper()
+	bin := cachenodeBinary(t)
+	c.TenantTLS("team-a") // writes tenant-team-a.crt/.key into c.Dir
+	listen, metricsAddr = freeport.Addr(t), freeport.Addr(t)
+	cmd := exec.Command(bin, append([]string{"gateway", "--listen", listen, "--metrics-listen", metricsAddr,
+		"--access-key", accessKey, "--secret-key", secretKey, "--region", region, "--ca", c.CAFile,
+		"--tls-cert", filepath.Join(c.Dir, "tenant-team-a.crt"), "--tls-key", filepath.Join(c.Dir, "tenant-team-a.key"),
+		"--page-cache-bytes", "0"}, args...)...)
+	logs = &logbuf.Buffer{}
+	cmd.Stdout, cmd.Stderr = logs, logs
+	must(t, cmd.Start())
+	exited = make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-exited:
+		case <-time.After(30 * time.Second):
+			_ = cmd.Process.Kill()
+			<-exited
+		}
+		if t.Failed() {
+			t.Logf("gateway log:\n%s", logs.String())
+		}
+	})
+	return listen, metricsAddr, logs, exited
+}
+
+// `cachenode gateway --zone b` as the operator runs it: given zone a's
+// nodes by mistake it never becomes ready and says why; given its own
+// zone's nodes and zone a as --fallback-nodes, it reads through zone a once
+// zone b's nodes are gone, and its metrics count the bytes.
+func TestZoneGatewayProcess(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the cachenode binary")
+	}
+	c := nodecluster.StartWith(t, 1, nodecluster.Options{ChunkSize: chunkSize, Tenants: tenants, Buckets: buckets, Zones: testZones})
+
+	_, wrongMetrics, wrongLogs, _ := gatewayProcess(t, c, "--zone", "b", "--nodes", c.ZoneSeeds("a")[0])
+	for deadline := time.Now().Add(60 * time.Second); !strings.Contains(wrongLogs.String(), "refused a ring of another zone"); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the gateway given zone a's nodes for zone b did not log the refusal")
+		}
+	}
+	resp, err := http.Get("http://" + wrongMetrics + "/readyz")
+	must(t, err)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable {
+		t.Errorf("/readyz of the gateway with zone a's nodes: %d, want 503", resp.StatusCode)
+	}
+
+	listen, metricsAddr, _, exited := gatewayProcess(t, c, "--zone", "b", "--nodes", c.ZoneSeeds("b")[0],
+		"--fallback-nodes", "a="+c.ZoneSeeds("a")[0])
+	waitFor(t, "http://"+metricsAddr+"/readyz", http.StatusOK, exited)
+	data := randomBytes(rand.New(rand.NewPCG(34, 1)), 3*chunkSize+1)
+	c.PutDirect("bucket-a", "zones/process", data)
+	c.KillMember(c.ZoneMembers("b")[0])
+	out, err := newS3Client("http://"+listen, accessKey, secretKey).GetObject(context.Background(),
+		&s3.GetObjectInput{Bucket: aws.String("bucket-a"), Key: aws.String("zones/process")})
+	must(t, err)
+	got, err := io.ReadAll(out.Body)
+	out.Body.Close()
+	must(t, err)
+	if !bytes.Equal(got, data) {
+		t.Fatal("the read through zone a differs")
+	}
+	resp, err = http.Get("http://" + metricsAddr + "/metrics")
+	must(t, err)
+	metrics, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	want := fmt.Sprintf(`distcache_cross_zone_bytes_total{direction="in",peer_zone="a"} %d`, len(data))
+	if !bytes.Contains(metrics, []byte(want)) {
+		t.Errorf("/metrics lacks %s", want)
 	}
 }
