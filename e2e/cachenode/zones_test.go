@@ -1,0 +1,179 @@
+package cachenode_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+
+	"github.com/distcache/distcache/internal/pki"
+	"github.com/distcache/distcache/internal/ring"
+	"github.com/distcache/distcache/internal/testutil/freeport"
+	"github.com/distcache/distcache/internal/testutil/logbuf"
+	"github.com/distcache/distcache/internal/testutil/miniotest"
+	"github.com/distcache/distcache/internal/testutil/s3proxy"
+)
+
+// metricSum sums the samples of the /metrics text whose series starts with
+// prefix (a name, or a name and the first labels in Prometheus' order).
+func metricSum(t *testing.T, ops, prefix string) float64 {
+	t.Helper()
+	resp, err := http.Get("http://" + ops + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var sum float64
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		line := sc.Text()
+		if !strings.HasPrefix(line, prefix) {
+			continue
+		}
+		i := strings.LastIndexByte(line, ' ')
+		v, err := strconv.ParseFloat(line[i+1:], 64)
+		if err != nil {
+			t.Fatalf("%q: %v", line, err)
+		}
+		sum += v
+	}
+	return sum
+}
+
+// Two `cachenode serve` processes, one per zone, configured as nodes run
+// by hand: each its zone's ring (--ring-file) and the other's
+// (--zone-ring-files), --cross-zone=OnMiss. A chunk zone a read is found
+// there by zone b's node on its miss: no S3 GET, the bytes counted.
+func TestServeCrossZoneOnMiss(t *testing.T) {
+	minio := miniotest.Start(t)
+	minio.CreateBucket(t, "data")
+	proxy := s3proxy.New(t, minio.Endpoint) // counts the nodes' S3 requests
+	const chunkSize, chunks = 64 << 10, 5
+	payload := make([]byte, chunks*chunkSize)
+	_, _ = rand.Read(payload)
+	if _, err := minio.Client(t).PutObject(context.Background(), &s3.PutObjectInput{
+		Bucket: aws.String("data"), Key: aws.String("zones.bin"), Body: bytes.NewReader(payload),
+	}); err != nil {
+		t.Fatal(err)
+	}
+
+	dir := t.TempDir()
+	write := func(name string, data []byte) string {
+		t.Helper()
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	ca, err := pki.NewCA("e2e CA", time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	write("ca.crt", ca.CertPEM)
+	server, err := ca.IssueServer("localhost", []string{"localhost"}, []net.IP{net.IPv4(127, 0, 0, 1)}, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	leaves := map[string]*pki.Leaf{"server": server}
+	for name, id := range map[string]pki.Identity{
+		"tenant": {Kind: pki.KindTenant, Name: "analytics"}, "peer-a": {Kind: pki.KindPeer, Name: "cache-a-0"},
+		"peer-b": {Kind: pki.KindPeer, Name: "cache-b-0"},
+	} {
+		if leaves[name], err = ca.IssueClient(id, time.Hour); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for name, l := range leaves {
+		if err := pki.WriteFiles(dir, name, l); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tenants := write("tenants.yaml", []byte("tenants:\n  - name: analytics\n    buckets: [data]\n"))
+
+	api := map[string]string{"a": freeport.Addr(t), "b": freeport.Addr(t)}
+	ringFile := map[string]string{}
+	for zone, addr := range api {
+		r, err := ring.New(ring.Spec{Epoch: 1, Zone: zone, Hash: ring.HashParams{Algorithm: ring.AlgorithmRendezvousXXHash64},
+			Members: []ring.Member{{Name: "cache-" + zone + "-0", Address: addr, Weight: 100, State: ring.StateActive}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		data, err := json.Marshal(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ringFile[zone] = write(zone+".json", data)
+	}
+	ops := map[string]string{}
+	for zone, other := range map[string]string{"a": "b", "b": "a"} {
+		ops[zone] = freeport.Addr(t)
+		cmd := exec.Command(binary, "serve", "--listen", api[zone], "--metrics-listen", ops[zone],
+			"--tls-cert", filepath.Join(dir, "server.crt"), "--tls-key", filepath.Join(dir, "server.key"),
+			"--peer-cert", filepath.Join(dir, "peer-"+zone+".crt"), "--peer-key", filepath.Join(dir, "peer-"+zone+".key"),
+			"--client-ca", filepath.Join(dir, "ca.crt"), "--tenants-file", tenants,
+			"--s3-endpoint", proxy.URL(), "--s3-path-style", "--chunk-size", "64Ki", "--disk-bytes", "256Mi", "--ram-bytes", "16Mi",
+			"--data-dir", filepath.Join(dir, "store-"+zone), "--node-name", "cache-"+zone+"-0", "--ring-file", ringFile[zone],
+			"--cross-zone", "OnMiss", "--zones", "a,b", "--zone-ring-files", other+"="+ringFile[other])
+		cmd.Env = append(os.Environ(), "AWS_ACCESS_KEY_ID="+minio.AccessKey, "AWS_SECRET_ACCESS_KEY="+minio.SecretKey)
+		logs := &logbuf.Buffer{}
+		cmd.Stdout, cmd.Stderr = logs, logs
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+			if t.Failed() {
+				t.Logf("zone %s's node:\n%s", zone, logs.String())
+			}
+		})
+		waitFor(t, "http://"+ops[zone]+"/readyz", http.StatusOK)
+	}
+
+	tlsConfig, err := pki.ClientTLSConfig(filepath.Join(dir, "tenant.crt"), filepath.Join(dir, "tenant.key"), filepath.Join(dir, "ca.crt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &http.Client{Transport: &http.Transport{TLSClientConfig: tlsConfig}}
+	read := func(zone string) {
+		t.Helper()
+		resp, err := c.Get("https://" + api[zone] + "/v1/objects/data/zones.bin")
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || !bytes.Equal(body, payload) {
+			t.Fatalf("read through zone %s: status %d, %d bytes", zone, resp.StatusCode, len(body))
+		}
+	}
+	read("a")
+	if n := proxy.Count(http.MethodGet, "/data/zones.bin"); n != chunks {
+		t.Fatalf("zone a's read made %d S3 GETs, want %d", n, chunks)
+	}
+	read("b")
+	if n := proxy.Count(http.MethodGet, "/data/zones.bin"); n != chunks {
+		t.Errorf("zone b's read made %d more S3 GETs, want 0", n-chunks)
+	}
+	if n := metricSum(t, ops["b"], `distcache_cross_zone_bytes_total{direction="in",peer_zone="a"}`); n != float64(len(payload)) {
+		t.Errorf("zone b's node counts %v bytes from zone a, want %d", n, len(payload))
+	}
+	if n := metricSum(t, ops["b"], `distcache_peer_requests_total{kind="cross_zone",result="ok"}`); n != chunks {
+		t.Errorf("zone b's node counts %v chunks found in zone a, want %d", n, chunks)
+	}
+}
