@@ -211,10 +211,13 @@ func (w *Watcher) Delivered() <-chan struct{} { return w.delivered }
 func (w *Watcher) Done() <-chan struct{} { return w.done }
 
 // Updates returns how many values Apply took and how many it refused (a
-// missing key counts as refused).
+// missing key counts as refused). A value is counted last: once a count has
+// moved, Apply has returned for that value and the watch's log line about
+// it is written.
 func (w *Watcher) Updates() (ok, failed uint64) { return w.ok.Load(), w.failed.Load() }
 
-// update hands the key's value of the object o to Apply if it changed.
+// update hands the key's value of the object o to Apply if it changed,
+// then logs the outcome and only then counts it (see Updates).
 func (w *Watcher) update(o any) {
 	data, had, rv := w.value(o)
 	w.once.Do(func() { close(w.delivered) })
@@ -225,17 +228,17 @@ func (w *Watcher) update(o any) {
 	w.seen, w.lastHad, w.lastSum = true, had, sum
 	short := hex.EncodeToString(sum[:6])
 	if !had {
-		w.failed.Add(1)
 		w.logger.Error("watched object has no such key; keeping the configuration in force", "resourceVersion", rv)
+		w.failed.Add(1)
 		return
 	}
 	if err := w.opts.Apply(data); err != nil {
-		w.failed.Add(1)
 		w.logger.Warn("update refused; keeping the configuration in force", "resourceVersion", rv, "sha256", short, "err", err)
+		w.failed.Add(1)
 		return
 	}
-	w.ok.Add(1)
 	w.logger.Info("update applied", "resourceVersion", rv, "sha256", short)
+	w.ok.Add(1)
 }
 
 // value is the watched key's value in o, whether o has it, and o's

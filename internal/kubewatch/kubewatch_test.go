@@ -3,6 +3,7 @@ package kubewatch
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -10,6 +11,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -179,6 +181,55 @@ func TestParseRef(t *testing.T) {
 		if err != nil || got != tc.want {
 			t.Errorf("ParseRef(%q) = %+v, %v; want %+v", tc.in, got, err, tc.want)
 		}
+	}
+}
+
+// recordHandler is a slog.Handler that hands each record to record while
+// it is being written.
+type recordHandler struct{ record func(slog.Record) }
+
+func (h recordHandler) Enabled(context.Context, slog.Level) bool { return true }
+
+func (h recordHandler) Handle(_ context.Context, r slog.Record) error {
+	h.record(r)
+	return nil
+}
+
+func (h recordHandler) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h recordHandler) WithGroup(string) slog.Handler      { return h }
+
+// A value handed over is counted after its log line is written, so that
+// whoever sees Updates move can read the line (issue 22). The informer is
+// left out: update is called as its handler would call it.
+func TestUpdateCountedAfterItsLogLine(t *testing.T) {
+	w := &Watcher{
+		opts: Options{Kind: ConfigMap, Ref: Ref{"ns", "cache-ring", "ring.json"}, Apply: func(data []byte) error {
+			if string(data) == "bad" {
+				return errors.New("refused")
+			}
+			return nil
+		}},
+		delivered: make(chan struct{}),
+	}
+	var lines []string // each line logged, with the counts while it was written
+	w.logger = slog.New(recordHandler{func(r slog.Record) {
+		ok, failed := w.Updates()
+		lines = append(lines, fmt.Sprintf("%s: ok=%d failed=%d", r.Message, ok, failed))
+	}})
+	for i, data := range []map[string]string{{"ring.json": "good"}, {"ring.json": "bad"}, {"other.json": "good"}} {
+		w.update(&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{ResourceVersion: fmt.Sprint(i + 1)}, Data: data})
+	}
+	want := []string{
+		"update applied: ok=0 failed=0",
+		"update refused; keeping the configuration in force: ok=1 failed=0",
+		"watched object has no such key; keeping the configuration in force: ok=1 failed=1",
+	}
+	if !slices.Equal(lines, want) {
+		t.Errorf("logged, with the counts while each line was written:\n%s\nwant:\n%s",
+			strings.Join(lines, "\n"), strings.Join(want, "\n"))
+	}
+	if ok, failed := w.Updates(); ok != 1 || failed != 2 {
+		t.Errorf("Updates() = %d, %d; want 1, 2", ok, failed)
 	}
 }
 

@@ -73,7 +73,10 @@ func (w *Watcher) Current() *Config { return w.cur.Load() }
 
 // Reloads returns how many reloads after the initial load succeeded (the
 // content changed and was valid) and how many failed (unreadable or invalid;
-// the same failure is counted once).
+// the same failure is counted once). A reload is counted after its
+// effects: once a count has moved, the reload's log line is written and,
+// for a successful one, Current returns its configuration (or a later one).
+// Only the Changed notification comes after the count.
 func (w *Watcher) Reloads() (ok, failed uint64) { return w.ok.Load(), w.failed.Load() }
 
 // Changed receives a value after a successful reload. It has a buffer of
@@ -113,7 +116,8 @@ func (w *Watcher) Update(data []byte) error {
 }
 
 // apply puts the configuration in data in force if it is valid. filewatch
-// calls it only for content that differs from the loaded version.
+// calls it only for content that differs from the loaded version. The order
+// is what Reloads and Changed promise: swap, log, count, notify.
 func (w *Watcher) apply(data []byte) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -127,8 +131,8 @@ func (w *Watcher) apply(data []byte) error {
 		w.logger.Info("tenants config loaded", "tenants", len(cfg.Tenants), "sha256", shortSum(w.loadedSum))
 		return nil
 	}
-	w.ok.Add(1)
 	w.logger.Info("tenants config reloaded", "tenants", len(cfg.Tenants), "sha256", shortSum(w.loadedSum))
+	w.ok.Add(1)
 	select {
 	case w.changed <- struct{}{}:
 	default:
@@ -136,13 +140,14 @@ func (w *Watcher) apply(data []byte) error {
 	return nil
 }
 
-// fail counts and logs a failed reload; filewatch reports each failure once.
+// fail logs and then counts a failed reload; filewatch reports each failure
+// once.
 func (w *Watcher) fail(err error) {
 	w.mu.Lock()
 	sum := w.loadedSum
 	w.mu.Unlock()
-	w.failed.Add(1)
 	w.logger.Error("tenants config reload failed; keeping the previous config", "err", err, "loaded_sha256", shortSum(sum))
+	w.failed.Add(1)
 }
 
 func shortSum(sum [sha256.Size]byte) string { return hex.EncodeToString(sum[:6]) }

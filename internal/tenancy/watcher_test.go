@@ -1,11 +1,15 @@
 package tenancy
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -130,6 +134,8 @@ func TestWatchInvalidReloadKeepsPrevious(t *testing.T) {
 
 	// Invalid: a field unknown to the schema.
 	writeFile(t, path, []byte("tenants:\n  - name: b\n    buckets: [bkt]\n    quota: 1\n"))
+	// A failure is counted after it is logged, so the log can be read as
+	// soon as the count moves.
 	waitFor(t, "a failed reload", func() bool { _, failed := w.Reloads(); return failed >= 1 })
 	if w.Current() != before {
 		t.Errorf("config replaced by an invalid file: %+v", w.Current())
@@ -147,11 +153,89 @@ func TestWatchInvalidReloadKeepsPrevious(t *testing.T) {
 		t.Errorf("config replaced after the file was removed: %+v", w.Current())
 	}
 
-	// A valid file is picked up again.
+	// A valid file is picked up again. The count moves after the swap, so
+	// wait for the count: Current must have tenant c by then.
 	writeFile(t, path, tenantsYAML("c"))
-	waitFor(t, "tenant c", func() bool { return hasTenant(w, "c") })
+	waitFor(t, "a successful reload", func() bool { ok, _ := w.Reloads(); return ok >= 1 })
+	if !hasTenant(w, "c") {
+		t.Errorf("counted a reload but Current() = %+v, want tenant c", w.Current())
+	}
 	if ok, _ := w.Reloads(); ok != 1 {
 		t.Errorf("ok reloads = %d, want 1", ok)
+	}
+}
+
+// recordHandler is a slog.Handler that hands each record to record while
+// it is being written.
+type recordHandler struct{ record func(slog.Record) }
+
+func (h recordHandler) Enabled(context.Context, slog.Level) bool { return true }
+
+func (h recordHandler) Handle(_ context.Context, r slog.Record) error {
+	h.record(r)
+	return nil
+}
+
+func (h recordHandler) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h recordHandler) WithGroup(string) slog.Handler      { return h }
+
+// A reload is counted after its effects: while its log line is written the
+// count has not moved yet, and a successful reload is already in Current.
+// Whoever sees a count move can then read both (issue 22: a failure was
+// counted before it was logged, and TestWatchInvalidReloadKeepsPrevious,
+// reading the log as soon as the count moved, sometimes found no line).
+func TestReloadCountedAfterItsEffects(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "tenants.yaml")
+	writeFile(t, path, tenantsYAML("a"))
+	var (
+		watcher atomic.Pointer[Watcher]
+		mu      sync.Mutex
+		lines   []string // each line logged after Watch, with the state while it was written
+	)
+	logger := slog.New(recordHandler{func(r slog.Record) {
+		w := watcher.Load()
+		if w == nil {
+			return // the initial load
+		}
+		ok, failed := w.Reloads()
+		mu.Lock()
+		defer mu.Unlock()
+		lines = append(lines, fmt.Sprintf("%s: b=%v ok=%d failed=%d", r.Message, hasTenant(w, "b"), ok, failed))
+	}})
+	w, err := Watch(t.Context(), path, logger)
+	if err != nil {
+		t.Fatal(err)
+	}
+	watcher.Store(w)
+	// Without the file watch, Update is the only source and is synchronous:
+	// it fails and applies as a reload of the file does.
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Update([]byte("tenants: [{name: Bad, buckets: [bkt]}]")); err == nil {
+		t.Fatal("Update accepted an invalid config")
+	}
+	if err := w.Update(tenantsYAML("a", "b")); err != nil {
+		t.Fatal(err)
+	}
+
+	mu.Lock()
+	defer mu.Unlock()
+	want := []string{
+		"tenants config reload failed; keeping the previous config: b=false ok=0 failed=0",
+		"tenants config reloaded: b=true ok=0 failed=1",
+	}
+	if !slices.Equal(lines, want) {
+		t.Errorf("logged, with the state while each line was written:\n%s\nwant:\n%s",
+			strings.Join(lines, "\n"), strings.Join(want, "\n"))
+	}
+	if ok, failed := w.Reloads(); ok != 1 || failed != 1 {
+		t.Errorf("Reloads() = %d, %d; want 1, 1", ok, failed)
+	}
+	select {
+	case <-w.Changed():
+	default:
+		t.Error("no Changed notification after the reload")
 	}
 }
 
