@@ -78,7 +78,10 @@ var _ = Describe("the cache nodes' access to the API server", func() {
 			Apply: ring.NewUpdater(h, "ring ConfigMap", slog.New(slog.DiscardHandler)).Update,
 		})
 		Expect(err).NotTo(HaveOccurred())
-		Eventually(func() *ring.Ring { return h.Load() }).ShouldNot(BeNil())
+		// The ring is stored inside the update, before the update is
+		// counted: wait for the count, then look at the ring.
+		Eventually(func() uint64 { ok, _ := rw.Updates(); return ok }).Should(Equal(uint64(1)))
+		Expect(h.Load()).NotTo(BeNil())
 		Expect(h.Load().Zone()).To(Equal("zone-a"))
 		Expect(rw.Updates()).To(Equal(uint64(1)))
 
