@@ -57,7 +57,7 @@ type DistributedCacheSpec struct {
 	// zones. Never (the default): a miss goes to S3. OnMiss: the chunk's
 	// owner asks the chunk's owners in the other zones for it (from their
 	// stores only, never filling from S3) before S3; inter-zone traffic is
-	// billed per GB, S3 GETs per request (docs/zones.md). With either, a
+	// billed per GB, S3 GETs per request (docs/architecture.md, Zones). With either, a
 	// gateway whose zone has no reachable cache node reads through another
 	// zone's nodes before S3.
 	// +kubebuilder:default=Never
