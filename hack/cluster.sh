@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# A real single-node Kubernetes cluster on this machine, for e2e tests and
-# demos: containerd, etcd, the control plane, kubelet, kube-proxy and CoreDNS,
-# all built from source (hack/build-*.sh) and run as plain processes, with the
+# A real two-node Kubernetes cluster on this machine, for e2e tests and
+# demos: etcd, the control plane, kube-proxy and CoreDNS, and two nodes in two
+# zones, each its own kubelet and containerd (hack/lib/cluster-nodes.sh), all
+# built from source (hack/build-*.sh) and run as plain processes, with the
 # project's images imported from tarballs (hack/cluster-images.sh). No Docker,
 # no registry, no internet.
 #
@@ -18,12 +19,15 @@
 # logs/NAME.log of each component, pids/NAME.pid, containerd's and kubelet's
 # state, and volumes/ for hostPath or local PersistentVolumes of tests.
 #
-# Networking stays off the machine's own addresses: the node's address is
-# NODE_IP on the interface NODE_IF, which up creates (a dummy interface, or a
+# Networking stays off the machine's own addresses: the nodes' addresses are
+# NODE_IPS on the interface NODE_IF, which up creates (a dummy interface, or a
 # bridge without ports where the kernel has no dummy driver) and down deletes;
-# the API server, kubelet and NodePorts listen there, etcd and the other
-# components on loopback. Pods get addresses on the bridge BRIDGE; the CNI
-# config has ipMasq off, so pod traffic never leaves the machine.
+# the API server (on the first node's), the kubelets and NodePorts listen
+# there, etcd and the other components on loopback. Each node's pods get
+# addresses on its own bridge (BRIDGES), routed to each other by the machine;
+# the CNI configs have ipMasq off, so pod traffic never leaves the machine.
+# Both nodes share the machine's network namespace, so one kube-proxy (the
+# first node's) programs Services for both.
 #
 # Facts this relies on (VM without CAP_SYS_RESOURCE, cgroup v1, Debian's
 # containerd 1.6) are written up in docs/development.md, "Local cluster".
@@ -35,18 +39,25 @@ CLUSTER_DIR="${CLUSTER_DIR:-/var/lib/distcache-cluster}"
 # Seconds any one wait may take before up fails with the relevant log.
 TIMEOUT="${CLUSTER_TIMEOUT:-180}"
 
-NODE_NAME=distcache-node
-NODE_IP=10.254.254.1
+# The nodes, one per zone, both labelled like NVMe instances. Index i of
+# each array is node i; node 0 also runs the control plane and kube-proxy.
+# Pod CIDRs are the /24s kube-controller-manager hands out in the order the
+# nodes register (node 0 first).
+NODES=(distcache-node distcache-node-b)
+NODE_IPS=(10.254.254.1 10.254.254.2)
+NODE_ZONES=(zone-a zone-b)
+NODE_INSTANCE_TYPES=(i4i.2xlarge i3en.2xlarge)
+BRIDGES=(distcache-br0 distcache-br1)
+CNI_NETWORKS=(distcache distcache-b)
+NODE_POD_CIDRS=(10.244.0.0/24 10.244.1.0/24)
 NODE_IF=distcache0
-BRIDGE=distcache-br0
-CNI_NETWORK=distcache
 CLUSTER_CIDR=10.244.0.0/16
-NODE_POD_CIDR=10.244.0.0/24 # the first /24 kube-controller-manager hands out
 SERVICE_CIDR=10.96.0.0/16
 KUBERNETES_SERVICE_IP=10.96.0.1
 DNS_SERVICE_IP=10.96.0.10
 CLUSTER_DOMAIN=cluster.local
-NODE_LABELS="topology.kubernetes.io/zone=zone-a,node.kubernetes.io/instance-type=i4i.2xlarge"
+NODE_NAME=${NODES[0]} # the control plane's node
+NODE_IP=${NODE_IPS[0]}
 APISERVER="https://${NODE_IP}:6443"
 ETCD_CLIENT=127.0.0.1:12379
 ETCD_PEER=127.0.0.1:12380
@@ -56,13 +67,12 @@ PKI=$D/pki
 CONF=$D/config
 LOGS=$D/logs
 PIDS=$D/pids
-SOCK=$D/containerd/containerd.sock
 KUBECONFIG_FILE=$D/kubeconfig
 HOST_STATE=$D/host-state
 UP_MARKER=$D/up # written when up has finished
 
 # In start order.
-COMPONENTS=(containerd etcd kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy)
+COMPONENTS=(containerd containerd-b etcd kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy kubelet-b)
 
 # Host settings kubelet, kube-proxy and up change: recorded before up, restored by down.
 SYSCTLS=(
@@ -97,7 +107,9 @@ die() {
 
 bin() { readlink -f "$ROOT/bin/$1"; }
 kubectl() { "$ROOT/bin/kubectl" --kubeconfig "$KUBECONFIG_FILE" --cache-dir "$D/kubectl-cache" "$@"; }
-ctr() { command ctr -a "$SOCK" -n k8s.io "$@"; }
+
+# shellcheck source=hack/lib/cluster-nodes.sh
+. "$ROOT/hack/lib/cluster-nodes.sh"
 
 # ---------------------------------------------------------------- processes
 
@@ -182,7 +194,7 @@ wait_until() {
         echo "---- last lines of $LOGS/$logname.log ----" >&2
         tail -n 40 "$LOGS/$logname.log" >&2
       fi
-      if [ "$logname" = kubelet ] && [ -f "$KUBECONFIG_FILE" ]; then
+      if [[ $logname == kubelet* ]] && [ -f "$KUBECONFIG_FILE" ]; then
         echo "---- pods and recent events ----" >&2
         kubectl get pods -A -o wide >&2 || true
         kubectl get events -A --sort-by=.lastTimestamp 2>/dev/null | tail -n 20 >&2 || true
@@ -249,16 +261,24 @@ record_host_state() {
 }
 
 setup_network() {
-  local addr
-  for addr in "$NODE_IP" "${NODE_POD_CIDR%.*/*}.1" "$KUBERNETES_SERVICE_IP"; do
+  local addr cidr
+  for addr in "${NODE_IPS[@]}" "$KUBERNETES_SERVICE_IP"; do
     if ip -4 route show match "$addr" | grep -qv '^default'; then
       die "$addr is already routed on this machine ($(ip -4 route show match "$addr" | grep -v '^default' | head -n1)); the cluster's addresses would clash"
     fi
   done
-  log "network: $NODE_IP on $NODE_IF, services $SERVICE_CIDR, pods $CLUSTER_CIDR on $BRIDGE"
+  for cidr in "${NODE_POD_CIDRS[@]}"; do
+    addr="${cidr%.*/*}.1"
+    if ip -4 route show match "$addr" | grep -qv '^default'; then
+      die "$addr is already routed on this machine ($(ip -4 route show match "$addr" | grep -v '^default' | head -n1)); the cluster's addresses would clash"
+    fi
+  done
+  log "network: nodes ${NODE_IPS[*]} on $NODE_IF, services $SERVICE_CIDR, pods $CLUSTER_CIDR on ${BRIDGES[*]}"
   ip link add "$NODE_IF" type dummy 2>/dev/null || ip link add "$NODE_IF" type bridge
   sysctl -qw "net.ipv6.conf.$NODE_IF.disable_ipv6=1" 2>/dev/null || true
-  ip addr add "$NODE_IP/32" dev "$NODE_IF"
+  for addr in "${NODE_IPS[@]}"; do
+    ip addr add "$addr/32" dev "$NODE_IF"
+  done
   ip link set "$NODE_IF" up
   # The machine's own traffic to Services leaves from the node address, not
   # along the default route.
@@ -308,8 +328,13 @@ gen_pki() {
   gen_cert kube-controller-manager "/CN=system:kube-controller-manager" clientAuth
   gen_cert kube-scheduler "/CN=system:kube-scheduler" clientAuth
   gen_cert kube-proxy "/CN=system:kube-proxy" clientAuth
-  gen_cert kubelet "/O=system:nodes/CN=system:node:$NODE_NAME" clientAuth
-  gen_cert kubelet-serving "/CN=$NODE_NAME" serverAuth "DNS:$NODE_NAME,IP:$NODE_IP"
+  local i
+  for i in "${!NODES[@]}"; do
+    node "$i"
+    gen_cert "$N_KUBELET" "/O=system:nodes/CN=system:node:$N_NAME" clientAuth
+    gen_cert "$N_KUBELET-serving" "/CN=$N_NAME" serverAuth "DNS:$N_NAME,IP:$N_IP"
+    write_kubeconfig "$CONF/$N_KUBELET.kubeconfig" "$N_KUBELET"
+  done
   # The API server's identity towards aggregated API servers; with it, the
   # components' authentication delegation finds a request-header CA.
   gen_cert front-proxy-client "/CN=front-proxy-client" clientAuth
@@ -318,7 +343,7 @@ gen_pki() {
 
   write_kubeconfig "$KUBECONFIG_FILE" admin
   local c
-  for c in kube-controller-manager kube-scheduler kube-proxy kubelet; do
+  for c in kube-controller-manager kube-scheduler kube-proxy; do
     write_kubeconfig "$CONF/$c.kubeconfig" "$c"
   done
 }
@@ -354,109 +379,12 @@ EOF
 # ---------------------------------------------------------------- configuration
 
 write_configs() {
-  mkdir -p "$CONF" "$D/cni/net.d" "$D/containerd" "$D/volumes"
-
-  cat >"$CONF/containerd.toml" <<EOF
-version = 2
-root = "$D/containerd/root"
-state = "$D/containerd/state"
-disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshotter.v1.btrfs", "io.containerd.snapshotter.v1.devmapper", "io.containerd.snapshotter.v1.zfs"]
-
-[grpc]
-  address = "$SOCK"
-
-[ttrpc]
-  address = "$SOCK.ttrpc"
-
-[plugins."io.containerd.internal.v1.opt"]
-  path = "$D/containerd/opt"
-
-[plugins."io.containerd.grpc.v1.cri"]
-  sandbox_image = "distcache.local/pause:dev"
-  # The VM lacks CAP_SYS_RESOURCE: without this every sandbox fails with
-  # "can't get final child's PID from pipe: EOF".
-  restrict_oom_score_adj = true
-
-[plugins."io.containerd.grpc.v1.cri".containerd]
-  snapshotter = "overlayfs"
-  default_runtime_name = "runc"
-
-[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
-  runtime_type = "io.containerd.runc.v2"
-
-[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
-  SystemdCgroup = false
-  Root = "$D/containerd/runc"
-
-[plugins."io.containerd.grpc.v1.cri".cni]
-  bin_dir = "/usr/lib/cni"
-  conf_dir = "$D/cni/net.d"
-EOF
-
-  cat >"$D/cni/net.d/10-$CNI_NETWORK.conflist" <<EOF
-{
-  "cniVersion": "1.0.0",
-  "name": "$CNI_NETWORK",
-  "plugins": [
-    {
-      "type": "bridge",
-      "bridge": "$BRIDGE",
-      "isGateway": true,
-      "ipMasq": false,
-      "hairpinMode": true,
-      "ipam": {
-        "type": "host-local",
-        "dataDir": "$D/cni/ipam",
-        "ranges": [[{"subnet": "$NODE_POD_CIDR"}]],
-        "routes": [{"dst": "0.0.0.0/0"}]
-      }
-    },
-    {"type": "portmap", "capabilities": {"portMappings": true}}
-  ]
-}
-EOF
-
-  cat >"$CONF/kubelet.yaml" <<EOF
-apiVersion: kubelet.config.k8s.io/v1beta1
-kind: KubeletConfiguration
-address: $NODE_IP
-readOnlyPort: 0
-healthzBindAddress: 127.0.0.1
-healthzPort: 10248
-containerRuntimeEndpoint: unix://$SOCK
-cgroupDriver: cgroupfs
-# Pods' mounted Secrets and ConfigMaps are refreshed at each pod sync: every
-# 10s rather than every minute, so CA rotations (e2e/cluster) can use a short
-# grace. Costs a little kubelet CPU on a cluster of a dozen pods.
-syncFrequency: 10s
-failCgroupV1: false
-failSwapOn: false
-oomScoreAdj: 0
-clusterDomain: $CLUSTER_DOMAIN
-clusterDNS: [$DNS_SERVICE_IP]
-# Pods see the cluster's DNS only, never the machine's resolvers.
-resolvConf: ""
-podLogsDir: $D/pod-logs
-tlsCertFile: $PKI/kubelet-serving.crt
-tlsPrivateKeyFile: $PKI/kubelet-serving.key
-authentication:
-  anonymous:
-    enabled: false
-  webhook:
-    enabled: true
-  x509:
-    clientCAFile: $PKI/ca.crt
-authorization:
-  mode: Webhook
-evictionHard:
-  memory.available: 100Mi
-  nodefs.available: 1%
-  nodefs.inodesFree: 1%
-  imagefs.available: 1%
-# Imported images cannot be pulled again: never collect them.
-imageGCHighThresholdPercent: 100
-imageGCLowThresholdPercent: 99
-EOF
+  mkdir -p "$CONF" "$D/volumes"
+  local i
+  for i in "${!NODES[@]}"; do
+    node "$i"
+    write_node_configs
+  done
 
   cat >"$CONF/kube-proxy.yaml" <<EOF
 apiVersion: kubeproxy.config.k8s.io/v1alpha1
@@ -484,23 +412,29 @@ EOF
 
 # ---------------------------------------------------------------- components
 
-start_containerd() {
-  log "starting containerd"
-  start containerd containerd --config "$CONF/containerd.toml"
-  wait_until "containerd" containerd command ctr -a "$SOCK" version
+start_containerds() {
+  local i
+  for i in "${!NODES[@]}"; do
+    node "$i"
+    start_containerd
+  done
 }
 
+# import_images TARBALL...: into every node's containerd.
 import_images() {
-  local tar
-  for tar in "$@"; do
-    ctr images import "$tar" >/dev/null
+  local i tar
+  for i in "${!NODES[@]}"; do
+    node "$i"
+    for tar in "$@"; do
+      command ctr -a "$N_SOCK" -n k8s.io images import "$tar" >/dev/null
+    done
   done
 }
 
 start_control_plane() {
   local addr
   for addr in "$ETCD_CLIENT" "$ETCD_PEER" "$NODE_IP:6443" 127.0.0.1:10257 127.0.0.1:10259 \
-    "$NODE_IP:10250" 127.0.0.1:10248 127.0.0.1:10249 127.0.0.1:10256; do
+    "${NODE_IPS[0]}:10250" "${NODE_IPS[1]}:10250" 127.0.0.1:10248 127.0.0.1:10258 127.0.0.1:10249 127.0.0.1:10256; do
     port_free "$addr" || die "$addr is in use by another program (ss -ltnp 'sport = :${addr##*:}')"
   done
 
@@ -553,29 +487,17 @@ start_control_plane() {
   wait_until "kube-scheduler" kube-scheduler curl -fsSk --max-time 5 https://127.0.0.1:10259/healthz
 }
 
-node_pod_cidr() {
-  local cidr
-  cidr=$(kubectl get node "$NODE_NAME" -o jsonpath='{.spec.podCIDR}')
-  [ -n "$cidr" ] && echo "$cidr"
-}
-
-node_ready() {
-  [ "$(kubectl get node "$NODE_NAME" -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}')" = True ]
-}
-
-start_node() {
-  log "starting kubelet and kube-proxy (node $NODE_NAME, $NODE_LABELS)"
-  start kubelet "$(bin kubelet)" --config="$CONF/kubelet.yaml" \
-    --kubeconfig="$CONF/kubelet.kubeconfig" --root-dir="$D/kubelet" \
-    --hostname-override="$NODE_NAME" --node-ip="$NODE_IP" --node-labels="$NODE_LABELS"
-  start kube-proxy "$(bin kube-proxy)" --config="$CONF/kube-proxy.yaml"
-  wait_until "kubelet" kubelet curl -fsS --max-time 5 http://127.0.0.1:10248/healthz
-  wait_until "node $NODE_NAME to be Ready" kubelet node_ready
-  wait_until "kube-proxy" kube-proxy curl -fsS --max-time 5 http://127.0.0.1:10256/healthz
-  wait_until "a pod CIDR for node $NODE_NAME" kube-controller-manager node_pod_cidr
-  local cidr
-  cidr=$(node_pod_cidr)
-  [ "$cidr" = "$NODE_POD_CIDR" ] || die "node got pod CIDR $cidr, the CNI config has $NODE_POD_CIDR"
+start_nodes() {
+  local i
+  for i in "${!NODES[@]}"; do
+    node "$i"
+    start_node
+    if [ "$i" = 0 ]; then
+      log "starting kube-proxy (for every node: they share this machine's network namespace)"
+      start kube-proxy "$(bin kube-proxy)" --config="$CONF/kube-proxy.yaml"
+      wait_until "kube-proxy" kube-proxy curl -fsS --max-time 5 http://127.0.0.1:10256/healthz
+    fi
+  done
 }
 
 coredns_ready() {
@@ -768,7 +690,7 @@ up() {
   setup_network
   write_configs
   gen_pki
-  start_containerd
+  start_containerds
   # Images import while the control plane starts; kubelet needs them (pause).
   log "importing the images (in the background)"
   import_images "${images[@]}" 2>"$LOGS/image-import.log" &
@@ -778,7 +700,7 @@ up() {
     tail -n 20 "$LOGS/image-import.log" >&2
     die "importing the images failed"
   fi
-  start_node
+  start_nodes
   start_dns
   date -u +%FT%TZ >"$UP_MARKER"
   log "up in $((SECONDS - t1))s (builds and checks before that: $((t1 - t0))s)"
@@ -809,29 +731,37 @@ delete_workloads() {
   fi
 }
 
+# remove_containers: every node's, through its containerd.
 remove_containers() {
-  alive containerd || return 0
-  local ns id
-  for ns in $(command ctr -a "$SOCK" namespaces ls -q); do
-    for id in $(command ctr -a "$SOCK" -n "$ns" tasks ls -q); do
-      command ctr -a "$SOCK" -n "$ns" tasks kill -s SIGKILL "$id" >/dev/null 2>&1 || true
-      command ctr -a "$SOCK" -n "$ns" tasks delete -f "$id" >/dev/null 2>&1 || true
-    done
-    for id in $(command ctr -a "$SOCK" -n "$ns" containers ls -q); do
-      command ctr -a "$SOCK" -n "$ns" containers delete "$id" >/dev/null 2>&1 || true
+  local i ns id sock
+  for i in "${!NODES[@]}"; do
+    node "$i"
+    alive "$N_CONTAINERD" || continue
+    sock=$N_SOCK
+    for ns in $(command ctr -a "$sock" namespaces ls -q); do
+      for id in $(command ctr -a "$sock" -n "$ns" tasks ls -q); do
+        command ctr -a "$sock" -n "$ns" tasks kill -s SIGKILL "$id" >/dev/null 2>&1 || true
+        command ctr -a "$sock" -n "$ns" tasks delete -f "$id" >/dev/null 2>&1 || true
+      done
+      for id in $(command ctr -a "$sock" -n "$ns" containers ls -q); do
+        command ctr -a "$sock" -n "$ns" containers delete "$id" >/dev/null 2>&1 || true
+      done
     done
   done
 }
 
-# kill_leftovers: shims of our containerd (found by its socket) and any
+# kill_leftovers: shims of our containerds (found by their sockets) and any
 # process still in a kubepods cgroup, by pid.
 kill_leftovers() {
-  local pid
-  for pid in $(pgrep -f "containerd-shim-runc-v2 .*-address $SOCK( |$)" || true); do
-    kill -KILL "$pid" 2>/dev/null || true
+  local i pid
+  for i in "${!NODES[@]}"; do
+    node "$i"
+    for pid in $(pgrep -f "containerd-shim-runc-v2 .*-address $N_SOCK( |$)" || true); do
+      kill -KILL "$pid" 2>/dev/null || true
+    done
   done
   local d
-  for d in /sys/fs/cgroup/*/kubepods; do
+  for d in $(kubepods_cgroups); do
     [ -d "$d" ] || continue
     for pid in $(find "$d" -name cgroup.procs -exec cat {} + 2>/dev/null); do
       kill -KILL "$pid" 2>/dev/null || true
@@ -909,7 +839,7 @@ clean_iptables() {
 
 remove_cgroups() {
   local d
-  for d in /sys/fs/cgroup/*/kubepods /sys/fs/cgroup/kubepods; do
+  for d in $(kubepods_cgroups) $(node_cgroup_roots); do
     [ -d "$d" ] || continue
     find "$d" -depth -type d -exec rmdir {} \; 2>/dev/null || true
     [ ! -d "$d" ] || log "could not remove cgroup $d"
@@ -936,8 +866,12 @@ restore_host_state() {
 # leftovers: is anything of a cluster here (a running one, a half-started
 # one, the remains of a crash or a reboot)?
 leftovers() {
-  [ -d "$D" ] || ip link show "$NODE_IF" >/dev/null 2>&1 || ip link show "$BRIDGE" >/dev/null 2>&1 ||
-    compgen -G "/sys/fs/cgroup/*/kubepods" >/dev/null || compgen -G "/run/netns/cni-*" >/dev/null
+  local b
+  for b in "${BRIDGES[@]}"; do
+    ip link show "$b" >/dev/null 2>&1 && return 0
+  done
+  [ -d "$D" ] || ip link show "$NODE_IF" >/dev/null 2>&1 || [ -n "$(kubepods_cgroups)" ] ||
+    compgen -G "/run/netns/cni-*" >/dev/null
 }
 
 down() {
@@ -951,6 +885,7 @@ down() {
     delete_workloads
   fi
   stop kube-proxy
+  stop kubelet-b
   stop kubelet
   # Containers kubelet did not stop (it was down, or pods did not go) would
   # keep their watches on the API server open and delay its exit.
@@ -959,19 +894,24 @@ down() {
   stop kube-controller-manager
   stop kube-apiserver
   stop etcd
+  stop containerd-b
   stop containerd
   kill_leftovers
 
   unmount_all "$D" /run/netns/cni-*
   rm -f /run/netns/cni-*
   clean_iptables
-  local l
-  for l in $(ip -o link show master "$BRIDGE" 2>/dev/null | awk -F': ' '{print $2}' | cut -d@ -f1); do
-    ip link del "$l" 2>/dev/null || true
+  local l b n
+  for b in "${BRIDGES[@]}"; do
+    for l in $(ip -o link show master "$b" 2>/dev/null | awk -F': ' '{print $2}' | cut -d@ -f1); do
+      ip link del "$l" 2>/dev/null || true
+    done
+    ip link del "$b" 2>/dev/null || true
   done
-  ip link del "$BRIDGE" 2>/dev/null || true
   ip link del "$NODE_IF" 2>/dev/null || true
-  rm -rf "/var/lib/cni/networks/$CNI_NETWORK" /var/lib/cni/results/"$CNI_NETWORK"-*
+  for n in "${CNI_NETWORKS[@]}"; do
+    rm -rf "/var/lib/cni/networks/$n" /var/lib/cni/results/"$n"-*
+  done
   remove_cgroups
   restore_host_state
   rm -rf "$D"

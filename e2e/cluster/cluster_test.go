@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/url"
 	"regexp"
 	"strings"
 	"sync"
@@ -22,13 +23,16 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	cachev1alpha1 "github.com/distcache/distcache/api/v1alpha1"
 	"github.com/distcache/distcache/controllers"
 	"github.com/distcache/distcache/internal/ring"
+	"github.com/distcache/distcache/internal/testutil/chdbtest"
 )
 
 const specTimeout = 12 * time.Minute
@@ -191,6 +195,134 @@ var _ = Describe("a DistributedCache on a real cluster", Ordered, func() {
 		AddReportEntry("reads after write-through", fmt.Sprintf("%.0f chunk hits, %.0f hit bytes, %.0f S3 GETs", hitReads, hitBytes, gets))
 		Expect(hitReads).To(BeNumerically(">", 0), "chunk reads served from the nodes' RAM or disk")
 		Expect(hitBytes).To(BeNumerically(">", 0), "bytes served from the nodes' RAM or disk")
+	}, SpecTimeout(specTimeout))
+
+	It("lets ClickHouse read and write through the tenant's status.endpoint with the generated credentials", func(ctx SpecContext) {
+		By("the tenant publishes its endpoint and credentials; the Service behind the endpoint is reachable from this machine")
+		var t cachev1alpha1.CacheTenant
+		Expect(k8sClient.Get(ctx, key(tenantNamespace, tenantName), &t)).To(Succeed())
+		Expect(t.Status.Endpoint).To(Equal(fmt.Sprintf("http://%s.%s.svc:%d", gatewayService, tenantNamespace, gatewayPort)))
+		Expect(t.Status.CredentialsSecret).To(Equal(gatewayKeysSecret))
+		Expect(meta.IsStatusConditionTrue(t.Status.Conditions, cachev1alpha1.ConditionGatewayReady)).To(BeTrue(), "GatewayReady")
+		// This machine is outside the cluster's DNS: the endpoint's Service
+		// name is resolved to its cluster IP as CoreDNS would, and kube-proxy
+		// routes it to a gateway pod.
+		u, err := url.Parse(t.Status.Endpoint)
+		Expect(err).NotTo(HaveOccurred())
+		svcName, svcNS, _ := strings.Cut(strings.TrimSuffix(u.Hostname(), ".svc"), ".")
+		var svc corev1.Service
+		Expect(k8sClient.Get(ctx, key(svcNS, svcName), &svc)).To(Succeed())
+		endpoint := "http://" + net.JoinHostPort(svc.Spec.ClusterIP, u.Port())
+		accessKey := secretValue(ctx, Default, tenantNamespace, t.Status.CredentialsSecret, "AWS_ACCESS_KEY_ID")
+		secretKey := secretValue(ctx, Default, tenantNamespace, t.Status.CredentialsSecret, "AWS_SECRET_ACCESS_KEY")
+
+		By("ClickHouse (chdb) runs the same scenario against MinIO directly and through the endpoint: the same answers")
+		var pods corev1.PodList
+		Expect(k8sClient.List(ctx, &pods, client.InNamespace(minioNamespace), client.MatchingLabels{"app": minioName})).To(Succeed())
+		Expect(pods.Items).To(HaveLen(1))
+		prefix := fmt.Sprintf("e2e-cluster-clickhouse/%d", time.Now().UnixNano())
+		ref := chdbtest.Run(GinkgoTB(), chdbtest.Target{
+			Endpoint:  "http://" + net.JoinHostPort(pods.Items[0].Status.PodIP, "9000"),
+			AccessKey: secretValue(ctx, Default, minioNamespace, minioRootSecret, "MINIO_ROOT_USER"),
+			SecretKey: secretValue(ctx, Default, minioNamespace, minioRootSecret, "MINIO_ROOT_PASSWORD"),
+			Bucket:    bucket, Prefix: prefix + "/minio-direct",
+		})
+		got := chdbtest.Run(GinkgoTB(), chdbtest.Target{Endpoint: endpoint, AccessKey: accessKey, SecretKey: secretKey,
+			Bucket: bucket, Prefix: prefix + "/through-endpoint"})
+		chdbtest.RequireSame(GinkgoTB(), "MinIO direct", ref.Results, "status.endpoint", got.Results)
+		AddReportEntry("ClickHouse through status.endpoint", fmt.Sprintf("%d queries: MinIO direct %v, through the endpoint %v",
+			len(got.Results), ref.Elapsed.Round(time.Millisecond), got.Elapsed.Round(time.Millisecond)))
+	}, SpecTimeout(specTimeout))
+
+	It("runs a cache over two zones with a gateway in each, and zone b's gateway reads from zone b's pods only", func(ctx SpecContext) {
+		By("a DistributedCache over zone-a and zone-b, one node each, and a tenant with a gateway")
+		var base cachev1alpha1.DistributedCache
+		Expect(k8sClient.Get(ctx, key(cacheNamespace, cacheName), &base)).To(Succeed())
+		dc := &cachev1alpha1.DistributedCache{
+			ObjectMeta: metav1.ObjectMeta{Namespace: cacheNamespace, Name: "zoned"},
+			Spec:       *base.Spec.DeepCopy(),
+		}
+		dc.Spec.Replicas = ptr.To[int32](1)
+		dc.Spec.Zones = []cachev1alpha1.ZoneSpec{{Name: zone}, {Name: zoneB}}
+		dc.Spec.Storage = cachev1alpha1.StorageSpec{EmptyDir: &cachev1alpha1.EmptyDirStorage{SizeLimit: ptr.To(resource.MustParse("1Gi"))}}
+		dc.Spec.Monitoring = cachev1alpha1.MonitoringSpec{}
+		Expect(k8sClient.Create(ctx, dc)).To(Succeed())
+		DeferCleanup(func(ctx SpecContext) {
+			Expect(client.IgnoreNotFound(k8sClient.Delete(ctx, dc))).To(Succeed())
+		})
+		var tenant cachev1alpha1.CacheTenant
+		Expect(k8sClient.Get(ctx, key(tenantNamespace, tenantName), &tenant)).To(Succeed())
+		t := &cachev1alpha1.CacheTenant{
+			ObjectMeta: metav1.ObjectMeta{Namespace: tenantNamespace, Name: "zoned"},
+			Spec: cachev1alpha1.CacheTenantSpec{
+				CacheRef: cachev1alpha1.CacheReference{Namespace: cacheNamespace, Name: dc.Name},
+				Buckets:  tenant.Spec.Buckets,
+				Gateway:  tenant.Spec.Gateway.DeepCopy(),
+			},
+		}
+		Expect(k8sClient.Create(ctx, t)).To(Succeed())
+		DeferCleanup(func(ctx SpecContext) {
+			Expect(client.IgnoreNotFound(k8sClient.Delete(ctx, t))).To(Succeed())
+		})
+
+		By("the scheduler and the kubelets put each zone's cache pod and gateway on that zone's node")
+		zoneOfNode := func(g Gomega, name string) string {
+			var n corev1.Node
+			g.Expect(k8sClient.Get(ctx, key("", name), &n)).To(Succeed())
+			return n.Labels["topology.kubernetes.io/zone"]
+		}
+		podsOn := map[string]corev1.Pod{} // "cache/zone" or "gateway/zone" -> its Ready pod
+		Eventually(ctx, func(g Gomega) {
+			for _, z := range []string{zone, zoneB} {
+				for role, sel := range map[string]client.MatchingLabels{
+					"cache":   {controllers.LabelInstance: dc.Name, controllers.LabelZone: z},
+					"gateway": {controllers.LabelInstance: "zoned-gateway", controllers.LabelZone: z},
+				} {
+					var pods corev1.PodList
+					ns := map[string]string{"cache": cacheNamespace, "gateway": tenantNamespace}[role]
+					g.Expect(k8sClient.List(ctx, &pods, client.InNamespace(ns), sel)).To(Succeed())
+					g.Expect(pods.Items).To(HaveLen(1), "%s pods of %s", role, z)
+					p := pods.Items[0]
+					g.Expect(podReady(&p)).To(BeTrue(), "%s pod %s Ready", role, p.Name)
+					g.Expect(zoneOfNode(g, p.Spec.NodeName)).To(Equal(z), "%s pod %s runs on node %s", role, p.Name, p.Spec.NodeName)
+					podsOn[role+"/"+z] = p
+				}
+			}
+			var got cachev1alpha1.CacheTenant
+			g.Expect(k8sClient.Get(ctx, key(tenantNamespace, t.Name), &got)).To(Succeed())
+			g.Expect(meta.IsStatusConditionTrue(got.Status.Conditions, cachev1alpha1.ConditionGatewayReady)).To(BeTrue(), "GatewayReady")
+		}).WithTimeout(rolloutTimeout).Should(Succeed())
+		for role, p := range podsOn {
+			fmt.Fprintf(GinkgoWriter, "%s: pod %s on node %s\n", role, p.Name, p.Spec.NodeName)
+		}
+
+		By("objects written and read through zone b's gateway come back byte-exact, served by zone b's cache pod alone")
+		keyID := secretValue(ctx, Default, tenantNamespace, "zoned-s3-credentials", "AWS_ACCESS_KEY_ID")
+		secret := secretValue(ctx, Default, tenantNamespace, "zoned-s3-credentials", "AWS_SECRET_ACCESS_KEY")
+		gwB := newS3Client(net.JoinHostPort(podsOn["gateway/"+zoneB].Status.PodIP, fmt.Sprint(gatewayPort)), keyID, secret)
+		zoned := dataSet(fmt.Sprintf("e2e-zones/%d", time.Now().UnixNano()))[:6]
+		cachePodsAB := []corev1.Pod{podsOn["cache/"+zone], podsOn["cache/"+zoneB]}
+		before := scrapePods(ctx, Default, cachePodsAB)
+		// The nodes learn the new tenant through their tenants watch: the
+		// first write may come before that.
+		Eventually(ctx, func() error {
+			_, err := gwB.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(bucket), Key: aws.String(zoned[0].key), Body: bytes.NewReader(zoned[0].data)})
+			return err
+		}).WithPolling(2 * time.Second).Should(Succeed())
+		for _, o := range zoned[1:] {
+			_, err := gwB.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(bucket), Key: aws.String(o.key), Body: bytes.NewReader(o.data)})
+			Expect(err).NotTo(HaveOccurred(), "PutObject %s", o.key)
+		}
+		readAll(ctx, gwB, zoned)
+		after := scrapePods(ctx, Default, cachePodsAB)
+		reads := after.delta(before, mChunkReads, nil)
+		bytesOut := after.delta(before, mResponseBytes, nil)
+		a, b := podsOn["cache/"+zone].Name, podsOn["cache/"+zoneB].Name
+		AddReportEntry("zone b's gateway", fmt.Sprintf("chunk reads: %s (zone b) %.0f, %s (zone a) %.0f; bytes %.0f and %.0f",
+			b, reads[b], a, reads[a], bytesOut[b], bytesOut[a]))
+		Expect(reads[b]).To(BeNumerically(">", 0), "zone b's cache pod served zone b's gateway")
+		Expect(reads[a]).To(BeZero(), "zone a's cache pod served zone b's gateway")
+		Expect(bytesOut[a]).To(BeZero(), "bytes zone a's cache pod sent")
 	}, SpecTimeout(specTimeout))
 
 	It("scales with kubectl while reads go on, moving chunks by handoff rather than from S3", func(ctx SpecContext) {

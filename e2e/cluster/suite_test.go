@@ -63,6 +63,7 @@ const (
 	cacheNamespace     = "distcache"
 	cacheName          = "demo"
 	zone               = "zone-a"
+	zoneB              = "zone-b" // hack/cluster.sh's second node
 	statefulSetName    = cacheName + "-" + zone
 	ringConfigMap      = cacheName + "-ring"
 	tenantNamespace    = "analytics"
