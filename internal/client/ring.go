@@ -188,15 +188,21 @@ func (c *Client) fetchZoneRing(ctx context.Context, zone string, cur *ring.Ring,
 // trigger (a member failed, an answer carried a newer epoch).
 func (c *Client) refreshLoop(ctx context.Context) {
 	defer c.loops.Done()
+	c.refreshEvery(ctx, time.Time{}, c.refreshNow, c.refreshRing)
+}
+
+// refreshEvery calls refresh every RingRefresh and soon after a trigger,
+// never sooner than minRefreshGap after the last call (at last), until
+// ctx ends.
+func (c *Client) refreshEvery(ctx context.Context, last time.Time, trigger <-chan struct{}, refresh func(context.Context)) {
 	t := time.NewTicker(c.cfg.RingRefresh)
 	defer t.Stop()
-	var last time.Time
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-		case <-c.refreshNow:
+		case <-trigger:
 			if wait := minRefreshGap - time.Since(last); wait > 0 {
 				select {
 				case <-ctx.Done():
@@ -206,7 +212,7 @@ func (c *Client) refreshLoop(ctx context.Context) {
 			}
 		}
 		last = time.Now()
-		c.refreshRing(ctx)
+		refresh(ctx)
 	}
 }
 

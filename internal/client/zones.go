@@ -87,27 +87,9 @@ func (c *Client) fallbackZoneOf(addr string) *fallbackZone {
 // refresh of the client's own ring.
 func (c *Client) fallbackLoop(ctx context.Context) {
 	defer c.loops.Done()
-	t := time.NewTicker(c.cfg.RingRefresh)
-	defer t.Stop()
 	last := time.Now()
 	c.refreshFallback(ctx)
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		case <-c.fallbackNow:
-			if wait := minRefreshGap - time.Since(last); wait > 0 {
-				select {
-				case <-ctx.Done():
-					return
-				case <-time.After(wait):
-				}
-			}
-		}
-		last = time.Now()
-		c.refreshFallback(ctx)
-	}
+	c.refreshEvery(ctx, last, c.fallbackNow, c.refreshFallback)
 }
 
 // refreshFallback fetches each fallback zone's ring and keeps it if newer.
