@@ -396,7 +396,11 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 
 // handlePut writes through: the body streams to S3 (multipart when large),
 // the client is answered only after S3 has the object, and only then are the
-// chunks cached under the new ETag.
+// chunks cached under the new ETag. The metadata cached is what S3's answer
+// to the upload says (size, ETag; Last-Modified from its Date): asking S3
+// again would cost every write another round trip. A HEAD after the answer
+// puts S3's own Last-Modified and content type in its place, or drops the
+// metadata if the ETag is no longer S3's (the key was written again).
 func (s *Server) handlePut(w http.ResponseWriter, r *http.Request) {
 	q, ok := s.begin(w, r, opPut)
 	if !ok {
@@ -406,26 +410,20 @@ func (s *Server) handlePut(w http.ResponseWriter, r *http.Request) {
 	col := newCollector(s.cfg.ChunkSize, s.cfg.WriteCacheBytes)
 	body := io.TeeReader(r.Body, col)
 	contentType := r.Header.Get("Content-Type")
-	etag, err := s.s3.Put(r.Context(), q.creds, q.obj.Bucket, q.obj.Key, body, r.ContentLength, contentType)
+	m, err := s.s3.Put(r.Context(), q.creds, q.obj.Bucket, q.obj.Key, body, r.ContentLength, contentType)
 	if err != nil {
 		s.fail(w, opPut, tenant, q.start, asAPIError(err))
 		return
 	}
+	etag := m.ETag
 	// S3 has it: whatever was cached for this key is now stale.
 	s.invalidateObject(r.Context(), q.caller, q.obj)
-	m, err := s.s3.Head(r.Context(), q.creds, q.obj.Bucket, q.obj.Key)
-	if err != nil || m.ETag != etag {
-		// Acknowledge (S3 has the object) but cache nothing we cannot vouch for.
-		s.log.Warn("write-through: could not confirm metadata; not caching", "object", q.obj.String(), "err", err)
-		writeJSON(w, http.StatusOK, s.metaResponse(q.obj, chunk.Meta{Size: col.total, ETag: etag, ContentType: contentType}))
-		s.observe(opPut, tenant, metrics.ResultMiss, 0, q.start)
-		return
-	}
 	m.FetchedAt = s.cfg.Now()
 	if _, remote := s.metaOwner(q.caller, q.obj); !remote {
 		if err := s.store.PutMeta(q.obj, m); err != nil {
 			s.storeFailed("put_meta", err)
 		}
+		s.confirmWrite(r.Context(), q.creds, q.obj, etag)
 	}
 	if col.total == m.Size {
 		rg := s.currentRing()

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/distcache/distcache/internal/pki"
+	"github.com/distcache/distcache/internal/testutil/s3proxy"
 )
 
 func randomBytes(r *rand.Rand, n int) []byte {
@@ -136,6 +137,44 @@ func TestWriteThroughThenReadBackIsAHit(t *testing.T) {
 		if n := h.proxy.Count(http.MethodGet, "/"); n != 0 {
 			t.Fatalf("read-back of %s made %d S3 GETs, want 0", key, n)
 		}
+	}
+}
+
+// TestWriteThroughAsksS3NothingBeforeItAnswers: the metadata of a
+// write-through comes from S3's answer to the upload, so the PUT is
+// answered after that one round trip and its read-back needs S3 for
+// nothing, even while every HEAD to S3 fails (which the confirmation after
+// the answer then shrugs off). Before, every PUT waited for a HEAD, and
+// with HEADs failing it cached nothing and its read-back failed.
+func TestWriteThroughAsksS3NothingBeforeItAnswers(t *testing.T) {
+	h := newHarness(t, options{})
+	a := h.client(tenant("team-a"))
+	data := randomBytes(rand.New(rand.NewPCG(41, 42)), 2*testChunk+17)
+	h.proxy.Reset()
+	h.proxy.Inject(s3proxy.Rule{Method: http.MethodHead, Fault: s3proxy.InternalError})
+	t.Cleanup(h.proxy.ClearFaults)
+	resp := h.do(a, http.MethodPut, h.url("bucket-a", "no-head", ""), data, map[string]string{"Content-Type": "application/x-test"})
+	if resp.status != http.StatusOK {
+		t.Fatalf("put: %d %s", resp.status, resp.body)
+	}
+	if n := h.proxy.Count(http.MethodPut, "/bucket-a/no-head"); n != 1 {
+		t.Fatalf("the upload made %d PUTs, want 1", n)
+	}
+	got := h.get(a, "bucket-a", "no-head", "", nil)
+	if got.status != http.StatusOK || !bytes.Equal(got.body, data) {
+		t.Fatalf("read-back: %d, %d bytes; want the %d bytes written", got.status, len(got.body), len(data))
+	}
+	if c := got.header.Get("X-Distcache-Cache"); !strings.HasPrefix(c, "hit") {
+		t.Fatalf("read-back was %q, want a hit", c)
+	}
+	if n := h.proxy.Count(http.MethodGet, "/"); n != 0 {
+		t.Fatalf("read-back made %d S3 GETs, want 0", n)
+	}
+	if ct := got.header.Get("X-Distcache-Content-Type"); ct != "application/x-test" {
+		t.Errorf("read-back's content type %q, want the one written", ct)
+	}
+	if n := h.proxy.Count(http.MethodHead, "/"); n > 0 {
+		t.Logf("the confirmation's HEADs (failing): %d", n)
 	}
 }
 

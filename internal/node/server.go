@@ -33,6 +33,9 @@ type Store interface {
 	PutValue(id chunk.ID, v store.Value) error // PutChunk without a copy
 	GetMeta(o chunk.Object) (chunk.Meta, error)
 	PutMeta(o chunk.Object, m chunk.Meta) error
+	// ReplaceMeta replaces (or, with nil, deletes) the metadata only while
+	// it is of version etag.
+	ReplaceMeta(o chunk.Object, etag string, m *chunk.Meta) (bool, error)
 	DeleteObject(o chunk.Object) error
 }
 
@@ -41,7 +44,7 @@ type Store interface {
 type Backend interface {
 	Head(ctx context.Context, cr s3backend.Credentials, bucket, key string) (chunk.Meta, error)
 	GetRangeInto(ctx context.Context, cr s3backend.Credentials, bucket, key, etag string, off int64, dst []byte) error
-	Put(ctx context.Context, cr s3backend.Credentials, bucket, key string, body io.Reader, size int64, contentType string) (string, error)
+	Put(ctx context.Context, cr s3backend.Credentials, bucket, key string, body io.Reader, size int64, contentType string) (chunk.Meta, error)
 	Delete(ctx context.Context, cr s3backend.Credentials, bucket, key string) error
 	Forward(ctx context.Context, cr s3backend.Credentials, method, bucket, key, rawQuery string,
 		header http.Header, body io.Reader, contentLength int64) (*http.Response, error)

@@ -30,6 +30,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/feature/s3/manager"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/smithy-go/middleware"
+	smithyhttp "github.com/aws/smithy-go/transport/http"
 
 	"github.com/distcache/distcache/internal/chunk"
 )
@@ -332,18 +334,27 @@ func readBody(out *s3.GetObjectOutput, etag string, dst []byte) error {
 	return nil
 }
 
-// Put uploads the object and returns its ETag once S3 has it. body is
+// Put uploads the object and returns, once S3 has it, its metadata as the
+// upload tells it, without asking S3 again: the size sent, the ETag S3
+// answered, the content type sent (empty if none: S3 then stores its
+// default), and S3's Date of its last answer for LastModified (S3 does not
+// send the object's Last-Modified with a PUT; the Date is within the same
+// second or two, and the zero time if no answer carried one). A caller that
+// needs S3's own Last-Modified and content type asks Head. body is
 // streamed; objects larger than PartSize go up in parts (multipart upload,
 // aborted on failure). size is the body's length, or -1 when unknown; a
 // body that turns out shorter or longer than a known size fails the upload
 // rather than storing a truncated object.
-func (b *Backend) Put(ctx context.Context, cr Credentials, bucket, key string, body io.Reader, size int64, contentType string) (string, error) {
+func (b *Backend) Put(ctx context.Context, cr Credentials, bucket, key string, body io.Reader, size int64, contentType string) (chunk.Meta, error) {
 	if size < 0 {
 		size = -1
 	}
 	var etag string
+	var sent int64
+	dates := &lastDate{}
 	err := b.do(ctx, OpPut, bucket, key, func(ctx context.Context) error {
-		body := io.Reader(&callerBody{r: body, left: size})
+		counted := &countingReader{r: &callerBody{r: body, left: size}}
+		body := io.Reader(counted)
 		if size >= 0 && size <= b.cfg.PartSize {
 			// One PUT. The uploader would buffer this much anyway, but given
 			// a plain reader it cannot tell that exactly PartSize bytes is
@@ -363,6 +374,9 @@ func (b *Backend) Put(ctx context.Context, cr Credentials, bucket, key string, b
 		}
 		up := manager.NewUploader(b.Client(cr), func(u *manager.Uploader) {
 			u.PartSize = b.cfg.PartSize
+			u.ClientOptions = append(u.ClientOptions, func(o *s3.Options) {
+				o.APIOptions = append(o.APIOptions, dates.record)
+			})
 		})
 		out, err := up.Upload(ctx, in)
 		if err != nil {
@@ -371,10 +385,56 @@ func (b *Backend) Put(ctx context.Context, cr Credentials, bucket, key string, b
 		if out.ETag == nil {
 			return errors.New("S3 returned no ETag")
 		}
-		etag = *out.ETag
+		etag, sent = *out.ETag, counted.n
 		return nil
 	})
-	return etag, err
+	if err != nil {
+		return chunk.Meta{}, err
+	}
+	return chunk.Meta{Size: sent, ETag: etag, ContentType: contentType, LastModified: dates.latest(), FetchedAt: time.Now()}, nil
+}
+
+// countingReader counts the bytes read through it.
+type countingReader struct {
+	r io.Reader
+	n int64
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	return n, err
+}
+
+// lastDate keeps the latest Date header of the answers to one upload (its
+// parts and its completion, or its one PUT).
+type lastDate struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+// record is an S3 API option that notes each answer's Date.
+func (d *lastDate) record(stack *middleware.Stack) error {
+	return stack.Deserialize.Add(middleware.DeserializeMiddlewareFunc("distcacheResponseDate",
+		func(ctx context.Context, in middleware.DeserializeInput, next middleware.DeserializeHandler) (middleware.DeserializeOutput, middleware.Metadata, error) {
+			out, md, err := next.HandleDeserialize(ctx, in)
+			if resp, ok := out.RawResponse.(*smithyhttp.Response); ok && err == nil {
+				if t, perr := http.ParseTime(resp.Header.Get("Date")); perr == nil {
+					d.mu.Lock()
+					if t.After(d.t) {
+						d.t = t
+					}
+					d.mu.Unlock()
+				}
+			}
+			return out, md, err
+		}), middleware.After)
+}
+
+func (d *lastDate) latest() time.Time {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.t
 }
 
 // BodyError wraps an error reading the body given to Put (including a body

@@ -342,16 +342,25 @@ func TestPut(t *testing.T) {
 				size = -1
 			}
 			// A plain io.Reader: Put must not rely on seeking.
-			etag, err := e.b.Put(ctx(t), s3backend.Credentials{}, bucket, key, io.MultiReader(bytes.NewReader(data)), size, "text/x-test")
+			put, err := e.b.Put(ctx(t), s3backend.Credentials{}, bucket, key, io.MultiReader(bytes.NewReader(data)), size, "text/x-test")
 			if err != nil {
 				t.Fatalf("Put: %v", err)
 			}
+			etag := put.ETag
 			m, err := e.b.Head(ctx(t), s3backend.Credentials{}, bucket, key)
 			if err != nil {
 				t.Fatalf("Head: %v", err)
 			}
 			if m.ETag != etag || m.Size != int64(tc.size) || m.ContentType != "text/x-test" {
 				t.Errorf("Head = %+v; want ETag %s (from Put), size %d, content type text/x-test", m, etag, tc.size)
+			}
+			// What Put tells without asking S3 again agrees with S3: the
+			// size, the type, and Last-Modified within S3's second.
+			if put.Size != m.Size || put.ContentType != m.ContentType {
+				t.Errorf("Put = %+v, Head = %+v", put, m)
+			}
+			if d := put.LastModified.Sub(m.LastModified); put.LastModified.IsZero() || d < -2*time.Second || d > 2*time.Second {
+				t.Errorf("Put's LastModified %v, S3's %v", put.LastModified, m.LastModified)
 			}
 			got, err := e.b.GetRange(ctx(t), s3backend.Credentials{}, bucket, key, etag, 0, int64(tc.size))
 			if err != nil || !bytes.Equal(got, data) {

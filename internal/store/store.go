@@ -961,6 +961,65 @@ func (s *Store) PutMeta(o chunk.Object, m chunk.Meta) error {
 	return nil
 }
 
+// ReplaceMeta replaces an object's metadata with m, or deletes it when m is
+// nil, only while the stored metadata is of version etag: a newer version
+// stored meanwhile (or none at all) is left as it is. It reports whether it
+// changed anything.
+func (s *Store) ReplaceMeta(o chunk.Object, etag string, m *chunk.Meta) (bool, error) {
+	if err := s.enter(); err != nil {
+		return false, err
+	}
+	defer s.leave()
+	key := metaKey(o)
+	var val []byte
+	var cost int64
+	if m != nil {
+		var err error
+		if val, err = encodeMeta(*m); err != nil {
+			return false, fmt.Errorf("store: encode metadata %s: %w", o, err)
+		}
+		cost = metaCost(len(key), len(val))
+		if !s.fsRoom(cost) {
+			s.rejected.Add(1)
+			return false, fmt.Errorf("%w: metadata %s: the filesystem is full", ErrNoSpace, o)
+		}
+		s.charge(cost)
+		defer s.wrote(cost)
+	}
+	changed := false
+	s.writeGate.RLock()
+	err := s.db.Update(func(txn *badger.Txn) error {
+		item, err := txn.Get(key)
+		if errors.Is(err, badger.ErrKeyNotFound) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		cur, err := item.ValueCopy(nil)
+		if err != nil {
+			return err
+		}
+		if old, err := decodeMeta(cur); err != nil || old.ETag != etag {
+			return nil // another version (or a corrupt one, which GetMeta deletes)
+		}
+		changed = true
+		if m == nil {
+			return txn.Delete(key)
+		}
+		return txn.Set(key, val)
+	})
+	s.writeGate.RUnlock()
+	if errors.Is(err, badger.ErrConflict) {
+		return false, nil // written meanwhile: that write stands
+	}
+	if err != nil {
+		s.errors.Add(1)
+		return false, fmt.Errorf("store: replace metadata %s: %w", o, err)
+	}
+	return changed, nil
+}
+
 // DeleteObject removes an object's metadata and every chunk of every ETag
 // and chunk size of it, on disk and in RAM. A put of one of its chunks that
 // races it is either dropped (it returns nil and stores nothing) or stored

@@ -549,3 +549,39 @@ func dbUpdate(t *testing.T, s *Store, fn func(*badger.Txn) error) {
 		t.Fatal(err)
 	}
 }
+
+func TestReplaceMetaOnlyReplacesTheVersionItNames(t *testing.T) {
+	s := newTestStore(t)
+	o := chunk.Object{Tenant: "t", Bucket: "b", Key: "k"}
+	v1 := chunk.Meta{Size: 10, ETag: `"v1"`, ContentType: "a/b", LastModified: time.Unix(100, 0).UTC()}
+	exact := v1
+	exact.ContentType, exact.LastModified = "a/c", time.Unix(101, 0).UTC()
+
+	if changed, err := s.ReplaceMeta(o, v1.ETag, &exact); err != nil || changed {
+		t.Fatalf("ReplaceMeta of nothing stored = %v, %v; want no change", changed, err)
+	}
+	if _, err := s.GetMeta(o); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("ReplaceMeta created metadata: %v", err)
+	}
+	if err := s.PutMeta(o, v1); err != nil {
+		t.Fatal(err)
+	}
+	if changed, err := s.ReplaceMeta(o, `"v0"`, &exact); err != nil || changed {
+		t.Fatalf("ReplaceMeta of another version = %v, %v; want no change", changed, err)
+	}
+	if changed, err := s.ReplaceMeta(o, v1.ETag, &exact); err != nil || !changed {
+		t.Fatalf("ReplaceMeta of the stored version = %v, %v; want a change", changed, err)
+	}
+	if got, err := s.GetMeta(o); err != nil || got.ContentType != "a/c" || !got.LastModified.Equal(exact.LastModified) {
+		t.Fatalf("GetMeta = %+v, %v; want %+v", got, err, exact)
+	}
+	if changed, err := s.ReplaceMeta(o, `"v2"`, nil); err != nil || changed {
+		t.Fatalf("deleting another version = %v, %v; want no change", changed, err)
+	}
+	if changed, err := s.ReplaceMeta(o, v1.ETag, nil); err != nil || !changed {
+		t.Fatalf("deleting the stored version = %v, %v; want a change", changed, err)
+	}
+	if _, err := s.GetMeta(o); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("metadata still there: %v", err)
+	}
+}
