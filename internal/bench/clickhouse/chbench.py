@@ -8,9 +8,10 @@ Two commands, both with the S3 credentials in S3_ACCESS_KEY / S3_SECRET_KEY:
       URL/B/clickhouse/, fills it with N generated rows, merges it into one
       part and prints a JSON line describing it.
 
-  chbench.py serve --workdir DIR --endpoint URL --bucket B [--fs-cache]
+  chbench.py serve --workdir DIR --endpoint URL --bucket B [--fs-cache | --page-cache BYTES]
       one ClickHouse "compute node": attaches the table (through a local
-      filesystem cache disk with --fs-cache) and then answers
+      filesystem cache disk with --fs-cache; with --page-cache, a server
+      whose userspace page cache holds BYTES, used by every query) and then answers
       commands, one JSON object per line on stdin, one JSON line each on
       stdout:
         {"cmd": "run", "query": "full"|"scattered"}  -> seconds, rows, events
@@ -76,7 +77,11 @@ VERIFY = {
 
 EVENTS = ["S3GetObject", "S3HeadObject", "S3ListObjects", "ReadBufferFromS3Bytes", "ReadBufferFromS3Microseconds",
           "CachedReadBufferReadFromCacheBytes", "CachedReadBufferReadFromSourceBytes", "SelectedMarks", "SelectedRows",
-          "ReadCompressedBytes"]
+          "ReadCompressedBytes", "PageCacheHits", "PageCacheMisses", "PageCacheReadBytes"]
+
+# The query setting that reads a remote disk (one without a filesystem cache)
+# through the userspace page cache; the cache itself is a server setting.
+PAGE_CACHE_SETTING = "use_page_cache_for_disks_without_file_cache = 1"
 
 SYLLABLES = """ba be bi bo bu ca ce ci co cu da de di do du fa fe fi fo ga ge go ha he hi ho ka ke ki ko la le li
 lo lu ma me mi mo mu na ne ni no nu pa pe pi po pu ra re ri ro ru sa se si so su ta te ti to tu va ve vi vo wa we
@@ -131,12 +136,18 @@ def generate(rows):
 class ClickHouse:
     """A chdb session in its own directory: one ClickHouse server's state."""
 
-    def __init__(self, workdir, endpoint, bucket, fs_cache=False):
+    def __init__(self, workdir, endpoint, bucket, fs_cache=False, page_cache=0):
         from chdb import session
 
         shutil.rmtree(workdir, ignore_errors=True)
         os.makedirs(workdir)
-        self.sess = session.Session(workdir)
+        path = workdir
+        if page_cache:
+            # Server settings are chdb's startup arguments: query parameters
+            # of the session's path. A fixed size (min = max), so the cache
+            # does not shrink or grow with the process's memory use.
+            path += f"?page_cache_max_size={page_cache}&page_cache_min_size={page_cache}"
+        self.sess = session.Session(path)
         key, secret = os.environ["S3_ACCESS_KEY"], os.environ["S3_SECRET_KEY"]
         self.disk = (f"disk(type = s3_plain_rewritable, endpoint = {sql_str(f'{endpoint}/{bucket}/{PREFIX}/')}, "
                      f"access_key_id = {sql_str(key)}, secret_access_key = {sql_str(secret)}, region = 'us-east-1')")
@@ -169,6 +180,8 @@ def cmd_load(a):
     ch.run(f"CREATE TABLE {TABLE} UUID '{TABLE_UUID}' {SCHEMA} SETTINGS disk = {ch.disk}")
     ch.run(f"INSERT INTO {TABLE} {generate(a.rows)}", fmt="Null")
     ch.run(f"OPTIMIZE TABLE {TABLE} FINAL", fmt="Null")
+    import chdb
+
     rows, parts, marks, unc, comp, version = ch.run(f"""SELECT sum(rows), count(), sum(marks),
         sum(data_uncompressed_bytes), sum(data_compressed_bytes), version()
         FROM system.parts WHERE database = currentDatabase() AND table = '{TABLE}' AND active""")[0]
@@ -176,15 +189,15 @@ def cmd_load(a):
         WHERE database = currentDatabase() AND table = '{TABLE}' ORDER BY position""")
     matching = ch.run(f"SELECT count() FROM {TABLE} WHERE review_date IN {DATE_LIST}")[0][0]
     out = {"rows": int(rows), "parts": int(parts), "marks": int(marks), "uncompressed": int(unc),
-           "compressed": int(comp), "version": version, "seconds": round(time.monotonic() - t, 3),
+           "compressed": int(comp), "version": version, "chdb": chdb.__version__, "seconds": round(time.monotonic() - t, 3),
            "columns": [[n, int(u), int(c)] for n, u, c in cols], "scattered_rows": int(matching),
            "queries": QUERIES}
     print(json.dumps(out), flush=True)
 
 
-def with_settings(query):
-    """query with the settings of BENCH_B2_CH_SETTINGS ("name = value, ..."), if any."""
-    settings = os.environ.get("BENCH_B2_CH_SETTINGS", "").strip()
+def with_settings(query, extra=""):
+    """query with the settings of BENCH_B2_CH_SETTINGS ("name = value, ..."), if any, and extra."""
+    settings = ", ".join(s for s in (os.environ.get("BENCH_B2_CH_SETTINGS", "").strip(), extra) if s)
     if not settings:
         return query
     body, fmt = query, ""
@@ -194,10 +207,17 @@ def with_settings(query):
 
 
 def cmd_serve(a):
-    ch = ClickHouse(a.workdir, a.endpoint, a.bucket, a.fs_cache)
+    ch = ClickHouse(a.workdir, a.endpoint, a.bucket, a.fs_cache, a.page_cache)
+    extra = PAGE_CACHE_SETTING if a.page_cache else ""
     t = time.monotonic()
     ch.attach()
-    print(json.dumps({"attached": round(time.monotonic() - t, 3), "events": ch.events()}), flush=True)
+    hello = {"attached": round(time.monotonic() - t, 3), "events": ch.events()}
+    if a.page_cache:
+        # What the server made of the startup arguments: a size that did not
+        # reach it shows here, not as a row that silently reads no cache.
+        hello["page_cache_max_size"] = int(ch.run(
+            "SELECT value FROM system.server_settings WHERE name = 'page_cache_max_size'")[0][0])
+    print(json.dumps(hello), flush=True)
     for line in sys.stdin:
         req = json.loads(line)
         if req["cmd"] == "quit":
@@ -205,9 +225,9 @@ def cmd_serve(a):
         before = ch.events()
         t = time.monotonic()
         if req["cmd"] == "run":
-            rows = ch.run(with_settings(QUERIES[req["query"]]))
+            rows = ch.run(with_settings(QUERIES[req["query"]], extra))
         elif req["cmd"] == "verify":
-            rows = ch.run(with_settings(VERIFY[req["query"]]))
+            rows = ch.run(with_settings(VERIFY[req["query"]], extra))
         else:
             raise SystemExit(f"chbench.py: unknown command {req!r}")
         seconds = time.monotonic() - t
@@ -227,7 +247,10 @@ def main():
         if name == "load":
             s.add_argument("--rows", type=int, required=True)
         else:
-            s.add_argument("--fs-cache", action="store_true", help="read through a local filesystem cache disk")
+            c = s.add_mutually_exclusive_group()
+            c.add_argument("--fs-cache", action="store_true", help="read through a local filesystem cache disk")
+            c.add_argument("--page-cache", type=int, default=0, metavar="BYTES",
+                           help="a userspace page cache of BYTES, used by every query")
     a = p.parse_args()
     a.endpoint = a.endpoint.rstrip("/")
     {"load": cmd_load, "serve": cmd_serve}[a.cmd](a)

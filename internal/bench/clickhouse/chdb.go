@@ -87,7 +87,8 @@ type loadInfo struct {
 	Marks         int64             `json:"marks"`
 	Uncompressed  int64             `json:"uncompressed"`
 	Compressed    int64             `json:"compressed"`
-	Version       string            `json:"version"`
+	Version       string            `json:"version"` // ClickHouse's
+	Chdb          string            `json:"chdb"`    // the chdb package's
 	Seconds       float64           `json:"seconds"`
 	Columns       [][3]any          `json:"columns"`
 	ScatteredRows int64             `json:"scattered_rows"`
@@ -126,12 +127,24 @@ type result struct {
 	Events  map[string]int64 `json:"events"`
 }
 
-// serve starts a ClickHouse process reading the table at ep, through its
-// local filesystem cache when fsCache.
-func (c *chdb) serve(ctx context.Context, ep endpoint, fsCache bool) (*session, error) {
+// chOpts are a ClickHouse process's caches beyond its defaults.
+type chOpts struct {
+	FSCache bool // a local filesystem cache disk over the S3 disk
+	// PageCache is the size of ClickHouse's userspace page cache (server
+	// settings page_cache_max_size and page_cache_min_size), which every
+	// query then uses (use_page_cache_for_disks_without_file_cache); 0:
+	// none.
+	PageCache int64
+}
+
+// serve starts a ClickHouse process reading the table at ep with opts.
+func (c *chdb) serve(ctx context.Context, ep endpoint, opts chOpts) (*session, error) {
 	var args []string
-	if fsCache {
+	if opts.FSCache {
 		args = append(args, "--fs-cache")
+	}
+	if opts.PageCache > 0 {
+		args = append(args, "--page-cache", fmt.Sprint(opts.PageCache))
 	}
 	cmd := c.command(ctx, ep, append([]string{"serve"}, args...)...)
 	s := &session{cmd: cmd, stderr: &lockedBuffer{}}
@@ -149,11 +162,18 @@ func (c *chdb) serve(ctx context.Context, ep endpoint, fsCache bool) (*session, 
 		return nil, err
 	}
 	var hello struct {
-		Events map[string]int64 `json:"events"`
+		Events        map[string]int64 `json:"events"`
+		PageCacheSize int64            `json:"page_cache_max_size"`
 	}
 	if err := s.read(&hello); err != nil {
 		s.kill()
 		return nil, fmt.Errorf("attach: %w", err)
+	}
+	// The size is a startup argument of the engine: one that did not reach
+	// its server settings fails here, not as a row without a cache.
+	if hello.PageCacheSize != opts.PageCache {
+		s.kill()
+		return nil, fmt.Errorf("chbench.py: page_cache_max_size is %d in the server's settings, want %d", hello.PageCacheSize, opts.PageCache)
 	}
 	s.Attach = hello.Events
 	return s, nil

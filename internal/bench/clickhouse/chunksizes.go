@@ -95,7 +95,7 @@ func (m *meter) chunkSizes(env benchkit.Env, bin string, cache cacheConfig, s3 e
 					cells[i] = make([][2]cell, len(queries))
 				}
 				dir := filepath.Join(env.WorkDir, fmt.Sprintf("chunks-%dKiB-%s-%d", sz>>10, q, k+1))
-				if _, err := m.distcache(env, bin, dir, cfg, s3, q, qi, cells); err != nil {
+				if _, err := m.distcache(env, bin, dir, cfg, s3, q, qi, cells, 0); err != nil {
 					return nil, fmt.Errorf("chunk size %s: %w", size(sz), err)
 				}
 				for r := range sweepRows {

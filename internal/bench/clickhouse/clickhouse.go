@@ -1,7 +1,9 @@
 // Package clickhouse is part B2 of `make bench`: ClickHouse's MergeTree table
 // on an S3 disk, cold and hot, read by a real ClickHouse engine (chdb) five
 // ways: S3 directly, through ClickHouse's own filesystem cache, and through
-// distcache (cold; warm cache nodes with a fresh gateway; warm gateway RAM).
+// distcache (cold; warm cache nodes with a fresh gateway; warm gateway RAM);
+// and a sixth, ClickHouse's userspace page cache on top of the warm gateway,
+// where the engine has that cache (chpagecache.go).
 //
 // Everything runs on this machine as separate processes: MinIO behind an
 // S3-like link (toxiproxy: per-request latency, per-connection bandwidth;
@@ -53,12 +55,18 @@ var rows = []rowSpec{
 	{"4. distcache warm, gateway RAM cold (fresh node, fresh G2)", "dc-warm"},
 	{"5. distcache, gateway RAM warm (fresh node, G2 again)", "dc-ram"},
 	{"6. reference: S3 disk on MinIO without the link", "no-link"},
+	{"7. distcache, gateway RAM warm, with ClickHouse's page cache (fresh node, G2 again)", "dc-ch-page"},
 }
 
 // refRow is the index of row 6, the reference: ClickHouse's S3 disk
 // against MinIO with no latency and no bandwidth cap, the fastest any S3
 // endpoint can answer on this machine.
 const refRow = 5
+
+// chPageRow is the index of row 7: a fresh ClickHouse process through G2
+// after row 5, with ClickHouse's userspace page cache on. It is measured
+// only where the engine has that cache (chpagecache.go).
+const chPageRow = 6
 
 // cell is one measured run: a row, a query, cold or hot.
 type cell struct {
@@ -67,6 +75,9 @@ type cell struct {
 	// ClickHouse's own view: its requests to its endpoint and the bytes it
 	// read from it, and (row 2) bytes it read from its local cache.
 	CHGets, CHBytes, CHCacheBytes int64
+	// ClickHouse's userspace page cache (row 7): block lookups that found
+	// their block, those that did not, and the bytes read from it.
+	CHPageHits, CHPageMisses, CHPageBytes int64
 	// distcache rows: the gateway's page cache (lookups, and whole chunks
 	// filled in the background behind reads of part of a chunk) and the
 	// nodes' chunk reads.
@@ -108,9 +119,12 @@ type results struct {
 	// settings every query of every row runs with; chbench.py reads the
 	// variable itself.
 	CHSettings string
+	// CHPage is whether the engine has ClickHouse's userspace page cache,
+	// as measured before the runs; row 7 is measured only if it has.
+	CHPage chPageProbe
 }
 
-// Run measures the six rows for both queries, defaultRuns times, and
+// Run measures the rows for both queries, defaultRuns times, and
 // returns the chapter.
 func Run(ctx context.Context, env benchkit.Env) (benchkit.Section, error) {
 	res, err := measure(ctx, env)
@@ -201,6 +215,14 @@ func measure(ctx context.Context, env benchkit.Env) (*results, error) {
 
 	res.G2Start = map[string][]startCost{}
 	m := &meter{ctx: ctx, ch: ch, link: link, minio: minio, checked: res.Checked, g2Start: res.G2Start}
+	// ClickHouse's page cache gets the size of the gateway's: both hold the
+	// whole table.
+	if res.CHPage, err = m.probeCHPage(env, direct, res.Cache.PageCacheBytes); err != nil {
+		return nil, err
+	}
+	if res.CHPage.Works() {
+		m.chPageBytes = res.CHPage.Bytes
+	}
 	// Runs follow one another whole (every row of both queries), so that a
 	// slow minute of the machine slows some of every row, not one row.
 	for k := range nRuns {
@@ -228,21 +250,21 @@ func (m *meter) run(env benchkit.Env, bin string, cache cacheConfig, direct, via
 	var err error
 	for qi, q := range queries {
 		env.Logf("run %d/%d, %s: row 1 (S3 directly)", k+1, nRuns, q)
-		if cells[0][qi], err = m.session(viaLink, false, q, nil, nil); err != nil {
+		if cells[0][qi], err = m.session(viaLink, chOpts{}, q, nil, nil); err != nil {
 			return nil, fmt.Errorf("row 1, %s: %w", q, err)
 		}
 		env.Logf("run %d/%d, %s: row 2 (ClickHouse filesystem cache)", k+1, nRuns, q)
-		if cells[1][qi], err = m.session(viaLink, true, q, nil, nil); err != nil {
+		if cells[1][qi], err = m.session(viaLink, chOpts{FSCache: true}, q, nil, nil); err != nil {
 			return nil, fmt.Errorf("row 2, %s: %w", q, err)
 		}
 		dir := filepath.Join(env.WorkDir, fmt.Sprintf("cache-%s-%d", q, k+1))
-		g2, err := m.distcache(env, bin, dir, cache, viaLink, q, qi, cells)
+		g2, err := m.distcache(env, bin, dir, cache, viaLink, q, qi, cells, m.chPageBytes)
 		if err != nil {
 			return nil, err
 		}
 		m.g2Start[q] = append(m.g2Start[q], g2)
 		env.Logf("run %d/%d, %s: row 6 (reference: MinIO without the link)", k+1, nRuns, q)
-		if cells[refRow][qi], err = m.session(direct, false, q, nil, nil); err != nil {
+		if cells[refRow][qi], err = m.session(direct, chOpts{}, q, nil, nil); err != nil {
 			return nil, fmt.Errorf("row 6, %s: %w", q, err)
 		}
 		for h := range cells[refRow][qi] {
@@ -252,6 +274,9 @@ func (m *meter) run(env benchkit.Env, bin string, cache cacheConfig, direct, via
 			c.S3.GETs, c.S3.GETBytes = c.CHGets, c.CHBytes
 		}
 		for ri := range rows {
+			if ri == chPageRow && m.chPageBytes == 0 {
+				continue // not measured
+			}
 			env.Logf("run %d/%d, %s: row %d: cold %.2fs (%d S3 GETs), hot %.2fs (%d S3 GETs)", k+1, nRuns, q, ri+1,
 				cells[ri][qi][0].Seconds, cells[ri][qi][0].S3.GETs, cells[ri][qi][1].Seconds, cells[ri][qi][1].S3.GETs)
 		}
@@ -261,8 +286,9 @@ func (m *meter) run(env benchkit.Env, bin string, cache cacheConfig, direct, via
 
 // distcache measures rows 3-5 of one query on a fresh cache (empty nodes),
 // so the query's own cold and warm states are measured, not what the other
-// query left behind. It returns what G2 took to start.
-func (m *meter) distcache(env benchkit.Env, bin, dir string, cfg cacheConfig, s3 endpoint, q string, qi int, cells [][][2]cell) (g2Start startCost, err error) {
+// query left behind; and row 7 after them when chPage, ClickHouse's page
+// cache size, is not 0. It returns what G2 took to start.
+func (m *meter) distcache(env benchkit.Env, bin, dir string, cfg cacheConfig, s3 endpoint, q string, qi int, cells [][][2]cell, chPage int64) (g2Start startCost, err error) {
 	cl, err := startCluster(m.ctx, bin, dir, cfg, s3)
 	if err != nil {
 		return g2Start, err
@@ -273,7 +299,7 @@ func (m *meter) distcache(env benchkit.Env, bin, dir string, cfg cacheConfig, s3
 		return g2Start, err
 	}
 	env.Logf("%s: row 3 (distcache cold, gateway G1)", q)
-	cells[2][qi], err = m.session(g1.endpoint, false, q, g1, cl)
+	cells[2][qi], err = m.session(g1.endpoint, chOpts{}, q, g1, cl)
 	g1.stop()
 	if err != nil {
 		return g2Start, fmt.Errorf("row 3, %s: %w\ngateway log:\n%s", q, err, g1.logTail())
@@ -285,12 +311,18 @@ func (m *meter) distcache(env benchkit.Env, bin, dir string, cfg cacheConfig, s3
 	defer g2.stop()
 	env.Logf("%s: G2 ready in %.2fs (%.2f CPU-s)", q, g2.start.Seconds, g2.start.CPUSeconds)
 	env.Logf("%s: row 4 (distcache warm, fresh gateway G2)", q)
-	if cells[3][qi], err = m.session(g2.endpoint, false, q, g2, cl); err != nil {
+	if cells[3][qi], err = m.session(g2.endpoint, chOpts{}, q, g2, cl); err != nil {
 		return g2Start, fmt.Errorf("row 4, %s: %w\ngateway log:\n%s", q, err, g2.logTail())
 	}
 	env.Logf("%s: row 5 (distcache, G2's RAM warm)", q)
-	if cells[4][qi], err = m.session(g2.endpoint, false, q, g2, cl); err != nil {
+	if cells[4][qi], err = m.session(g2.endpoint, chOpts{}, q, g2, cl); err != nil {
 		return g2Start, fmt.Errorf("row 5, %s: %w\ngateway log:\n%s", q, err, g2.logTail())
+	}
+	if chPage > 0 {
+		env.Logf("%s: row 7 (distcache, G2's RAM warm, ClickHouse's page cache)", q)
+		if cells[chPageRow][qi], err = m.session(g2.endpoint, chOpts{PageCache: chPage}, q, g2, cl); err != nil {
+			return g2Start, fmt.Errorf("row 7, %s: %w\ngateway log:\n%s", q, err, g2.logTail())
+		}
 	}
 	return g2.start, nil
 }
@@ -303,6 +335,9 @@ type meter struct {
 	minio   *minioproc.Server
 	checked map[string]string
 	g2Start map[string][]startCost
+	// chPageBytes is ClickHouse's page cache size for row 7; 0 where the
+	// engine has no such cache (row 7 is not measured).
+	chPageBytes int64
 }
 
 type snapshot struct {
@@ -345,7 +380,7 @@ func (m *meter) snap(gw, nodes []string) (snapshot, error) {
 
 // session is one fresh ClickHouse process on ep: the query cold, then hot,
 // then (scattered) its checksum, which must equal every other row's.
-func (m *meter) session(ep endpoint, fsCache bool, q string, g *gatewayProc, cl *cluster) (out [2]cell, err error) {
+func (m *meter) session(ep endpoint, opts chOpts, q string, g *gatewayProc, cl *cluster) (out [2]cell, err error) {
 	var gw, nodes []string
 	if g != nil {
 		gw = []string{g.metrics}
@@ -353,7 +388,7 @@ func (m *meter) session(ep endpoint, fsCache bool, q string, g *gatewayProc, cl 
 	if cl != nil {
 		nodes = cl.nodeStats
 	}
-	s, err := m.ch.serve(m.ctx, ep, fsCache)
+	s, err := m.ch.serve(m.ctx, ep, opts)
 	if err != nil {
 		return out, err
 	}
@@ -380,7 +415,8 @@ func (m *meter) session(ep endpoint, fsCache bool, q string, g *gatewayProc, cl 
 		after.cpu = cpuAfter
 		c := cell{Seconds: r.Seconds, S3: after.s3.Sub(before.s3), CPU: after.cpu.sub(before.cpu),
 			CHGets: r.Events["S3GetObject"], CHBytes: r.Events["ReadBufferFromS3Bytes"],
-			CHCacheBytes: r.Events["CachedReadBufferReadFromCacheBytes"]}
+			CHCacheBytes: r.Events["CachedReadBufferReadFromCacheBytes"],
+			CHPageHits:   r.Events["PageCacheHits"], CHPageMisses: r.Events["PageCacheMisses"], CHPageBytes: r.Events["PageCacheReadBytes"]}
 		if gw != nil {
 			d := after.gateway.sub(before.gateway)
 			c.PageHits = d.sum("distcache_client_page_cache_requests_total", `result="hit"`)

@@ -51,7 +51,10 @@ func report(env benchkit.Env, r *results) (benchkit.Section, error) {
 	li := r.Load
 	p := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
 
-	p("ClickHouse's engine (chdb, ClickHouse %s) reads a MergeTree table on an S3 disk five ways, and a sixth for reference, ", li.Version)
+	p("ClickHouse's engine (chdb %s, ClickHouse %s) reads a MergeTree table on an S3 disk five ways, and a sixth for reference, ", li.Chdb, li.Version)
+	if r.CHPage.Works() {
+		p("and a seventh with ClickHouse's page cache on top of the gateway, ")
+	}
 	p("each query cold (first run in a fresh ClickHouse process) and hot (second run in the same process). ")
 	p("Every process, server and proxy runs on this machine.\n\n")
 	p("```sh\nmake bench BENCH_PARTS=b2      # go run ./hack/bench -parts b2\n")
@@ -81,7 +84,11 @@ func report(env benchkit.Env, r *results) (benchkit.Section, error) {
 	p("Measured with an S3 client on one kept-alive connection: a 1 KiB GET takes **%s** through the link (%s directly), ",
 		benchkit.Millis(r.Probe.Link1KiB), benchkit.Millis(r.Probe.Direct1KiB))
 	p("one GET of %d MiB runs at **%.0f MB/s**. ", r.Probe.BigBytes>>20, r.Probe.LinkBandwidth/1e6)
-	p("Everything that reads the bucket goes through the link: ClickHouse on rows 1-2, the cache nodes on rows 3-5; only the reference row 6 does not. ")
+	dcRows := "3-5"
+	if r.CHPage.Works() {
+		dcRows = "3-5 and 7"
+	}
+	p("Everything that reads the bucket goes through the link: ClickHouse on rows 1-2, the cache nodes on rows %s; only the reference row 6 does not. ", dcRows)
 	p("A counting proxy between toxiproxy and MinIO counts the S3 GETs and their bytes per cell.\n\n")
 
 	p("**Rows.**\n\n")
@@ -97,7 +104,9 @@ func report(env benchkit.Env, r *results) (benchkit.Section, error) {
 	p("`--page-cache-prefault`); the cache nodes hold what row 3 read.\n")
 	p("5. distcache with the gateway's RAM warm: a fresh ClickHouse process through G2 again.\n")
 	p("6. Reference: ClickHouse's S3 disk straight on MinIO, without the link: an S3 endpoint with no latency and no bandwidth cap, ")
-	p("the fastest any endpoint (S3, a cache, a gateway) can answer here; what ClickHouse's own S3 read path costs. Its GETs are ClickHouse's count.\n\n")
+	p("the fastest any endpoint (S3, a cache, a gateway) can answer here; what ClickHouse's own S3 read path costs. Its GETs are ClickHouse's count.\n")
+	b.WriteString(chPageRowText(r))
+	p("\n")
 	p("Each query gets its own fresh cache (rows 3-5 of the scattered query do not profit from the full scan's reads). ")
 	if n := len(r.Runs); n > 1 {
 		p("**Every cell was measured %d times**: %d runs one after another, each of every row of both queries, with fresh ClickHouse processes, "+
@@ -116,8 +125,8 @@ func report(env benchkit.Env, r *results) (benchkit.Section, error) {
 	for _, q := range queries {
 		tab.Header = append(tab.Header, q+" cold", q+" hot")
 	}
-	for ri, row := range rows {
-		line := []string{row.Name}
+	for _, ri := range r.shownRows() {
+		line := []string{rows[ri].Name}
 		for qi := range queries {
 			for h := 0; h < 2; h++ {
 				c := r.Cells[ri][qi][h]
@@ -134,7 +143,11 @@ func report(env benchkit.Env, r *results) (benchkit.Section, error) {
 	b.WriteString(tab.Markdown())
 	p("\n")
 
-	p("Where the bytes came from: ClickHouse's requests to its endpoint and the bytes it read (row 2: also from its local cache); ")
+	p("Where the bytes came from: ClickHouse's requests to its endpoint and the bytes it read (row 2: also from its local cache")
+	if r.CHPage.Works() {
+		p("; row 7: also from its page cache, and its lookups there")
+	}
+	p("); ")
 	p("for distcache, the gateway's page cache (page hits/misses), the nodes' chunk reads (RAM / disk / S3), and the body bytes ")
 	p("the gateway wrote to ClickHouse's connections and the nodes to the gateway's (a response ClickHouse drops part-way has ")
 	p("already had what the kernel queued for it written: ClickHouse's receive window and up to `--client-unsent-bytes`, 128 KiB, ")
@@ -143,8 +156,8 @@ func report(env benchkit.Env, r *results) (benchkit.Section, error) {
 	for _, q := range queries {
 		src.Header = append(src.Header, q+" cold", q+" hot")
 	}
-	for ri, row := range rows {
-		line := []string{row.Name}
+	for _, ri := range r.shownRows() {
+		line := []string{rows[ri].Name}
 		for qi := range queries {
 			for h := 0; h < 2; h++ {
 				line = append(line, sourceCell(ri, r.Cells[ri][qi][h]))
@@ -157,8 +170,8 @@ func report(env benchkit.Env, r *results) (benchkit.Section, error) {
 	p("\nWhere the CPU went (seconds of CPU time during the run, user + system, every process on this machine's %d cores): ", runtime.NumCPU())
 	p("ClickHouse / the gateway / the cache nodes / S3's side (MinIO, and the bench process that runs the link).\n\n")
 	cpu := benchkit.Table{Header: src.Header}
-	for ri, row := range rows {
-		line := []string{row.Name}
+	for _, ri := range r.shownRows() {
+		line := []string{rows[ri].Name}
 		for qi := range queries {
 			for h := 0; h < 2; h++ {
 				c := r.Cells[ri][qi][h].CPU
@@ -190,8 +203,8 @@ func report(env benchkit.Env, r *results) (benchkit.Section, error) {
 	for qi, q := range queries {
 		file := "b2-clickhouse-" + q + ".png"
 		var series []benchkit.Series
-		for ri, row := range rows {
-			sr := benchkit.Series{Name: fmt.Sprintf("%d %s", ri+1, row.Key), Y: []float64{r.Cells[ri][qi][0].Seconds, r.Cells[ri][qi][1].Seconds}}
+		for _, ri := range r.shownRows() {
+			sr := benchkit.Series{Name: fmt.Sprintf("%d %s", ri+1, rows[ri].Key), Y: []float64{r.Cells[ri][qi][0].Seconds, r.Cells[ri][qi][1].Seconds}}
 			if len(r.Runs) > 1 {
 				sp := r.Spread[ri][qi]
 				sr.Low, sr.High = []float64{sp[0].Min, sp[1].Min}, []float64{sp[0].Max, sp[1].Max}
@@ -228,6 +241,7 @@ func report(env benchkit.Env, r *results) (benchkit.Section, error) {
 	p(". Row 4 cold is a fresh ClickHouse process, row 2 hot a warm one; like for like, row 4 hot / row 2 hot = %s and row 5 cold (gateway RAM warm, fresh process) / row 2 hot = %s (medians' ratios).\n",
 		benchkit.Ratio(c(3, si, 1).Seconds, c(1, si, 1).Seconds), benchkit.Ratio(c(4, si, 0).Seconds, c(1, si, 1).Seconds))
 	p("- What bounds them here: %s\n\n", bounds(r))
+	p("%s\n\n", chPageReport(r))
 
 	p("**Reading it.** ")
 	b.WriteString(reading(r))
@@ -254,13 +268,17 @@ func spreadOf[T any](xs []T, f func(T) float64) string {
 	return fmt.Sprintf("%.2f–%.2f", lo, hi)
 }
 
-// isDistcache reports whether row ri reads through distcache (rows 3-5).
-func isDistcache(ri int) bool { return ri >= 2 && ri <= 4 }
+// isDistcache reports whether row ri reads through distcache (rows 3-5
+// and 7).
+func isDistcache(ri int) bool { return ri >= 2 && ri <= 4 || ri == chPageRow }
 
 func sourceCell(ri int, c cell) string {
 	s := fmt.Sprintf("CH %d GETs, %s", c.CHGets, size(c.CHBytes))
 	if ri == 1 {
 		s += fmt.Sprintf(", %s from local cache", size(c.CHCacheBytes))
+	}
+	if ri == chPageRow {
+		s += fmt.Sprintf(", %s from its page cache (%d/%d hit)", size(c.CHPageBytes), c.CHPageHits, c.CHPageHits+c.CHPageMisses)
 	}
 	if isDistcache(ri) {
 		s += fmt.Sprintf("; page cache %.0f/%.0f hit, %.0f read ahead", c.PageHits, c.PageHits+c.PageMisses, c.AheadFills)
@@ -325,7 +343,7 @@ func reading(r *results) string {
 		c0.Seconds, c(0, fi, 1).Seconds, c0.S3.GETs, c(0, fi, 1).S3.GETs, size(c0.CHBytes/max(c0.CHGets, 1)),
 		c0.CHGets, linkConfig.Latency.Milliseconds(), c0.Seconds, float64(c0.CHGets)*linkConfig.Latency.Seconds()/max(c0.Seconds, 1e-9)))
 	fast, fastRow := c0, 0
-	for ri := range rows {
+	for _, ri := range r.shownRows() {
 		for h := 0; h < 2; h++ {
 			if x := c(ri, fi, h); x.Seconds < fast.Seconds {
 				fast, fastRow = x, ri
