@@ -1,7 +1,7 @@
 # The operator and cache node images, as users build them with Docker:
 #
-#   docker build --target operator  -t REGISTRY/distcache/operator:TAG .
-#   docker build --target cachenode -t REGISTRY/distcache/cachenode:TAG .
+#   docker build --target operator  --build-arg VERSION=TAG -t REGISTRY/distcache/operator:TAG .
+#   docker build --target cachenode --build-arg VERSION=TAG -t REGISTRY/distcache/cachenode:TAG .
 #
 # then `make deploy IMG=REGISTRY/distcache/operator:TAG
 # CACHENODE_IMG=REGISTRY/distcache/cachenode:TAG` (docs/operator.md).
@@ -17,8 +17,11 @@ COPY go.mod go.sum ./
 RUN go mod download
 COPY . .
 ENV CGO_ENABLED=0
-RUN go build -trimpath -ldflags "-s -w" -o /out/manager . && \
-    go build -trimpath -ldflags "-s -w" -o /out/cachenode ./cachenode
+# The version both binaries report (hack/version-ldflags.sh).
+ARG VERSION=devel
+RUN ldflags="-s -w $(VERSION=$VERSION hack/version-ldflags.sh)" && \
+    go build -trimpath -ldflags "$ldflags" -o /out/manager . && \
+    go build -trimpath -ldflags "$ldflags" -o /out/cachenode ./cachenode
 
 # The cache node: `cachenode serve ...` (the operator passes the arguments)
 # and `cachenode gateway ...` next to compute.

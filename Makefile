@@ -13,10 +13,15 @@ all: build
 
 ##@ Build
 
+# The version stamped into both binaries (hack/version-ldflags.sh): the
+# nearest tag or the commit unless VERSION=x.y.z is given.
+VERSION ?=
+LDFLAGS = $(shell VERSION=$(VERSION) hack/version-ldflags.sh)
+
 .PHONY: build
-build: ## Build the operator and cachenode binaries into bin/.
-	$(GO) build -o $(BIN)/cachenode ./cachenode
-	$(GO) build -o $(BIN)/manager .
+build: ## Build the operator and cachenode binaries into bin/, with the version stamped (VERSION=x.y.z).
+	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/cachenode ./cachenode
+	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/manager .
 
 CONTROLLER_GEN := $(BIN)/controller-gen
 

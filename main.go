@@ -6,14 +6,18 @@ package main
 
 import (
 	"flag"
+	"fmt"
 	"os"
 	"time"
 
+	versioncollector "github.com/prometheus/client_golang/prometheus/collectors/version"
+	"github.com/prometheus/common/version"
 	"k8s.io/apimachinery/pkg/runtime"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/distcache/distcache/controllers"
@@ -25,6 +29,8 @@ func main() {
 	var leaderElectionNamespace string
 	var cacheNodeImage string
 	var drainGrace, caRotationGrace time.Duration
+	var printVersion bool
+	flag.BoolVar(&printVersion, "version", false, "print the version this binary was built as and exit")
 	flag.DurationVar(&drainGrace, "ring-drain-grace", 2*time.Minute, "how long cache nodes being scaled away keep serving after the ring marking them draining is published (ConfigMap propagation plus warm handoff)")
 	flag.DurationVar(&caRotationGrace, "ca-rotation-grace", controllers.DefaultCARotationGrace, "how long a CA rotation waits for kubelets to deliver changed certificate Secrets to every pod, before the new CA signs and before the old one is dropped")
 	flag.StringVar(&cacheNodeImage, "cachenode-image", "ghcr.io/distcache/cachenode:latest", "cachenode image of caches without spec.image")
@@ -35,8 +41,14 @@ func main() {
 	opts := zap.Options{}
 	opts.BindFlags(flag.CommandLine)
 	flag.Parse()
+	if printVersion {
+		fmt.Println(version.Print("distcache-operator"))
+		return
+	}
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&opts)))
 	log := ctrl.Log.WithName("setup")
+	log.Info("distcache operator", "version", version.Version, "revision", version.GetRevision())
+	ctrlmetrics.Registry.MustRegister(versioncollector.NewCollector("distcache"))
 
 	scheme := runtime.NewScheme()
 	if err := controllers.AddToScheme(scheme); err != nil {
@@ -62,7 +74,9 @@ func main() {
 		log.Error(err, "creating manager")
 		os.Exit(1)
 	}
-	if err := controllers.SetupWithManager(mgr, controllers.Options{CacheNodeImage: cacheNodeImage, DrainGrace: drainGrace, CARotationGrace: caRotationGrace}); err != nil {
+	if err := controllers.SetupWithManager(mgr, controllers.Options{
+		CacheNodeImage: cacheNodeImage, DrainGrace: drainGrace, CARotationGrace: caRotationGrace, Version: version.Version,
+	}); err != nil {
 		log.Error(err, "setting up the controllers")
 		os.Exit(1)
 	}

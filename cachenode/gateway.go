@@ -18,8 +18,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
 	"sigs.k8s.io/yaml"
 
 	"github.com/distcache/distcache/internal/client"
@@ -235,8 +233,7 @@ func runGateway(args []string) error {
 	if err != nil {
 		return err
 	}
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg := newRegistry()
 	metrics.RegisterCertificateExpiry(reg, nodeTLSFiles.Leaf)
 	m := gateway.NewMetrics(reg)
 	seeds := splitList(f.nodes)

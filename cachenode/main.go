@@ -4,12 +4,18 @@
 //	cachenode certs   issue certificates for running outside Kubernetes
 //	cachenode gateway serve the S3 API next to compute, in front of the cache
 //	cachenode init-data-dir  hand a hostPath data directory to the node's user
+//	cachenode version        print the version this binary was built as
 package main
 
 import (
 	"fmt"
 	"os"
 	"runtime/pprof"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	versioncollector "github.com/prometheus/client_golang/prometheus/collectors/version"
+	"github.com/prometheus/common/version"
 )
 
 const usage = `usage: cachenode <command> [flags]
@@ -19,6 +25,7 @@ commands:
   certs    issue a CA and server, peer and tenant certificates (outside Kubernetes)
   gateway  serve the S3 API (path-style, SigV4) in front of the cache, next to compute
   init-data-dir  create the data directory and give it to the node's user (an init container)
+  version  print the version, revision and Go version this binary was built with (also --version)
 
 Run 'cachenode <command> -h' for the flags of a command.
 `
@@ -42,6 +49,8 @@ func main() {
 		err = runGateway(os.Args[2:])
 	case "init-data-dir":
 		err = runInitDataDir(os.Args[2:])
+	case "version", "--version", "-version":
+		fmt.Println(version.Print("cachenode"))
 	case "-h", "--help", "help":
 		fmt.Print(usage)
 		return
@@ -72,4 +81,14 @@ func startCPUProfile(path string) (stop func(), err error) {
 		return nil, fmt.Errorf("DISTCACHE_CPU_PROFILE: %w", err)
 	}
 	return func() { pprof.StopCPUProfile(); f.Close() }, nil
+}
+
+// newRegistry is the metrics registry of `serve` and `gateway`: the Go
+// runtime's and the process's collectors, and distcache_build_info with
+// the version the binary was built as (set with -ldflags, Makefile VERSION).
+func newRegistry() *prometheus.Registry {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		versioncollector.NewCollector("distcache"))
+	return reg
 }

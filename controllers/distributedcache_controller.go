@@ -60,6 +60,8 @@ type DistributedCacheReconciler struct {
 	CARotationGrace time.Duration
 	// Now is the clock; nil: time.Now.
 	Now func() time.Time
+	// Version is the operator's version (status.operatorVersion).
+	Version string
 }
 
 func (r *DistributedCacheReconciler) apiReader() client.Reader {
@@ -443,6 +445,7 @@ func (r *DistributedCacheReconciler) updateStatus(ctx context.Context, dc *cache
 		gen := latest.Generation
 		latest.Generation = dc.Generation
 		computeStatus(latest, zones, problems...)
+		latest.Status.OperatorVersion = r.Version
 		latest.Generation = gen
 	})
 }

@@ -47,6 +47,9 @@ type Options struct {
 	CARotationGrace time.Duration
 	// Now is the clock; nil: time.Now.
 	Now func() time.Time
+	// Version is the operator's version, reported in each cache's
+	// status.operatorVersion.
+	Version string
 }
 
 // SetupWithManager registers the DistributedCache and CacheTenant
@@ -61,6 +64,7 @@ func SetupWithManager(mgr ctrl.Manager, o Options) error {
 		DrainGrace:      o.DrainGrace,
 		CARotationGrace: o.CARotationGrace,
 		Now:             o.Now,
+		Version:         o.Version,
 	}).SetupWithManager(mgr); err != nil {
 		return err
 	}

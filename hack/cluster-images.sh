@@ -30,8 +30,9 @@ log "building binaries"
 export CGO_ENABLED=0
 go build -o bin/imagebuild ./hack/imagebuild
 # As the Dockerfile builds them.
-go build -trimpath -ldflags "-s -w" -o "$out/manager" .
-go build -trimpath -ldflags "-s -w" -o "$out/cachenode" ./cachenode
+ldflags="-s -w $(hack/version-ldflags.sh)"
+go build -trimpath -ldflags "$ldflags" -o "$out/manager" .
+go build -trimpath -ldflags "$ldflags" -o "$out/cachenode" ./cachenode
 go build -trimpath -ldflags "-s -w" -o "$out/pause" ./hack/imagebuild/pause
 go build -trimpath -ldflags "-s -w" -o "$out/probe" ./hack/imagebuild/probe
 

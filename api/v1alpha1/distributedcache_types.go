@@ -596,6 +596,12 @@ type DistributedCacheStatus struct {
 	// +optional
 	Selector string `json:"selector,omitempty"`
 
+	// OperatorVersion is the version of the operator that last reconciled
+	// the cache; its nodes run that version's cachenode image unless
+	// spec.image names another.
+	// +optional
+	OperatorVersion string `json:"operatorVersion,omitempty"`
+
 	// RingEpoch is the highest ring epoch published in any zone.
 	// +optional
 	RingEpoch int64 `json:"ringEpoch,omitempty"`
@@ -681,6 +687,7 @@ type ZoneStatus struct {
 // +kubebuilder:printcolumn:name="Ready",type=integer,JSONPath=`.status.readyReplicas`,description="Ready cache nodes per zone (fewest over the zones)"
 // +kubebuilder:printcolumn:name="Ring Epoch",type=integer,JSONPath=`.status.ringEpoch`,description="Highest published ring epoch"
 // +kubebuilder:printcolumn:name="Status",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`,description="The Ready condition"
+// +kubebuilder:printcolumn:name="Version",type=string,JSONPath=`.status.operatorVersion`,description="Version of the operator that last reconciled the cache"
 // +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 // +kubebuilder:validation:XValidation:rule="self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$')",message="metadata.name must be a DNS-1035 label (lowercase letters, digits and '-', starting with a letter): it names the cache's Services and StatefulSets",reason="FieldValueInvalid"

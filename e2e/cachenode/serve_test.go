@@ -28,13 +28,24 @@ import (
 
 var binary string
 
+// testVersion is the version the binary under test is built as.
+const testVersion = "v0.0.0-e2e"
+
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "cachenode-e2e-")
 	if err != nil {
 		panic(err)
 	}
 	binary = filepath.Join(dir, "cachenode")
-	build := exec.Command("go", "build", "-o", binary, "github.com/distcache/distcache/cachenode")
+	// Stamped with a version as make build stamps it, so the spec below
+	// sees it where users will: cachenode version and distcache_build_info.
+	stamp := exec.Command("../../hack/version-ldflags.sh")
+	stamp.Env = append(os.Environ(), "VERSION="+testVersion)
+	ldflags, err := stamp.Output()
+	if err != nil {
+		panic("hack/version-ldflags.sh: " + err.Error())
+	}
+	build := exec.Command("go", "build", "-ldflags", strings.TrimSpace(string(ldflags)), "-o", binary, "github.com/distcache/distcache/cachenode")
 	build.Stdout, build.Stderr = os.Stdout, os.Stderr
 	if err := build.Run(); err != nil {
 		panic("building cachenode: " + err.Error())
@@ -158,6 +169,7 @@ func TestServeProcess(t *testing.T) {
 		`distcache_s3_requests_total{op="get",status="ok"} 6`,
 		`distcache_store_disk_capacity_bytes 2.68435456e+08`,
 		`distcache_tenant_config_reloads_total{outcome="ok"}`,
+		`version="` + testVersion + `"`, // distcache_build_info
 	} {
 		if !strings.Contains(string(metrics), series) {
 			t.Errorf("metrics lack %s", series)
@@ -193,5 +205,17 @@ func TestServeRefusesBadFlags(t *testing.T) {
 				t.Fatalf("error does not name the flag: %s", out)
 			}
 		})
+	}
+}
+
+func TestVersion(t *testing.T) {
+	for _, args := range [][]string{{"version"}, {"--version"}} {
+		out, err := exec.Command(binary, args...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("cachenode %s: %v\n%s", args[0], err, out)
+		}
+		if !strings.Contains(string(out), "cachenode, version "+testVersion) {
+			t.Errorf("cachenode %s printed %q, want the version it was built as (%s)", args[0], out, testVersion)
+		}
 	}
 }

@@ -85,7 +85,7 @@ var _ = Describe("the status subresource", func() {
 
 		// A status write changes the status only: not the spec, not the generation.
 		dc.Status = cachev1alpha1.DistributedCacheStatus{
-			ObservedGeneration: generation, Replicas: 3, ReadyReplicas: 3, RingEpoch: 7,
+			ObservedGeneration: generation, Replicas: 3, ReadyReplicas: 3, RingEpoch: 7, OperatorVersion: "v0.3.0",
 			Selector: "app.kubernetes.io/instance=" + dc.Name,
 			Zones: []cachev1alpha1.ZoneStatus{{Name: "zone-a", StatefulSet: dc.Name + "-zone-a",
 				RingConfigMap: dc.Name + "-zone-a-ring", Replicas: 3, ReadyReplicas: 3, RingEpoch: 7}},
@@ -113,7 +113,7 @@ var _ = Describe("the status subresource", func() {
 		// The printer columns show it.
 		Expect(tableRow(dc.Namespace, "distributedcaches", dc.Name)).To(Equal(map[string]any{
 			"Name": dc.Name, "Replicas": float64(4), "Ready": float64(3), "Ring Epoch": float64(7),
-			"Status": "True", "Reason": cachev1alpha1.ReasonAvailable,
+			"Status": "True", "Reason": cachev1alpha1.ReasonAvailable, "Version": "v0.3.0",
 		}))
 	})
 

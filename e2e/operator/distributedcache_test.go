@@ -222,6 +222,7 @@ var _ = Describe("DistributedCache", func() {
 			g.Expect(got.Status.Selector).To(Equal("app.kubernetes.io/instance=alpha,app.kubernetes.io/name=cachenode"))
 			g.Expect(got.Status.Zones).To(HaveLen(2))
 			g.Expect(got.Status.RingEpoch).To(Equal(int64(1)))
+			g.Expect(got.Status.OperatorVersion).To(Equal(operatorVersion))
 			ready := meta.FindStatusCondition(got.Status.Conditions, cachev1alpha1.ConditionReady)
 			g.Expect(ready).NotTo(BeNil())
 			g.Expect(ready.Status).To(Equal(metav1.ConditionFalse))

@@ -42,6 +42,8 @@ import (
 
 const (
 	testImage = "example.com/cachenode:test"
+	// operatorVersion is the version the reconcilers report in status.
+	operatorVersion = "v0.0.0-test"
 	// drainGrace is short so the scale-down spec can watch it pass.
 	drainGrace = 2 * time.Second
 	timeout    = 60 * time.Second
@@ -101,7 +103,7 @@ var _ = BeforeSuite(func() {
 	})
 	Expect(err).NotTo(HaveOccurred())
 	Expect(controllers.SetupWithManager(mgr, controllers.Options{
-		CacheNodeImage: testImage, DrainGrace: drainGrace, Now: clock.Now,
+		CacheNodeImage: testImage, DrainGrace: drainGrace, Now: clock.Now, Version: operatorVersion,
 	})).To(Succeed())
 
 	var ctx context.Context
