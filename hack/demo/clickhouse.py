@@ -13,15 +13,23 @@ The disk is `s3_plain_rewritable`: the table's metadata lives in the bucket
 with its data, so any process that knows the schema and the table's UUID can
 ATTACH it from any endpoint that serves the bucket, MinIO or the gateway.
 Between runs it reads the cache nodes' /metrics and the gateway's, and shows
-where each run's bytes came from. With --s3-latency-ms (DEMO_S3_LATENCY_MS) an
-extra run reads S3 directly through a local proxy that delays each request
-by that much, standing in for S3's distance, which MinIO on this machine lacks.
+where each run's bytes came from; at the end it prints the Grafana
+dashboard's hit ratio and bytes-by-tier queries (hack/demo/dashboard.py) as
+the Prometheus that hack/demo.sh runs on the host evaluates them.
+
+S3 here is MinIO on this machine. With --s3-latency-ms (DEMO_S3_LATENCY_MS)
+hack/demo.sh puts it behind `clickhouse.py link`, a proxy on the host that
+delays each request by that much, standing in for S3's distance: ClickHouse
+reading S3 directly and the cache nodes in the cluster both reach MinIO
+through it.
 
   clickhouse.py demo  --gateway URL --gateway-key K --gateway-secret S
                       --s3 URL --s3-key K --s3-secret S --bucket B
                       --node-metrics URL[,URL...] --gateway-metrics URL
+                      --prometheus URL --cache NAMESPACE/NAME [--s3-latency-ms MS]
   clickhouse.py load  --endpoint URL --access-key K --secret-key S --bucket B   (JSON on stdout)
   clickhouse.py query --endpoint URL --access-key K --secret-key S --bucket B   (JSON on stdout)
+  clickhouse.py link  --listen HOST:PORT --target HOST:PORT --latency-ms MS      (runs until killed)
 
 The data is generated (deterministic hashes of the row number): dates,
 marketplaces, customers, products, 20 categories, star ratings, votes, and
@@ -30,6 +38,7 @@ text usually is in ClickHouse.
 """
 
 import argparse
+import asyncio
 import importlib.metadata
 import json
 import os
@@ -40,6 +49,8 @@ import sys
 import tempfile
 import time
 import urllib.request
+
+import dashboard  # hack/demo/dashboard.py
 
 TABLE = "reviews"
 # Fixed, so that every process attaches the same table (the data path in the
@@ -61,6 +72,14 @@ SCHEMA = """(
     review_headline String CODEC(ZSTD(1)),
     review_body String CODEC(ZSTD(1))
 ) ENGINE = MergeTree ORDER BY (product_category, review_date)"""
+
+# The columns QUERY reads, and those the load reads back: the others but the
+# two largest, about 20 chunks (so every cache node serves some) and 10 MiB
+# (so that the gateway's page cache, 64 MiB in config/local, holds the query's
+# columns beside them).
+QUERY_COLUMNS = ("product_category", "star_rating", "review_body")
+READ_BACK = [c for c in re.findall(r"^\s+(\w+) ", SCHEMA, re.M)
+             if c not in QUERY_COLUMNS + ("review_id", "review_headline")]
 
 QUERY = f"""SELECT product_category, count() AS reviews, round(avg(star_rating), 2) AS stars,
        countIf(review_body ILIKE '%battery%') AS battery
@@ -155,8 +174,14 @@ def cmd_load(a):
         seconds = time.monotonic() - t
         rows, parts, size, version = ch.run(f"""SELECT sum(rows), count(), sum(bytes_on_disk), version()
             FROM system.parts WHERE database = currentDatabase() AND table = '{TABLE}' AND active""")[0]
+        # Read back columns the query does not read (READ_BACK) so that the
+        # nodes' and the gateway's counters of the tenant's reads exist
+        # before the query runs: a series appears at its first increment,
+        # and Prometheus (so the dashboard) counts a counter's growth from
+        # its first sample on.
+        checked = ch.run(f"SELECT count() FROM {TABLE} WHERE NOT ignore({', '.join(READ_BACK)})")[0][0]
         out = {"rows": int(rows), "parts": int(parts), "bytes": int(size), "seconds": round(seconds, 3),
-               "version": version}
+               "version": version, "read_back": int(checked)}
     finally:
         ch.close()
     json.dump(out, sys.stdout)
@@ -173,7 +198,7 @@ def cmd_query(a):
         seconds = time.monotonic() - t
         after = ch.s3_events()
         read = ch.run(f"SELECT sum(data_compressed_bytes) FROM system.columns WHERE database = currentDatabase() "
-                      f"AND table = '{TABLE}' AND name IN ('product_category', 'star_rating', 'review_body')")[0][0]
+                      f"AND table = '{TABLE}' AND name IN {QUERY_COLUMNS}")[0][0]
     finally:
         ch.close()
     json.dump({"seconds": round(seconds, 3), "rows": rows, "column_bytes": int(read),
@@ -265,8 +290,9 @@ def step(msg):
 
 def child(a, cmd, endpoint, key, secret):
     """Runs `clickhouse.py CMD` in a fresh process and returns its JSON."""
-    args = [sys.executable, os.path.abspath(__file__), cmd, "--endpoint", endpoint, "--access-key", key,
-            "--secret-key", secret, "--bucket", a.bucket, "--rows", str(a.rows)]
+    # --flag=value: generated keys may start with "-".
+    args = [sys.executable, os.path.abspath(__file__), cmd, "--endpoint", endpoint, f"--access-key={key}",
+            f"--secret-key={secret}", "--bucket", a.bucket, "--rows", str(a.rows)]
     p = subprocess.run(args, stdout=subprocess.PIPE, text=True)
     if p.returncode != 0:
         raise SystemExit(f"clickhouse.py {cmd} against {endpoint} failed (exit {p.returncode})")
@@ -274,27 +300,25 @@ def child(a, cmd, endpoint, key, secret):
 
 
 class LatencyProxy:
-    """A TCP proxy on 127.0.0.1 in front of HOST:PORT that holds every byte a
-    client sends for DELAY seconds before passing it on: each request reaches
-    the server DELAY later, as if it were that far away. Responses pass at
-    once. It stands in for S3's per-request latency, which MinIO on this
-    machine does not have."""
+    """A TCP proxy in front of HOST:PORT that holds every byte a client sends
+    for DELAY seconds before passing it on: each request, on a new or a
+    kept-alive connection, reaches the server DELAY later, as if it were that
+    far away. Responses pass at once. It stands in for S3's per-request
+    latency, which MinIO on this machine does not have (B2 in
+    docs/benchmarks.md puts the same delay on the same side)."""
 
     def __init__(self, target, delay):
-        import asyncio
-        import threading
-
-        self.asyncio, self.delay = asyncio, delay
         self.host, port = target.rsplit(":", 1)
-        self.port = int(port)
-        self.loop = asyncio.new_event_loop()
-        threading.Thread(target=self.loop.run_forever, daemon=True).start()
-        server = asyncio.run_coroutine_threadsafe(
-            asyncio.start_server(self.handle, "127.0.0.1", 0), self.loop).result()
-        self.address = "127.0.0.1:%d" % server.sockets[0].getsockname()[1]
+        self.port, self.delay = int(port), delay
+
+    async def serve(self, listen):
+        host, port = listen.rsplit(":", 1)
+        server = await asyncio.start_server(self.handle, host, int(port))
+        async with server:
+            await server.serve_forever()
 
     async def handle(self, client_r, client_w):
-        asyncio, loop = self.asyncio, self.loop
+        loop = asyncio.get_running_loop()
         try:
             server_r, server_w = await asyncio.open_connection(self.host, self.port)
         except OSError:
@@ -335,9 +359,24 @@ class LatencyProxy:
             client_w.close()
 
 
+def cmd_link(a):
+    """The link between MinIO and its readers (hack/demo.sh runs it in the
+    background): a LatencyProxy until killed."""
+    say(f"link {a.listen} -> {a.target}: each request {a.latency_ms:g} ms later")
+    try:
+        asyncio.run(LatencyProxy(a.target, a.latency_ms / 1000).serve(a.listen))
+    except KeyboardInterrupt:
+        pass
+
+
 def cmd_demo(a):
     nodes = a.node_metrics.split(",")
     gw_metrics = [a.gateway_metrics]
+    namespace, cache = a.cache.split("/", 1)
+    prom = dashboard.Prometheus(a.prometheus)
+    prom.wait(f"{len(nodes)} cache nodes and a gateway of {a.cache} up", lambda: (
+        prom.scalar(f'count(up{{namespace="{namespace}",service="{cache}"}} == 1)') == len(nodes) and
+        (prom.scalar(f'count(up{{cache_namespace="{namespace}",cache="{cache}"}} == 1)') or 0) >= 1))
 
     step(f"ClickHouse (chdb {importlib.metadata.version('chdb')}) loads {a.rows:,} reviews through the gateway")
     say(f"   MergeTree on an s3_plain_rewritable disk at {a.gateway}/{a.bucket}/{PREFIX}/ (the gateway's keys)")
@@ -347,22 +386,31 @@ def cmd_demo(a):
     say(f"   ClickHouse {load['version']}: {load['rows']:,} rows, {load['parts']} part(s), "
         f"{mib(load['bytes'])} compressed, in {load['seconds']:.1f}s")
     say(f"   written through the cache: the nodes stored every chunk and made {int(put)} PUTs to MinIO")
+    say(f"   read back: {', '.join(READ_BACK)} ({load['read_back']:,} rows), columns the")
+    say("   query does not read, so that every node's counters of the tenant's reads exist before the runs")
+    load_end = time.time()
 
     step("one query, each run in a fresh ClickHouse process (ClickHouse's own caches empty)")
     say("   " + "\n   ".join(QUERY.splitlines()))
-    runs = [("S3 directly: MinIO on this machine", a.s3, a.s3_key, a.s3_secret)]
     if a.s3_latency_ms > 0:
-        proxy = LatencyProxy(a.s3.split("://", 1)[1], a.s3_latency_ms / 1000)
-        runs.append((f"S3 directly: MinIO + {a.s3_latency_ms:g} ms/request", "http://" + proxy.address,
-                     a.s3_key, a.s3_secret))
-    runs += [
-        ("distcache: first run on this compute", a.gateway, a.gateway_key, a.gateway_secret),
-        ("distcache: hot", a.gateway, a.gateway_key, a.gateway_secret),
+        s3_name = f"S3 directly: MinIO + {a.s3_latency_ms:g} ms/request"
+    else:
+        s3_name = "S3 directly: MinIO on this machine"
+    runs = [
+        (s3_name, "S3 directly", a.s3, a.s3_key, a.s3_secret),
+        ("distcache: first run on this compute", "distcache first", a.gateway, a.gateway_key, a.gateway_secret),
+        ("distcache: hot", "distcache hot", a.gateway, a.gateway_key, a.gateway_secret),
     ]
-    results = []
-    for name, endpoint, key, secret in runs:
+    results, phases, window_start = [], [], None
+    for name, short, endpoint, key, secret in runs:
+        if endpoint == a.gateway and window_start is None:
+            # Prometheus's window of the runs through distcache opens at a
+            # scrape once the dashboard's rates no longer include the load.
+            window_start, _ = prom.scraped_after(load_end + dashboard.RATE_SECONDS)
         nb, gb = scrape(nodes), scrape(gw_metrics)
+        t0 = time.time()
         r = child(a, "query", endpoint, key, secret)
+        phases.append((short, t0, time.time()))
         nd, gd = diff(scrape(nodes), nb), diff(scrape(gw_metrics), gb)
         r["name"], r["tiers"] = name, served(nd)
         r["s3_gets_by_cache"] = pick(nd, "distcache_s3_requests_total", op="get")
@@ -395,28 +443,26 @@ def cmd_demo(a):
     say("   S3 GETs: ClickHouse's own when it reads S3 directly, the cache nodes' when it reads through")
     say("   distcache. The load wrote every chunk through the cache, so this compute's first run is")
     say("   already served by the nodes, and no run through distcache asked S3 for anything.")
-    say("   MinIO here is on the same machine, well under a millisecond away, so reading it directly is")
-    say("   about as fast as a cache; S3 answers each request in tens of milliseconds.")
     if a.s3_latency_ms > 0:
-        say(f"   The {a.s3_latency_ms:g} ms row sends ClickHouse's requests to MinIO through a proxy on this")
-        say("   machine that holds each one that long (DEMO_S3_LATENCY_MS).")
-
-    step("cache nodes, since they started (sum over the pods' /metrics)")
+        say(f"   S3 is MinIO on this machine behind a link that holds each request {a.s3_latency_ms:g} ms, as S3 in a")
+        say("   region answers (B2 in docs/benchmarks.md uses the same): ClickHouse reading S3 directly and the")
+        say("   cache nodes writing and filling both go through it. DEMO_S3_LATENCY_MS=0 make demo runs without")
+        say("   it: MinIO here is well under a millisecond away, about as fast as a cache.")
+    else:
+        say("   MinIO here is on the same machine, well under a millisecond away, so reading it directly is")
+        say("   about as fast as a cache; S3 answers each request in tens of milliseconds (by default make")
+        say("   demo puts MinIO behind a link that holds each request 30 ms).")
     snap = total(scrape(nodes))
-    t = served(snap)
-    own = sum(v for r, v in t.items() if r != "forwarded")
-    hits = t["hit_ram"] + t["hit_disk"]
-    for res, label in TIERS:
-        note = "  (also counted by the chunk's owner; not in the ratios)" if res == "forwarded" else ""
-        say(f"   bytes served from {label:<15} {mib(t[res]):>12}{note}")
-    cr = {r: pick(snap, "distcache_chunk_reads_total", result=r) for r, _ in TIERS}
-    cown = sum(v for r, v in cr.items() if r != "forwarded")
-    say(f"   byte hit ratio   {100 * hits / own if own else 0:5.1f}%  ({mib(hits)} of {mib(own)})")
-    say(f"   chunk hit ratio  {100 * (cr['hit_ram'] + cr['hit_disk']) / cown if cown else 0:5.1f}%  "
-        f"({int(cr['hit_ram'] + cr['hit_disk'])} of {int(cown)} chunk reads)")
-    say(f"   cached now: {mib(pick(snap, 'distcache_store_bytes', tier='ram'))} in RAM, "
+    say(f"   cached now on the nodes: {mib(pick(snap, 'distcache_store_bytes', tier='ram'))} in RAM, "
         f"{mib(pick(snap, 'distcache_store_bytes', tier='disk'))} on disk, "
-        f"{int(pick(snap, 'distcache_store_chunks'))} chunks")
+        f"{int(pick(snap, 'distcache_store_chunks'))} chunks (their /metrics)")
+
+    _, end = prom.scraped_after(time.time())
+    step("the hit rate as the Grafana dashboard shows it: its queries, on the Prometheus of this demo")
+    say(f"   Prometheus {a.prometheus} scrapes the cache nodes and the gateway every second, with the labels")
+    say("   the operator's ServiceMonitor and PodMonitor give them; the queries are the panels' own")
+    say(f"   (internal/monitoring/dashboard.json), for namespace {namespace}, cache {cache}, every zone and tenant")
+    dashboard.report(prom, namespace, cache, window_start, end, phases, say)
 
 
 def main():
@@ -434,14 +480,20 @@ def main():
     for flag in ("gateway", "gateway-key", "gateway-secret", "s3", "s3-key", "s3-secret", "bucket",
                  "node-metrics", "gateway-metrics"):
         d.add_argument("--" + flag, required=True)
+    d.add_argument("--prometheus", required=True, help="the Prometheus scraping the cache nodes and the gateway")
+    d.add_argument("--cache", required=True, help="NAMESPACE/NAME of the DistributedCache")
     d.add_argument("--rows", type=int, default=int(env("DEMO_ROWS", "600000")))
-    d.add_argument("--s3-latency-ms", type=float, default=float(env("DEMO_S3_LATENCY_MS", "0")),
-                   help="an extra run against S3 directly, with this latency added to each request")
+    d.add_argument("--s3-latency-ms", type=float, default=0,
+                   help="the latency of the link between --s3 (MinIO) and its readers, for the output")
+    lk = sub.add_parser("link")
+    lk.add_argument("--listen", required=True, help="HOST:PORT")
+    lk.add_argument("--target", required=True, help="HOST:PORT of MinIO")
+    lk.add_argument("--latency-ms", type=float, required=True)
     a = p.parse_args()
     for k in ("endpoint", "gateway", "s3"):
         if getattr(a, k, None):
             setattr(a, k, getattr(a, k).rstrip("/"))
-    {"load": cmd_load, "query": cmd_query, "demo": cmd_demo}[a.cmd](a)
+    {"load": cmd_load, "query": cmd_query, "demo": cmd_demo, "link": cmd_link}[a.cmd](a)
 
 
 if __name__ == "__main__":
