@@ -117,7 +117,7 @@ soak: bin/minio ## Mixed gateway load against a tiny cache for SOAK_DURATION, th
 .PHONY: demo demo-down demo-local
 demo: ## Local cluster, operator, cache, tenant, gateway; ClickHouse (chdb) queries S3 vs distcache. Needs root.
 	hack/demo.sh
-demo-down: ## Remove what make demo left running: the whole local cluster.
+demo-down: ## Remove what make demo left running: the whole local cluster, its S3 latency link and Prometheus.
 	hack/demo.sh down
 demo-local: bin/minio build ## No Kubernetes: MinIO + one cache node on loopback with mTLS; misses, hits, metrics.
 	hack/demo/local.sh

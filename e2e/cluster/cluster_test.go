@@ -45,6 +45,15 @@ var _ = Describe("a DistributedCache on a real cluster", Ordered, func() {
 		gwKeyID  string
 		gwSecret string
 	)
+	// followGateway points the suite's gateway client at the tenant's Ready
+	// gateway pod and its current keys (after the gateway was rolled or the
+	// tenant re-created).
+	followGateway := func(ctx context.Context, g Gomega) {
+		gwIP = gatewayPod(ctx, g).Status.PodIP
+		gwKeyID = secretValue(ctx, g, tenantNamespace, gatewayKeysSecret, "AWS_ACCESS_KEY_ID")
+		gwSecret = secretValue(ctx, g, tenantNamespace, gatewayKeysSecret, "AWS_SECRET_ACCESS_KEY")
+		gw = newS3Client(net.JoinHostPort(gwIP, fmt.Sprint(gatewayPort)), gwKeyID, gwSecret)
+	}
 
 	AfterEach(func(ctx SpecContext) {
 		if CurrentSpecReport().Failed() {
@@ -232,6 +241,70 @@ var _ = Describe("a DistributedCache on a real cluster", Ordered, func() {
 		chdbtest.RequireSame(GinkgoTB(), "MinIO direct", ref.Results, "status.endpoint", got.Results)
 		AddReportEntry("ClickHouse through status.endpoint", fmt.Sprintf("%d queries: MinIO direct %v, through the endpoint %v",
 			len(got.Results), ref.Elapsed.Round(time.Millisecond), got.Elapsed.Round(time.Millisecond)))
+	}, SpecTimeout(specTimeout))
+
+	It("rolls the tenant's gateway on a spec change without a failed read through its Service", func(ctx SpecContext) {
+		By("a reader through the tenant's endpoint (its Service's cluster IP)")
+		var t cachev1alpha1.CacheTenant
+		Expect(k8sClient.Get(ctx, key(tenantNamespace, tenantName), &t)).To(Succeed())
+		var svc corev1.Service
+		Expect(k8sClient.Get(ctx, key(tenantNamespace, gatewayService), &svc)).To(Succeed())
+		viaService := newS3Client(net.JoinHostPort(svc.Spec.ClusterIP, fmt.Sprint(gatewayPort)), gwKeyID, gwSecret)
+		r := startReader(viaService, objs)
+		DeferCleanup(r.halt)
+		r.awaitPasses(ctx, 1)
+		var before appsv1.Deployment
+		Expect(k8sClient.Get(ctx, key(tenantNamespace, gatewayName), &before)).To(Succeed())
+		oldPod := gatewayPod(ctx, Default).Name
+
+		By("spec.gateway.pageCacheSize changed: the Deployment rolls, surging a new pod before the old one goes")
+		edit := func(size string) {
+			Eventually(ctx, func() error {
+				var cur cachev1alpha1.CacheTenant
+				if err := k8sClient.Get(ctx, key(tenantNamespace, tenantName), &cur); err != nil {
+					return err
+				}
+				q := resource.MustParse(size)
+				cur.Spec.Gateway.PageCacheSize = &q
+				return k8sClient.Update(ctx, &cur)
+			}).Should(Succeed())
+		}
+		rolledPast := func(generation int64, oldPod string) func(g Gomega) {
+			return func(g Gomega) {
+				var d appsv1.Deployment
+				g.Expect(k8sClient.Get(ctx, key(tenantNamespace, gatewayName), &d)).To(Succeed())
+				g.Expect(d.Generation).To(BeNumerically(">", generation))
+				g.Expect(d.Status.ObservedGeneration).To(Equal(d.Generation))
+				g.Expect(d.Status.UpdatedReplicas).To(Equal(*d.Spec.Replicas))
+				g.Expect(d.Status.ReadyReplicas).To(Equal(*d.Spec.Replicas))
+				g.Expect(d.Status.Replicas).To(Equal(*d.Spec.Replicas))
+				g.Expect(gatewayPod(ctx, g).Name).NotTo(Equal(oldPod))
+				// Gone, not only terminating: it has left the Service's
+				// endpoints, waited out its preStop and drained.
+				err := k8sClient.Get(ctx, key(tenantNamespace, oldPod), &corev1.Pod{})
+				g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "old gateway pod %s still exists", oldPod)
+			}
+		}
+		edit("8Mi")
+		Eventually(ctx, rolledPast(before.Generation, oldPod)).WithTimeout(rolloutTimeout).Should(Succeed())
+		r.awaitPasses(ctx, 1)
+
+		By("and back (the later specs read what the nodes serve, with the page cache off)")
+		var mid appsv1.Deployment
+		Expect(k8sClient.Get(ctx, key(tenantNamespace, gatewayName), &mid)).To(Succeed())
+		midPod := gatewayPod(ctx, Default).Name
+		edit("0")
+		Eventually(ctx, rolledPast(mid.Generation, midPod)).WithTimeout(rolloutTimeout).Should(Succeed())
+		r.awaitPasses(ctx, 1)
+		r.stop()
+		AddReportEntry("gateway rollouts", fmt.Sprintf("two rollouts of the tenant's gateway under a reader through its Service: %d reads, %d failed",
+			r.reads.Load(), r.failures.Load()))
+
+		By("the suite's own client follows the new pod")
+		Eventually(ctx, func(g Gomega) {
+			followGateway(ctx, g)
+			g.Expect(verifyObject(ctx, gw, objs[0])).To(Succeed())
+		}).WithTimeout(timeout).Should(Succeed())
 	}, SpecTimeout(specTimeout))
 
 	It("runs a cache over two zones with a gateway in each, and zone b's gateway reads from zone b's pods only", func(ctx SpecContext) {
@@ -618,10 +691,7 @@ var _ = Describe("a DistributedCache on a real cluster", Ordered, func() {
 		kubectlIn(ctx, tenantDoc, "apply", "--server-side", "-f", "-")
 		// A new gateway, with new keys: the suite's client follows it.
 		Eventually(ctx, func(g Gomega) {
-			gwIP = gatewayPod(ctx, g).Status.PodIP
-			gwKeyID = secretValue(ctx, g, tenantNamespace, gatewayKeysSecret, "AWS_ACCESS_KEY_ID")
-			gwSecret = secretValue(ctx, g, tenantNamespace, gatewayKeysSecret, "AWS_SECRET_ACCESS_KEY")
-			gw = newS3Client(net.JoinHostPort(gwIP, fmt.Sprint(gatewayPort)), gwKeyID, gwSecret)
+			followGateway(ctx, g)
 			g.Expect(verifyObject(ctx, gw, o)).To(Succeed())
 		}).WithTimeout(timeout).WithPolling(100 * time.Millisecond).Should(Succeed())
 		back := time.Since(recreated)

@@ -246,14 +246,21 @@ func activeRing(n int) map[string]ring.State {
 	return out
 }
 
-// gatewayPod is the gateway's Ready pod.
+// gatewayPod is the gateway's Ready pod (one that is terminating, after a
+// rollout or a deletion, does not count).
 func gatewayPod(ctx context.Context, g Gomega) corev1.Pod {
 	var pods corev1.PodList
 	g.Expect(k8sClient.List(ctx, &pods, client.InNamespace(tenantNamespace), client.MatchingLabels{
 		controllers.LabelInstance: gatewayService, controllers.LabelZone: zone})).To(Succeed())
-	g.Expect(pods.Items).To(HaveLen(1))
-	g.Expect(podReady(&pods.Items[0])).To(BeTrue(), "gateway pod Ready")
-	return pods.Items[0]
+	var live []corev1.Pod
+	for _, p := range pods.Items {
+		if p.DeletionTimestamp == nil {
+			live = append(live, p)
+		}
+	}
+	g.Expect(live).To(HaveLen(1), "gateway pods not terminating")
+	g.Expect(podReady(&live[0])).To(BeTrue(), "gateway pod Ready")
+	return live[0]
 }
 
 // ---------------------------------------------------------------- diagnostics
