@@ -104,7 +104,9 @@ func chPageReport(r *results) string {
 		p("from ClickHouse's own filesystem cache, local files without a network hop (row 2), %.3f s and %.3f s: row 2 hot / row 5 hot = %s and %s. ",
 			c(1, fi, 1).Seconds, c(1, si, 1).Seconds, benchkit.Ratio(c(1, fi, 1).Seconds, c(4, fi, 1).Seconds), benchkit.Ratio(c(1, si, 1).Seconds, c(4, si, 1).Seconds))
 		p("That is the nearest measured stand-in for what a cache inside the ClickHouse process could do over the gateway's RAM on a repeated query; ")
-		p("it is not a measurement of the page cache.")
+		p("it is not a measurement of the page cache. ")
+		p("Until row 7 is measured, the recommendation on top of distcache stays ClickHouse's defaults, with the RAM for caching given to the gateway's page cache, ")
+		p("which every fresh ClickHouse process reads at row 5's speed (docs/clickhouse.md, \"ClickHouse's own caches on top\").")
 		return b.String()
 	}
 	runs := ""
