@@ -176,7 +176,7 @@ deploy-manifests: $(KUBECTL) ## Print what make deploy applies (IMG=..., CACHENO
 
 .PHONY: run
 run: ## Run the operator from source against the cluster (after make install); CACHENODE_IMG for its caches.
-	$(GO) run . --cachenode-image="$(CACHENODE_IMG)" $(RUN_ARGS)
+	$(GO) run -ldflags "$(LDFLAGS)" . --cachenode-image="$(CACHENODE_IMG)" --metrics-secure=false --metrics-bind-address=:8080 $(RUN_ARGS)
 
 ##@ Help
 

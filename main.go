@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/distcache/distcache/controllers"
@@ -29,12 +30,13 @@ func main() {
 	var leaderElectionNamespace string
 	var cacheNodeImage string
 	var drainGrace, caRotationGrace time.Duration
-	var printVersion bool
+	var printVersion, secureMetrics bool
 	flag.BoolVar(&printVersion, "version", false, "print the version this binary was built as and exit")
 	flag.DurationVar(&drainGrace, "ring-drain-grace", 2*time.Minute, "how long cache nodes being scaled away keep serving after the ring marking them draining is published (ConfigMap propagation plus warm handoff)")
 	flag.DurationVar(&caRotationGrace, "ca-rotation-grace", controllers.DefaultCARotationGrace, "how long a CA rotation waits for kubelets to deliver changed certificate Secrets to every pod, before the new CA signs and before the old one is dropped")
 	flag.StringVar(&cacheNodeImage, "cachenode-image", "ghcr.io/distcache/cachenode:latest", "cachenode image of caches without spec.image")
-	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8080", "address of the metrics endpoint")
+	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8443", "address of the metrics endpoint (0: off)")
+	flag.BoolVar(&secureMetrics, "metrics-secure", true, "serve the metrics over HTTPS (a self-signed certificate) and only to callers the API server authenticates (TokenReview) and authorizes for GET /metrics (SubjectAccessReview; the ClusterRole distcache-metrics-reader grants it); false: plain HTTP to anyone")
 	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "address of /healthz and /readyz")
 	flag.BoolVar(&leaderElect, "leader-elect", false, "enable leader election (run more than one replica)")
 	flag.StringVar(&leaderElectionNamespace, "leader-election-namespace", "", "namespace of the leader election Lease; empty: the pod's own (in a cluster only)")
@@ -61,10 +63,14 @@ func main() {
 		log.Error(err, "looking up the prometheus-operator's CRDs")
 		os.Exit(1)
 	}
+	metricsOpts := metricsserver.Options{BindAddress: metricsAddr, SecureServing: secureMetrics}
+	if secureMetrics {
+		metricsOpts.FilterProvider = filters.WithAuthenticationAndAuthorization
+	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                  scheme,
 		Cache:                   cache.Options{ByObject: byObject},
-		Metrics:                 metricsserver.Options{BindAddress: metricsAddr},
+		Metrics:                 metricsOpts,
 		HealthProbeBindAddress:  probeAddr,
 		LeaderElection:          leaderElect,
 		LeaderElectionID:        "distcache-operator.distcache.io",

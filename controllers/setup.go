@@ -19,6 +19,11 @@ import (
 // The one place the operator is wired together, for main.go and the test
 // suites that run it in-process.
 
+// The operator's metrics endpoint (main.go, --metrics-secure) asks the API
+// server who a caller is and whether it may GET /metrics.
+// +kubebuilder:rbac:groups=authentication.k8s.io,resources=tokenreviews,verbs=create
+// +kubebuilder:rbac:groups=authorization.k8s.io,resources=subjectaccessreviews,verbs=create
+
 // AddToScheme registers every kind the operator reads or writes.
 func AddToScheme(s *runtime.Scheme) error {
 	return errors.Join(clientgoscheme.AddToScheme(s), cachev1alpha1.AddToScheme(s), monitoringv1.AddToScheme(s))

@@ -55,7 +55,7 @@ var _ = Describe("make deploy", Ordered, func() {
 		Expect(kinds).NotTo(HaveKey("ServiceMonitor"), "a cluster without the prometheus-operator takes make deploy as it is")
 		Expect(kinds).To(Equal(map[string]int{
 			"Namespace": 1, "CustomResourceDefinition": 2, "ServiceAccount": 1,
-			"ClusterRole": 5, "ClusterRoleBinding": 1, "Role": 1, "RoleBinding": 1,
+			"ClusterRole": 6, "ClusterRoleBinding": 1, "Role": 1, "RoleBinding": 1,
 			"Service": 1, "Deployment": 1,
 		}))
 	})
@@ -101,7 +101,7 @@ var _ = Describe("make deploy", Ordered, func() {
 		Expect(c.Env).To(ContainElement(corev1.EnvVar{Name: "CACHENODE_IMAGE", Value: testCacheNodeIMG}))
 		Expect(expandArgs(c)).To(ConsistOf(
 			"--leader-elect",
-			"--metrics-bind-address=:8080",
+			"--metrics-bind-address=:8443",
 			"--health-probe-bind-address=:8081",
 			"--cachenode-image="+testCacheNodeIMG,
 		))
@@ -111,7 +111,7 @@ var _ = Describe("make deploy", Ordered, func() {
 		for _, p := range c.Ports {
 			ports[p.Name] = p.ContainerPort
 		}
-		Expect(ports).To(Equal(map[string]int32{"metrics": 8080, "health": 8081}))
+		Expect(ports).To(Equal(map[string]int32{"metrics": 8443, "health": 8081}))
 		Expect(c.LivenessProbe.HTTPGet.Path).To(Equal("/healthz"))
 		Expect(ports[c.LivenessProbe.HTTPGet.Port.String()]).To(Equal(int32(8081)))
 		Expect(c.ReadinessProbe.HTTPGet.Path).To(Equal("/readyz"))

@@ -3,6 +3,7 @@ package deploy_test
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"fmt"
 	"io"
 	"net/http"
@@ -15,8 +16,12 @@ import (
 	. "github.com/onsi/gomega"
 	"github.com/onsi/gomega/gexec"
 	appsv1 "k8s.io/api/apps/v1"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	cachev1alpha1 "github.com/distcache/distcache/api/v1alpha1"
@@ -36,11 +41,24 @@ func objectMeta(namespace, name string, labels map[string]string) metav1.ObjectM
 
 // httpGet returns the status and body of GET url.
 func httpGet(ctx context.Context, url string) (int, string, error) {
+	return httpGetAs(ctx, url, "")
+}
+
+// metricsClient speaks HTTPS to the manager's metrics endpoint, whose
+// certificate controller-runtime makes up itself.
+var metricsClient = &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
+
+// httpGetAs GETs url, with token as its bearer token when not empty (over
+// HTTPS without verifying the server's certificate).
+func httpGetAs(ctx context.Context, url, token string) (int, string, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return 0, "", err
 	}
-	resp, err := http.DefaultClient.Do(req)
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := metricsClient.Do(req)
 	if err != nil {
 		return 0, "", err
 	}
@@ -136,14 +154,42 @@ func runManagerAsDeployed(ctx context.Context) {
 		g.Expect(got.Status.ObservedGeneration).To(Equal(got.Generation))
 	}).WithContext(ctx).Should(Succeed(), "status written through distributedcaches/status")
 
-	By("serving its metrics on the metrics port")
+	By("serving its metrics over HTTPS only to callers allowed to read them")
+	reader, stranger := serviceAccountToken(ctx, "metrics-scraper", "distcache-metrics-reader"), serviceAccountToken(ctx, "stranger", "")
+	url := "https://" + metricsAddr + "/metrics"
 	Eventually(func(g Gomega) {
-		code, body, err := httpGet(ctx, "http://"+metricsAddr+"/metrics")
+		code, body, err := httpGetAs(ctx, url, reader)
 		g.Expect(err).NotTo(HaveOccurred())
-		g.Expect(code).To(Equal(http.StatusOK))
+		g.Expect(code).To(Equal(http.StatusOK), body)
 		g.Expect(body).To(ContainSubstring(`controller_runtime_reconcile_total{controller="distributedcache"`))
+		g.Expect(body).To(ContainSubstring(`distcache_build_info{`))
 	}).WithContext(ctx).Should(Succeed())
+	for who, want := range map[string]int{"": http.StatusUnauthorized, stranger: http.StatusForbidden} {
+		code, _, err := httpGetAs(ctx, url, who)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(code).To(Equal(want), "a caller with token %t and no role", who != "")
+	}
 
 	By("never being refused by RBAC")
 	Expect(refused(session)).To(BeFalse(), "the manager's log above has an RBAC refusal")
+}
+
+// serviceAccountToken makes a ServiceAccount in the operator's namespace,
+// binds it to clusterRole unless that is empty, and returns a token of it
+// (TokenRequest), as a Prometheus in the cluster would present.
+func serviceAccountToken(ctx context.Context, name, clusterRole string) string {
+	GinkgoHelper()
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: systemNamespace, Name: name}}
+	Expect(k8sClient.Create(ctx, sa)).To(Succeed())
+	if clusterRole != "" {
+		Expect(k8sClient.Create(ctx, &rbacv1.ClusterRoleBinding{
+			ObjectMeta: metav1.ObjectMeta{Name: name},
+			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: clusterRole},
+			Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: systemNamespace, Name: name}},
+		})).To(Succeed())
+	}
+	tr := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](600)}}
+	Expect(k8sClient.SubResource("token").Create(ctx, sa, tr)).To(Succeed())
+	Expect(tr.Status.Token).NotTo(BeEmpty())
+	return tr.Status.Token
 }

@@ -69,6 +69,10 @@ var _ = Describe("config/prometheus", func() {
 		Expect(endpoints).To(HaveLen(1))
 		endpoint := endpoints[0].(map[string]any)
 		Expect(endpoint).To(HaveKeyWithValue("path", "/metrics"))
+		// The manager serves its metrics over HTTPS to authorized callers:
+		// Prometheus presents its ServiceAccount token.
+		Expect(endpoint).To(HaveKeyWithValue("scheme", "https"))
+		Expect(endpoint).To(HaveKeyWithValue("bearerTokenFile", "/var/run/secrets/kubernetes.io/serviceaccount/token"))
 		Expect(svc.Spec.Ports).To(HaveLen(1))
 		Expect(endpoint).To(HaveKeyWithValue("port", svc.Spec.Ports[0].Name))
 
