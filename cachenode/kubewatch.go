@@ -32,22 +32,10 @@ func watchRingConfigMap(ctx context.Context, kube *rest.Config, ref kubewatch.Re
 	reg prometheus.Registerer, log *slog.Logger) error {
 	log = log.With("source", "api")
 	u := ring.NewUpdater(h, "ring ConfigMap", log.With("configmap", ref.String()))
-	var once sync.Once
-	w, err := kubewatch.Start(ctx, kube, kubewatch.Options{
-		Kind: kubewatch.ConfigMap, Ref: ref, Logger: log,
-		Apply: func(data []byte) error {
-			once.Do(func() {
-				stopFile()
-				log.Info("ring ConfigMap delivered by the API server; the ring file is no longer watched")
-			})
-			return u.Update(data)
-		},
-	})
-	if err != nil {
-		return err
-	}
-	metrics.RegisterAPIWatch(reg, "ring", w.Updates)
-	return nil
+	return followFromAPI(ctx, kube, kubewatch.ConfigMap, ref, u.Update, func() {
+		stopFile()
+		log.Info("ring ConfigMap delivered by the API server; the ring file is no longer watched")
+	}, reg, "ring", log)
 }
 
 // watchTenantsSecret feeds the tenants configuration in the Secret ref into
@@ -55,20 +43,29 @@ func watchRingConfigMap(ctx context.Context, kube *rest.Config, ref kubewatch.Re
 func watchTenantsSecret(ctx context.Context, kube *rest.Config, ref kubewatch.Ref, tenants *tenancy.Watcher, file string,
 	reg prometheus.Registerer, log *slog.Logger) error {
 	log = log.With("source", "api")
+	return followFromAPI(ctx, kube, kubewatch.Secret, ref, tenants.Update, func() {
+		_ = tenants.Close()
+		log.Info("tenants Secret delivered by the API server; the tenants file is no longer watched", "path", file)
+	}, reg, "tenants", log)
+}
+
+// followFromAPI feeds the key of the object ref into apply as the API
+// server delivers it. The first delivery calls handOver first (which stops
+// the watch of the mounted file that gave the start value); the updates
+// are counted as distcache_api_watch_updates_total{object=name}.
+func followFromAPI(ctx context.Context, kube *rest.Config, kind kubewatch.Kind, ref kubewatch.Ref, apply func([]byte) error,
+	handOver func(), reg prometheus.Registerer, name string, log *slog.Logger) error {
 	var once sync.Once
 	w, err := kubewatch.Start(ctx, kube, kubewatch.Options{
-		Kind: kubewatch.Secret, Ref: ref, Logger: log,
+		Kind: kind, Ref: ref, Logger: log,
 		Apply: func(data []byte) error {
-			once.Do(func() {
-				_ = tenants.Close()
-				log.Info("tenants Secret delivered by the API server; the tenants file is no longer watched", "path", file)
-			})
-			return tenants.Update(data)
+			once.Do(handOver)
+			return apply(data)
 		},
 	})
 	if err != nil {
 		return err
 	}
-	metrics.RegisterAPIWatch(reg, "tenants", w.Updates)
+	metrics.RegisterAPIWatch(reg, name, w.Updates)
 	return nil
 }

@@ -6,14 +6,12 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
-	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/client-go/rest"
 
 	"github.com/distcache/distcache/internal/filewatch"
 	"github.com/distcache/distcache/internal/kubewatch"
-	"github.com/distcache/distcache/internal/metrics"
 	"github.com/distcache/distcache/internal/node"
 	"github.com/distcache/distcache/internal/ring"
 )
@@ -149,22 +147,11 @@ func followZoneRing(ctx context.Context, kube *rest.Config, src zoneRingSource, 
 		return nil
 	}
 	apiLog := log.With("source", "api", "configmap", src.ref.String())
-	var once sync.Once
-	w, err := kubewatch.Start(ctx, kube, kubewatch.Options{
-		Kind: kubewatch.ConfigMap, Ref: *src.ref, Logger: apiLog,
-		Apply: func(data []byte) error {
-			once.Do(func() {
-				stopFile()
-				if src.file != "" {
-					apiLog.Info("ring of another zone delivered by the API server; its file is no longer watched")
-				}
-			})
-			return apply(data) // kubewatch logs a refusal
-		},
-	})
-	if err != nil {
-		return err
-	}
-	metrics.RegisterAPIWatch(reg, "ring-"+src.zone, w.Updates)
-	return nil
+	// kubewatch logs a refusal of apply.
+	return followFromAPI(ctx, kube, kubewatch.ConfigMap, *src.ref, apply, func() {
+		stopFile()
+		if src.file != "" {
+			apiLog.Info("ring of another zone delivered by the API server; its file is no longer watched")
+		}
+	}, reg, "ring-"+src.zone, apiLog)
 }

@@ -261,14 +261,9 @@ record_host_state() {
 }
 
 setup_network() {
-  local addr cidr
-  for addr in "${NODE_IPS[@]}" "$KUBERNETES_SERVICE_IP"; do
-    if ip -4 route show match "$addr" | grep -qv '^default'; then
-      die "$addr is already routed on this machine ($(ip -4 route show match "$addr" | grep -v '^default' | head -n1)); the cluster's addresses would clash"
-    fi
-  done
-  for cidr in "${NODE_POD_CIDRS[@]}"; do
-    addr="${cidr%.*/*}.1"
+  local addr cidr addrs=("${NODE_IPS[@]}" "$KUBERNETES_SERVICE_IP")
+  for cidr in "${NODE_POD_CIDRS[@]}"; do addrs+=("${cidr%.*/*}.1"); done # the bridges' addresses
+  for addr in "${addrs[@]}"; do
     if ip -4 route show match "$addr" | grep -qv '^default'; then
       die "$addr is already routed on this machine ($(ip -4 route show match "$addr" | grep -v '^default' | head -n1)); the cluster's addresses would clash"
     fi

@@ -204,12 +204,10 @@ ensure_cgroup_root() {
 
 # kubepods_cgroups: the kubepods cgroups of every node that exist.
 kubepods_cgroups() {
-  local i root
+  local i
   for i in "${!NODES[@]}"; do
     node "$i"
-    root=$N_CGROUP_ROOT
-    compgen -G "/sys/fs/cgroup/*$root/kubepods" || true
-    [ ! -d "/sys/fs/cgroup$root/kubepods" ] || echo "/sys/fs/cgroup$root/kubepods"
+    cgroup_dirs "$N_CGROUP_ROOT/kubepods"
   done
 }
 
@@ -218,8 +216,13 @@ node_cgroup_roots() {
   local i
   for i in "${!NODES[@]}"; do
     node "$i"
-    [ -n "$N_CGROUP_ROOT" ] || continue
-    compgen -G "/sys/fs/cgroup/*$N_CGROUP_ROOT" || true
-    [ ! -d "/sys/fs/cgroup$N_CGROUP_ROOT" ] || echo "/sys/fs/cgroup$N_CGROUP_ROOT"
+    [ -z "$N_CGROUP_ROOT" ] || cgroup_dirs "$N_CGROUP_ROOT"
   done
+}
+
+# cgroup_dirs PATH: the cgroup PATH (/a/b) that exists, in every cgroup v1
+# hierarchy and in the v2 one.
+cgroup_dirs() {
+  compgen -G "/sys/fs/cgroup/*$1" || true
+  [ ! -d "/sys/fs/cgroup$1" ] || echo "/sys/fs/cgroup$1"
 }

@@ -353,7 +353,7 @@ func (b *Backend) Put(ctx context.Context, cr Credentials, bucket, key string, b
 	var sent int64
 	dates := &lastDate{}
 	err := b.do(ctx, OpPut, bucket, key, func(ctx context.Context) error {
-		counted := &countingReader{r: &callerBody{r: body, left: size}}
+		counted := &callerBody{r: body, left: size}
 		body := io.Reader(counted)
 		if size >= 0 && size <= b.cfg.PartSize {
 			// One PUT. The uploader would buffer this much anyway, but given
@@ -385,25 +385,13 @@ func (b *Backend) Put(ctx context.Context, cr Credentials, bucket, key string, b
 		if out.ETag == nil {
 			return errors.New("S3 returned no ETag")
 		}
-		etag, sent = *out.ETag, counted.n
+		etag, sent = *out.ETag, counted.read
 		return nil
 	})
 	if err != nil {
 		return chunk.Meta{}, err
 	}
 	return chunk.Meta{Size: sent, ETag: etag, ContentType: contentType, LastModified: dates.latest(), FetchedAt: time.Now()}, nil
-}
-
-// countingReader counts the bytes read through it.
-type countingReader struct {
-	r io.Reader
-	n int64
-}
-
-func (c *countingReader) Read(p []byte) (int, error) {
-	n, err := c.r.Read(p)
-	c.n += int64(n)
-	return n, err
 }
 
 // lastDate keeps the latest Date header of the answers to one upload (its
@@ -447,10 +435,11 @@ func (e *BodyError) Unwrap() error { return e.Err }
 
 // callerBody passes the caller's body through, marking its errors as
 // BodyErrors and, when the size is known (left >= 0), failing on a body of
-// any other length.
+// any other length. read counts the bytes passed.
 type callerBody struct {
 	r    io.Reader
 	left int64
+	read int64
 }
 
 func (c *callerBody) Read(p []byte) (int, error) {
@@ -470,6 +459,7 @@ func (c *callerBody) Read(p []byte) (int, error) {
 		p = p[:c.left]
 	}
 	n, err := c.r.Read(p)
+	c.read += int64(n)
 	if c.left > 0 {
 		c.left -= int64(n)
 	}
