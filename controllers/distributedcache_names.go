@@ -49,10 +49,10 @@ func zoneObjectName(dc *cachev1alpha1.DistributedCache, zone string) string {
 func clientServiceName(dc *cachev1alpha1.DistributedCache) string { return dc.Name }
 
 // ringConfigMapName names the ConfigMap holding every zone's ring document.
-func ringConfigMapName(dc *cachev1alpha1.DistributedCache) string { return dc.Name + "-ring" }
+func ringConfigMapName(dc *cachev1alpha1.DistributedCache) string { return dc.RingConfigMapName() }
 
 // ringKey is the ring ConfigMap's key holding a zone's document.
-func ringKey(zone string) string { return zone + ".json" }
+func ringKey(zone string) string { return cachev1alpha1.RingConfigMapKey(zone) }
 
 // NodeTLSSecretName is the Secret (tls.crt, tls.key, ca.crt) with the cache
 // nodes' server certificate. The certificate step creates it; until it

@@ -190,7 +190,7 @@ func statefulSetReplicas(dc *cachev1alpha1.DistributedCache, published *ring.Spe
 
 // AnnotationRingPublishedPrefix + zone, on the ring ConfigMap, is when the
 // zone's current epoch was published (RFC 3339).
-const AnnotationRingPublishedPrefix = "cache.distcache.io/published-"
+const AnnotationRingPublishedPrefix = cachev1alpha1.AnnotationRingPublishedPrefix
 
 // drainHold is how many pods a zone must keep for the drain grace period:
 // members above spec.replicas that the published ring (published at at)

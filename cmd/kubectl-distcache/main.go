@@ -1,0 +1,24 @@
+// Command kubectl-distcache is the `kubectl distcache` plugin: put it on
+// the PATH and kubectl runs it for `kubectl distcache ...`
+// (docs/kubectl-plugin.md). The commands are in internal/kubectlplugin.
+package main
+
+import (
+	"context"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"k8s.io/cli-runtime/pkg/genericiooptions"
+
+	"github.com/distcache/distcache/internal/kubectlplugin"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := kubectlplugin.NewCommand(genericiooptions.IOStreams{In: os.Stdin, Out: os.Stdout, ErrOut: os.Stderr}).ExecuteContext(ctx)
+	stop()
+	if err != nil {
+		os.Exit(1)
+	}
+}
