@@ -103,10 +103,10 @@ func scrapePod(ctx context.Context, s Scraper, pod *corev1.Pod) scrapeResult {
 
 func phase(pod *corev1.Pod) string {
 	if pod.DeletionTimestamp != nil {
-		return "terminating"
+		return "Terminating"
 	}
 	if pod.Status.Phase == "" {
-		return "pending"
+		return "Pending"
 	}
 	return string(pod.Status.Phase)
 }
