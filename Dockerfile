@@ -6,10 +6,11 @@
 # then `make deploy IMG=REGISTRY/distcache/operator:TAG
 # CACHENODE_IMG=REGISTRY/distcache/cachenode:TAG` (docs/operator.md).
 #
-# Where no container engine exists (our CI, the local cluster of
-# hack/cluster.sh), hack/cluster-images.sh builds the same images without
-# Docker: the same static binaries with the same flags, the same entrypoints,
-# the same user (65532, distroless "nonroot"). Keep the two in step.
+# Releases and the local cluster build these images with ko instead, without
+# Docker (.ko.yaml, hack/ko-images.sh, hack/cluster-images.sh): the same
+# static binaries with the same flags and version, user 65532 (distroless
+# "nonroot"); ko's entrypoint is /ko-app/NAME where this one's is /NAME, so
+# the manifests give args only. Keep the two in step.
 
 FROM golang:1.26 AS build
 WORKDIR /src

@@ -651,7 +651,7 @@ EOF
 
   log "checking DNS from a pod"
   kubectl -n kube-system run dns-check --image=distcache.local/probe:dev --image-pull-policy=Never \
-    --restart=Never --command -- /probe lookup -timeout "${TIMEOUT}s" "kubernetes.default.svc.$CLUSTER_DOMAIN" >/dev/null
+    --restart=Never -- lookup -timeout "${TIMEOUT}s" "kubernetes.default.svc.$CLUSTER_DOMAIN" >/dev/null
   wait_until "a DNS lookup from a pod" kubelet dns_check_done
   log "DNS: $(kubectl -n kube-system logs dns-check)"
   kubectl -n kube-system delete pod dns-check --wait=true >/dev/null

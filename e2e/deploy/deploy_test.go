@@ -97,7 +97,7 @@ var _ = Describe("make deploy", Ordered, func() {
 		c := pod.Containers[0]
 		Expect(c.Name).To(Equal("manager"))
 		Expect(c.Image).To(Equal(testIMG))
-		Expect(c.Command).To(Equal([]string{"/manager"}), "the Dockerfile's binary")
+		Expect(c.Command).To(BeEmpty(), "the image's entrypoint: /manager in the Dockerfile's image, /ko-app/distcache in ko's")
 		Expect(c.Env).To(ContainElement(corev1.EnvVar{Name: "CACHENODE_IMAGE", Value: testCacheNodeIMG}))
 		Expect(expandArgs(c)).To(ConsistOf(
 			"--leader-elect",

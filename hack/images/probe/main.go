@@ -6,6 +6,10 @@
 //	probe get [-timeout 60s] URL       GET URL until it answers 2xx, print the body
 //	probe sleep                        block until SIGTERM (then kubectl exec probe ...)
 //
+// Without arguments it sleeps. ko builds the image (hack/cluster-images.sh),
+// so the binary is /ko-app/probe and the image's entrypoint:
+// `kubectl exec POD -- /ko-app/probe lookup NAME`.
+//
 // lookup and get retry until they succeed or the timeout passes (a freshly
 // started CoreDNS can leave the first queries unanswered for seconds), and exit
 // 1 with the last error then.
@@ -30,12 +34,11 @@ import (
 const usage = `usage:
   probe lookup [-timeout 60s] NAME
   probe get [-timeout 60s] [-insecure] URL
-  probe sleep`
+  probe sleep (the default)`
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, usage)
-		os.Exit(2)
+		os.Args = append(os.Args, "sleep")
 	}
 	var err error
 	switch cmd, args := os.Args[1], os.Args[2:]; cmd {
