@@ -236,6 +236,7 @@ func tenantFixture() *cachev1alpha1.CacheTenant {
 		Spec: cachev1alpha1.CacheTenantSpec{
 			CacheRef: cachev1alpha1.CacheReference{Namespace: "distcache", Name: "demo"},
 			Buckets:  []string{"b1", "b2"}, Quota: ptr.To(resource.MustParse("1Gi")),
+			Gateway: &cachev1alpha1.GatewaySpec{ReplicasPerZone: ptr.To[int32](2)},
 		},
 		Status: cachev1alpha1.CacheTenantStatus{
 			ObservedGeneration: 2, TenantName: "analytics-ch", Endpoint: "http://ch-gateway.analytics.svc:8099",
@@ -265,7 +266,7 @@ func TestBuildTenantStatus(t *testing.T) {
 		t.Errorf("certificate from the Secret: %v (%s) %q, want %v", ts.CertificateNotAfter, ts.CertificateSource, ts.CertificateError, notAfter)
 	}
 	if ts.CertificateSecret != "ch-distcache-client" || ts.Cache != "distcache/demo" || ts.QuotaBytes != 1<<30 ||
-		ts.GatewayReplicas != 3 || ts.GatewayReady != 2 || ts.Ready != "True" || ts.Endpoint == "" {
+		ts.GatewayReplicas != 4 || ts.GatewayReady != 2 || ts.Ready != "True" || ts.Endpoint == "" {
 		t.Errorf("%+v", ts)
 	}
 	if ts.Use == nil || ts.Use.MaxNodeBytes != 5<<20 || ts.UseError != "" {

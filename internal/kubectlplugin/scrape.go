@@ -2,12 +2,15 @@ package kubectlplugin
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strconv"
 	"sync"
 
 	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 )
 
@@ -29,13 +32,26 @@ type proxyScraper struct {
 }
 
 func (s proxyScraper) Scrape(ctx context.Context, pod *corev1.Pod, port int32) ([]byte, error) {
-	return s.kube.CoreV1().RESTClient().Get().
+	body, err := s.kube.CoreV1().RESTClient().Get().
 		Namespace(pod.Namespace).Resource("pods").Name(pod.Name+":"+strconv.Itoa(int(port))).
 		SubResource("proxy").Suffix("metrics").
-		// The text format (promhttp would answer protobuf to a client
-		// that asks for it, and text to anything else).
-		SetHeader("Accept", "text/plain;version=0.0.4").
+		// The text format from the node (promhttp would answer protobuf
+		// to a client that asks for it), and the API server's own errors
+		// (a Status: forbidden, no such pod) in JSON, which it cannot
+		// write as text/plain.
+		SetHeader("Accept", "text/plain;version=0.0.4, application/json;q=0.5").
 		DoRaw(ctx)
+	if err != nil {
+		// client-go does not decode the Status of a request whose Accept
+		// it did not choose: the API server's message says who may not
+		// do what.
+		var st metav1.Status
+		if json.Unmarshal(body, &st) == nil && st.Kind == "Status" && st.Message != "" {
+			return nil, &apierrors.StatusError{ErrStatus: st}
+		}
+		return nil, err
+	}
+	return body, nil
 }
 
 // metricsPort is the pod's container port named "metrics".

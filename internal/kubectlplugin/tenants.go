@@ -43,8 +43,9 @@ type TenantStatus struct {
 	CertificateSource   string       `json:"certificateSource,omitempty"`
 	CertificateError    string       `json:"certificateError,omitempty"`
 	CertificateRenewal  *metav1.Time `json:"certificateRenewal,omitempty"`
-	// Endpoint is the gateways' S3 endpoint (status.endpoint) and Gateways
-	// the ready and desired gateway pods over its zones.
+	// Endpoint is the gateways' S3 endpoint (status.endpoint);
+	// GatewayReady and GatewayReplicas the ready and desired gateway pods
+	// over its zones.
 	Endpoint           string `json:"endpoint,omitempty"`
 	GatewayReplicas    int32  `json:"gatewayReplicas,omitempty"`
 	GatewayReady       int32  `json:"gatewayReadyReplicas,omitempty"`
@@ -125,8 +126,11 @@ func buildTenantStatus(t *cachev1alpha1.CacheTenant, secret *corev1.Secret, secr
 	if t.Spec.Quota != nil {
 		ts.QuotaBytes = t.Spec.Quota.Value()
 	}
+	if t.GatewayEnabled() {
+		// Desired: spec.gateway.replicasPerZone in each zone status lists.
+		ts.GatewayReplicas = t.Spec.Gateway.GatewayReplicasPerZone() * int32(len(t.Status.Gateways))
+	}
 	for _, g := range t.Status.Gateways {
-		ts.GatewayReplicas += g.Replicas
 		ts.GatewayReady += g.ReadyReplicas
 	}
 
