@@ -21,6 +21,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/distcache/distcache/internal/kubewatch"
+	"github.com/distcache/distcache/internal/metalease"
 	"github.com/distcache/distcache/internal/metrics"
 	"github.com/distcache/distcache/internal/node"
 	"github.com/distcache/distcache/internal/pki"
@@ -41,6 +42,7 @@ type serveFlags struct {
 	writeCacheBytes                byteSize
 	metaTTL                        time.Duration
 	immutable                      bool
+	metaLease                      time.Duration
 	tenantsFile, tenantsSecret     string
 	s3Endpoint, s3Region           string
 	s3PathStyle                    bool
@@ -79,6 +81,8 @@ func parseServeFlags(args []string) (f *serveFlags, err error) {
 	fs.Var(&f.writeCacheBytes, "write-cache-bytes", "how much of one write-through upload is kept to be cached")
 	fs.DurationVar(&f.metaTTL, "meta-ttl", 30*time.Second, "how long object metadata is trusted before revalidation")
 	fs.BoolVar(&f.immutable, "immutable", false, "never revalidate metadata (object keys are never overwritten, as with ClickHouse)")
+	fs.DurationVar(&f.metaLease, "meta-lease", metalease.DefaultLease,
+		"how long a gateway may use the object metadata it keeps between two polls for changes; the longest a dead gateway delays a write")
 	fs.StringVar(&f.tenantsFile, "tenants-file", "", "tenants configuration (YAML); hot-reloaded (with --tenants-secret: the start value)")
 	fs.StringVar(&f.tenantsSecret, "tenants-secret", "", "namespace/name[:key] of a Secret holding the tenants configuration (key default tenants.yaml), watched through the API server; wins over --tenants-file")
 	fs.StringVar(&f.s3Endpoint, "s3-endpoint", "", "S3 endpoint URL (empty: AWS)")
@@ -199,7 +203,7 @@ func runServe(args []string) error {
 		return fmt.Errorf("S3 backend: %w", err)
 	}
 	cfg := node.Config{
-		ChunkSize: int64(f.chunkSize), MetaTTL: f.metaTTL, Immutable: f.immutable,
+		ChunkSize: int64(f.chunkSize), MetaTTL: f.metaTTL, Immutable: f.immutable, MetaLease: f.metaLease,
 		WriteCacheBytes: int64(f.writeCacheBytes),
 	}
 	if f.ringFile != "" {

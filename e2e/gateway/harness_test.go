@@ -87,6 +87,13 @@ func newEnv(t *testing.T, opts envOptions) *env {
 	}
 	c := nodecluster.StartWith(t, opts.nodes, nodecluster.Options{ChunkSize: chunkSize, Tenants: tenants, Buckets: buckets, Immutable: opts.immutable,
 		Zones: opts.zones, CrossZone: opts.crossZone})
+	return gatewayOn(t, c, opts)
+}
+
+// gatewayOn starts a gateway (with its own client) for team-a in front of
+// cluster c: newEnv's, or another env's for a second gateway.
+func gatewayOn(t *testing.T, c *nodecluster.Cluster, opts envOptions) *env {
+	t.Helper()
 	e := &env{t: t, cluster: c, registry: prometheus.NewRegistry()}
 	seeds, zone, fallback := c.Seeds(), "", []client.ZoneSeeds(nil)
 	if opts.zones != nil {
@@ -107,6 +114,7 @@ func newEnv(t *testing.T, opts envOptions) *env {
 	e.cache, err = client.New(ctx, client.Config{
 		Seeds: seeds, TLS: tlsA, Tenant: actFor, Parallelism: 4, PageCacheBytes: opts.pageCache,
 		Registerer: e.registry, Timeout: 10 * time.Second, Zone: zone, Fallback: fallback,
+		Now: c.Clock.Now, // kept metadata ages with the nodes' clock
 	})
 	must(t, err)
 	t.Cleanup(func() { _ = e.cache.Close() })

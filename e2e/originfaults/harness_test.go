@@ -102,6 +102,7 @@ func newEnv(t *testing.T, opts envOptions) *env {
 	e.cache, err = client.New(ctx, client.Config{
 		Seeds: c.Seeds(), TLS: tlsA, Parallelism: 4, PageCacheBytes: opts.pageCache,
 		Registerer: e.registry, Timeout: 20 * time.Second, Logger: slog.New(slog.DiscardHandler),
+		Now: c.Clock.Now, // kept metadata ages with the nodes' clock
 	})
 	must(t, err)
 	t.Cleanup(func() { _ = e.cache.Close() })

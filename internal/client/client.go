@@ -148,6 +148,10 @@ type Config struct {
 	// client's own zone is the zone target label of its pod, as for the
 	// nodes). Needs Zone.
 	Fallback []ZoneSeeds
+	// Now is the clock kept metadata's freshness (what remains of the
+	// nodes' --meta-ttl) is measured by; tests give the nodes' clock.
+	// Default time.Now. Leases are always measured in real time.
+	Now func() time.Time
 }
 
 // ZoneSeeds names another zone of the cache and seed nodes of it
@@ -184,7 +188,12 @@ type Client struct {
 	fills     map[string]*pageFill // pages being fetched into the page cache
 	pool      *slab.Pool           // buffers of pages (fillMu)
 	pageWarn  sync.Once            // PageBytes does not divide the chunk size
-	metas     metaCache            // Stat answers of immutable caches
+	metas     metaCache            // Stat answers kept (immutable caches, or leased)
+	// watcherID names this client in metadata lease polls; pollsCtx ends
+	// them (Close).
+	watcherID   string
+	pollsCtx    context.Context
+	pollsCancel context.CancelFunc
 
 	downMu sync.Mutex
 	down   map[string]time.Time // address -> skipped until
@@ -231,8 +240,13 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
 	c := &Client{cfg: cfg, log: cfg.Logger, down: map[string]time.Time{}, refreshNow: make(chan struct{}, 1),
-		fallbackNow: make(chan struct{}, 1), fills: map[string]*pageFill{}}
+		fallbackNow: make(chan struct{}, 1), fills: map[string]*pageFill{}, watcherID: newWatcherID()}
+	c.pollsCtx, c.pollsCancel = context.WithCancel(context.Background())
+	c.metas.now = cfg.Now
 	c.chunkSize.Store(cfg.ChunkSize)
 	var err error
 	if c.tenant, err = placementTenant(cfg.TLS, cfg.Tenant); err != nil {
@@ -311,6 +325,7 @@ func (c *Client) Close() error {
 	c.closeOnce.Do(func() {
 		c.stop()
 		c.loops.Wait()
+		c.stopPolls()
 		c.pages.close()
 		c.inline.close()
 		c.metrics.unregister()

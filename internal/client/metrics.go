@@ -39,7 +39,10 @@ type clientMetrics struct {
 	// Requests another zone answered, and the bytes that crossed.
 	zoneFallbacks  *prometheus.CounterVec
 	crossZoneBytes *prometheus.CounterVec
-	all            []prometheus.Collector
+	// Stats answered from kept metadata, and the polls that keep it valid.
+	metaCache  *prometheus.CounterVec
+	leasePolls *prometheus.CounterVec
+	all        []prometheus.Collector
 }
 
 // newMetrics makes the series; skipped counts the members skipped now,
@@ -80,6 +83,14 @@ func newMetrics(reg prometheus.Registerer, skipped func() float64, pool func() (
 			Namespace: ns, Name: "cross_zone_bytes_total",
 			Help: "Payload bytes exchanged with nodes of another zone (peer_zone), by direction (in: received, out: sent): reads and writes that fell back to another zone because no node of the client's own zone could be reached. Inter-zone traffic is billed per GB in both directions.",
 		}, []string{"peer_zone", "direction"}),
+		metaCache: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: ns, Subsystem: sub, Name: "metadata_cache_requests_total",
+			Help: "Stats (one per GetObject or HeadObject through the gateway) by result: hit, answered from metadata kept on a lease from its owner (or of an immutable cache), with no round trip; miss, asked of a node.",
+		}, []string{"result"}),
+		leasePolls: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: ns, Subsystem: sub, Name: "metadata_lease_polls_total",
+			Help: "Polls of the nodes for metadata changes that keep the client's metadata leases, by result (ok, reset: the node restarted or the client fell too far behind, everything kept from it dropped; error: no answer, kept metadata from that node unused once its lease ends).",
+		}, []string{"result"}),
 	}
 	skippedGauge := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Namespace: ns, Subsystem: sub, Name: "members_skipped",
@@ -94,7 +105,7 @@ func newMetrics(reg prometheus.Registerer, skipped func() float64, pool func() (
 		Help: "Page fills that found every buffer of the pool held and took fresh memory instead.",
 	}, func() float64 { _, r := pool(); return r })
 	m.all = []prometheus.Collector{m.pageCache, m.pageFills, m.requests, m.failovers, m.ringEpoch, m.ringRefreshes, skippedGauge,
-		poolBytes, poolRefused, m.zoneFallbacks, m.crossZoneBytes}
+		poolBytes, poolRefused, m.zoneFallbacks, m.crossZoneBytes, m.metaCache, m.leasePolls}
 	if reg == nil {
 		return m, nil
 	}

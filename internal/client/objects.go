@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/distcache/distcache/internal/nodeapi"
 )
 
 // Meta describes one version of an object.
@@ -27,13 +29,19 @@ func (c *Client) Stat(ctx context.Context, bucket, key string) (Meta, error) {
 		return Meta{}, err
 	}
 	if m, ok := c.metas.get(bucket, key); ok {
+		c.metrics.metaCache.WithLabelValues("hit").Inc()
 		return m, nil
 	}
+	c.metrics.metaCache.WithLabelValues("miss").Inc()
 	var (
 		m         Meta
 		immutable bool
+		answered  string // the node that answered
+		lease     string // its nodeapi.HeaderMetaLease
+		sent      time.Time
 	)
 	err := c.try(ctx, opStat, bucket, key, c.metaID(bucket, key), nil, func(ctx context.Context, addr string) error {
+		sent = c.cfg.Now()
 		req, err := c.newRequest(ctx, http.MethodHead, addr, bucket, key, "")
 		if err != nil {
 			return &finalError{err}
@@ -52,10 +60,15 @@ func (c *Client) Stat(ctx context.Context, bucket, key string) (Meta, error) {
 		}
 		m, err = metaFromHeader(resp)
 		immutable = resp.Header.Get("Cache-Control") == cacheControlImmutable
+		answered, lease = addr, resp.Header.Get(nodeapi.HeaderMetaLease)
 		return err
 	})
-	if err == nil && immutable {
+	switch {
+	case err != nil:
+	case immutable:
 		c.metas.put(bucket, key, m)
+	default:
+		c.keepMeta(bucket, key, m, answered, lease, sent)
 	}
 	return m, err
 }

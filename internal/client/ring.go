@@ -127,6 +127,7 @@ func (c *Client) storeRing(r *ring.Ring) bool {
 	if !c.ring.StoreIfNewer(r) {
 		return false
 	}
+	c.metas.forgetLeased() // the metadata owners may have moved
 	c.metrics.ringEpoch.Set(float64(r.Epoch()))
 	c.log.Info("ring updated", "epoch", r.Epoch(), "members", len(r.Members()))
 	return true
@@ -243,6 +244,7 @@ func (c *Client) observeAnswer(addr string, h http.Header) {
 		return
 	}
 	if r := c.ring.Load(); r == nil || e > r.Epoch() {
+		c.metas.forgetLeased() // the metadata owners may have moved
 		c.triggerRefresh()
 	}
 }

@@ -45,6 +45,11 @@ type Node struct {
 	// own zone is the zone target label of its pod (a label of the same
 	// name here would be renamed on scrape).
 	CrossZoneBytes *prometheus.CounterVec
+	// MetaLeaseWaits counts writes by how their acknowledgement waited
+	// for the gateways that keep metadata (internal/metalease).
+	MetaLeaseWaits *prometheus.CounterVec
+	// MetaWatchers is the number of gateways holding metadata leases.
+	MetaWatchers prometheus.Gauge
 
 	// ring is read at every scrape for distcache_ring_members (ReportRing).
 	ring ringMembers
@@ -112,12 +117,21 @@ func NewNode(reg prometheus.Registerer) *Node {
 			Namespace: namespace, Name: "cross_zone_bytes_total",
 			Help: "Chunk bytes exchanged with nodes of another zone (peer_zone), by direction (in: received): misses answered by the chunk's owner in another zone (--cross-zone=OnMiss) instead of S3. Inter-zone traffic is billed per GB in both directions.",
 		}, []string{"peer_zone", "direction"}),
+		MetaLeaseWaits: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace, Name: "metadata_lease_waits_total",
+			Help: "Writes acknowledged after every gateway keeping metadata learnt of the change, by outcome (notified: all of them polled past it; lapsed: at least one did not and the write waited for its lease to end, a sign of a dead or partitioned gateway).",
+		}, []string{"outcome"}),
+		MetaWatchers: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: namespace, Name: "metadata_lease_watchers",
+			Help: "Clients (gateways) polling this node for metadata changes, and so holding leases that writes wait on.",
+		}),
 	}
 	m.ring.desc = prometheus.NewDesc(prometheus.BuildFQName(namespace, "", "ring_members"),
 		"Members of the ring this node routes by, by state (active: they own chunks; draining: they own none and hand theirs over); 0 when the node runs alone.",
 		[]string{"state"}, nil)
 	reg.MustRegister(&m.ring, m.PeerRequests, m.RingEpoch, m.Requests, m.ResponseBytes, m.RequestDuration, m.ChunkReads, m.S3Requests,
-		m.S3Duration, m.S3Retries, m.SingleflightJoins, m.StoreFailures, m.MetaRevalidations, m.CrossZoneBytes)
+		m.S3Duration, m.S3Retries, m.SingleflightJoins, m.StoreFailures, m.MetaRevalidations, m.CrossZoneBytes,
+		m.MetaLeaseWaits, m.MetaWatchers)
 	return m
 }
 

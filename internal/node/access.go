@@ -28,6 +28,19 @@ type caller struct {
 // authorize resolves the tenant from the verified client identity and checks
 // the bucket against the tenant's list before anything touches S3 or the store.
 func (s *Server) authorize(r *http.Request, bucket string) (caller, *apiError) {
+	c, err := s.identify(r)
+	if err != nil {
+		return caller{}, err
+	}
+	if !c.tenant.AllowsBucket(bucket) {
+		return caller{}, newError(http.StatusForbidden, CodeAccessDenied, "bucket "+bucket+" is not allowed for tenant "+c.tenant.Name)
+	}
+	return c, nil
+}
+
+// identify resolves the tenant a request acts for from the verified client
+// identity.
+func (s *Server) identify(r *http.Request) (caller, *apiError) {
 	id, ok := pki.FromContext(r.Context())
 	if !ok {
 		return caller{}, newError(http.StatusForbidden, CodeAccessDenied, "no verified client identity")
@@ -56,9 +69,6 @@ func (s *Server) authorize(r *http.Request, bucket string) (caller, *apiError) {
 	t, ok := s.tenants.Current().Tenant(name)
 	if !ok {
 		return caller{}, newError(http.StatusForbidden, CodeAccessDenied, "tenant "+name+" is not configured on this cache")
-	}
-	if !t.AllowsBucket(bucket) {
-		return caller{}, newError(http.StatusForbidden, CodeAccessDenied, "bucket "+bucket+" is not allowed for tenant "+name)
 	}
 	c := caller{tenant: t, hop: r.Header.Get(HeaderHop) != "", localOnly: r.Header.Get(HeaderLocalOnly) != "",
 		peer: id.Kind == pki.KindPeer}

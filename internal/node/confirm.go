@@ -24,13 +24,17 @@ func (s *Server) confirmWrite(ctx context.Context, cr s3backend.Credentials, o c
 			s.log.Debug("write-through: confirming metadata failed; keeping the upload's", "object", o.String(), "err", err)
 		case m.ETag != etag:
 			s.log.Debug("write-through: S3 holds another version already; dropping its metadata", "object", o.String())
-			if _, err := s.store.ReplaceMeta(o, etag, nil); err != nil {
+			if dropped, err := s.store.ReplaceMeta(o, etag, nil); err != nil {
 				s.storeFailed("delete_meta", err)
+			} else if dropped {
+				s.leases.Changed(o.Tenant, o.Bucket, o.Key) // gateways keeping the upload's metadata drop it
 			}
 		default:
 			m.FetchedAt = s.cfg.Now()
-			if _, err := s.store.ReplaceMeta(o, etag, &m); err != nil {
+			if replaced, err := s.store.ReplaceMeta(o, etag, &m); err != nil {
 				s.storeFailed("put_meta", err)
+			} else if replaced {
+				s.leases.Changed(o.Tenant, o.Bucket, o.Key) // S3's Last-Modified and type replace the upload's
 			}
 		}
 	}()

@@ -10,6 +10,7 @@ import (
 
 	"github.com/distcache/distcache/internal/chunk"
 	"github.com/distcache/distcache/internal/metrics"
+	"github.com/distcache/distcache/internal/nodeapi"
 )
 
 // Response headers of the node API.
@@ -330,22 +331,24 @@ func setMetaHeaders(h http.Header, m chunk.Meta) {
 }
 
 // metaFor parses, authorizes and resolves an object's metadata; on failure
-// it has already answered.
-func (s *Server) metaFor(w http.ResponseWriter, r *http.Request) (request, chunk.Meta, bool) {
-	q, ok := s.begin(w, r, opHead)
+// it has already answered. lease is the HeaderMetaLease value when a
+// gateway may keep the answer.
+func (s *Server) metaFor(w http.ResponseWriter, r *http.Request) (q request, m chunk.Meta, lease string, ok bool) {
+	q, ok = s.begin(w, r, opHead)
 	if !ok {
-		return q, chunk.Meta{}, false
+		return q, chunk.Meta{}, "", false
 	}
-	m, err := s.meta(r.Context(), q.caller, q.obj, r.Header.Get(HeaderRevalidate) != "")
+	seq := s.leases.Seq() // before the metadata: a change after it is numbered later
+	m, owned, err := s.resolveMeta(r.Context(), q.caller, q.obj, r.Header.Get(HeaderRevalidate) != "")
 	if err != nil {
 		s.fail(w, opHead, q.tenant.Name, q.start, asAPIError(err))
-		return q, m, false
+		return q, m, "", false
 	}
-	return q, m, true
+	return q, m, s.metaLease(m, seq, owned && !q.hop), true
 }
 
 func (s *Server) handleHead(w http.ResponseWriter, r *http.Request) {
-	q, m, ok := s.metaFor(w, r)
+	q, m, lease, ok := s.metaFor(w, r)
 	if !ok {
 		return
 	}
@@ -358,6 +361,8 @@ func (s *Server) handleHead(w http.ResponseWriter, r *http.Request) {
 	h.Set(HeaderChunkSize, strconv.FormatInt(s.cfg.ChunkSize, 10))
 	if s.cfg.Immutable {
 		h.Set("Cache-Control", "immutable") // clients may keep it too (internal/client)
+	} else if lease != "" {
+		h.Set(nodeapi.HeaderMetaLease, lease) // clients may keep it while they hold a lease
 	}
 	w.WriteHeader(http.StatusOK)
 	s.observe(opHead, q.tenant.Name, metrics.ResultHitRAM, 0, q.start)
@@ -380,7 +385,7 @@ func (s *Server) metaResponse(o chunk.Object, m chunk.Meta) MetaResponse {
 }
 
 func (s *Server) handleMeta(w http.ResponseWriter, r *http.Request) {
-	q, m, ok := s.metaFor(w, r)
+	q, m, _, ok := s.metaFor(w, r)
 	if !ok {
 		return
 	}
@@ -417,7 +422,7 @@ func (s *Server) handlePut(w http.ResponseWriter, r *http.Request) {
 	}
 	etag := m.ETag
 	// S3 has it: whatever was cached for this key is now stale.
-	s.invalidateObject(r.Context(), q.caller, q.obj)
+	s.invalidateObjects(r.Context(), q.caller, q.obj)
 	m.FetchedAt = s.cfg.Now()
 	if _, remote := s.metaOwner(q.caller, q.obj); !remote {
 		if err := s.store.PutMeta(q.obj, m); err != nil {
@@ -458,7 +463,7 @@ func (s *Server) handleDelete(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, opDelete, q.tenant.Name, q.start, asAPIError(err))
 		return
 	}
-	s.invalidateObject(r.Context(), q.caller, q.obj)
+	s.invalidateObjects(r.Context(), q.caller, q.obj)
 	w.WriteHeader(http.StatusNoContent)
 	s.observe(opDelete, q.tenant.Name, metrics.ResultMiss, 0, q.start)
 }
@@ -492,7 +497,7 @@ func (s *Server) handlePeerPost(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if r.URL.Query().Has("invalidate") {
-		s.invalidate(q.obj)
+		s.awaitLeases(r.Context(), q.tenant.Name, s.invalidate(q.obj))
 		w.WriteHeader(http.StatusNoContent)
 		return
 	}

@@ -137,14 +137,16 @@ func (s *Server) invalidateAfter(r *http.Request, c caller, bucket, key string, 
 			s.log.Warn("cannot read DeleteObjects keys to invalidate", "bucket", bucket, "err", err)
 			return
 		}
-		for _, o := range req.Objects {
-			s.invalidateObject(r.Context(), c, obj(o.Key))
+		objs := make([]chunk.Object, len(req.Objects))
+		for i, o := range req.Objects {
+			objs[i] = obj(o.Key)
 		}
+		s.invalidateObjects(r.Context(), c, objs...)
 	case key == "":
 	case r.Method == http.MethodDelete && !q.Has("uploadId"),
 		r.Method == http.MethodPut && !q.Has("uploadId"), // CopyObject, or PutObject sent this way
 		r.Method == http.MethodPost && q.Has("uploadId"): // CompleteMultipartUpload
-		s.invalidateObject(r.Context(), c, obj(key))
+		s.invalidateObjects(r.Context(), c, obj(key))
 	}
 }
 

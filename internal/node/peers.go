@@ -372,21 +372,3 @@ func (s *Server) remoteMeta(ctx context.Context, c caller, o chunk.Object, force
 		return m, false, nil
 	}
 }
-
-// invalidateObject drops o here and at its metadata owner, after a write or
-// delete: the owner is where every node reads o's metadata from, so once it
-// has forgotten the old version no node serves it.
-func (s *Server) invalidateObject(ctx context.Context, c caller, o chunk.Object) {
-	s.invalidate(o)
-	owner, ok := s.metaOwner(c, o)
-	if !ok {
-		return
-	}
-	result := "ok"
-	if err := s.peers.invalidate(context.WithoutCancel(ctx), owner, c.tenant.Name, o); err != nil {
-		result = "error"
-		s.log.Warn("could not invalidate at the metadata owner; it serves the old version until its metadata TTL",
-			"peer", owner.Name, "object", o.String(), "err", err)
-	}
-	s.metrics.PeerRequests.WithLabelValues("invalidate", result).Inc()
-}

@@ -23,16 +23,25 @@ func (s *Server) fresh(m chunk.Meta) bool {
 // callers miss at once). When S3 is unreachable, stale metadata is still used
 // so cached chunks keep being served.
 func (s *Server) meta(ctx context.Context, c caller, o chunk.Object, force bool) (chunk.Meta, error) {
+	m, _, err := s.resolveMeta(ctx, c, o, force)
+	return m, err
+}
+
+// resolveMeta is meta, and says whether this node resolved the metadata as
+// o's metadata owner (or alone) rather than relayed the owner's answer or
+// stood in for an owner it cannot reach.
+func (s *Server) resolveMeta(ctx context.Context, c caller, o chunk.Object, force bool) (chunk.Meta, bool, error) {
 	if m, ok, err := s.remoteMeta(ctx, c, o, force); ok {
-		return m, err
+		return m, false, err
 	}
+	owned := s.ownsMeta(o)
 	cached, err := s.store.GetMeta(o)
 	have := err == nil
 	if err != nil && !errors.Is(err, store.ErrNotFound) {
 		s.metrics.StoreFailures.WithLabelValues("get_meta", "error").Inc()
 	}
 	if have && !force && s.fresh(cached) {
-		return cached, nil
+		return cached, owned, nil
 	}
 	ran := false
 	v, err, _ := s.metas.Do(o.String(), func() (any, error) {
@@ -67,15 +76,15 @@ func (s *Server) meta(ctx context.Context, c caller, o chunk.Object, force bool)
 		switch {
 		case have && errors.Is(err, s3backend.ErrUnavailable):
 			s.metrics.MetaRevalidations.WithLabelValues("stale_served").Inc()
-			return cached, nil
+			return cached, owned, nil
 		case have && errors.Is(err, s3backend.ErrNotFound):
 			s.invalidate(o) // deleted behind our back
 		case have:
 			s.metrics.MetaRevalidations.WithLabelValues("error").Inc()
 		}
-		return chunk.Meta{}, err
+		return chunk.Meta{}, owned, err
 	}
-	return v.(chunk.Meta), nil
+	return v.(chunk.Meta), owned, nil
 }
 
 // readChunk returns chunk idx of the object version m, and which tier (or a
@@ -197,13 +206,6 @@ func (s *Server) lookup(id chunk.ID) ([]byte, store.Tier, error) {
 		s.storeFailed("get_chunk", err)
 	}
 	return data, tier, err
-}
-
-// invalidate drops an object's metadata and chunks after it changed.
-func (s *Server) invalidate(o chunk.Object) {
-	if err := s.store.DeleteObject(o); err != nil {
-		s.storeFailed("delete_object", err)
-	}
 }
 
 func (s *Server) storeFailed(op string, err error) {

@@ -18,7 +18,9 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/distcache/distcache/internal/chunk"
+	"github.com/distcache/distcache/internal/metalease"
 	"github.com/distcache/distcache/internal/metrics"
+	"github.com/distcache/distcache/internal/nodeapi"
 	"github.com/distcache/distcache/internal/pki"
 	"github.com/distcache/distcache/internal/ring"
 	"github.com/distcache/distcache/internal/s3backend"
@@ -66,6 +68,10 @@ type Config struct {
 	MetaTTL time.Duration
 	// Immutable never revalidates metadata (ClickHouse never overwrites keys).
 	Immutable bool
+	// MetaLease is how long a gateway may use the metadata it keeps
+	// between two polls for changes (internal/metalease; default 2s): the
+	// longest a dead gateway delays the acknowledgement of a write.
+	MetaLease time.Duration
 	// WriteCacheBytes bounds how much of one write-through upload is kept in
 	// memory to be cached once S3 acknowledges it; the rest fills on read.
 	WriteCacheBytes int64
@@ -117,6 +123,8 @@ type Server struct {
 	chunks singleflight.Group
 	metas  singleflight.Group
 	peers  *Peers
+	// leases numbers metadata changes for the gateways that keep metadata.
+	leases *metalease.Log
 }
 
 // withRingEpoch stamps every answer with the ring epoch, so clients notice a
@@ -192,6 +200,7 @@ func New(cfg Config, st Store, be Backend, tenants Tenants, m *metrics.Node, log
 		m.ReportRing(cfg.Ring)
 	}
 	return &Server{cfg: cfg, store: st, s3: be, tenants: tenants, metrics: m, log: log, peers: cfg.Peers,
+		leases:         metalease.New(metalease.Config{Lease: cfg.MetaLease}),
 		storeWarn:      rate.Sometimes{First: 1, Interval: storeWarnEvery},
 		series:         newRequestSeries(m.Requests, m.ResponseBytes, m.ChunkReads, m.RequestDuration),
 		chunkSizeValue: []string{strconv.FormatInt(cfg.ChunkSize, 10)}}, nil
@@ -208,6 +217,7 @@ func New(cfg Config, st Store, be Backend, tenants Tenants, m *metrics.Node, log
 //	POST   /v1/objects/{bucket}/{key...}?chunk=N&etag=E    store a written chunk (peers only)
 //	POST   /v1/objects/{bucket}/{key...}?invalidate=1      forget an object that changed (peers only)
 //	GET    /v1/ring                                        the ring this node routes by
+//	GET    /v1/invalidations?watcher=W&since=N&incarnation=I  metadata changes (long poll, nodeapi.Invalidations)
 //	*      /v1/s3/{bucket}[/{key...}]                      any other S3 operation, passed through to S3
 func (s *Server) Handler() http.Handler {
 	return pki.Middleware(s.withRingEpoch(s.routeReads(s.mux())))
@@ -223,6 +233,7 @@ func (s *Server) mux() *http.ServeMux {
 	mux.HandleFunc("POST /v1/objects/{bucket}/{key...}", s.handlePeerPost)
 	mux.HandleFunc("DELETE /v1/objects/{bucket}/{key...}", s.handleDelete)
 	mux.HandleFunc("GET /v1/ring", s.handleRing)
+	mux.HandleFunc("GET "+nodeapi.PathInvalidations, s.handleInvalidations)
 	mux.HandleFunc("/v1/s3/{bucket}", s.handlePassthrough)
 	mux.HandleFunc("/v1/s3/{bucket}/{key...}", s.handlePassthrough)
 	return mux

@@ -78,10 +78,13 @@ type Options struct {
 	ChunkSize int64         // default DefaultChunkSize
 	MetaTTL   time.Duration // default 1 minute (of Clock time)
 	Immutable bool          // never revalidate metadata
-	Tenants   string        // tenants file YAML; default DefaultTenants
-	Buckets   []string      // created in MinIO; default DefaultBuckets
-	RAMBytes  int64         // per node RAM tier; default 64 MiB
-	DiskBytes int64         // per node disk bound; default 256 MiB
+	// MetaLease is the nodes' metadata lease (default 500ms, shorter than
+	// a node's, so that writes right after start wait less).
+	MetaLease time.Duration
+	Tenants   string   // tenants file YAML; default DefaultTenants
+	Buckets   []string // created in MinIO; default DefaultBuckets
+	RAMBytes  int64    // per node RAM tier; default 64 MiB
+	DiskBytes int64    // per node disk bound; default 256 MiB
 	// PeerTimeout bounds a node-to-node request (default 5s).
 	PeerTimeout time.Duration
 	// The nodes' shared S3 backend: in-flight cap (default 32), attempts
@@ -219,6 +222,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.MetaTTL == 0 {
 		o.MetaTTL = time.Minute
+	}
+	if o.MetaLease == 0 {
+		o.MetaLease = 500 * time.Millisecond
 	}
 	if o.Tenants == "" {
 		o.Tenants = DefaultTenants
@@ -443,7 +449,7 @@ func (c *Cluster) AddMemberIn(zone string) (*Member, error) {
 		DialContext: (&net.Dialer{Timeout: time.Second}).DialContext,
 	}}, Timeout: c.Opts.PeerTimeout}
 	srv, err := node.New(node.Config{
-		ChunkSize: c.Opts.ChunkSize, MetaTTL: c.Opts.MetaTTL, Immutable: c.Opts.Immutable, Now: c.Clock.Now,
+		ChunkSize: c.Opts.ChunkSize, MetaTTL: c.Opts.MetaTTL, Immutable: c.Opts.Immutable, MetaLease: c.Opts.MetaLease, Now: c.Clock.Now,
 		Ring: m.Ring, Self: name, Peers: peers, CrossZone: c.Opts.CrossZone, Zones: m.Zones,
 	}, m.Store, c.Backend, c.Tenants, m.Metrics, slog.New(slog.DiscardHandler))
 	if err != nil {

@@ -1,0 +1,204 @@
+package metalease
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/distcache/distcache/internal/nodeapi"
+)
+
+// newLog is a log past its start-up wait, so that only watchers hold writes.
+func newLog(t *testing.T, lease time.Duration) *Log {
+	t.Helper()
+	l := New(Config{Lease: lease, Wait: lease / 10, Keep: 4})
+	l.started = l.started.Add(-lease)
+	return l
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// first registers a watcher the way a client starts: a poll naming no
+// incarnation, answered at once with a reset.
+func first(t *testing.T, l *Log, tenant, id string) nodeapi.Invalidations {
+	t.Helper()
+	ans, err := l.Poll(context.Background(), tenant, id, 0, "")
+	must(t, err)
+	if !ans.Reset || ans.Incarnation != l.Incarnation() || ans.LeaseMillis <= 0 {
+		t.Fatalf("first poll: %+v, want a reset naming incarnation %s and a lease", ans, l.Incarnation())
+	}
+	return ans
+}
+
+func TestPollAnswersTheTenantsChangesOnly(t *testing.T) {
+	l := newLog(t, time.Minute)
+	ans := first(t, l, "a", "w1")
+	l.Changed("b", "bkt", "theirs")
+	l.Changed("a", "bkt", "ours")
+	got, err := l.Poll(context.Background(), "a", "w1", ans.Seq, ans.Incarnation)
+	must(t, err)
+	want := []nodeapi.ObjectName{{Bucket: "bkt", Key: "ours"}}
+	if got.Reset || !slices.Equal(got.Objects, want) || got.Seq != ans.Seq+2 {
+		t.Fatalf("poll after two changes: %+v, want objects %v at seq %d", got, want, ans.Seq+2)
+	}
+}
+
+func TestPollWaitsForAChangeOfItsTenant(t *testing.T) {
+	l := New(Config{Lease: 10 * time.Second, Wait: 5 * time.Second})
+	ans := first(t, l, "a", "w1")
+	done := make(chan nodeapi.Invalidations)
+	go func() {
+		got, err := l.Poll(context.Background(), "a", "w1", ans.Seq, ans.Incarnation)
+		if err != nil {
+			t.Error(err)
+		}
+		done <- got
+	}()
+	l.Changed("b", "bkt", "theirs") // does not end the poll
+	select {
+	case got := <-done:
+		t.Fatalf("another tenant's change ended the poll: %+v", got)
+	case <-time.After(50 * time.Millisecond):
+	}
+	l.Changed("a", "bkt", "k")
+	got := <-done
+	if len(got.Objects) != 1 || got.Objects[0].Key != "k" {
+		t.Fatalf("poll answered %+v, want the change of k", got)
+	}
+}
+
+func TestPollWithoutChangeEndsAfterWait(t *testing.T) {
+	l := New(Config{Lease: time.Second, Wait: 20 * time.Millisecond})
+	ans := first(t, l, "a", "w1")
+	got, err := l.Poll(context.Background(), "a", "w1", ans.Seq, ans.Incarnation)
+	must(t, err)
+	if got.Reset || len(got.Objects) != 0 || got.Seq != ans.Seq {
+		t.Fatalf("idle poll: %+v", got)
+	}
+}
+
+// A client that fell further behind than the log remembers, or that knew
+// another incarnation, must drop everything: it gets a reset.
+func TestPollResets(t *testing.T) {
+	l := newLog(t, time.Minute)
+	ans := first(t, l, "a", "w1")
+	for i := range 9 { // more than Keep=4, twice over
+		l.Changed("a", "bkt", string(rune('a'+i)))
+	}
+	got, err := l.Poll(context.Background(), "a", "w1", ans.Seq, ans.Incarnation)
+	must(t, err)
+	if !got.Reset || got.Seq != 9 {
+		t.Fatalf("poll from before the remembered changes: %+v, want a reset at 9", got)
+	}
+	got, err = l.Poll(context.Background(), "a", "w1", got.Seq, "another")
+	must(t, err)
+	if !got.Reset {
+		t.Fatalf("poll naming another incarnation: %+v, want a reset", got)
+	}
+	// Within what is remembered: the changes.
+	l.Changed("a", "bkt", "x")
+	got, err = l.Poll(context.Background(), "a", "w1", 9, l.Incarnation())
+	must(t, err)
+	if got.Reset || len(got.Objects) != 1 {
+		t.Fatalf("poll from 9 after one change: %+v", got)
+	}
+}
+
+func TestWatcherBelongsToOneTenant(t *testing.T) {
+	l := newLog(t, time.Minute)
+	first(t, l, "a", "w1")
+	if _, err := l.Poll(context.Background(), "b", "w1", 0, ""); !errors.Is(err, ErrWatcherTenant) {
+		t.Fatalf("another tenant polling as w1: %v, want ErrWatcherTenant", err)
+	}
+}
+
+// Await holds a write until the watcher polls past the change; another
+// tenant's watcher never holds it.
+func TestAwaitReturnsWhenTheWatcherPolledPastTheChange(t *testing.T) {
+	l := newLog(t, time.Minute)
+	ans := first(t, l, "a", "w1")
+	first(t, l, "b", "w2") // silent, but of another tenant
+	seq := l.Changed("a", "bkt", "k")
+	done := make(chan int)
+	go func() {
+		lapsed, err := l.Await(context.Background(), "a", seq)
+		if err != nil {
+			t.Error(err)
+		}
+		done <- lapsed
+	}()
+	select {
+	case <-done:
+		t.Fatal("Await returned before the watcher learnt of the change")
+	case <-time.After(50 * time.Millisecond):
+	}
+	got, err := l.Poll(context.Background(), "a", "w1", ans.Seq, ans.Incarnation)
+	must(t, err)
+	if len(got.Objects) != 1 {
+		t.Fatalf("poll: %+v", got)
+	}
+	select {
+	case <-done:
+		t.Fatal("Await returned when the change was sent, before the watcher said it applied it")
+	case <-time.After(50 * time.Millisecond):
+	}
+	go func() { _, _ = l.Poll(context.Background(), "a", "w1", got.Seq, got.Incarnation) }()
+	if lapsed := <-done; lapsed != 0 {
+		t.Fatalf("Await: %d watchers waited out, want 0", lapsed)
+	}
+}
+
+// A watcher that stops polling holds writes until its lease ends, counted
+// from its last answered poll's arrival, and then no more.
+func TestAwaitWaitsOutASilentWatcher(t *testing.T) {
+	const lease = 300 * time.Millisecond
+	l := newLog(t, lease)
+	first(t, l, "a", "w1")
+	granted := time.Now()
+	seq := l.Changed("a", "bkt", "k")
+	lapsed, err := l.Await(context.Background(), "a", seq)
+	must(t, err)
+	if lapsed != 1 {
+		t.Fatalf("Await: %d watchers waited out, want 1", lapsed)
+	}
+	if since := time.Since(granted); since < lease {
+		t.Fatalf("Await returned %v after the lease was granted, before its end (%v)", since, lease)
+	}
+	// Gone for good: the next write does not wait for it.
+	time.Sleep(2 * lease)
+	l.Poll(context.Background(), "a", "other", 0, "") // a poll forgets gone watchers
+	if n := l.Watchers(); n != 1 {
+		t.Fatalf("%d watchers after the silent one's lease ended twice over, want 1", n)
+	}
+}
+
+// A node that just started waits a lease before it acknowledges a write:
+// clients may hold leases from its previous process.
+func TestAwaitWaitsALeaseAfterStart(t *testing.T) {
+	const lease = 200 * time.Millisecond
+	l := New(Config{Lease: lease})
+	seq := l.Changed("a", "bkt", "k")
+	_, err := l.Await(context.Background(), "a", seq)
+	must(t, err)
+	if since := time.Since(l.started); since < lease {
+		t.Fatalf("the first write was acknowledged %v after start, before a lease (%v)", since, lease)
+	}
+}
+
+func TestAwaitEndsWithItsContext(t *testing.T) {
+	l := newLog(t, time.Hour)
+	first(t, l, "a", "w1")
+	seq := l.Changed("a", "bkt", "k")
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	if _, err := l.Await(ctx, "a", seq); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Await with an ended context: %v", err)
+	}
+}

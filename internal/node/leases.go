@@ -1,0 +1,136 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/distcache/distcache/internal/chunk"
+	"github.com/distcache/distcache/internal/metalease"
+	"github.com/distcache/distcache/internal/nodeapi"
+	"github.com/distcache/distcache/internal/ring"
+)
+
+// Metadata leases (internal/metalease, internal/nodeapi/leases.go): the
+// metadata owner marks the HEAD answers a gateway may keep, numbers every
+// change of an object's metadata, and acknowledges a write only once the
+// gateways that may keep the old version have learnt of it.
+
+// handleInvalidations answers a gateway's long poll for metadata changes.
+func (s *Server) handleInvalidations(w http.ResponseWriter, r *http.Request) {
+	c, aerr := s.identify(r)
+	if aerr != nil {
+		writeError(w, aerr)
+		return
+	}
+	q := r.URL.Query()
+	watcher := q.Get("watcher")
+	since, err := strconv.ParseUint(q.Get("since"), 10, 64)
+	if watcher == "" || len(watcher) > 128 || err != nil {
+		writeError(w, newError(http.StatusBadRequest, CodeBadRequest, "a poll needs watcher (1 to 128 bytes) and since (a change number)"))
+		return
+	}
+	ans, err := s.leases.Poll(r.Context(), c.tenant.Name, watcher, since, q.Get("incarnation"))
+	if errors.Is(err, metalease.ErrWatcherTenant) {
+		writeError(w, newError(http.StatusForbidden, CodeAccessDenied, err.Error()))
+		return
+	}
+	s.metrics.MetaWatchers.Set(float64(s.leases.Watchers()))
+	writeJSON(w, http.StatusOK, ans)
+}
+
+// metaLease is the HeaderMetaLease value for metadata m this node answers
+// with, or "" when it must not be kept: seq is the change number read
+// before m was; owned says this node resolved m as o's metadata owner (a
+// relayed or fallback answer is not kept: the owner's changes would not
+// reach the gateway through this node).
+func (s *Server) metaLease(m chunk.Meta, seq uint64, owned bool) string {
+	if !owned || s.cfg.Immutable {
+		return ""
+	}
+	fresh := s.cfg.MetaTTL - s.cfg.Now().Sub(m.FetchedAt)
+	if fresh < time.Millisecond {
+		return ""
+	}
+	return nodeapi.MetaLease{Incarnation: s.leases.Incarnation(), Seq: seq, Fresh: fresh}.String()
+}
+
+// ownsMeta reports whether this node is o's metadata owner by its ring (or
+// runs alone).
+func (s *Server) ownsMeta(o chunk.Object) bool {
+	r := s.currentRing()
+	return r == nil || r.Owner(nodeapi.MetaID(o)).Name == s.cfg.Self
+}
+
+// invalidate drops an object's metadata and chunks after it changed, and
+// numbers the change for the gateways that keep metadata; writes await
+// the number before they are acknowledged.
+func (s *Server) invalidate(o chunk.Object) uint64 {
+	if err := s.store.DeleteObject(o); err != nil {
+		s.storeFailed("delete_object", err)
+	}
+	return s.leases.Changed(o.Tenant, o.Bucket, o.Key)
+}
+
+// awaitLeases holds a write's acknowledgement until no gateway of the
+// tenant can still use metadata older than change seq (at most MetaLease).
+func (s *Server) awaitLeases(ctx context.Context, tenant string, seq uint64) {
+	if s.cfg.Immutable {
+		return // no gateway keeps metadata on a lease here (they keep it for good)
+	}
+	lapsed, err := s.leases.Await(context.WithoutCancel(ctx), tenant, seq)
+	if err != nil {
+		return
+	}
+	outcome := "notified"
+	if lapsed > 0 {
+		outcome = "lapsed"
+	}
+	s.metrics.MetaLeaseWaits.WithLabelValues(outcome).Inc()
+}
+
+// invalidateObjects drops objects here and at their metadata owners after
+// a write or delete (the owner is where every node reads an object's
+// metadata from, so once it has forgotten the old version no node serves
+// it), and returns once every gateway keeping metadata here or there has
+// learnt of the change.
+func (s *Server) invalidateObjects(ctx context.Context, c caller, objs ...chunk.Object) {
+	var last uint64
+	done := make(chan struct{})
+	owners := make([]ring.Member, len(objs))
+	remote := 0
+	for i, o := range objs {
+		last = s.invalidate(o)
+		if owner, ok := s.metaOwner(c, o); ok {
+			owners[i] = owner
+			remote++
+		}
+	}
+	go func() {
+		defer close(done)
+		if remote == 0 {
+			return
+		}
+		for i, o := range objs {
+			if owners[i].Name != "" {
+				s.invalidateAt(ctx, c, owners[i], o)
+			}
+		}
+	}()
+	s.awaitLeases(ctx, c.tenant.Name, last)
+	<-done
+}
+
+// invalidateAt tells o's metadata owner to forget it; the owner answers
+// once its gateways have learnt of the change.
+func (s *Server) invalidateAt(ctx context.Context, c caller, owner ring.Member, o chunk.Object) {
+	result := "ok"
+	if err := s.peers.invalidate(context.WithoutCancel(ctx), owner, c.tenant.Name, o); err != nil {
+		result = "error"
+		s.log.Warn("could not invalidate at the metadata owner; it serves the old version until its metadata TTL",
+			"peer", owner.Name, "object", o.String(), "err", err)
+	}
+	s.metrics.PeerRequests.WithLabelValues("invalidate", result).Inc()
+}
