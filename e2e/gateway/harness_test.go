@@ -56,7 +56,7 @@ var buckets = []string{"bucket-a", "bucket-b", "shared", "clickhouse"}
 
 // env is a running gateway for tenant team-a in front of a cache cluster.
 type env struct {
-	t        *testing.T
+	t        testing.TB
 	cluster  *nodecluster.Cluster
 	cache    *client.Client
 	gw       *gateway.Gateway
@@ -80,7 +80,7 @@ type envOptions struct {
 	crossZone node.CrossZone
 }
 
-func newEnv(t *testing.T, opts envOptions) *env {
+func newEnv(t testing.TB, opts envOptions) *env {
 	t.Helper()
 	if opts.nodes == 0 {
 		opts.nodes = 3
@@ -92,7 +92,7 @@ func newEnv(t *testing.T, opts envOptions) *env {
 
 // gatewayOn starts a gateway (with its own client) for team-a in front of
 // cluster c: newEnv's, or another env's for a second gateway.
-func gatewayOn(t *testing.T, c *nodecluster.Cluster, opts envOptions) *env {
+func gatewayOn(t testing.TB, c *nodecluster.Cluster, opts envOptions) *env {
 	t.Helper()
 	e := &env{t: t, cluster: c, registry: prometheus.NewRegistry()}
 	seeds, zone, fallback := c.Seeds(), "", []client.ZoneSeeds(nil)
@@ -150,11 +150,11 @@ func gatewayOn(t *testing.T, c *nodecluster.Cluster, opts envOptions) *env {
 }
 
 // testLogger logs warnings and errors to the test log.
-func testLogger(t *testing.T) *slog.Logger {
+func testLogger(t testing.TB) *slog.Logger {
 	return slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
 }
 
-type testWriter struct{ t *testing.T }
+type testWriter struct{ t testing.TB }
 
 func (w testWriter) Write(p []byte) (int, error) {
 	w.t.Log(strings.TrimSpace(string(p)))
