@@ -1,10 +1,9 @@
 package gateway
 
 import (
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"log/slog"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"strconv"
@@ -70,6 +69,9 @@ type Gateway struct {
 	buckets *bucketCache
 	pieces  sync.Pool // *[]byte of capacity ReadPieceBytes
 	buffers *readBuffers
+	// hostSuffixes are ".amazonaws.com" and the Domains', lower case: a
+	// Host under one is a virtual-hosted-style request.
+	hostSuffixes []string
 }
 
 // DefaultClientWriteTimeout is the default Config.ClientWriteTimeout.
@@ -131,6 +133,11 @@ func New(cfg Config) (*Gateway, error) {
 	}
 	g := &Gateway{cfg: cfg, cache: cfg.Cache, up: cfg.Upstream, metrics: cfg.Metrics, log: cfg.Logger,
 		buckets: newBucketCache(cfg.BucketCacheTTL), buffers: newReadBuffers(cfg.ReadBufferBytes, cfg.Metrics)}
+	for _, d := range append([]string{"amazonaws.com"}, cfg.Domains...) {
+		if d = strings.ToLower(strings.TrimSuffix(d, ".")); d != "" {
+			g.hostSuffixes = append(g.hostSuffixes, "."+d)
+		}
+	}
 	g.pieces.New = func() any { b := make([]byte, cfg.ReadPieceBytes); return &b }
 	return g, nil
 }
@@ -166,9 +173,10 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		g.metrics.observe(x.rt.op, strconv.Itoa(status), x.in, x.w.bytes, x.start)
 	}()
 	h := w.Header()
-	h.Set("X-Amz-Request-Id", x.id)
-	h.Set("X-Amz-Id-2", x.id)
-	h.Set("Server", "distcache")
+	id := []string{x.id}
+	h["X-Amz-Request-Id"] = id // canonical keys: no Set, no canonicalization per request
+	h["X-Amz-Id-2"] = id
+	h["Server"] = serverHeader
 
 	x.rt = parseRoute(r.Method, r.URL.Path, r.URL.Query(), r.Header)
 	if e := g.checkVirtualHost(r); e != nil {
@@ -225,17 +233,19 @@ func (g *Gateway) checkVirtualHost(r *http.Request) *s3Error {
 	if net.ParseIP(host) != nil {
 		return nil
 	}
-	for _, d := range append([]string{"amazonaws.com"}, g.cfg.Domains...) {
-		d = strings.ToLower(strings.TrimSuffix(d, "."))
-		if d != "" && strings.HasSuffix(host, "."+d) {
+	for _, suffix := range g.hostSuffixes {
+		if strings.HasSuffix(host, suffix) {
 			return newS3Error(http.StatusBadRequest, CodeInvalidRequest,
 				"Virtual-hosted-style requests (%s) are not supported by the distcache gateway: configure the client "+
 					"for path-style addressing (http://%s/BUCKET/KEY; UsePathStyle, force_path_style, "+
-					"s3ForcePathStyle or addressing_style=path).", r.Host, d)
+					"s3ForcePathStyle or addressing_style=path).", r.Host, suffix[1:])
 		}
 	}
 	return nil
 }
+
+// serverHeader is the Server header of every answer.
+var serverHeader = []string{"distcache"}
 
 // responseWriter records the status and the body bytes written.
 type responseWriter struct {
@@ -262,11 +272,18 @@ func (w *responseWriter) Write(p []byte) (int, error) {
 
 func (w *responseWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
-// newRequestID returns 16 upper-case hex digits, like S3's request IDs.
+// newRequestID returns 16 upper-case hex digits, like S3's request IDs:
+// unique enough to find a request in the logs, not a secret (math/rand's
+// per-thread generator, one allocation).
 func newRequestID() string {
-	var b [8]byte
-	_, _ = rand.Read(b[:])
-	return strings.ToUpper(hex.EncodeToString(b[:]))
+	const digits = "0123456789ABCDEF"
+	var b [16]byte
+	v := rand.Uint64()
+	for i := range b {
+		b[i] = digits[v>>60]
+		v <<= 4
+	}
+	return string(b[:])
 }
 
 // Unavailable is an S3 handler answering every request 503
