@@ -52,9 +52,14 @@ bin/minio: hack/build-minio.sh
 envtest-assets: ## kube-apiserver + etcd (+ kubectl) for envtest, in bin/k8s/<version>.
 	hack/envtest-assets.sh >/dev/null
 
-.PHONY: verify-generated
-verify-generated: generate manifests ## Fail if deepcopy, CRDs or RBAC differ from what controller-gen makes of api/.
-	@git diff --exit-code -- api config || { echo "generated files are stale: run make generate manifests and commit"; exit 1; }
+.PHONY: verify-generated api-docs
+api-docs: ## Write docs/api-reference.md from the API types (crd-ref-docs).
+	hack/build-go-tool.sh crd-ref-docs
+	$(BIN)/crd-ref-docs --source-path=./api --config=hack/api-docs/config.yaml --renderer=markdown \
+		--output-path=docs/api-reference.md --log-level=ERROR
+
+verify-generated: generate manifests api-docs ## Fail if deepcopy, CRDs, RBAC or the API reference differ from what api/ makes.
+	@git diff --exit-code -- api config docs/api-reference.md || { echo "generated files are stale: run make generate manifests api-docs and commit"; exit 1; }
 
 .PHONY: chdb
 chdb: ## ClickHouse's engine (chdb, from PyPI) in a virtualenv at bin/chdb-venv.

@@ -7,13 +7,14 @@
 #   hack/build-go-tool.sh helm         the chart: lint, template, package, install
 #   hack/build-go-tool.sh kubebuilder  its helm/v2-alpha plugin writes the chart's
 #                                      templates from kustomize (hack/helm-chart.sh)
+#   hack/build-go-tool.sh crd-ref-docs docs/api-reference.md from the API types
 #
 # Cold (empty Go module and build caches, 2 cores) ko takes about 2 minutes,
 # helm about 3 and kubebuilder about 1; docs/install.md keeps the figures.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-name=${1:?usage: $0 ko|helm|kubebuilder}
+name=${1:?usage: $0 ko|helm|kubebuilder|crd-ref-docs}
 case "$name" in
 ko)
   # The newest release; ko's own goreleaser stamps the version like this.
@@ -36,8 +37,15 @@ kubebuilder)
   pkg=sigs.k8s.io/kubebuilder/v4
   ldflags=""
   ;;
+crd-ref-docs)
+  # Elastic's generator, as used by ECK and many operators: it reads the
+  # kubebuilder markers of api/ and renders Markdown.
+  version=${CRD_REF_DOCS_VERSION:-v0.3.0}
+  pkg=github.com/elastic/crd-ref-docs
+  ldflags=""
+  ;;
 *)
-  echo "build-go-tool: unknown tool $name (ko, helm or kubebuilder)" >&2
+  echo "build-go-tool: unknown tool $name (ko, helm, kubebuilder or crd-ref-docs)" >&2
   exit 2
   ;;
 esac

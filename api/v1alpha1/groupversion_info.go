@@ -9,8 +9,8 @@
 //
 // Validation lives in the CRD schema (OpenAPI and CEL rules, generated from
 // the markers here), so the API server refuses a bad object with a message
-// naming the field. Defaults live in one place too: the
-// +kubebuilder:default markers, applied by the API server. The few defaults
+// naming the field. Defaults live in one place too: the kubebuilder
+// default markers, applied by the API server. The few defaults
 // that depend on other objects (the operator's own cachenode image, the
 // certificate Secret's name) are methods in this package (defaults.go).
 //
