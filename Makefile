@@ -23,6 +23,16 @@ build: ## Build the operator and cachenode binaries into bin/, with the version 
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/cachenode ./cachenode
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/manager .
 
+# The kubectl plugin (docs/kubectl-plugin.md). plugin-dist is the release's
+# part: tarballs per platform, their sums and the krew manifest in dist/.
+PLUGIN_PLATFORMS ?= linux/amd64 linux/arm64 darwin/amd64 darwin/arm64
+
+.PHONY: plugin plugin-dist
+plugin: ## Build the kubectl plugin into bin/kubectl-distcache (bin/ on PATH: kubectl distcache ...).
+	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/kubectl-distcache ./cmd/kubectl-distcache
+plugin-dist: ## Cross-build the kubectl plugin into dist/ (PLUGIN_PLATFORMS, VERSION=x.y.z): tarballs, checksums, krew manifest.
+	VERSION="$(VERSION)" PLATFORMS="$(PLUGIN_PLATFORMS)" GO="$(GO)" hack/plugin-dist.sh
+
 CONTROLLER_GEN := $(BIN)/controller-gen
 
 $(CONTROLLER_GEN): hack/build-controller-gen.sh
