@@ -3,7 +3,9 @@ package cluster_test
 import (
 	"bytes"
 	"context"
+	"crypto/x509"
 	"encoding/json"
+	"encoding/pem"
 	"fmt"
 	"net"
 	"net/http"
@@ -31,6 +33,7 @@ import (
 
 	cachev1alpha1 "github.com/distcache/distcache/api/v1alpha1"
 	"github.com/distcache/distcache/controllers"
+	"github.com/distcache/distcache/internal/kubectlplugin"
 	"github.com/distcache/distcache/internal/ring"
 	"github.com/distcache/distcache/internal/testutil/chdbtest"
 )
@@ -204,6 +207,86 @@ var _ = Describe("a DistributedCache on a real cluster", Ordered, func() {
 		AddReportEntry("reads after write-through", fmt.Sprintf("%.0f chunk hits, %.0f hit bytes, %.0f S3 GETs", hitReads, hitBytes, gets))
 		Expect(hitReads).To(BeNumerically(">", 0), "chunk reads served from the nodes' RAM or disk")
 		Expect(hitBytes).To(BeNumerically(">", 0), "bytes served from the nodes' RAM or disk")
+	}, SpecTimeout(specTimeout))
+
+	It("shows the cache, its ring and the tenant with kubectl distcache, metrics read through the API server", func(ctx SpecContext) {
+		buildPlugin(ctx)
+		published := publishedRing(ctx, Default)
+		dc := getCache(ctx, Default)
+
+		By("status: every node Ready, active, on the published epoch, its metrics read through the pod proxy")
+		var status kubectlplugin.StatusReport
+		var direct scrapes
+		Eventually(ctx, func(g Gomega) {
+			kubectlDistcacheJSON(ctx, g, &status, "status", cacheName, "-n", cacheNamespace)
+			direct = scrapeCache(ctx)
+			g.Expect(status.Caches).To(HaveLen(1))
+			c := status.Caches[0]
+			g.Expect(c.OperatorVersion).To(Equal(dc.Status.OperatorVersion))
+			g.Expect(c.RingEpoch).To(Equal(published.Epoch))
+			g.Expect(c.Warnings).To(BeEmpty())
+			g.Expect(c.Zones).To(HaveLen(1))
+			z := c.Zones[0]
+			g.Expect(z.Name).To(Equal(zone))
+			g.Expect(z.RingEpoch).To(Equal(published.Epoch))
+			g.Expect(z.Active).To(Equal(3))
+			g.Expect(z.Nodes).To(HaveLen(3))
+			for i, n := range z.Nodes {
+				g.Expect(n.Name).To(Equal(ordinalPod(i)))
+				g.Expect(n.Ring).To(Equal(string(ring.StateActive)))
+				g.Expect(n.Ready).To(BeTrue())
+				g.Expect(n.MetricsError).To(BeEmpty())
+				g.Expect(n.Metrics.RingEpoch).To(Equal(published.Epoch))
+				g.Expect(n.Metrics.Version).NotTo(BeEmpty())
+				// What the suite scrapes from the pod itself.
+				g.Expect(n.Metrics.Store.Chunks).To(BeEquivalentTo(direct[n.Name].m.sum(mStoreChunks, nil)), n.Name)
+				g.Expect(n.Metrics.ChunkReads.HitRAM+n.Metrics.ChunkReads.HitDisk).To(BeEquivalentTo(direct[n.Name].m.sum(mChunkReads, hits)), n.Name)
+			}
+			g.Expect(c.HitRatio).NotTo(BeNil())
+			g.Expect(*c.HitRatio).To(BeNumerically(">", 0), "the reads of the previous spec hit")
+		}).WithTimeout(timeout).WithPolling(2 * time.Second).Should(Succeed())
+		table, err := kubectlDistcache(ctx, "status", "-n", cacheNamespace)
+		Expect(err).NotTo(HaveOccurred())
+		fmt.Fprintln(GinkgoWriter, table)
+		AddReportEntry("kubectl distcache status", table)
+		Expect(table).To(MatchRegexp(`(?m)^%s\s+%s\s+3/3\s+%d\s`, zone, statefulSetName, published.Epoch))
+
+		By("ring: the published members, each owning about a third of the chunks")
+		var rings kubectlplugin.RingReport
+		kubectlDistcacheJSON(ctx, Default, &rings, "ring", cacheName, "-n", cacheNamespace, "--zone", zone)
+		zr := rings.Caches[0].Zones[0]
+		Expect(zr.Epoch).To(Equal(published.Epoch))
+		Expect(zr.Members).To(HaveLen(len(published.Members)))
+		for i, m := range zr.Members {
+			Expect(m.Name).To(Equal(published.Members[i].Name))
+			Expect(m.Address).To(Equal(published.Members[i].Address))
+			Expect(m.ExpectedShare).To(BeNumerically("~", 1.0/3, 1e-9))
+			Expect(m.SampledShare).To(BeNumerically("~", 1.0/3, 0.015))
+		}
+
+		By("tenants: buckets, quota use on the nodes, the certificate's expiry from its Secret, the endpoint")
+		var tenant cachev1alpha1.CacheTenant
+		Expect(k8sClient.Get(ctx, key(tenantNamespace, tenantName), &tenant)).To(Succeed())
+		block, _ := pem.Decode([]byte(secretValue(ctx, Default, tenantNamespace, tenantSecret, corev1.TLSCertKey)))
+		Expect(block).NotTo(BeNil())
+		cert, err := x509.ParseCertificate(block.Bytes)
+		Expect(err).NotTo(HaveOccurred())
+		var tenants kubectlplugin.TenantsReport
+		kubectlDistcacheJSON(ctx, Default, &tenants, "tenants", tenantName, "-n", tenantNamespace)
+		Expect(tenants.Tenants).To(HaveLen(1))
+		ts := tenants.Tenants[0]
+		Expect(ts.Cache).To(Equal(cacheNamespace + "/" + cacheName))
+		Expect(ts.Buckets).To(Equal(tenant.Spec.Buckets))
+		Expect(ts.Endpoint).To(Equal(tenant.Status.Endpoint))
+		Expect(ts.CertificateSource).To(Equal("secret"))
+		Expect(ts.CertificateNotAfter.Time.Equal(cert.NotAfter)).To(BeTrue(), "%v, the Secret's certificate: %v", ts.CertificateNotAfter, cert.NotAfter)
+		Expect(ts.Use).NotTo(BeNil(), ts.UseError)
+		Expect(ts.Use.Nodes).To(Equal(3))
+		Expect(ts.Use.TotalBytes).To(BeNumerically(">", 0), "the data the previous spec wrote is on the nodes")
+		table, err = kubectlDistcache(ctx, "tenants", "-A")
+		Expect(err).NotTo(HaveOccurred())
+		fmt.Fprintln(GinkgoWriter, table)
+		AddReportEntry("kubectl distcache tenants -A", table)
 	}, SpecTimeout(specTimeout))
 
 	It("lets ClickHouse read and write through the tenant's status.endpoint with the generated credentials", func(ctx SpecContext) {
@@ -451,6 +534,18 @@ var _ = Describe("a DistributedCache on a real cluster", Ordered, func() {
 			g.Expect(k8sClient.Get(ctx, key(cacheNamespace, newMember), &p)).To(Succeed(), "the draining pod still runs")
 		}).WithPolling(100*time.Millisecond).Should(Succeed(), "the ring marks %s draining while it still runs", newMember)
 		fmt.Fprintf(GinkgoWriter, "%s is draining\n", newMember)
+		By("kubectl distcache ring shows it draining and owning nothing, its chunks moved")
+		buildPlugin(ctx)
+		Eventually(ctx, func(g Gomega) {
+			var rings kubectlplugin.RingReport
+			kubectlDistcacheJSON(ctx, g, &rings, "ring", cacheName, "-n", cacheNamespace, "--zone", zone)
+			zr := rings.Caches[0].Zones[0]
+			g.Expect(zr.Members).To(ContainElement(And(
+				HaveField("Name", newMember), HaveField("State", ring.StateDraining),
+				HaveField("ExpectedShare", BeZero()), HaveField("SampledShare", BeZero()))))
+			g.Expect(zr.MovedShare).NotTo(BeNil())
+			g.Expect(*zr.MovedShare).To(BeNumerically("~", 0.25, 0.015), "the draining member's quarter of the chunks moved")
+		}).WithTimeout(10 * time.Second).WithPolling(500 * time.Millisecond).Should(Succeed())
 		Eventually(ctx, func(g Gomega) {
 			expectCacheReady(ctx, g, 3)
 			g.Expect(memberStates(publishedRing(ctx, g))).To(Equal(activeRing(3)))
