@@ -34,6 +34,7 @@ const (
 	EventRingPublished     = "RingPublished"
 	EventStatefulSetScaled = "StatefulSetScaled"
 	EventScaleDownHeld     = "ScaleDownHeld"
+	EventRolloutHeld       = "RolloutHeld"
 	EventCreated           = "Created"
 	EventReconcileFailed   = "ReconcileFailed"
 )
@@ -337,15 +338,38 @@ func (r *DistributedCacheReconciler) reconcileStatefulSets(ctx context.Context, 
 		*problems = append(*problems, finding{cachev1alpha1.ReasonSecretNotFound, err.Error()})
 	}
 	var requeue time.Duration
+	existing := make([]*appsv1.StatefulSet, len(zones))
+	for i := range zones {
+		var cur appsv1.StatefulSet
+		err := r.Get(ctx, client.ObjectKey{Namespace: dc.Namespace, Name: zoneObjectName(dc, zones[i].Name)}, &cur)
+		if err == nil {
+			existing[i] = &cur
+		} else if client.IgnoreNotFound(err) != nil {
+			return 0, err
+		}
+	}
+	rollingZone := rollingOut(zones, existing)
 	for i := range zones {
 		z := &zones[i]
 		desired := buildStatefulSet(dc, z.Name, image, hash)
 		var current *int32
 		var cur appsv1.StatefulSet
-		if err := r.Get(ctx, client.ObjectKeyFromObject(desired), &cur); err == nil {
+		if existing[i] != nil {
+			cur = *existing[i]
 			current = cur.Spec.Replicas
-		} else if client.IgnoreNotFound(err) != nil {
-			return 0, err
+		}
+		if existing[i] != nil && templateHash(&cur) != hash {
+			// Zone by zone: a new pod template goes to one zone at a time,
+			// once every other zone's pods are all updated and ready, so
+			// an upgrade never takes more than one pod of the cache down.
+			if rollingZone != "" && rollingZone != z.Name {
+				desired.Spec.Template = cur.Spec.Template
+				r.Recorder.Eventf(dc, nil, corev1.EventTypeNormal, EventRolloutHeld, "Rollout",
+					"zone %s: new pod template held until zone %s has rolled out", z.Name, rollingZone)
+				requeue = soonest(requeue, rolloutPoll)
+			} else {
+				rollingZone = z.Name
+			}
 		}
 		pub := published[z.Name]
 		replicas := statefulSetReplicas(dc, pub.spec, current)
@@ -383,6 +407,35 @@ func (r *DistributedCacheReconciler) reconcileStatefulSets(ctx context.Context, 
 		}
 	}
 	return requeue, nil
+}
+
+// rolloutPoll is how soon a held zone's rollout is looked at again (the
+// StatefulSets' status changes requeue the cache sooner).
+const rolloutPoll = 10 * time.Second
+
+// templateHash is the input hash a StatefulSet's pod template carries.
+func templateHash(sts *appsv1.StatefulSet) string {
+	return sts.Spec.Template.Annotations[AnnotationInputHash]
+}
+
+// rollingOut names the zone whose StatefulSet is rolling out or not all
+// ready yet (the first in spec order), "" when every zone is settled: its
+// pods all run the current template and are ready.
+func rollingOut(zones []zoneObservation, existing []*appsv1.StatefulSet) string {
+	for i, sts := range existing {
+		if sts == nil {
+			continue
+		}
+		st, want := sts.Status, int32(1)
+		if sts.Spec.Replicas != nil {
+			want = *sts.Spec.Replicas
+		}
+		if st.ObservedGeneration < sts.Generation || st.UpdateRevision != st.CurrentRevision ||
+			st.UpdatedReplicas < want || st.ReadyReplicas < want {
+			return zones[i].Name
+		}
+	}
+	return ""
 }
 
 func (r *DistributedCacheReconciler) reconcilePDBs(ctx context.Context, dc *cachev1alpha1.DistributedCache) error {
