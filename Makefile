@@ -71,6 +71,15 @@ api-docs: ## Write docs/api-reference.md from the API types (crd-ref-docs).
 verify-generated: generate manifests api-docs ## Fail if deepcopy, CRDs, RBAC or the API reference differ from what api/ makes.
 	@git diff --exit-code -- api config docs/api-reference.md || { echo "generated files are stale: run make generate manifests api-docs and commit"; exit 1; }
 
+.PHONY: helm-chart verify-helm-chart
+helm-chart: $(KUBECTL) ## Write charts/distcache's templates and values from config/default (kubebuilder's helm plugin).
+	KUBECTL="$(KUBECTL)" hack/helm-chart.sh
+verify-helm-chart: helm-chart ## Fail if the chart differs from what config/default makes of it, or helm lint fails.
+	@git diff --exit-code -- charts || { echo "charts/distcache is stale: run make helm-chart and commit"; exit 1; }
+	@test -z "$$(git status --porcelain -- charts)" || { git status --short -- charts; echo "charts/distcache has files make helm-chart did not write or would remove"; exit 1; }
+	hack/build-go-tool.sh helm
+	$(BIN)/helm lint --strict charts/distcache
+
 .PHONY: chdb
 chdb: ## ClickHouse's engine (chdb, from PyPI) in a virtualenv at bin/chdb-venv.
 	hack/chdb-venv.sh >/dev/null
@@ -93,7 +102,7 @@ tools: bin/minio envtest-assets chdb prometheus nginx cluster-build
 ##@ Test
 
 .PHONY: test
-test: tools verify-generated ## Run the whole suite against real MinIO, TLS and kube-apiserver/etcd.
+test: tools verify-generated verify-helm-chart ## Run the whole suite against real MinIO, TLS and kube-apiserver/etcd.
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "gofmt needed:"; gofmt -l $$(git ls-files '*.go'); exit 1; }
 	$(GO) vet ./...
 	KUBEBUILDER_ASSETS="$$(hack/envtest-assets.sh)" MINIO_BIN=$(BIN)/minio \
@@ -150,7 +159,7 @@ cluster-up: ## Build what it needs and bring the cluster up (idempotent); prints
 	@hack/cluster.sh up >/dev/null
 cluster-down: ## Tear the cluster down and leave the machine as found.
 	hack/cluster.sh down
-images: ## Rebuild the distcache.local/*:dev image tarballs (bin/images/) and import them into the running cluster.
+images: ## Rebuild the distcache.local/*:dev images with ko (bin/images/) and import them into the running cluster.
 	hack/cluster.sh images
 # As root only (it installs Debian packages); e2e/cluster skips without root.
 cluster-build: ## Install and build what the local cluster needs (packages, Kubernetes, etcd, CoreDNS, image tarballs).
@@ -192,6 +201,21 @@ deploy-manifests: $(KUBECTL) ## Print what make deploy applies (IMG=..., CACHENO
 .PHONY: run
 run: ## Run the operator from source against the cluster (after make install); CACHENODE_IMG for its caches.
 	$(GO) run -ldflags "$(LDFLAGS)" . --cachenode-image="$(CACHENODE_IMG)" --metrics-secure=false --metrics-bind-address=:8080 $(RUN_ARGS)
+
+##@ Release (docs/install.md)
+
+# Where the release's images live: the manifest and the chart name
+# $(IMAGE_REPO)/{operator,cachenode}:vVERSION. KO_DOCKER_REPO=registry/path
+# pushes them there (and replaces IMAGE_REPO).
+IMAGE_REPO ?= ghcr.io/distcache
+
+.PHONY: release
+release: $(KUBECTL) ## dist/: install manifest, Helm chart, images (OCI archives, SBOMs), kubectl plugin; VERSION=x.y.z required.
+	@test -n "$(VERSION)" || { echo "make release needs VERSION=x.y.z"; exit 1; }
+	VERSION="$(VERSION)" IMAGE_REPO="$(IMAGE_REPO)" KUBECTL="$(KUBECTL)" hack/release.sh
+	@if $(MAKE) -n plugin-dist >/dev/null 2>&1; then \
+		$(MAKE) --no-print-directory plugin-dist VERSION="$(VERSION)"; \
+	else echo "release: no plugin-dist target, no kubectl plugin binaries"; fi
 
 ##@ Help
 
