@@ -109,8 +109,9 @@ test: tools verify-generated verify-helm-chart ## Run the whole suite against re
 		$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $(GOTEST_FLAGS) ./...
 
 # Parts of make bench: micro (Go benchmarks), b1 (hit path), b2 (ClickHouse
-# table), b3 (scale-out), b4 (hit ratio). The chosen parts' chapters of
-# docs/benchmarks.md and their plots in docs/img/ are rewritten.
+# table), b3 (scale-out), b4 (hit ratio), b5 (write-through). The chosen
+# parts' chapters of docs/benchmarks.md and their plots in docs/img/ are
+# rewritten.
 BENCH_PARTS ?=
 
 .PHONY: bench

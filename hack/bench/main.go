@@ -26,6 +26,7 @@ import (
 	"github.com/distcache/distcache/internal/bench/hitpath"
 	"github.com/distcache/distcache/internal/bench/hitratio"
 	"github.com/distcache/distcache/internal/bench/scaleout"
+	"github.com/distcache/distcache/internal/bench/writepath"
 )
 
 // part is one chapter of docs/benchmarks.md.
@@ -40,6 +41,7 @@ var parts = []part{
 	{"b2", clickhouse.Run},
 	{"b3", scaleout.Run},
 	{"b4", hitratio.Run},
+	{"b5", writepath.Run},
 	{"micro", runMicro},
 }
 

@@ -35,9 +35,10 @@ const (
 	bucket = "reviews"
 )
 
-// S3-like link: AWS documents S3 first-byte latencies of tens of
-// milliseconds and sizes one connection at 85-90 MB/s.
-var linkConfig = LinkConfig{Latency: 30 * time.Millisecond, Bandwidth: 85_000_000}
+// DefaultLink is B2's S3-like link (B5 writes through the same): AWS
+// documents S3 first-byte latencies of tens of milliseconds and sizes one
+// connection at 85-90 MB/s.
+var DefaultLink = LinkConfig{Latency: 30 * time.Millisecond, Bandwidth: 85_000_000}
 
 // Queries, in the order they are measured.
 var queries = []string{"full", "scattered"}
@@ -170,7 +171,7 @@ func measure(ctx context.Context, env benchkit.Env) (*results, error) {
 	if err := minio.CreateBucket(ctx, bucket); err != nil {
 		return nil, err
 	}
-	link, err := StartLink(minio.Endpoint, linkConfig)
+	link, err := StartLink(minio.Endpoint, DefaultLink)
 	if err != nil {
 		return nil, err
 	}

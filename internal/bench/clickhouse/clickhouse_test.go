@@ -41,8 +41,8 @@ func TestRunQuick(t *testing.T) {
 		t.Fatalf("load: %+v", res.Load)
 	}
 	// The link adds its latency to every request.
-	if res.Probe.Link1KiB < linkConfig.Latency {
-		t.Errorf("a GET through the link took %v, less than the injected %v", res.Probe.Link1KiB, linkConfig.Latency)
+	if res.Probe.Link1KiB < DefaultLink.Latency {
+		t.Errorf("a GET through the link took %v, less than the injected %v", res.Probe.Link1KiB, DefaultLink.Latency)
 	}
 	scat := indexOf("scattered")
 	for _, ri := range res.shownRows() {

@@ -79,8 +79,8 @@ func report(env benchkit.Env, r *results) (benchkit.Section, error) {
 
 	p("**S3.** MinIO on this machine, behind toxiproxy (embedded, `github.com/Shopify/toxiproxy/v2`) so that it behaves like S3 in a region: ")
 	p("a `latency` toxic of %d ms on the upstream stream (each request, kept-alive connections included, reaches MinIO %d ms later) and ",
-		linkConfig.Latency.Milliseconds(), linkConfig.Latency.Milliseconds())
-	p("a `bandwidth` toxic of %.0f MB/s per connection on the downstream stream. ", float64(linkConfig.Bandwidth)/1e6)
+		DefaultLink.Latency.Milliseconds(), DefaultLink.Latency.Milliseconds())
+	p("a `bandwidth` toxic of %.0f MB/s per connection on the downstream stream. ", float64(DefaultLink.Bandwidth)/1e6)
 	p("Measured with an S3 client on one kept-alive connection: a 1 KiB GET takes **%s** through the link (%s directly), ",
 		benchkit.Millis(r.Probe.Link1KiB), benchkit.Millis(r.Probe.Direct1KiB))
 	p("one GET of %d MiB runs at **%.0f MB/s**. ", r.Probe.BigBytes>>20, r.Probe.LinkBandwidth/1e6)
@@ -341,7 +341,7 @@ func reading(r *results) string {
 		"without a cache the hot run reads S3 again. ClickHouse splits the scan into many ranged GETs (%s each on average) "+
 		"and overlaps them: %d GETs of at least %d ms in %.2f s means %.1f or more in flight on average.",
 		c0.Seconds, c(0, fi, 1).Seconds, c0.S3.GETs, c(0, fi, 1).S3.GETs, size(c0.CHBytes/max(c0.CHGets, 1)),
-		c0.CHGets, linkConfig.Latency.Milliseconds(), c0.Seconds, float64(c0.CHGets)*linkConfig.Latency.Seconds()/max(c0.Seconds, 1e-9)))
+		c0.CHGets, DefaultLink.Latency.Milliseconds(), c0.Seconds, float64(c0.CHGets)*DefaultLink.Latency.Seconds()/max(c0.Seconds, 1e-9)))
 	fast, fastRow := c0, 0
 	for _, ri := range r.shownRows() {
 		for h := 0; h < 2; h++ {

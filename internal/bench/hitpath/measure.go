@@ -257,7 +257,7 @@ func (w *world) cell(ctx context.Context, col column, wl workload, n int) (resul
 func (w *world) nodeNonHits() float64 {
 	var sum float64
 	for _, r := range []string{"hit_disk", "miss", "forwarded", "error"} {
-		sum += counter(w.nodeReg, "distcache_chunk_reads_total", "result", r)
+		sum += benchkit.Counter(w.nodeReg, "distcache_chunk_reads_total", "result", r)
 	}
 	return sum
 }

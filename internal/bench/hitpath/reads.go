@@ -51,8 +51,8 @@ func (w *world) readNodeHTTP(ctx context.Context, off int64, buf []byte) (string
 
 // readGateway is GetObject with a Range through a gateway's S3 API, signed
 // by aws-sdk-go-v2 with the gateway's credentials.
-func (w *world) readGateway(ctx context.Context, g *gatewayWorld, off int64, buf []byte) error {
-	out, err := g.s3.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(benchBucket), Key: aws.String(benchKey),
+func (w *world) readGateway(ctx context.Context, g *Gateway, off int64, buf []byte) error {
+	out, err := g.S3.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(benchBucket), Key: aws.String(benchKey),
 		Range: aws.String("bytes=" + strconv.FormatInt(off, 10) + "-" + strconv.FormatInt(off+int64(len(buf))-1, 10))})
 	if err != nil {
 		return err
