@@ -221,7 +221,9 @@ func gatewayEnv(t *cachev1alpha1.CacheTenant, res corev1.ResourceRequirements, e
 }
 
 // restrictedPodSecurity and restrictedContainerSecurity meet the
-// restricted Pod Security level; the overrides replace them whole.
+// restricted Pod Security level (gateways and cache nodes: the
+// restricted-level table test in podsecurity_test.go); the overrides
+// replace them whole.
 func restrictedPodSecurity() *corev1.PodSecurityContext {
 	return &corev1.PodSecurityContext{
 		RunAsNonRoot: ptr.To(true), RunAsUser: ptr.To[int64](defaultNodeUser), RunAsGroup: ptr.To[int64](defaultNodeUser),

@@ -93,7 +93,7 @@ func buildStatefulSet(dc *cachev1alpha1.DistributedCache, zone, image, inputHash
 					PriorityClassName:             ov.PriorityClassName,
 					ServiceAccountName:            podServiceAccountName(dc),
 					AutomountServiceAccountToken:  ptr.To(true), // the node watches its ring and tenants through the API
-					SecurityContext:               ov.SecurityContext,
+					SecurityContext:               nodePodSecurity(ov),
 					TopologySpreadConstraints:     ov.TopologySpreadConstraints,
 					TerminationGracePeriodSeconds: &grace,
 				},
@@ -234,6 +234,34 @@ func nodeUser(ov cachev1alpha1.PodTemplateOverrides) (uid, gid int64) {
 	return uid, gid
 }
 
+// nodePodSecurity is the cache pods' security context: the restricted
+// Pod Security level's (restrictedPodSecurity), plus fsGroup so that the
+// node's user can write a volume claim's filesystem (the kubelet changes
+// its group only where the root's differs: a large disk tier is not walked
+// on every start). The overrides' replace it whole, as for the gateways.
+// In hostPath mode the pod still needs the privileged level: its init
+// container runs as root and the volume is a hostPath (docs/operations.md,
+// "Pod Security").
+func nodePodSecurity(ov cachev1alpha1.PodTemplateOverrides) *corev1.PodSecurityContext {
+	if ov.SecurityContext != nil {
+		return ov.SecurityContext
+	}
+	sc := restrictedPodSecurity()
+	sc.FSGroup = ptr.To[int64](defaultNodeUser)
+	sc.FSGroupChangePolicy = ptr.To(corev1.FSGroupChangeOnRootMismatch)
+	return sc
+}
+
+// nodeContainerSecurity is the cachenode container's: the restricted
+// level's (no privilege escalation, no capabilities, a read-only root
+// filesystem: the node writes its data directory only), or the overrides'.
+func nodeContainerSecurity(ov cachev1alpha1.PodTemplateOverrides) *corev1.SecurityContext {
+	if ov.ContainerSecurityContext != nil {
+		return ov.ContainerSecurityContext
+	}
+	return restrictedContainerSecurity()
+}
+
 // buildInitContainers: in hostPath mode, one that creates the pod's
 // directory on the host and gives it to the node's user (the kubelet makes
 // hostPath directories owned by root, and fsGroup does not apply to them).
@@ -296,7 +324,7 @@ func buildContainer(dc *cachev1alpha1.DistributedCache, zone, image string, ov c
 		ReadinessProbe:  probe("/readyz", 2),
 		LivenessProbe:   probe("/healthz", 6),
 		Resources:       dc.Spec.Resources,
-		SecurityContext: ov.ContainerSecurityContext,
+		SecurityContext: nodeContainerSecurity(ov),
 		VolumeMounts: []corev1.VolumeMount{
 			dataMount,
 			{Name: ringVolume, MountPath: ringDir, ReadOnly: true},
