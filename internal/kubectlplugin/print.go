@@ -25,9 +25,6 @@ type (
 	}
 )
 
-// now is the clock of the "ago" and "in" columns.
-var now = time.Now
-
 // print writes report as -o asks, or calls table.
 func (o *options) print(report any, table func() error) error {
 	switch o.output {
@@ -259,11 +256,11 @@ func ago(t time.Time) string {
 	if t.IsZero() {
 		return "-"
 	}
-	return duration.HumanDuration(now().Sub(t))
+	return duration.HumanDuration(time.Since(t))
 }
 
 func until(t time.Time) string {
-	d := t.Sub(now())
+	d := time.Until(t)
 	if d < 0 {
 		return "expired " + duration.HumanDuration(-d) + " ago"
 	}
