@@ -82,6 +82,7 @@ func main() {
 	}
 	if err := controllers.SetupWithManager(mgr, controllers.Options{
 		CacheNodeImage: cacheNodeImage, DrainGrace: drainGrace, CARotationGrace: caRotationGrace, Version: version.Version,
+		Metrics: ctrlmetrics.Registry,
 	}); err != nil {
 		log.Error(err, "setting up the controllers")
 		os.Exit(1)

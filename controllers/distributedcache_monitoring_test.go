@@ -132,14 +132,17 @@ func TestBuildPrometheusRule(t *testing.T) {
 			}
 			for name, expr := range alerts {
 				scope := `namespace="ns",service="c"` // the nodes' series
-				if name == monitoring.AlertGatewayCertificateExpiring || name == monitoring.AlertGatewayZoneFallback {
+				switch name {
+				case monitoring.AlertGatewayCertificateExpiring, monitoring.AlertGatewayZoneFallback:
 					scope = `cache_namespace="ns",cache="c"` // the gateways', by their PodMonitor
+				case monitoring.AlertNodeUnschedulable:
+					scope = `cache_namespace="ns",cache="c"` // the operator's, by its own labels
 				}
 				if !strings.Contains(expr, scope) {
 					t.Errorf("%s is not scoped to the cache: %s", name, expr)
 				}
 			}
-			if len(alerts) != 8 {
+			if len(alerts) != 9 {
 				t.Errorf("alerts %v", alerts)
 			}
 		})

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
+	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
@@ -55,11 +56,20 @@ type Options struct {
 	// Version is the operator's version, reported in each cache's
 	// status.operatorVersion.
 	Version string
+	// Metrics is where the operator's own metrics about the caches go
+	// (distributedcache_metrics.go): controller-runtime's registry in
+	// main.go; nil: not registered.
+	Metrics prometheus.Registerer
 }
 
 // SetupWithManager registers the DistributedCache and CacheTenant
-// reconcilers with mgr.
+// reconcilers with mgr, and the operator's metrics with o.Metrics.
 func SetupWithManager(mgr ctrl.Manager, o Options) error {
+	if o.Metrics != nil {
+		if err := o.Metrics.Register(newCachePodsCollector(mgr.GetCache(), mgr.Elected())); err != nil {
+			return err
+		}
+	}
 	if err := (&DistributedCacheReconciler{
 		Client:          mgr.GetClient(),
 		APIReader:       mgr.GetAPIReader(),

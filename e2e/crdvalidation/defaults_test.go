@@ -85,6 +85,8 @@ var _ = Describe("the samples", func() {
 		Expect(s.DiskSize).To(quantity("1500Gi"))
 		Expect(s.ObjectMetadata.Immutable).To(BeTrue())
 		Expect(s.Monitoring.ServiceMonitor.Enabled).To(BeTrue())
+		Expect(s.Monitoring.PrometheusRule.Enabled).To(BeTrue())
+		Expect(s.Monitoring.PrometheusRule.Labels).To(HaveKeyWithValue("release", "kube-prometheus-stack"))
 		Expect(s.Monitoring.GrafanaDashboard.Enabled).To(BeTrue())
 		// Defaulted by the API server.
 		Expect(s.ObjectMetadata.TTL).To(duration("30s"))
@@ -100,6 +102,7 @@ var _ = Describe("the samples", func() {
 		Expect(s.TLS.CertificateDuration).To(duration("2160h"))
 		Expect(s.TLS.RenewBefore).To(duration("720h"))
 		Expect(s.Monitoring.ServiceMonitor.Interval).To(Equal("30s"))
+		Expect(s.Monitoring.PrometheusRule.HitRatioThreshold).To(Equal("0.5"))
 		Expect(s.Monitoring.GrafanaDashboard.Labels).To(Equal(map[string]string{"grafana_dashboard": "1"}))
 		Expect(s.PodDisruptionBudget.MaxUnavailable).To(Equal(int32p(1)))
 

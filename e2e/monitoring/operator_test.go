@@ -14,6 +14,8 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -49,6 +51,9 @@ var (
 	scheme    = runtime.NewScheme()
 	stopMgr   context.CancelFunc
 	mgrDone   chan error
+	// operatorMetrics is the registry the operator's own metrics go to
+	// (controller-runtime's in main.go).
+	operatorMetrics = prometheus.NewRegistry()
 )
 
 func TestOperatorMonitoring(t *testing.T) {
@@ -119,7 +124,7 @@ var _ = BeforeSuite(func() {
 		Cache:   cache.Options{ByObject: byObject},
 	})
 	Expect(err).NotTo(HaveOccurred())
-	Expect(controllers.SetupWithManager(mgr, controllers.Options{CacheNodeImage: "example.com/cachenode:test"})).To(Succeed())
+	Expect(controllers.SetupWithManager(mgr, controllers.Options{CacheNodeImage: "example.com/cachenode:test", Metrics: operatorMetrics})).To(Succeed())
 
 	var ctx context.Context
 	ctx, stopMgr = context.WithCancel(context.Background())
@@ -250,13 +255,15 @@ var _ = Describe("DistributedCache monitoring", Ordered, func() {
 		for _, g := range pr.Spec.Groups {
 			for _, r := range g.Rules {
 				alerts[r.Alert] = r.Expr.String()
+				Expect(r.Annotations).To(HaveKeyWithValue("runbook_url", monitoring.RunbookURL+"#"+strings.ToLower(r.Alert)))
 			}
 		}
-		Expect(alerts).To(HaveLen(8))
+		Expect(alerts).To(HaveLen(9))
 		Expect(alerts[monitoring.AlertLowHitRatio]).To(HaveSuffix("< 0.6"))
 		for alert, expr := range alerts {
 			scope := `namespace="` + ns + `",service="` + name + `"`
-			if alert == monitoring.AlertGatewayCertificateExpiring || alert == monitoring.AlertGatewayZoneFallback {
+			switch alert {
+			case monitoring.AlertGatewayCertificateExpiring, monitoring.AlertGatewayZoneFallback, monitoring.AlertNodeUnschedulable:
 				scope = `cache_namespace="` + ns + `",cache="` + name + `"`
 			}
 			Expect(expr).To(ContainSubstring(scope), alert)
@@ -294,5 +301,71 @@ var _ = Describe("DistributedCache monitoring", Ordered, func() {
 				return apierrors.IsNotFound(k8sClient.Get(ctx, objKey(ns, objName), obj))
 			}).Should(BeTrue(), "%T %s is still there", obj, objName)
 		}
+	})
+})
+
+// unschedulablePods gathers the operator's gauge of unschedulable cache
+// pods: the value per "namespace/cache/zone".
+func unschedulablePods() (map[string]float64, error) {
+	families, err := operatorMetrics.Gather()
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]float64{}
+	for _, f := range families {
+		if f.GetName() != monitoring.MetricUnschedulablePods {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			l := map[string]string{}
+			for _, p := range m.GetLabel() {
+				l[p.GetName()] = p.GetValue()
+			}
+			out[l[monitoring.LabelCacheNamespace]+"/"+l[monitoring.LabelCache]+"/"+l[monitoring.LabelZone]] = gaugeValue(m)
+		}
+	}
+	return out, nil
+}
+
+func gaugeValue(m *dto.Metric) float64 { return m.GetGauge().GetValue() }
+
+// envtest runs no scheduler: the spec writes the PodScheduled condition as
+// the scheduler would, through the status subresource.
+var _ = Describe("the operator's metrics", func() {
+	It("count the cache pods the scheduler cannot place, per cache and zone", func(ctx SpecContext) {
+		n := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "unschedulable-e2e"}}
+		Expect(k8sClient.Create(ctx, n)).To(Succeed())
+		// The pods of cache "pending" (no DistributedCache: the
+		// reconciler ignores them), as its StatefulSets label them.
+		newPod := func(name, zone string) *corev1.Pod {
+			p := &corev1.Pod{
+				ObjectMeta: metav1.ObjectMeta{Namespace: n.Name, Name: name, Labels: map[string]string{
+					controllers.LabelName: controllers.NodeAppName, controllers.LabelInstance: "pending",
+					controllers.LabelZone: zone, controllers.LabelManagedBy: controllers.ManagedByValue,
+				}},
+				Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "cachenode", Image: "example.com/cachenode:test"}}},
+			}
+			Expect(k8sClient.Create(ctx, p)).To(Succeed())
+			return p
+		}
+		setScheduled := func(p *corev1.Pod, status corev1.ConditionStatus, reason string) {
+			p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: status, Reason: reason, LastTransitionTime: metav1.Now()}}
+			Expect(k8sClient.Status().Update(ctx, p)).To(Succeed())
+		}
+		a0, a1, b0 := newPod("pending-z1-0", "z1"), newPod("pending-z1-1", "z1"), newPod("pending-z2-0", "z2")
+		setScheduled(a0, corev1.ConditionFalse, corev1.PodReasonUnschedulable)
+		setScheduled(a1, corev1.ConditionFalse, corev1.PodReasonUnschedulable)
+		setScheduled(b0, corev1.ConditionTrue, "")
+		Eventually(unschedulablePods).Should(And(
+			HaveKeyWithValue(n.Name+"/pending/z1", 2.0),
+			HaveKeyWithValue(n.Name+"/pending/z2", 0.0)))
+
+		By("a pod the scheduler places leaves the count; a deleted cache's series go with its pods")
+		setScheduled(a1, corev1.ConditionTrue, "")
+		Eventually(unschedulablePods).Should(HaveKeyWithValue(n.Name+"/pending/z1", 1.0))
+		for _, p := range []*corev1.Pod{a0, a1, b0} {
+			Expect(k8sClient.Delete(ctx, p, client.GracePeriodSeconds(0))).To(Succeed())
+		}
+		Eventually(unschedulablePods).ShouldNot(Or(HaveKey(n.Name+"/pending/z1"), HaveKey(n.Name+"/pending/z2")))
 	})
 })

@@ -492,6 +492,8 @@ func TestDashboardAndAlertsAgainstRealNodes(t *testing.T) {
 			// gateway's is within the alerts' 7 days.
 			monitoring.AlertCertificateExpiring:        2,
 			monitoring.AlertGatewayCertificateExpiring: 1,
+			// The operator's series: no operator is scraped here.
+			monitoring.AlertNodeUnschedulable: 0,
 		}
 		names := make([]string, 0, len(alerts))
 		for name := range alerts {

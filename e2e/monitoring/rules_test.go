@@ -137,6 +137,24 @@ func TestAlertRulesFire(t *testing.T) {
 		gwCrossZone("c", "gw-1", "5x60"),
 		gwCrossZone("other", "gw-2", "0+1000x60"),
 	)
+	// Cache pods the scheduler cannot place, from the operator's gauge
+	// (scraped from the operator, so the target's namespace and pod are
+	// the operator's). Cache c: zone a has a pod unschedulable from minute
+	// 5 on, reported by the leader op-0 and, for a while around a leader
+	// hand-over, by op-1 too (one alert, not two); zone b never; zone z's
+	// pod waits 3 minutes for a node (a cluster autoscaler adding one) and
+	// is placed. Cache other has two pods that never are.
+	unschedulablePods := func(op, cache, zone, values string) series {
+		return series{monitoring.MetricUnschedulablePods + `{namespace="distcache-system",pod="` + op + `",job="distcache-controller-manager-metrics-service",` +
+			`cache_namespace="ns",cache="` + cache + `",zone="` + zone + `"}`, values}
+	}
+	input = append(input,
+		unschedulablePods("op-0", "c", "a", "0x4 1x60"),
+		unschedulablePods("op-1", "c", "a", "_x20 1x10"),
+		unschedulablePods("op-0", "c", "b", "0x60"),
+		unschedulablePods("op-0", "c", "z", "0x4 1x3 0x60"),
+		unschedulablePods("op-0", "other", "a", "2x60"),
+	)
 	labels := func(kv ...string) map[string]string {
 		m := map[string]string{"namespace": "ns", "service": "c"}
 		for i := 0; i < len(kv); i += 2 {
@@ -154,11 +172,14 @@ func TestAlertRulesFire(t *testing.T) {
 			"severity": "critical", "namespace": "analytics", "pod": "gw-0", "cache_namespace": "ns", "cache": "c"}}},
 		monitoring.AlertGatewayZoneFallback: {{map[string]string{
 			"severity": "warning", "namespace": "analytics", "cache_namespace": "ns", "cache": "c", "zone": "b", "peer_zone": "a"}}},
+		monitoring.AlertNodeUnschedulable: {{map[string]string{
+			"severity": "warning", "cache_namespace": "ns", "cache": "c", "zone": "a"}}},
 	}
 	var tests []alertTest
 	for alert, exp := range firing {
 		// Minute 9: every condition holds, none for its whole `for`
-		// (NodeDown's 5 minutes start at minute 5).
+		// (NodeDown's 5 minutes and NodeUnschedulable's 10 start at
+		// minute 5).
 		tests = append(tests, alertTest{EvalTime: "9m", Alertname: alert, ExpAlerts: []expAlert{}})
 		tests = append(tests, alertTest{EvalTime: "30m", Alertname: alert, ExpAlerts: exp})
 	}

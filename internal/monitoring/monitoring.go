@@ -32,6 +32,15 @@
 // The dashboard's Gateways row selects them by cache and cache_namespace,
 // so they never mix with the nodes' series (which have service, not cache).
 //
+// The operator itself exports MetricUnschedulablePods on its own metrics
+// endpoint (controllers/distributedcache_metrics.go), scraped by the
+// operator's ServiceMonitor (config/prometheus), with the labels
+// cache_namespace, cache and zone: a pod the scheduler cannot place has no
+// scrape target of its own.
+//
+// Every alert carries a runbook_url annotation: its section of
+// docs/operations.md (RunbookURL).
+//
 // The rules are rendered per cache (RuleGroups) with the cache's namespace
 // and name in every selector, so two caches never share an alert. The
 // dashboard is one for all caches: namespace, cache, zone and tenant are
@@ -47,6 +56,7 @@ import (
 	"strings"
 
 	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
+	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/util/intstr"
 )
 
@@ -96,7 +106,28 @@ const (
 	// another zone because none of their own zone's nodes answers.
 	AlertCrossZoneTraffic    = "DistcacheCrossZoneTraffic"
 	AlertGatewayZoneFallback = "DistcacheGatewayZoneFallback"
+	// Cache pods the scheduler cannot place, from the operator's metric.
+	AlertNodeUnschedulable = "DistcacheNodeUnschedulable"
 )
+
+// MetricUnschedulablePods is the operator's gauge of a zone's cache pods
+// that the scheduler reports unschedulable (UnschedulablePodsDesc).
+const MetricUnschedulablePods = "distcache_operator_cache_pods_unschedulable"
+
+// UnschedulablePodsDesc describes MetricUnschedulablePods, with its labels
+// cache_namespace, cache and zone in that order.
+func UnschedulablePodsDesc() *prometheus.Desc {
+	return prometheus.NewDesc(MetricUnschedulablePods,
+		"Cache node pods of a zone that the scheduler cannot place (condition PodScheduled=False, reason Unschedulable), "+
+			"reported by the operator's leader for every zone that has pods.",
+		[]string{LabelCacheNamespace, LabelCache, LabelZone}, nil)
+}
+
+// RunbookURL is the page with a section per alert (named after the alert,
+// so its anchor is the alert's name in lower case); runbookURL links one.
+const RunbookURL = "https://github.com/distcache/distcache/blob/main/docs/operations.md"
+
+func runbookURL(alert string) string { return RunbookURL + "#" + strings.ToLower(alert) }
 
 // Fixed thresholds: the share of failed S3 requests and of the disk bound
 // in use that alert.
@@ -188,7 +219,8 @@ func RuleGroups(t Target, hitRatioThreshold string) ([]monitoringv1.RuleGroup, e
 				"description": "Prometheus has failed to scrape the cache node {{ $labels.pod }} (zone {{ $labels.zone }}) for 5 minutes. " +
 					"Reads of the chunks it owns go to S3 (or to its ring successor) until it is back. Check the pod " +
 					"(kubectl -n {{ $labels.namespace }} describe pod {{ $labels.pod }}; logs of the cachenode container): a crash loop, " +
-					"an unschedulable pod (zone or instance-type constraints, no free local disk), a failing readiness or an unreachable metrics port (9090).",
+					"an image that cannot be pulled, a failing readiness or an unreachable metrics port (9090: a NetworkPolicy?). " +
+					"A pod that was never scheduled has no target at all: DistcacheNodeUnschedulable covers it.",
 			},
 		},
 		{
@@ -291,6 +323,27 @@ func RuleGroups(t Target, hitRatioThreshold string) ([]monitoringv1.RuleGroup, e
 					"whether the gateways reach them (their --nodes Service, network policies).",
 			},
 		},
+		{
+			Alert: AlertNodeUnschedulable,
+			// The operator's gauge; max over its replicas (only the leader
+			// reports, but a scrape may catch two leaders' series during a
+			// hand-over).
+			Expr:   expr(`max by (cache_namespace, cache, zone) (` + MetricUnschedulablePods + `{GWSEL}) > 0`),
+			For:    dur("10m"),
+			Labels: map[string]string{"severity": "warning"},
+			Annotations: map[string]string{
+				"summary": "distcache {{ $labels.cache_namespace }}/{{ $labels.cache }}: {{ $value }} cache pod(s) of zone {{ $labels.zone }} cannot be scheduled",
+				"description": "For 10 minutes the scheduler has found no node for {{ $value }} cache pod(s) of zone {{ $labels.zone }} " +
+					"(condition PodScheduled=False, reason Unschedulable). The zone runs with fewer nodes than spec.replicas: their share " +
+					"of the ring is read from S3, and a scale-up or a rollout waits. Check the pods' events " +
+					"(kubectl -n {{ $labels.cache_namespace }} get pods -l app.kubernetes.io/instance={{ $labels.cache }},cache.distcache.io/zone={{ $labels.zone }}; " +
+					"kubectl describe pod): no node in the zone with the instance types, node selector or tolerations of the spec, " +
+					"not enough CPU or memory for spec.resources, a volume claim that cannot bind, or a cluster autoscaler that cannot add a node.",
+			},
+		},
+	}
+	for i := range rules {
+		rules[i].Annotations["runbook_url"] = runbookURL(rules[i].Alert)
 	}
 	return []monitoringv1.RuleGroup{{Name: "distcache-" + t.Namespace + "-" + t.Cache, Rules: rules}}, nil
 }

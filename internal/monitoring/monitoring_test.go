@@ -79,11 +79,27 @@ func gatewayMetrics() exported {
 	return e
 }
 
-// Target labels of a node's series (the operator's ServiceMonitor) and of
-// a gateway's (config/prometheus/gateway-podmonitor.yaml).
+// operatorMetrics is what the operator exports about the caches
+// (controllers/distributedcache_metrics.go), plus the scrape's own up.
+func operatorMetrics() exported {
+	e := exported{"up": nil}
+	e.MustRegister(descCollector{UnschedulablePodsDesc()})
+	return e
+}
+
+// descCollector describes one family.
+type descCollector struct{ d *prometheus.Desc }
+
+func (c descCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.d }
+func (c descCollector) Collect(chan<- prometheus.Metric)    {}
+
+// Target labels of a node's series (the operator's ServiceMonitor), of
+// a gateway's (config/prometheus/gateway-podmonitor.yaml) and of the
+// operator's own (config/prometheus/monitor.yaml).
 var (
-	nodeTarget    = []string{LabelNamespace, LabelService, LabelPod, LabelZone, "job", "instance", "endpoint", "container"}
-	gatewayTarget = []string{LabelNamespace, LabelCache, LabelCacheNamespace, LabelZone, LabelPod, "job", "instance", "endpoint", "container"}
+	nodeTarget     = []string{LabelNamespace, LabelService, LabelPod, LabelZone, "job", "instance", "endpoint", "container"}
+	gatewayTarget  = []string{LabelNamespace, LabelCache, LabelCacheNamespace, LabelZone, LabelPod, "job", "instance", "endpoint", "container"}
+	operatorTarget = []string{LabelNamespace, LabelService, LabelPod, "job", "instance", "endpoint", "container"}
 )
 
 // labelsOf returns the labels a series of name carries once scraped with
@@ -246,11 +262,14 @@ func TestDashboardQueriesUseExportedSeries(t *testing.T) {
 }
 
 func TestRuleExprsUseExportedSeries(t *testing.T) {
-	nodes, gateways := nodeMetrics(), gatewayMetrics()
+	nodes, gateways, operator := nodeMetrics(), gatewayMetrics(), operatorMetrics()
 	for alert, expr := range ruleExprs(t) {
 		e, target, scope := nodes, nodeTarget, `namespace="ns",service="c"`
-		if strings.HasPrefix(alert, "DistcacheGateway") {
+		switch {
+		case strings.HasPrefix(alert, "DistcacheGateway"):
 			e, target, scope = gateways, gatewayTarget, `cache_namespace="ns",cache="c"`
+		case alert == AlertNodeUnschedulable:
+			e, target, scope = operator, operatorTarget, `cache_namespace="ns",cache="c"`
 		}
 		for _, p := range exprProblems(e, target, expr, scope) {
 			t.Errorf("alert %s: %s in %s", alert, p, expr)
