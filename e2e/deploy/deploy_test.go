@@ -311,6 +311,8 @@ var _ = Describe("make deploy", Ordered, func() {
 
 	It("runs the sample tenant's gateway as a ClickHouse sidecar (config/samples/sidecar), and its PodMonitor gives the gateway's series the labels the dashboard selects", checkSidecarSample)
 
+	It("accepts the NetworkPolicy sample (config/samples/networkpolicy) that guards the sample cache's nodes", checkNetworkPolicySample)
+
 	It("runs, as the ServiceAccount with the Deployment's arguments, the manager that reconciles the sample cache", func(ctx SpecContext) {
 		runManagerAsDeployed(ctx)
 	})
