@@ -43,10 +43,11 @@ platforms=${PLATFORMS:-linux/amd64,linux/arm64}
 ko_setup
 mkdir -p "$out/images" "$out/sbom"
 # ko names what it writes to a layout after the layout's path, which must
-# then read as a repository name: relative, lower case.
-tmp=bin/.build/ko-layouts
+# then read as a repository name: relative, lower case (so no mktemp).
+tmp=bin/.build/ko-layouts-$$
 rm -rf "$tmp"
 mkdir -p "$tmp"
+trap 'rm -rf "$tmp"' EXIT
 : >"$out/images/digests.txt"
 
 for spec in "operator ." "cachenode ./cachenode"; do
