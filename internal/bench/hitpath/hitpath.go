@@ -1,8 +1,10 @@
 // Package hitpath is part B1 of `make bench`: reads of cached data (whole
 // chunks and 64 KiB ranges, 1/8/32 concurrent clients) from a distcache
-// node, through the S3 gateway, from nginx's proxy_cache in front of MinIO,
-// from MinIO directly, and from a raw TLS 1.3 loopback transfer of the
-// same bytes, the ceiling. For each it reports GB/s, p50/p99/p99.9 latency,
+// node, through the S3 gateway (default TTL mode and --immutable), from
+// nginx's proxy_cache in front of MinIO (plain HTTP, as S3 clients reach
+// the gateway, and mTLS, as Go clients reach the node), from MinIO
+// directly, and from a raw TLS 1.3 loopback transfer of the same bytes,
+// the ceiling. For each it reports GB/s, p50/p99/p99.9 latency,
 // CPU seconds per GB (client and server) and heap allocations per read.
 //
 // Everything runs on one machine in one process, except MinIO and nginx
@@ -13,7 +15,8 @@
 // set is named in the section):
 //
 //	BENCH_PROFILE_DIR=dir      CPU and allocation profiles of every in-process cell
-//	BENCH_B1_COLUMNS=node,raw  only these columns (node, node-http, gateway, gateway-pc, nginx, minio, raw)
+//	BENCH_B1_COLUMNS=node,raw  only these columns (node, node-http, gateway, gateway-immutable, gateway-nopc,
+//	                           nginx-http, minio, nginx, raw)
 //	BENCH_B1_CLIENTS=1,8       only these client counts
 //	BENCH_B1_WORKLOADS=range   only these workloads (range, chunk)
 //	BENCH_B1_SECONDS=2         measuring time per cell
@@ -204,8 +207,9 @@ func measureAll(ctx context.Context, env benchkit.Env, cfg config) (*report, err
 	return rep, nil
 }
 
-// checkTLS makes sure the node, nginx and the raw server all speak TLS 1.3
-// with client certificates, and names the cipher suite each negotiated.
+// checkTLS makes sure the node, nginx's TLS listener and the raw server
+// all speak TLS 1.3 with client certificates, and names the cipher suite
+// each negotiated.
 func (w *world) checkTLS(ctx context.Context) (string, error) {
 	caOnly := w.tenantTL.Clone()
 	caOnly.GetClientCertificate = nil
@@ -238,7 +242,7 @@ func (w *world) checkTLS(ctx context.Context) (string, error) {
 		return "", err
 	}
 	suites["raw"] = cipherName(rc.c.ConnectionState().CipherSuite)
-	return fmt.Sprintf("TLS 1.3 with client certificates everywhere; cipher suites negotiated: node %s, nginx %s, raw %s",
+	return fmt.Sprintf("TLS 1.3 with client certificates for the node, nginx's TLS listener and the raw ceiling; cipher suites negotiated: node %s, nginx %s, raw %s",
 		suites["node"], suites["nginx"], suites["raw"]), nil
 }
 

@@ -85,15 +85,31 @@ func (w *world) columns() []column {
 				}
 				return err
 			}},
-		{id: "gateway", name: "gateway, page cache off (aws-sdk-go-v2)", profiled: true,
+		{id: "gateway", name: "gateway, default: TTL mode, page cache on (aws-sdk-go-v2)", profiled: true,
 			read: func(ctx context.Context, _ *worker, off int64, buf []byte) error {
-				return w.readGateway(ctx, w.gateways[0], off, buf)
+				return w.readS3(ctx, w.gateways[1].S3, off, buf)
 			}},
-		{id: "gateway-pc", name: "gateway, page cache on (aws-sdk-go-v2)", profiled: true,
+		{id: "gateway-immutable", name: "gateway, --immutable nodes, page cache on (aws-sdk-go-v2)", profiled: true,
 			read: func(ctx context.Context, _ *worker, off int64, buf []byte) error {
-				return w.readGateway(ctx, w.gateways[1], off, buf)
+				return w.readS3(ctx, w.gateways[2].S3, off, buf)
 			}},
-		{id: "nginx", name: "nginx proxy_cache (mTLS)",
+		{id: "gateway-nopc", name: "gateway, TTL mode, page cache off (aws-sdk-go-v2)", profiled: true,
+			read: func(ctx context.Context, _ *worker, off int64, buf []byte) error {
+				return w.readS3(ctx, w.gateways[0].S3, off, buf)
+			}},
+		{id: "nginx-http", name: "nginx proxy_cache, plain HTTP (aws-sdk-go-v2)",
+			read: func(ctx context.Context, wk *worker, off int64, buf []byte) error {
+				hit, err := w.readNginxS3(ctx, off, buf)
+				if err == nil && !hit {
+					wk.nginxMiss.Add(1)
+				}
+				return err
+			}},
+		{id: "minio", name: "MinIO direct (aws-sdk-go-v2)",
+			read: func(ctx context.Context, _ *worker, off int64, buf []byte) error {
+				return w.readS3(ctx, w.minioS3, off, buf)
+			}},
+		{id: "nginx", name: "nginx proxy_cache, mTLS (net/http)",
 			read: func(ctx context.Context, wk *worker, off int64, buf []byte) error {
 				hit, err := w.readNginx(ctx, off, buf)
 				if err == nil && !hit {
@@ -101,8 +117,6 @@ func (w *world) columns() []column {
 				}
 				return err
 			}},
-		{id: "minio", name: "MinIO direct (plain HTTP)",
-			read: func(ctx context.Context, _ *worker, off int64, buf []byte) error { return w.readMinIO(ctx, off, buf) }},
 		{id: "raw", name: "raw TLS 1.3 ceiling", profiled: true,
 			read: func(_ context.Context, wk *worker, off int64, buf []byte) error { return w.readRaw(&wk.raw, off, buf) }},
 	}

@@ -10,7 +10,9 @@ import (
 	"strconv"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	awsmiddleware "github.com/aws/aws-sdk-go-v2/aws/middleware"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+	smithyhttp "github.com/aws/smithy-go/transport/http"
 )
 
 // Every read below fetches [off, off+len(buf)) of the object into buf; a
@@ -49,20 +51,37 @@ func (w *world) readNodeHTTP(ctx context.Context, off int64, buf []byte) (string
 	return resp.Header.Get("X-Distcache-Cache"), readBody(resp, buf)
 }
 
-// readGateway is GetObject with a Range through a gateway's S3 API, signed
-// by aws-sdk-go-v2 with the gateway's credentials.
-func (w *world) readGateway(ctx context.Context, g *Gateway, off int64, buf []byte) error {
-	out, err := g.S3.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(benchBucket), Key: aws.String(benchKey),
-		Range: aws.String("bytes=" + strconv.FormatInt(off, 10) + "-" + strconv.FormatInt(off+int64(len(buf))-1, 10))})
+// readS3 is GetObject with a Range through an S3 API (a gateway's, nginx's
+// plain HTTP listener, MinIO's), signed by aws-sdk-go-v2: the same client
+// for every column S3 clients would read.
+func (w *world) readS3(ctx context.Context, c *s3.Client, off int64, buf []byte) error {
+	_, err := w.getS3(ctx, c, off, buf)
+	return err
+}
+
+func (w *world) getS3(ctx context.Context, c *s3.Client, off int64, buf []byte) (*s3.GetObjectOutput, error) {
+	out, err := c.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(benchBucket), Key: aws.String(benchKey),
+		Range: aws.String(rangeHeader(off, len(buf)))})
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer out.Body.Close()
 	if out.ContentLength == nil || *out.ContentLength != int64(len(buf)) {
-		return fmt.Errorf("gateway sent Content-Length %v for %d bytes", out.ContentLength, len(buf))
+		return nil, fmt.Errorf("Content-Length %v for %d bytes", out.ContentLength, len(buf))
 	}
 	_, err = io.ReadFull(out.Body, buf)
-	return err
+	return out, err
+}
+
+// readNginxS3 is readS3 through nginx's plain HTTP listener; it reports
+// whether nginx answered from its cache.
+func (w *world) readNginxS3(ctx context.Context, off int64, buf []byte) (hit bool, err error) {
+	out, err := w.getS3(ctx, w.nginxS3, off, buf)
+	if err != nil {
+		return false, err
+	}
+	raw, ok := awsmiddleware.GetRawResponse(out.ResultMetadata).(*smithyhttp.Response)
+	return ok && raw.Header.Get("X-Cache-Status") == "HIT", nil
 }
 
 // readNginx is a ranged GET of the object through nginx over mTLS. It
@@ -82,22 +101,6 @@ func (w *world) readNginx(ctx context.Context, off int64, buf []byte) (hit bool,
 		return false, err
 	}
 	return resp.Header.Get("X-Cache-Status") == "HIT", nil
-}
-
-// readMinIO is a ranged anonymous GET from MinIO itself: plain HTTP on
-// loopback, the bytes from the page cache of this machine.
-func (w *world) readMinIO(ctx context.Context, off int64, buf []byte) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, w.minio.Endpoint+"/"+benchBucket+"/"+benchKey, nil)
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Range", rangeHeader(off, len(buf)))
-	resp, err := w.minioHTTP.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	return readBody(resp, buf)
 }
 
 // rawConn is one worker's connection to the raw TLS server.

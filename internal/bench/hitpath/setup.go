@@ -30,11 +30,13 @@ const (
 	benchTenant           = "bench"
 )
 
-// world is everything the cells read from: MinIO holding one object, one
-// cache node over mTLS (alone in a ring of one, so the ring-aware client
-// works as in production), two gateways in front of it (RAM page cache
-// off and on), nginx caching MinIO, and a raw TLS server. Every server
-// except MinIO and nginx runs in this process.
+// world is everything the cells read from: MinIO holding one object, two
+// caches of one node over mTLS (alone in a ring of one, so the ring-aware
+// client works as in production): one started --immutable, one in the
+// default TTL mode; gateways in front of them (the TTL cache with the RAM
+// page cache off and on, the immutable one with it on), nginx caching
+// MinIO (TLS with client certificates, and plain HTTP), and a raw TLS
+// server. Every server except MinIO and nginx runs in this process.
 type world struct {
 	cfg     config
 	dir     string
@@ -45,17 +47,19 @@ type world struct {
 	tenantTL *tls.Config // the tenant's client certificate
 
 	minio      *minioproc.Server
-	cache      *Cache
+	minioS3    *s3.Client // aws-sdk-go-v2 to MinIO, signed with its keys
+	cache      *Cache     // --immutable: the node columns, the immutable gateway
+	ttlCache   *Cache     // the default TTL mode: the other gateways
 	store      *store.Store
 	nodeReg    *prometheus.Registry
 	nodeAddr   string
 	meta       client.Meta // the version the Go client reads (one Stat, as a user would)
 	goClient   *client.Client
 	nodeHTTP   *http.Client
-	gateways   [2]*Gateway // page cache off, on
-	minioHTTP  *http.Client
+	gateways   [3]*Gateway // TTL mode: page cache off, on (the default); --immutable: on
 	nginx      *nginxProc
-	nginxHTTP  *http.Client
+	nginxHTTP  *http.Client // mTLS
+	nginxS3    *s3.Client   // aws-sdk-go-v2, plain HTTP
 	rawLn      net.Listener
 	rawAddr    string
 	closeFuncs []func()
@@ -109,14 +113,25 @@ func startWorld(ctx context.Context, env envInfo, cfg config) (_ *world, err err
 	}
 	w.nodeHTTP = newHTTPClient(w.tenantTL)
 	w.onClose(w.nodeHTTP.CloseIdleConnections)
-	for i, pageCache := range []int64{0, 2 * cfg.objectSize} {
-		env.logf("starting gateway %d (page cache %d bytes)", i, pageCache)
-		if w.gateways[i], err = w.cache.StartGateway(ctx, pageCache); err != nil {
+	env.logf("starting the TTL-mode cache node")
+	if w.ttlCache, err = StartCache(ctx, CacheConfig{Dir: filepath.Join(w.dir, "ttl"), Nodes: 1, Tenant: benchTenant,
+		Buckets: []string{benchBucket}, ChunkSize: cfg.chunkSize, RAMBytes: 2 * cfg.objectSize, DiskBytes: max(4*cfg.objectSize, 64<<20),
+		S3: s3backend.Config{Endpoint: w.minio.Endpoint, Region: w.minio.Region, UsePathStyle: true,
+			Default: s3backend.Credentials{AccessKeyID: w.minio.AccessKey, SecretAccessKey: w.minio.SecretKey}},
+	}); err != nil {
+		return nil, err
+	}
+	w.onClose(w.ttlCache.Close)
+	for i, gw := range []struct {
+		cache     *Cache
+		pageCache int64
+	}{{w.ttlCache, 0}, {w.ttlCache, 2 * cfg.objectSize}, {w.cache, 2 * cfg.objectSize}} {
+		env.logf("starting gateway %d (page cache %d bytes)", i, gw.pageCache)
+		if w.gateways[i], err = gw.cache.StartGateway(ctx, gw.pageCache); err != nil {
 			return nil, err
 		}
 	}
-	w.minioHTTP = newHTTPClient(nil)
-	w.onClose(w.minioHTTP.CloseIdleConnections)
+	w.minioS3 = NewS3Client(w.minio.Endpoint, w.minio.Region, w.minio.AccessKey, w.minio.SecretKey)
 	env.logf("starting nginx")
 	if w.nginx, err = startNginx(ctx, env.nginxBin, filepath.Join(w.dir, "nginx"), nginxParams{
 		ServerCert: filepath.Join(w.dir, "server.crt"), ServerKey: filepath.Join(w.dir, "server.key"), CA: w.caFile,
@@ -127,6 +142,8 @@ func startWorld(ctx context.Context, env envInfo, cfg config) (_ *world, err err
 	w.onClose(w.nginx.stop)
 	w.nginxHTTP = newHTTPClient(w.tenantTL)
 	w.onClose(w.nginxHTTP.CloseIdleConnections)
+	// Any keys: nginx verifies no signature (it drops it).
+	w.nginxS3 = NewS3Client("http://"+w.nginx.plainAddr, w.minio.Region, GatewayAccessKey, GatewaySecretKey)
 	if err := w.startRaw(); err != nil {
 		return nil, err
 	}
@@ -139,8 +156,7 @@ func startWorld(ctx context.Context, env envInfo, cfg config) (_ *world, err err
 
 // startMinIO runs MinIO with the object in a bucket that anonymous users
 // may read: nginx proxies to it without signing (MinIO would refuse a
-// request signed for another host), and the MinIO column reads it with the
-// same plain HTTP client as the other columns.
+// request signed for another host).
 func (w *world) startMinIO(ctx context.Context, bin string) error {
 	var err error
 	if w.minio, err = minioproc.Start(ctx, bin, filepath.Join(w.dir, "minio")); err != nil {
@@ -165,8 +181,8 @@ func (w *world) startMinIO(ctx context.Context, bin string) error {
 	return err
 }
 
-// newHTTPClient is the plain net/http client of the node, nginx and MinIO
-// columns: HTTP/1.1, keep-alive, net/http's default buffers (as
+// newHTTPClient is the plain net/http client of the bare node and nginx
+// (mTLS) columns: HTTP/1.1, keep-alive, net/http's default buffers (as
 // internal/client), with the tenant's certificate when tlsConfig is set.
 func newHTTPClient(tlsConfig *tls.Config) *http.Client {
 	t := &http.Transport{
@@ -219,8 +235,9 @@ func (w *world) startRaw() error {
 }
 
 // warm reads every chunk through each cache once, then checks the second
-// pass hits: the node's RAM tier, the page cache of the second gateway and
-// nginx's proxy_cache.
+// pass hits: the nodes' RAM tier, the gateways' page caches (and that the
+// TTL gateway keeps the metadata) and nginx's proxy_cache on both
+// listeners.
 func (w *world) warm(ctx context.Context) error {
 	buf := make([]byte, w.cfg.chunkSize)
 	chunks := w.cfg.objectSize / w.cfg.chunkSize
@@ -238,20 +255,31 @@ func (w *world) warm(ctx context.Context) error {
 			if _, err := w.readNodeHTTP(ctx, off, buf); err != nil {
 				return fmt.Errorf("warming node chunk %d: %w", i, err)
 			}
-			if err := w.readGateway(ctx, w.gateways[1], off, buf); err != nil {
-				return fmt.Errorf("warming the gateway's page cache, chunk %d: %w", i, err)
+			for g, gw := range w.gateways {
+				if err := w.readS3(ctx, gw.S3, off, buf); err != nil {
+					return fmt.Errorf("warming gateway %d, chunk %d: %w", g, i, err)
+				}
 			}
 			hit, err := w.readNginx(ctx, off, buf)
 			if err != nil {
 				return fmt.Errorf("warming nginx, slice %d: %w", i, err)
 			}
-			if pass == 1 && !hit {
-				return fmt.Errorf("nginx did not serve slice %d from its cache on the second pass", i)
+			hitS3, err := w.readNginxS3(ctx, off, buf)
+			if err != nil {
+				return fmt.Errorf("warming nginx over plain HTTP, slice %d: %w", i, err)
+			}
+			if pass == 1 && (!hit || !hitS3) {
+				return fmt.Errorf("nginx did not serve slice %d from its cache on the second pass (mTLS %v, plain %v)", i, hit, hitS3)
 			}
 		}
 	}
-	if hits := benchkit.Counter(w.gateways[1].Reg, "distcache_client_page_cache_requests_total", "result", "hit"); hits < float64(chunks) {
-		return fmt.Errorf("the gateway's page cache answered %v of %d reads of the second pass", hits, chunks)
+	for _, gw := range w.gateways[1:] {
+		if hits := benchkit.Counter(gw.Reg, "distcache_client_page_cache_requests_total", "result", "hit"); hits < float64(chunks) {
+			return fmt.Errorf("a gateway's page cache answered %v of %d reads of the second pass", hits, chunks)
+		}
+	}
+	if kept := benchkit.Counter(w.gateways[1].Reg, "distcache_client_metadata_cache_requests_total", "result", "hit"); kept == 0 {
+		return fmt.Errorf("the TTL-mode gateway kept no metadata on a lease: every read asks its node")
 	}
 	if misses := benchkit.Counter(w.nodeReg, "distcache_chunk_reads_total", "result", "miss"); misses != float64(chunks) {
 		return fmt.Errorf("the node missed %v times warming %d chunks (want one miss per chunk)", misses, chunks)
