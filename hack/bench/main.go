@@ -52,9 +52,8 @@ below on one machine in one go and rewrites this file and the plots in
 docs/img/; each chapter says when, on what machine and under what load it ran.
 Compare the columns of one table with each other (they come from the same run,
 back to back); absolute figures depend on the machine. The goals of issue #6
-are judged in the chapters (B1 and B2, "Goals"); why B2's are not met on
-this machine is in the profiling notes at the end ("Tenth pass", "Where the
-goals stand").
+are judged in the chapters ("Goals"). How the hit path was profiled and
+cut, pass by pass, is kept apart in hack/bench/profiling.md.
 
 ` + "```sh" + `
 make bench                      # every part (go run ./hack/bench)
@@ -68,11 +67,10 @@ func main() {
 		ids[i] = p.id
 	}
 	only := flag.String("parts", strings.Join(ids, ","), "comma-separated parts to run, of: "+strings.Join(ids, ",")+
-		"; none: only copy the profiling notes into the page")
+		"; none: only rewrite the page's last chapter (the link to the profiling history)")
 	quick := flag.Bool("quick", false, "smoke mode: tiny sizes, same code paths")
 	docs := flag.String("docs", "docs", "directory of benchmarks.md; plots go to its img/")
 	bin := flag.String("bin", "bin", "the repository's bin/ directory (servers and tools)")
-	profiling := flag.String("profiling", "hack/bench/profiling.md", "hand-written profiling notes, copied into the page as its last chapter")
 	flag.Parse()
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -84,7 +82,7 @@ func main() {
 	if err := run(ctx, want, *quick, *docs, *bin); err != nil {
 		log.Fatal(err)
 	}
-	if err := copyChapter(filepath.Join(*docs, "benchmarks.md"), "profiling", *profiling); err != nil {
+	if err := writeHistoryLink(filepath.Join(*docs, "benchmarks.md")); err != nil {
 		log.Fatal(err)
 	}
 }
@@ -140,19 +138,22 @@ func run(ctx context.Context, want []string, quick bool, docs, bin string) error
 	return nil
 }
 
-// copyChapter puts the file src into the page as chapter id, unchanged (a
-// missing src leaves the page alone).
-func copyChapter(docPath, id, src string) error {
-	body, err := os.ReadFile(src)
-	if os.IsNotExist(err) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
+// historyLink is the page's last chapter: the session-by-session profiling
+// notes are for developers, kept out of the users' page.
+const historyLink = `## Profiling history
+
+How the hit path and the ClickHouse table were profiled and what each pass
+changed (CPU and allocation profiles, before/after figures, what was left)
+is in [hack/bench/profiling.md](../hack/bench/profiling.md), for developers;
+the chapters above are the current figures.
+`
+
+// writeHistoryLink puts historyLink into the page as its "profiling"
+// chapter (replacing the notes older runs copied there).
+func writeHistoryLink(docPath string) error {
 	doc, err := os.ReadFile(docPath)
 	if err != nil {
 		return err
 	}
-	return os.WriteFile(docPath, []byte(benchkit.Splice(string(doc), id, string(body))), 0o644)
+	return os.WriteFile(docPath, []byte(benchkit.Splice(string(doc), "profiling", historyLink)), 0o644)
 }
