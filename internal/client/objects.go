@@ -179,6 +179,9 @@ func (c *Client) putOnce(ctx context.Context, addr, bucket, key string, body *at
 	if contentType != "" {
 		req.Header.Set("Content-Type", contentType)
 	}
+	if sum := payloadSHA256(ctx); sum != "" {
+		req.Header.Set(nodeapi.HeaderContentSHA256, sum)
+	}
 	resp, err := c.http.Do(req)
 	if bodyErr := body.bodyError(); bodyErr != nil {
 		// The upload's own body failed (e.g. a checksum mismatch while
@@ -206,6 +209,23 @@ func (c *Client) putOnce(ctx context.Context, addr, bucket, key string, body *at
 		}
 	}
 	return Meta{Size: mr.Size, ETag: mr.ETag, ContentType: mr.ContentType, LastModified: mr.LastModified}, nil
+}
+
+type payloadKey struct{}
+
+// WithPayloadSHA256 declares the SHA-256 (64 hex digits) of the body that a
+// Put made with the returned context uploads, as the body's writer signed
+// it (an S3 client's x-amz-content-sha256, which the gateway verifies).
+// The node then signs its PUT to S3 with it instead of hashing the body
+// first, so the body goes on to S3 as it arrives; S3 refuses a body that
+// does not match it.
+func WithPayloadSHA256(ctx context.Context, sum string) context.Context {
+	return context.WithValue(ctx, payloadKey{}, sum)
+}
+
+func payloadSHA256(ctx context.Context) string {
+	s, _ := ctx.Value(payloadKey{}).(string)
+	return s
 }
 
 // attemptBody is the caller's body as one upload attempt sees it. It counts

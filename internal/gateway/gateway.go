@@ -183,7 +183,8 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		x.fail(e)
 		return
 	}
-	if _, err := g.cfg.Verifier.Verify(r); err != nil {
+	auth, err := g.cfg.Verifier.Verify(r)
+	if err != nil {
 		g.log.Debug("request refused", "op", x.rt.op, "err", err, "remote", r.RemoteAddr)
 		x.fail(fromBodyError(err))
 		return
@@ -194,7 +195,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case viaCacheRead:
 		g.getObject(x)
 	case viaCacheWrite:
-		g.putObject(x)
+		g.putObject(x, auth)
 	case viaPassthrough:
 		if f, ok := g.cache.(forgetter); ok && r.Method != http.MethodGet && r.Method != http.MethodHead {
 			// A write the client does not see (a copy, a multipart upload, a

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/distcache/distcache/internal/client"
+	"github.com/distcache/distcache/internal/sigv4"
 )
 
 // Cache is the distcache client the gateway reads and writes objects
@@ -190,8 +191,15 @@ func setObjectHeaders(h http.Header, m client.Meta) {
 // has it. The body is the one sigv4 installed (decoded and verified); small
 // bodies are read and verified whole first, so a failed node can be
 // retried; larger ones stream, their last byte held back until verified.
-func (g *Gateway) putObject(x *exchange) {
+// The SHA-256 the client signed, if it signed one, goes along: the node
+// signs its PUT to S3 with it and so streams the body on to S3 too, and S3
+// checks it again.
+func (g *Gateway) putObject(x *exchange, auth *sigv4.Result) {
 	r := x.r
+	ctx := r.Context()
+	if auth.PayloadMode == sigv4.PayloadSHA256 {
+		ctx = client.WithPayloadSHA256(ctx, r.Header.Get("X-Amz-Content-Sha256"))
+	}
 	size := r.ContentLength
 	var body io.Reader = http.NoBody
 	var tracked *trackingBody
@@ -215,7 +223,7 @@ func (g *Gateway) putObject(x *exchange) {
 		tracked = &trackingBody{r: newHoldBack(r.Body)}
 		body = tracked
 	}
-	m, err := g.cache.Put(r.Context(), x.rt.bucket, x.rt.key, body, size, r.Header.Get("Content-Type"))
+	m, err := g.cache.Put(ctx, x.rt.bucket, x.rt.key, body, size, r.Header.Get("Content-Type"))
 	if tracked != nil {
 		x.in = tracked.n
 		if tracked.err != nil && !errors.Is(tracked.err, io.EOF) {

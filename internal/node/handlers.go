@@ -11,6 +11,7 @@ import (
 	"github.com/distcache/distcache/internal/chunk"
 	"github.com/distcache/distcache/internal/metrics"
 	"github.com/distcache/distcache/internal/nodeapi"
+	"github.com/distcache/distcache/internal/s3backend"
 )
 
 // Response headers of the node API.
@@ -399,8 +400,9 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	_ = json.NewEncoder(w).Encode(v)
 }
 
-// handlePut writes through: the body streams to S3 (multipart when large),
-// the client is answered only after S3 has the object, and only then are the
+// handlePut writes through: the body goes to S3 (s3backend.Put: as it
+// arrives when the writer's SHA-256 came along, multipart when large), the
+// client is answered only after S3 has the object, and only then are the
 // chunks cached under the new ETag. The metadata cached is what S3's answer
 // to the upload says (size, ETag; Last-Modified from its Date): asking S3
 // again would cost every write another round trip. A HEAD after the answer
@@ -412,10 +414,12 @@ func (s *Server) handlePut(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	tenant := q.tenant.Name
-	col := newCollector(s.cfg.ChunkSize, s.cfg.WriteCacheBytes)
+	col := newCollector(s.cfg.ChunkSize, s.cfg.WriteCacheBytes, r.ContentLength)
 	body := io.TeeReader(r.Body, col)
 	contentType := r.Header.Get("Content-Type")
-	m, err := s.s3.Put(r.Context(), q.creds, q.obj.Bucket, q.obj.Key, body, r.ContentLength, contentType)
+	// With the SHA-256 the writer signed, the upload streams (s3backend.Put).
+	ctx := s3backend.WithPayloadSHA256(r.Context(), r.Header.Get(nodeapi.HeaderContentSHA256))
+	m, err := s.s3.Put(ctx, q.creds, q.obj.Bucket, q.obj.Key, body, r.ContentLength, contentType)
 	if err != nil {
 		s.fail(w, opPut, tenant, q.start, asAPIError(err))
 		return
@@ -434,13 +438,13 @@ func (s *Server) handlePut(w http.ResponseWriter, r *http.Request) {
 		rg := s.currentRing()
 		var otherIDs []chunk.ID
 		var others [][]byte
-		for i, data := range col.chunks() {
+		for i, v := range col.chunks() {
 			id := chunk.ID{Object: q.obj, ETag: etag, Size: s.cfg.ChunkSize, Index: int64(i)}
 			if rg != nil && rg.Owner(id).Name != s.cfg.Self {
-				otherIDs, others = append(otherIDs, id), append(others, data)
+				otherIDs, others = append(otherIDs, id), append(others, v.Payload())
 				continue
 			}
-			if err := s.store.PutChunk(id, data); err != nil {
+			if err := s.store.PutValue(id, v); err != nil {
 				s.storeFailed("put_chunk", err)
 			}
 		}

@@ -3,6 +3,8 @@ package s3backend_test
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -370,23 +372,42 @@ func TestPut(t *testing.T) {
 			if mp := e.proxy.Count(http.MethodPost, "/"+bucket+"/"+key) > 0; mp != tc.multipart {
 				t.Errorf("multipart upload used: %v, want %v", mp, tc.multipart)
 			}
+			// Waiting for S3's 100 Continue would cost every large PUT and
+			// part a round trip.
+			for _, r := range e.proxy.Requests() {
+				if r.Expect != "" {
+					t.Errorf("%s %s sent Expect: %s", r.Method, r.Path, r.Expect)
+				}
+			}
 		})
 	}
 }
 
 func TestPutBodyOfWrongSize(t *testing.T) {
-	e := newEnv(t, s3backend.Config{PartSize: 5 << 20})
+	e := newEnv(t, s3backend.Config{PartSize: 5 << 20, StreamAbove: 1 << 20})
 	for _, tc := range []struct {
 		name       string
 		body, size int
+		declared   bool // its SHA-256 declared: streamed when above StreamAbove
 	}{
-		{"short small", 50, 100},
-		{"long small", 150, 100},
-		{"short large", 6 << 20, 12 << 20},
+		{"short small", 50, 100, false},
+		{"long small", 150, 100, false},
+		{"short large", 6 << 20, 12 << 20, false},
+		{"short streamed", 2 << 20, 3 << 20, true},
+		{"long streamed", 3<<20 + 1, 3 << 20, true},
+		{"one byte long streamed", 2<<20 + 1, 2 << 20, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			key := "wrong/" + strings.ReplaceAll(tc.name, " ", "-")
-			_, err := e.b.Put(ctx(t), s3backend.Credentials{}, bucket, key, bytes.NewReader(randomBytes(tc.body)), int64(tc.size), "")
+			data := randomBytes(tc.body)
+			c := ctx(t)
+			if tc.declared {
+				// The SHA-256 of the bytes S3 would get: only the length
+				// check can refuse them.
+				sum := sha256.Sum256(data[:min(tc.body, tc.size)])
+				c = s3backend.WithPayloadSHA256(c, hex.EncodeToString(sum[:]))
+			}
+			_, err := e.b.Put(c, s3backend.Credentials{}, bucket, key, io.MultiReader(bytes.NewReader(data)), int64(tc.size), "")
 			var be *s3backend.BodyError
 			if !errors.As(err, &be) || errors.Is(err, s3backend.ErrUnavailable) {
 				t.Fatalf("Put of a %d-byte body as %d bytes: %v; want a BodyError that is not ErrUnavailable", tc.body, tc.size, err)
@@ -395,6 +416,74 @@ func TestPutBodyOfWrongSize(t *testing.T) {
 				t.Errorf("after the failed Put, Head = %v; want ErrNotFound (nothing stored)", err)
 			}
 		})
+	}
+}
+
+// TestPutStreamsWithDeclaredSHA256: over plain http, a body above
+// StreamAbove whose SHA-256 its writer declared goes to S3 in one PUT as it
+// arrives (S3 has the request before the body has ended), signed with that
+// SHA-256 and without waiting for a 100 Continue.
+func TestPutStreamsWithDeclaredSHA256(t *testing.T) {
+	e := newEnv(t, s3backend.Config{PartSize: 8 << 20, StreamAbove: 1 << 20})
+	data := randomBytes(3 << 20)
+	sum := sha256.Sum256(data)
+	declared := hex.EncodeToString(sum[:])
+	arrived := make(chan struct{})
+	var once sync.Once
+	e.proxy.OnRequest(func(r s3proxy.Record) {
+		if r.Method == http.MethodPut {
+			once.Do(func() { close(arrived) })
+		}
+	})
+	body, w := io.Pipe()
+	go func() {
+		_, _ = w.Write(data[:1<<20])
+		select {
+		case <-arrived:
+		case <-time.After(10 * time.Second):
+			w.CloseWithError(errors.New("S3 got no request while the body was unfinished"))
+			return
+		}
+		_, _ = w.Write(data[1<<20:])
+		_ = w.Close()
+	}()
+	put, err := e.b.Put(s3backend.WithPayloadSHA256(ctx(t), declared), s3backend.Credentials{}, bucket, "streamed", body, int64(len(data)), "")
+	if err != nil {
+		t.Fatalf("Put: %v", err)
+	}
+	if put.Size != int64(len(data)) || put.ETag == "" {
+		t.Errorf("Put = %+v", put)
+	}
+	got, err := e.b.GetRange(ctx(t), s3backend.Credentials{}, bucket, "streamed", put.ETag, 0, int64(len(data)))
+	if err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("read back %d bytes, %v; want the %d bytes put", len(got), err, len(data))
+	}
+	var puts []s3proxy.Record
+	for _, r := range e.proxy.Requests() {
+		if r.Method != http.MethodGet {
+			puts = append(puts, r)
+		}
+	}
+	if len(puts) != 1 || puts[0].Method != http.MethodPut || puts[0].ContentSHA256 != declared || puts[0].Expect != "" {
+		t.Errorf("S3 saw %+v; want one PUT signed with the declared SHA-256, without Expect", puts)
+	}
+}
+
+// TestPutDeclaredSHA256IsChecked: S3 refuses a body that is not the one
+// whose SHA-256 was declared, streamed or read first, and stores nothing.
+func TestPutDeclaredSHA256IsChecked(t *testing.T) {
+	e := newEnv(t, s3backend.Config{PartSize: 8 << 20, StreamAbove: 1 << 20})
+	other := sha256.Sum256([]byte("another body"))
+	c := s3backend.WithPayloadSHA256(ctx(t), hex.EncodeToString(other[:]))
+	for name, size := range map[string]int{"read first": 1000, "streamed": 2 << 20} {
+		key := "mismatch/" + strings.ReplaceAll(name, " ", "-")
+		_, err := e.b.Put(c, s3backend.Credentials{}, bucket, key, bytes.NewReader(randomBytes(size)), int64(size), "")
+		if err == nil || errors.Is(err, s3backend.ErrUnavailable) {
+			t.Errorf("%s: Put of a body that does not match its declared SHA-256 = %v; want a refusal that is not ErrUnavailable", name, err)
+		}
+		if _, err := e.b.Head(ctx(t), s3backend.Credentials{}, bucket, key); !errors.Is(err, s3backend.ErrNotFound) {
+			t.Errorf("%s: after the refused Put, Head = %v; want ErrNotFound", name, err)
+		}
 	}
 }
 

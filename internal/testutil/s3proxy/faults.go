@@ -155,6 +155,9 @@ type Record struct {
 	Method, Path string
 	Range        string // the Range header
 	IfMatch      string // the If-Match header
+	// ContentSHA256 is the x-amz-content-sha256 header (the payload hash
+	// the request was signed with); Expect the Expect header.
+	ContentSHA256, Expect string
 	// Invocation is the SDK's amz-sdk-invocation-id: the same for every
 	// attempt of one operation. Attempt is the attempt number from
 	// amz-sdk-request (1 for the first), 0 when absent.
@@ -171,6 +174,7 @@ type Record struct {
 
 func newRecord(r *http.Request, at time.Duration) Record {
 	rec := Record{Method: r.Method, Path: r.URL.Path, Range: r.Header.Get("Range"), IfMatch: r.Header.Get("If-Match"),
+		ContentSHA256: r.Header.Get("X-Amz-Content-Sha256"), Expect: r.Header.Get("Expect"),
 		Invocation: r.Header.Get("Amz-Sdk-Invocation-Id"), At: at}
 	for _, part := range strings.Split(r.Header.Get("Amz-Sdk-Request"), ";") {
 		if v, ok := strings.CutPrefix(strings.TrimSpace(part), "attempt="); ok {

@@ -1,0 +1,84 @@
+package gateway_test
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
+
+	"github.com/distcache/distcache/internal/testutil/s3proxy"
+)
+
+// TestPutObjectStreamsOnToS3: a PutObject too large for the gateway and the
+// node to read whole first (above 4 MiB) and not so large that the node
+// uploads it in parts (the cluster's part size is 5 MiB) goes on to S3 as it
+// arrives, in one PUT signed with the SHA-256 the client signed: S3 has the
+// node's PUT while the client is still sending the body. Before, the node
+// read the whole body, then hashed it, then sent it.
+func TestPutObjectStreamsOnToS3(t *testing.T) {
+	e := newEnv(t, envOptions{pageCache: 16 << 20})
+	body := randomBytes(rand.New(rand.NewPCG(21, 22)), 4<<20+512<<10+5)
+	sum := sha256.Sum256(body)
+	declared := hex.EncodeToString(sum[:])
+	const key = "streamed/object"
+	e.cluster.Proxy.Reset() // (which also removes a hook)
+	arrived := make(chan struct{})
+	var once sync.Once
+	e.cluster.Proxy.OnRequest(func(rec s3proxy.Record) {
+		if rec.Method == http.MethodPut && strings.HasSuffix(rec.Path, "/"+key) {
+			once.Do(func() { close(arrived) })
+		}
+	})
+	t.Cleanup(func() { e.cluster.Proxy.OnRequest(nil) })
+
+	pr, pw := io.Pipe()
+	go func() {
+		_, _ = pw.Write(body[:4<<20])
+		select {
+		case <-arrived:
+		case <-time.After(20 * time.Second):
+			pw.CloseWithError(errors.New("S3 got no PUT while the client was still sending"))
+			return
+		}
+		_, _ = pw.Write(body[4<<20:])
+		_ = pw.Close()
+	}()
+	req, err := http.NewRequest(http.MethodPut, e.srv.URL+"/bucket-a/"+key, pr)
+	must(t, err)
+	req.ContentLength = int64(len(body))
+	req.Header.Set("X-Amz-Content-Sha256", declared)
+	must(t, v4.NewSigner().SignHTTP(context.Background(), aws.Credentials{AccessKeyID: accessKey, SecretAccessKey: secretKey},
+		req, declared, "s3", region, time.Now()))
+	resp, err := http.DefaultClient.Do(req)
+	must(t, err)
+	answer, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("PutObject: %d %s", resp.StatusCode, answer)
+	}
+	var writes []s3proxy.Record
+	for _, rec := range e.cluster.Proxy.Requests() {
+		if rec.Method != http.MethodGet && rec.Method != http.MethodHead {
+			writes = append(writes, rec)
+		}
+	}
+	if len(writes) != 1 || writes[0].Method != http.MethodPut || writes[0].ContentSHA256 != declared {
+		t.Errorf("S3 saw %+v; want one PUT signed with the client's SHA-256", writes)
+	}
+	if got := e.cluster.GetDirect("bucket-a", key, ""); string(got) != string(body) {
+		t.Fatalf("S3 holds %d bytes, want the %d put", len(got), len(body))
+	}
+	if got := e.mustGet("bucket-a", key, ""); string(got) != string(body) {
+		t.Errorf("read back %d bytes, want %d", len(got), len(body))
+	}
+}
