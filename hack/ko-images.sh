@@ -60,8 +60,7 @@ for spec in "operator ." "cachenode ./cachenode"; do
     cat "$tmp/$name.log" >&2
     exit 1
   fi
-  bin/ocilayout name -layout "$tmp/$name" -ref "$ref"
-  digest=$(jq -r '.manifests[0].digest' "$tmp/$name/index.json")
+  digest=$(bin/ocilayout name -layout "$tmp/$name" -ref "$ref")
   echo "$ref@$digest" >>"$out/images/digests.txt"
   # Reproducible: sorted names, fixed times and owners.
   tar --sort=name --mtime=@0 --owner=0 --group=0 --numeric-owner -C "$tmp/$name" \

@@ -21,7 +21,8 @@
 // does (io.containerd.image.name = the full reference,
 // org.opencontainers.image.ref.name = the tag), so that `ctr images import`,
 // `docker load`, `podman load` and `skopeo copy oci-archive:` know what to
-// call it once the layout is tarred up.
+// call it once the layout is tarred up. It prints the digest of what it
+// named.
 package main
 
 import (
@@ -261,7 +262,11 @@ func runName(args []string) error {
 	if err != nil {
 		return err
 	}
-	return p.WriteFile("index.json", b, 0o644)
+	if err := p.WriteFile("index.json", b, 0o644); err != nil {
+		return err
+	}
+	fmt.Println(im.Manifests[0].Digest.String())
+	return nil
 }
 
 // openLayout opens the layout at dir, or creates an empty one.
