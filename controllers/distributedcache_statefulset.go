@@ -31,24 +31,47 @@ const (
 	containerName = "cachenode"
 )
 
-// podTemplateInputHash hashes what the pod template is made of: the spec
-// without the fields that do not reach the pods (replicas, the PDB,
-// monitoring, tenants, certificate lifetimes; certificates and tenants are
-// hot-reloaded files) and the image. A change rolls the pods.
+// podInputs are what the nodes' pod template is made of, by name (as
+// prometheus-operator's createSSetInputHash): a new spec field reaches the
+// hash, and so rolls the pods when it changes, only once it is added here.
+// Replicas, the PDB, monitoring, tenants and TLS are not inputs
+// (certificates and tenants are hot-reloaded files).
+type podInputs struct {
+	Image            string
+	ImagePullPolicy  corev1.PullPolicy
+	ImagePullSecrets []corev1.LocalObjectReference
+	Resources        corev1.ResourceRequirements
+	Storage          cachev1alpha1.StorageSpec
+	ChunkSize        *resource.Quantity
+	DiskSize         *resource.Quantity
+	MemorySize       *resource.Quantity
+	ObjectMetadata   cachev1alpha1.ObjectMetadataSpec
+	S3               cachev1alpha1.S3Spec
+	InstanceTypes    []string
+	NodeSelector     map[string]string
+	Tolerations      []corev1.Toleration
+	PodTemplate      *cachev1alpha1.PodTemplateOverrides
+	// CrossZone and the zones reach the pods only as OnMiss's --zones:
+	// with the default, adding a zone rolls no existing pod.
+	CrossZone cachev1alpha1.CrossZonePolicy `json:",omitempty"`
+	Zones     []string                      `json:",omitempty"`
+}
+
+// podTemplateInputHash hashes the podInputs of dc with image, the
+// resolved cachenode image. A change rolls the pods.
 func podTemplateInputHash(dc *cachev1alpha1.DistributedCache, image string) (string, error) {
-	s := dc.Spec.DeepCopy()
-	s.Replicas = nil
-	s.PodDisruptionBudget = cachev1alpha1.PodDisruptionBudgetSpec{}
-	s.Monitoring = cachev1alpha1.MonitoringSpec{}
-	s.TenantNamespaceSelector = nil
-	s.TLS = cachev1alpha1.TLSSpec{}
-	if s.CrossZone == cachev1alpha1.CrossZoneNever {
-		s.CrossZone = "" // the default: caches from before the field keep their hash
+	s := &dc.Spec
+	in := podInputs{Image: image, ImagePullPolicy: s.ImagePullPolicy, ImagePullSecrets: s.ImagePullSecrets,
+		Resources: s.Resources, Storage: s.Storage, ChunkSize: s.ChunkSize, DiskSize: s.DiskSize, MemorySize: s.MemorySize,
+		ObjectMetadata: s.ObjectMetadata, S3: s.S3, InstanceTypes: s.InstanceTypes, NodeSelector: s.NodeSelector,
+		Tolerations: s.Tolerations, PodTemplate: s.PodTemplate}
+	if s.CrossZone == cachev1alpha1.CrossZoneOnMiss {
+		in.CrossZone = s.CrossZone
+		for _, z := range s.Zones {
+			in.Zones = append(in.Zones, z.Name)
+		}
 	}
-	return hashOf(struct {
-		Spec  *cachev1alpha1.DistributedCacheSpec
-		Image string
-	}{s, image})
+	return hashOf(in)
 }
 
 // buildStatefulSet is the StatefulSet <cache>-<zone> running the zone's

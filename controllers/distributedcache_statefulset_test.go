@@ -8,6 +8,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
 	cachev1alpha1 "github.com/distcache/distcache/api/v1alpha1"
@@ -230,6 +231,17 @@ func TestPodTemplateInputHash(t *testing.T) {
 			dc.Spec.CrossZone = cachev1alpha1.CrossZoneNever
 		}, "img", false},
 		{"crossZone OnMiss rolls pods", func(dc *cachev1alpha1.DistributedCache) { dc.Spec.CrossZone = cachev1alpha1.CrossZoneOnMiss }, "img", true},
+		{"a new zone does not roll the other zones' pods", func(dc *cachev1alpha1.DistributedCache) {
+			dc.Spec.Zones = append(dc.Spec.Zones, cachev1alpha1.ZoneSpec{Name: "c"})
+		}, "img", false},
+		{"tenants' namespace selector does not roll pods", func(dc *cachev1alpha1.DistributedCache) {
+			dc.Spec.TenantNamespaceSelector = &metav1.LabelSelector{MatchLabels: map[string]string{"team": "x"}}
+		}, "img", false},
+		{"monitoring does not roll pods", func(dc *cachev1alpha1.DistributedCache) { dc.Spec.Monitoring.ServiceMonitor.Enabled = true }, "img", false},
+		{"tolerations roll pods", func(dc *cachev1alpha1.DistributedCache) {
+			dc.Spec.Tolerations = []corev1.Toleration{{Key: "nvme", Operator: corev1.TolerationOpExists}}
+		}, "img", true},
+		{"the S3 endpoint rolls pods", func(dc *cachev1alpha1.DistributedCache) { dc.Spec.S3.Endpoint = "https://s3.example" }, "img", true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
