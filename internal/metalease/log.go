@@ -130,6 +130,24 @@ func (l *Log) Changed(tenant, bucket, key string) uint64 {
 	return l.seq
 }
 
+// Changes counts the changes of the tenant's object numbered after since;
+// known is false when the changes after since are no longer all
+// remembered.
+func (l *Log) Changes(tenant, bucket, key string, since uint64) (n int, known bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.knows(since) {
+		return 0, false
+	}
+	obj := nodeapi.ObjectName{Bucket: bucket, Key: key}
+	for _, c := range l.after(since) {
+		if c.tenant == tenant && c.obj == obj {
+			n++
+		}
+	}
+	return n, true
+}
+
 func (l *Log) wake() {
 	close(l.changed)
 	l.changed = make(chan struct{})

@@ -37,6 +37,32 @@ func first(t *testing.T, l *Log, tenant, id string) nodeapi.Invalidations {
 	return ans
 }
 
+// TestChangesCountsOneObjectsChanges: the changes of one tenant's object
+// after a number, others' not; unknown once forgotten (Keep 4, halves
+// forgotten at 8).
+func TestChangesCountsOneObjectsChanges(t *testing.T) {
+	l := newLog(t, time.Second)
+	since := l.Seq()
+	l.Changed("a", "b", "k")
+	l.Changed("a", "b", "other")
+	l.Changed("z", "b", "k") // another tenant's bucket of the same name
+	mine := l.Changed("a", "b", "k")
+	for _, tc := range []struct {
+		since uint64
+		want  int
+	}{{since, 2}, {mine - 1, 1}, {mine, 0}} {
+		if n, known := l.Changes("a", "b", "k", tc.since); n != tc.want || !known {
+			t.Errorf("Changes since %d = %d, %v; want %d, true", tc.since, n, known, tc.want)
+		}
+	}
+	for range 8 {
+		l.Changed("a", "b", "other")
+	}
+	if _, known := l.Changes("a", "b", "k", since); known {
+		t.Error("changes no longer remembered counted as known")
+	}
+}
+
 func TestPollAnswersTheTenantsChangesOnly(t *testing.T) {
 	l := newLog(t, time.Minute)
 	ans := first(t, l, "a", "w1")

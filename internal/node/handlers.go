@@ -12,6 +12,7 @@ import (
 	"github.com/distcache/distcache/internal/metrics"
 	"github.com/distcache/distcache/internal/nodeapi"
 	"github.com/distcache/distcache/internal/s3backend"
+	"github.com/distcache/distcache/internal/store"
 )
 
 // Response headers of the node API.
@@ -405,21 +406,25 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 // client is answered only after S3 has the object, and only then are the
 // chunks cached under the new ETag. The metadata cached is what S3's answer
 // to the upload says (size, ETag; Last-Modified from its Date): asking S3
-// again would cost every write another round trip. A HEAD after the answer
-// puts S3's own Last-Modified and content type in its place, or drops the
-// metadata if the ETag is no longer S3's (the key was written again).
+// again would cost every write another round trip. When another change of
+// the key overlapped the write, or the upload was long, a HEAD after the
+// answer puts S3's own Last-Modified and content type in its place, or
+// drops the metadata if the ETag is no longer S3's (confirmWrite).
 func (s *Server) handlePut(w http.ResponseWriter, r *http.Request) {
 	q, ok := s.begin(w, r, opPut)
 	if !ok {
 		return
 	}
 	tenant := q.tenant.Name
+	since := s.leases.Seq() // the object's changes from here on are this write's or overlap it
 	col := newCollector(s.cfg.ChunkSize, s.cfg.WriteCacheBytes, r.ContentLength)
 	body := io.TeeReader(r.Body, col)
 	contentType := r.Header.Get("Content-Type")
 	// With the SHA-256 the writer signed, the upload streams (s3backend.Put).
 	ctx := s3backend.WithPayloadSHA256(r.Context(), r.Header.Get(nodeapi.HeaderContentSHA256))
+	uploadStart := time.Now()
 	m, err := s.s3.Put(ctx, q.creds, q.obj.Bucket, q.obj.Key, body, r.ContentLength, contentType)
+	took := time.Since(uploadStart)
 	if err != nil {
 		s.fail(w, opPut, tenant, q.start, asAPIError(err))
 		return
@@ -432,7 +437,7 @@ func (s *Server) handlePut(w http.ResponseWriter, r *http.Request) {
 		if err := s.store.PutMeta(q.obj, m); err != nil {
 			s.storeFailed("put_meta", err)
 		}
-		s.confirmWrite(r.Context(), q.creds, q.obj, etag)
+		s.confirmWrite(r.Context(), q.creds, q.obj, etag, since, took)
 	}
 	if col.total == m.Size {
 		rg := s.currentRing()
@@ -511,13 +516,13 @@ func (s *Server) handlePeerPost(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, opPut, q.tenant.Name, q.start, newError(http.StatusBadRequest, CodeBadRequest, "need chunk, etag and a body of at most one chunk"))
 		return
 	}
-	data := make([]byte, r.ContentLength)
-	if _, err := io.ReadFull(r.Body, data); err != nil {
+	v := store.NewValue(int(r.ContentLength)) // read where the store keeps it: no copy
+	if _, err := io.ReadFull(r.Body, v.Payload()); err != nil {
 		s.fail(w, opPut, q.tenant.Name, q.start, newError(http.StatusBadRequest, CodeBadRequest, "short body"))
 		return
 	}
 	id := chunk.ID{Object: q.obj, ETag: etag, Size: s.cfg.ChunkSize, Index: idx}
-	if err := s.store.PutChunk(id, data); err != nil {
+	if err := s.store.PutValue(id, v); err != nil {
 		s.storeFailed("put_chunk", err)
 	}
 	w.WriteHeader(http.StatusNoContent)

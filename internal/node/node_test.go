@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/distcache/distcache/internal/node"
 	"github.com/distcache/distcache/internal/pki"
 	"github.com/distcache/distcache/internal/testutil/s3proxy"
 )
@@ -175,6 +176,70 @@ func TestWriteThroughAsksS3NothingBeforeItAnswers(t *testing.T) {
 	}
 	if n := h.proxy.Count(http.MethodHead, "/"); n > 0 {
 		t.Logf("the confirmation's HEADs (failing): %d", n)
+	}
+}
+
+// TestWriteThroughConfirmsOnlyWhenInDoubt: a quick write-through that no
+// other change of its key overlapped asks S3 nothing after its PUT (the
+// answer's metadata is current; before, every write was followed by a
+// HEAD, doubling small writes' S3 requests); one that a delete through the
+// node overlapped, or a slow one, is confirmed with a HEAD, and what is
+// read is what S3 holds.
+func TestWriteThroughConfirmsOnlyWhenInDoubt(t *testing.T) {
+	h := newHarness(t, options{})
+	a := h.client(tenant("team-a"))
+	r := rand.New(rand.NewPCG(43, 44))
+	heads := func(key string) int { return h.proxy.Count(http.MethodHead, "/bucket-a/"+key) }
+	settle := func() { time.Sleep(4 * node.ConfirmSettle) }
+
+	data := randomBytes(r, testChunk+3)
+	if resp := h.do(a, http.MethodPut, h.url("bucket-a", "alone", ""), data, nil); resp.status != http.StatusOK {
+		t.Fatalf("put: %d %s", resp.status, resp.body)
+	}
+	settle()
+	if n := heads("alone"); n != 0 {
+		t.Errorf("a write-through nothing overlapped made %d HEADs after it, want 0", n)
+	}
+
+	// A delete of the key through the node while the PUT is on its way to
+	// S3 (held by the proxy until the delete is done).
+	var once sync.Once
+	h.proxy.OnRequest(func(rec s3proxy.Record) {
+		if rec.Method == http.MethodPut && rec.Path == "/bucket-a/overlapped" {
+			once.Do(func() {
+				if resp := h.do(a, http.MethodDelete, h.url("bucket-a", "overlapped", ""), nil, nil); resp.status != http.StatusNoContent {
+					t.Errorf("delete: %d %s", resp.status, resp.body)
+				}
+			})
+		}
+	})
+	t.Cleanup(func() { h.proxy.OnRequest(nil) })
+	data = randomBytes(r, 100)
+	if resp := h.do(a, http.MethodPut, h.url("bucket-a", "overlapped", ""), data, nil); resp.status != http.StatusOK {
+		t.Fatalf("put: %d %s", resp.status, resp.body)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for heads("overlapped") == 0 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if heads("overlapped") == 0 {
+		t.Error("a write-through a delete overlapped was not confirmed with a HEAD")
+	}
+	if got := h.get(a, "bucket-a", "overlapped", "", nil); !bytes.Equal(got.body, h.getDirect("bucket-a", "overlapped", "")) {
+		t.Error("read after the overlapped write differs from what S3 holds")
+	}
+
+	h.proxy.Inject(s3proxy.Rule{Method: http.MethodPut, PathPrefix: "/bucket-a/slow", Fault: s3proxy.Spike(node.ConfirmSlowUpload)})
+	t.Cleanup(h.proxy.ClearFaults)
+	if resp := h.do(a, http.MethodPut, h.url("bucket-a", "slow", ""), data, nil); resp.status != http.StatusOK {
+		t.Fatalf("put: %d %s", resp.status, resp.body)
+	}
+	deadline = time.Now().Add(10 * time.Second)
+	for heads("slow") == 0 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if heads("slow") == 0 {
+		t.Error("a write-through that took a second was not confirmed with a HEAD")
 	}
 }
 

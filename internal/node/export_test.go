@@ -1,0 +1,7 @@
+package node
+
+// For the external tests.
+const (
+	ConfirmSettle     = confirmSettle
+	ConfirmSlowUpload = confirmSlowUpload
+)
