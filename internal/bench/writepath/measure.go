@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/pprof"
+	"slices"
 	"sync"
 	"time"
 
@@ -139,12 +140,12 @@ func (w *world) snapshot() snapshot {
 // cell runs one round of row r against col: r.clients clients, each PUTting
 // a fresh key at a time (and GETting it back on getAfter rows) for the
 // configured time. The first PUT of each client warms its connections and
-// is not counted. Afterwards what S3 holds is checked against what was PUT
-// and removed, behind the link and the cache.
-func (w *world) cell(ctx context.Context, col column, r row, round int) (sample, error) {
+// is not counted. Afterwards what S3 holds is checked against what was PUT;
+// the keys written are returned, to be removed once the row is done.
+func (w *world) cell(ctx context.Context, col column, r row, round int) (sample, []string, error) {
 	stopProfile, err := w.startProfile(col, r, round)
 	if err != nil {
-		return sample{}, err
+		return sample{}, nil, err
 	}
 	type client struct {
 		body []byte
@@ -252,10 +253,7 @@ func (w *world) cell(ctx context.Context, col column, r row, round int) (sample,
 			}
 		}
 	}
-	if err := w.remove(ctx, keys); err != nil && firstErr == nil {
-		firstErr = err
-	}
-	return s, firstErr
+	return s, keys, firstErr
 }
 
 // stamp makes body the i-th PUT of its client: every PUT a new version
@@ -295,8 +293,17 @@ func (w *world) verify(ctx context.Context, key string, body []byte, i int) erro
 }
 
 // remove deletes keys from MinIO directly (neither through the link nor
-// the cache: the keys are never used again).
+// the cache: the keys are never used again), then gives MinIO
+// cfg.settle to finish its own work on them (it moves deleted objects
+// aside and purges them in the background), so that it does not slow the
+// next cell.
 func (w *world) remove(ctx context.Context, keys []string) error {
+	defer func() {
+		select {
+		case <-time.After(w.cfg.settle):
+		case <-ctx.Done():
+		}
+	}()
 	for len(keys) > 0 {
 		n := min(len(keys), 1000)
 		objs := make([]types.ObjectIdentifier, n)
@@ -345,11 +352,20 @@ func (w *world) measureAll(ctx context.Context, env benchkit.Env) (*report, erro
 	rep.cells = make(map[string]*sample)
 	for round := 1; round <= w.cfg.rounds; round++ {
 		for _, r := range w.cfg.rows {
-			for _, col := range rep.columns {
+			// The columns of a row run back to back, first one, then the
+			// other first: what the first leaves behind (connections,
+			// MinIO's background work) weighs on both alike.
+			cols := slices.Clone(rep.columns)
+			if round%2 == 0 {
+				slices.Reverse(cols)
+			}
+			var written []string
+			for _, col := range cols {
 				if err := ctx.Err(); err != nil {
 					return nil, err
 				}
-				s, err := w.cell(ctx, col, r, round)
+				s, keys, err := w.cell(ctx, col, r, round)
+				written = append(written, keys...)
 				if err != nil {
 					return nil, fmt.Errorf("%s, %s, round %d: %w", r.name(), col.name, round, err)
 				}
@@ -366,6 +382,9 @@ func (w *world) measureAll(ctx context.Context, env benchkit.Env) (*report, erro
 					rep.cells[key] = &sample{lat: &benchkit.Latencies{}}
 				}
 				rep.cells[key].add(s)
+			}
+			if err := w.remove(ctx, written); err != nil {
+				return nil, err
 			}
 		}
 	}

@@ -32,8 +32,10 @@ func (r *report) markdown() string {
 	p("`PutObject` with a seekable body of known length, the SDK's defaults otherwise: it signs the payload's SHA-256 over plain HTTP, ")
 	p("adds a CRC32 checksum and sends `Expect: 100-continue` above 2 MiB) PUTs fresh keys, each client one PUT at a time, ")
 	p("for %s per cell and round, %d round(s) pooled; the first PUT of every client in a cell only warms its connections. ", c.cell, c.rounds)
-	p("The two columns of a row run back to back. After each cell every object is compared with what was PUT ")
-	p("(%s) in MinIO directly, then removed.\n\n", map[bool]string{true: "all of them", false: "each client's last"}[c.verifyAll])
+	p("The two columns of a row run back to back, S3 first in odd rounds, the gateway first in even ones. ")
+	p("After each cell the objects are compared with what was PUT (%s) in MinIO directly; ",
+		map[bool]string{true: "all of them", false: "each client's last"}[c.verifyAll])
+	p("after each row they are removed and MinIO gets %s to finish its work on them.\n\n", c.settle)
 	p("```sh\nmake bench BENCH_PARTS=b5        # this section (internal/bench/writepath)\n")
 	p("BENCH_PROFILE_DIR=/tmp/b5 BENCH_B5_ROWS=big make bench BENCH_PARTS=b5   # CPU and block profiles of the gateway cells\n```\n\n")
 	if len(c.knobs) > 0 {

@@ -40,6 +40,7 @@ type config struct {
 	nodes      int
 	chunkSize  int64
 	cell       time.Duration // per cell and round
+	settle     time.Duration // after a row's objects are removed
 	rounds     int
 	link       clickhouse.LinkConfig
 	verifyAll  bool // compare every object S3 holds after a cell with what was PUT (else one per client)
@@ -78,7 +79,7 @@ func defaultConfig(quick bool) config {
 	return config{
 		rows: []row{{id: "small1", size: 10 << 10, clients: 1}, {id: "small16", size: 10 << 10, clients: 16},
 			{id: "big", size: 16 << 20, clients: 4}, {id: "getafter", size: 10 << 10, clients: 1, getAfter: true}},
-		nodes: 3, chunkSize: 4 << 20, cell: 8 * time.Second, rounds: 3, link: clickhouse.DefaultLink,
+		nodes: 3, chunkSize: 4 << 20, cell: 8 * time.Second, settle: 3 * time.Second, rounds: 3, link: clickhouse.DefaultLink,
 	}
 }
 
