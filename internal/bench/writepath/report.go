@@ -29,8 +29,8 @@ func (r *report) markdown() string {
 	p := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
 	c := r.cfg
 	p("Writes through the cache against writes straight to S3: the same aws-sdk-go-v2 client (path-style, SigV4, ")
-	p("`PutObject` with a seekable body of known length, the SDK's defaults otherwise: it signs the payload's SHA-256 over plain HTTP, ")
-	p("adds a CRC32 checksum and sends `Expect: 100-continue` above 2 MiB) PUTs fresh keys, each client one PUT at a time, ")
+	p("`PutObject` with a seekable body of known length, the SDK's defaults otherwise: it signs the payload's SHA-256 over plain HTTP ")
+	p("and sends `Expect: 100-continue` above 2 MiB) PUTs fresh keys, each client one PUT at a time, ")
 	p("for %s per cell and round, %d round(s) pooled; the first PUT of every client in a cell only warms its connections. ", c.cell, c.rounds)
 	p("The two columns of a row run back to back, S3 first in odd rounds, the gateway first in even ones. ")
 	p("After each cell the objects are compared with what was PUT (%s) in MinIO directly; ",
