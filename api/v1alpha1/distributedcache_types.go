@@ -434,8 +434,12 @@ type MonitoringSpec struct {
 	// +optional
 	ServiceMonitor ServiceMonitorSpec `json:"serviceMonitor,omitempty"`
 
-	// PrometheusRule publishes the distcache alerts (low hit ratio, node
-	// down, S3 error rate, disk near capacity) for the prometheus-operator.
+	// PrometheusRule publishes the distcache alerts for the
+	// prometheus-operator: low hit ratio, node down, node unschedulable
+	// (from the operator's own metrics), S3 error rate, disk near capacity,
+	// certificates expiring (nodes' and gateways'), cross-zone traffic and
+	// gateway zone fallback. Each carries a runbook_url into
+	// docs/operations.md.
 	// +kubebuilder:default={}
 	// +optional
 	PrometheusRule PrometheusRuleSpec `json:"prometheusRule,omitempty"`
@@ -542,11 +546,17 @@ type PodTemplateOverrides struct {
 	// +optional
 	TopologySpreadConstraints []corev1.TopologySpreadConstraint `json:"topologySpreadConstraints,omitempty"`
 
-	// SecurityContext of the pods.
+	// SecurityContext of the pods. It replaces the operator's default
+	// whole (user and group 65532, runAsNonRoot, RuntimeDefault seccomp,
+	// fsGroup 65532 with OnRootMismatch; the Pod Security level restricted):
+	// keep those fields when setting it, or the namespace may refuse the pods.
 	// +optional
 	SecurityContext *corev1.PodSecurityContext `json:"securityContext,omitempty"`
 
-	// ContainerSecurityContext of the cachenode container.
+	// ContainerSecurityContext of the main container (cachenode, or the
+	// gateway). It replaces the operator's default whole (no privilege
+	// escalation, all capabilities dropped, read-only root filesystem,
+	// runAsNonRoot).
 	// +optional
 	ContainerSecurityContext *corev1.SecurityContext `json:"containerSecurityContext,omitempty"`
 
