@@ -195,5 +195,8 @@ func tenantEntry(d tenantDecision, creds *tenancy.Credentials) tenancy.Tenant {
 	if q := d.Tenant.Spec.Quota; q != nil {
 		t.QuotaBytes = q.Value()
 	}
+	for _, p := range d.Tenant.Spec.Policies {
+		t.Policies = append(t.Policies, tenancy.Policy{Bucket: p.Bucket, Prefix: p.Prefix, Mode: tenancy.Mode(p.Mode)})
+	}
 	return t
 }

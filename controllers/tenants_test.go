@@ -129,3 +129,31 @@ func TestRenderTenantsFile(t *testing.T) {
 		t.Fatal("a file the nodes would refuse was rendered")
 	}
 }
+
+// A CacheTenant's write policies reach its entry in the nodes' tenants
+// file, which the nodes accept.
+func TestTenantEntryPolicies(t *testing.T) {
+	ct := cachev1alpha1.CacheTenant{Spec: cachev1alpha1.CacheTenantSpec{Buckets: []string{"data", "logs"},
+		Policies: []cachev1alpha1.WritePolicy{
+			{Bucket: "data", Prefix: "tmp/", Mode: cachev1alpha1.WriteModeNoCache},
+			{Bucket: "logs", Mode: cachev1alpha1.WriteModeReadOnly},
+		}}}
+	entry := tenantEntry(tenantDecision{Name: "team-a", Tenant: &ct}, nil)
+	doc, err := renderTenantsFile(&tenancy.Config{Tenants: []tenancy.Tenant{entry}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	parsed, err := tenancy.Parse(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tn, _ := parsed.Tenant("team-a")
+	for _, tc := range []struct {
+		bucket, key string
+		want        tenancy.Mode
+	}{{"data", "tmp/x", tenancy.NoCache}, {"data", "x", tenancy.WriteThrough}, {"logs", "x", tenancy.ReadOnly}} {
+		if got := tn.PolicyFor(tc.bucket, tc.key).Mode; got != tc.want {
+			t.Errorf("%s/%s: %s, want %s", tc.bucket, tc.key, got, tc.want)
+		}
+	}
+}

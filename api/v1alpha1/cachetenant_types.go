@@ -7,6 +7,7 @@ import (
 )
 
 // CacheTenantSpec is a team's access to a DistributedCache.
+// +kubebuilder:validation:XValidation:rule="!has(self.policies) || self.policies.all(p, p.bucket in self.buckets)",message="every policy's bucket must be one of spec.buckets",fieldPath=".policies",reason="FieldValueInvalid"
 type CacheTenantSpec struct {
 	// CacheRef is the DistributedCache this tenant uses. The cache's
 	// spec.tenantNamespaceSelector must admit this tenant's namespace.
@@ -28,6 +29,19 @@ type CacheTenantSpec struct {
 	// +kubebuilder:validation:items:XValidation:rule="!self.contains('..') && !self.contains('.-') && !self.contains('-.') && !self.startsWith('xn--') && !self.startsWith('sthree-') && !self.matches('^[0-9]+[.][0-9]+[.][0-9]+[.][0-9]+$')",message="not a valid S3 bucket name (no '..', '.-', '-.', IP addresses, or xn--/sthree- prefixes)",reason="FieldValueInvalid"
 	// +required
 	Buckets []string `json:"buckets"`
+
+	// Policies choose how the cache treats writes (and reads) of a bucket
+	// or of the keys under a prefix in it: WriteThrough (the default: a
+	// write is acknowledged once S3 has it, and cached), ReadOnly (writes
+	// refused with S3 AccessDenied naming the policy) or NoCache (reads and
+	// writes go straight to S3; nothing is cached). The longest matching
+	// prefix wins; keys no policy matches are WriteThrough.
+	// +listType=map
+	// +listMapKey=bucket
+	// +listMapKey=prefix
+	// +kubebuilder:validation:MaxItems=64
+	// +optional
+	Policies []WritePolicy `json:"policies,omitempty"`
 
 	// Quota bounds the bytes of this tenant's data on each cache node's disk
 	// tier; omitted: no quota beyond the node's diskSize.
@@ -271,4 +285,38 @@ type CacheTenantList struct {
 
 func init() {
 	SchemeBuilder.Register(&CacheTenant{}, &CacheTenantList{})
+}
+
+// WriteMode is how the cache treats the writes and reads of a bucket or
+// prefix (tenancy.Mode).
+// +kubebuilder:validation:Enum=WriteThrough;ReadOnly;NoCache
+type WriteMode string
+
+// Write modes.
+const (
+	WriteModeWriteThrough WriteMode = "WriteThrough"
+	WriteModeReadOnly     WriteMode = "ReadOnly"
+	WriteModeNoCache      WriteMode = "NoCache"
+)
+
+// WritePolicy applies a WriteMode to a bucket, or to the keys under a
+// prefix in it.
+type WritePolicy struct {
+	// Bucket is one of spec.buckets.
+	// +kubebuilder:validation:MinLength=3
+	// +kubebuilder:validation:MaxLength=63
+	// +required
+	Bucket string `json:"bucket"`
+
+	// Prefix of the keys the policy applies to (S3 key prefix, not a
+	// directory: "tmp" matches "tmp/x" and "tmpfile"). Empty: the whole
+	// bucket.
+	// +kubebuilder:default=""
+	// +kubebuilder:validation:MaxLength=1024
+	// +optional
+	Prefix string `json:"prefix"`
+
+	// Mode of the bucket or prefix.
+	// +required
+	Mode WriteMode `json:"mode"`
 }

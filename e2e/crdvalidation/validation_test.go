@@ -2,6 +2,7 @@ package crdvalidation_test
 
 import (
 	"context"
+	"strings"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
@@ -114,6 +115,16 @@ var _ = Describe("schema validation", func() {
 		Entry("bucket with a reserved prefix", `spec: {buckets: [xn--team]}`, "spec.buckets[0]", "not a valid S3 bucket name"),
 		Entry("zero quota", `spec: {quota: "0"}`, "spec.quota", "positive whole number"),
 		Entry("negative quota", `spec: {quota: -1Gi}`, "spec.quota", "positive whole number"),
+		// write policies
+		Entry("policy of a bucket the tenant does not have", `spec: {policies: [{bucket: other-bucket, mode: ReadOnly}]}`, "spec.policies", "one of spec.buckets"),
+		Entry("policy with an unknown mode", `spec: {policies: [{bucket: team-data, mode: WriteAround}]}`, "spec.policies[0].mode", "Unsupported value"),
+		Entry("policy without a mode", `spec: {policies: [{bucket: team-data}]}`, "spec.policies[0].mode", "Required value"),
+		Entry("two policies for one prefix", `spec: {policies: [{bucket: team-data, prefix: tmp/, mode: ReadOnly}, {bucket: team-data, prefix: tmp/, mode: NoCache}]}`,
+			"spec.policies[1]", "Duplicate value"),
+		Entry("two policies for a whole bucket", `spec: {policies: [{bucket: team-data, mode: ReadOnly}, {bucket: team-data, mode: NoCache}]}`,
+			"spec.policies[1]", "Duplicate value"),
+		Entry("policy prefix longer than a key", `spec: {policies: [{bucket: team-data, prefix: "`+strings.Repeat("k", 1025)+`", mode: NoCache}]}`,
+			"spec.policies[0].prefix", "1024"),
 		Entry("cache reference without a name", `spec: {cacheRef: {name: null}}`, "spec.cacheRef.name", "Required value"),
 		Entry("cache reference without a namespace", `spec: {cacheRef: {namespace: null}}`, "spec.cacheRef.namespace", "Required value"),
 		Entry("certificate Secret name not a DNS name", `spec: {certificateSecretName: Team_Cert}`, "spec.certificateSecretName", "should match"),

@@ -78,6 +78,7 @@ type envOptions struct {
 	zones     []string
 	zone      string
 	crossZone node.CrossZone
+	tenants   string // the tenants file; default tenants
 }
 
 func newEnv(t testing.TB, opts envOptions) *env {
@@ -85,7 +86,10 @@ func newEnv(t testing.TB, opts envOptions) *env {
 	if opts.nodes == 0 {
 		opts.nodes = 3
 	}
-	c := nodecluster.StartWith(t, opts.nodes, nodecluster.Options{ChunkSize: chunkSize, Tenants: tenants, Buckets: buckets, Immutable: opts.immutable,
+	if opts.tenants == "" {
+		opts.tenants = tenants
+	}
+	c := nodecluster.StartWith(t, opts.nodes, nodecluster.Options{ChunkSize: chunkSize, Tenants: opts.tenants, Buckets: buckets, Immutable: opts.immutable,
 		Zones: opts.zones, CrossZone: opts.crossZone})
 	return gatewayOn(t, c, opts)
 }

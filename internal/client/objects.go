@@ -20,6 +20,9 @@ type Meta struct {
 	ETag         string // as S3 reports it, quotes included
 	ContentType  string
 	LastModified time.Time
+	// NoCache: the object's write policy is NoCache (the node said so):
+	// the client keeps none of its pages.
+	NoCache bool
 }
 
 // Stat returns the object's metadata (HEAD /v1/objects/...). Pass it to
@@ -73,9 +76,13 @@ func (c *Client) Stat(ctx context.Context, bucket, key string) (Meta, error) {
 	return m, err
 }
 
+// policyNoCache is the nodeapi.HeaderPolicy value of NoCache objects.
+const policyNoCache = "NoCache"
+
 func metaFromHeader(resp *http.Response) (Meta, error) {
 	h := resp.Header
-	m := Meta{ETag: h.Get("ETag"), ContentType: h.Get(headerType), Size: resp.ContentLength}
+	m := Meta{ETag: h.Get("ETag"), ContentType: h.Get(headerType), Size: resp.ContentLength,
+		NoCache: h.Get(nodeapi.HeaderPolicy) == policyNoCache}
 	if v := h.Get(headerSize); v != "" {
 		n, err := strconv.ParseInt(v, 10, 64)
 		if err != nil {

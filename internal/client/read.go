@@ -121,7 +121,8 @@ func (c *Client) readPart(ctx context.Context, bucket, key string, m Meta, cs, i
 	lo, hi := max(off, poff), min(off+int64(len(p)), poff+plen)
 	dst := p[lo-off : hi-off]
 	within := lo - poff
-	if c.pages != nil && (int64(len(dst)) == plen || unit < cs) {
+	pages := c.pages != nil && !m.NoCache
+	if pages && (int64(len(dst)) == plen || unit < cs) {
 		// The whole page: asked for, or a page smaller than a chunk
 		// (PageBytes), which is fetched whole for any part of it: the
 		// page size is what a read is meant to cost, and one request for
@@ -134,7 +135,7 @@ func (c *Client) readPart(ctx context.Context, bucket, key string, m Meta, cs, i
 		pg.copyOut(dst, within)
 		return nil
 	}
-	if c.pages != nil {
+	if pages {
 		// Part of a page (a small ranged read, the edge of a large one).
 		// From RAM when the page is there; otherwise only the bytes asked
 		// for are fetched now, and the whole page is fetched into the page
@@ -312,7 +313,7 @@ func (v PageView) Release() {
 // it with ReadAt. Release the view when done with it.
 func (c *Client) View(ctx context.Context, bucket, key string, m Meta, off, n int64) (v PageView, ok bool, err error) {
 	cs := c.chunkSize.Load()
-	if c.pages == nil || cs <= 0 || n <= 0 || off < 0 || off+n > m.Size || m.ETag == "" {
+	if c.pages == nil || m.NoCache || cs <= 0 || n <= 0 || off < 0 || off+n > m.Size || m.ETag == "" {
 		return PageView{}, false, nil
 	}
 	if err := checkObjectName(opGetChunk, bucket, key); err != nil {

@@ -128,7 +128,7 @@ func WithoutReadAhead(ctx context.Context) context.Context {
 // starts (with a page cache; see WithoutReadAhead).
 func (c *Client) NoteRead(ctx context.Context, bucket, key string, m Meta, off, n int64) {
 	cs := c.chunkSize.Load()
-	if c.pages == nil || cs <= 0 || n <= 0 || off < 0 || off >= m.Size {
+	if c.pages == nil || m.NoCache || cs <= 0 || n <= 0 || off < 0 || off >= m.Size {
 		return
 	}
 	first, last := chunk.Span(off, min(n, m.Size-off), c.pageSize(cs))
@@ -146,7 +146,7 @@ func (c *Client) aheadWindow(cs int64) int64 {
 // fetches the pages its scan's window covers into the page cache in the
 // background.
 func (c *Client) readAheadAfter(ctx context.Context, bucket, key string, m Meta, cs, first, last int64) {
-	if c.pages == nil || c.ahead == nil || ctx.Value(noAheadKey{}) != nil {
+	if c.pages == nil || m.NoCache || c.ahead == nil || ctx.Value(noAheadKey{}) != nil {
 		return
 	}
 	ps, window := c.pageSize(cs), c.aheadWindow(cs)

@@ -13,6 +13,7 @@ import (
 	"github.com/distcache/distcache/internal/nodeapi"
 	"github.com/distcache/distcache/internal/s3backend"
 	"github.com/distcache/distcache/internal/store"
+	"github.com/distcache/distcache/internal/tenancy"
 )
 
 // Response headers of the node API.
@@ -167,6 +168,9 @@ func (s *Server) readPinned(r *http.Request, query readQuery, q request, idx int
 		return s.readVersion(r.Context(), q.caller, q.obj, "", idx)
 	}
 	id := chunk.ID{Object: q.obj, ETag: pinned, Size: s.cfg.ChunkSize, Index: idx}
+	if q.noCache(q.obj) {
+		return s.readVersion(r.Context(), q.caller, q.obj, pinned, idx) // from S3, kept nowhere
+	}
 	if data, tier, err := s.lookup(id); err == nil {
 		return chunk.Meta{Size: -1, ETag: pinned}, data, hitResult(tier), nil
 	}
@@ -361,9 +365,14 @@ func (s *Server) handleHead(w http.ResponseWriter, r *http.Request) {
 	}
 	h.Set("Content-Length", strconv.FormatInt(m.Size, 10))
 	h.Set(HeaderChunkSize, strconv.FormatInt(s.cfg.ChunkSize, 10))
-	if s.cfg.Immutable {
+	if p := q.policy(q.obj.Bucket, q.obj.Key); p.Mode != tenancy.WriteThrough {
+		h.Set(HeaderPolicy, string(p.Mode))
+	}
+	switch {
+	case q.noCache(q.obj): // clients keep nothing of it either
+	case s.cfg.Immutable:
 		h.Set("Cache-Control", "immutable") // clients may keep it too (internal/client)
-	} else if lease != "" {
+	case lease != "":
 		h.Set(nodeapi.HeaderMetaLease, lease) // clients may keep it while they hold a lease
 	}
 	w.WriteHeader(http.StatusOK)
@@ -416,6 +425,11 @@ func (s *Server) handlePut(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	tenant := q.tenant.Name
+	if e := checkWritable(q.caller, q.obj.Bucket, q.obj.Key); e != nil {
+		s.fail(w, opPut, tenant, q.start, e)
+		return
+	}
+	noCache := q.noCache(q.obj)
 	since := s.leases.Seq() // the object's changes from here on are this write's or overlap it
 	col := newCollector(s.cfg.ChunkSize, s.cfg.WriteCacheBytes, r.ContentLength)
 	body := io.TeeReader(r.Body, col)
@@ -433,13 +447,13 @@ func (s *Server) handlePut(w http.ResponseWriter, r *http.Request) {
 	// S3 has it: whatever was cached for this key is now stale.
 	s.invalidateObjects(r.Context(), q.caller, q.obj)
 	m.FetchedAt = s.cfg.Now()
-	if _, remote := s.metaOwner(q.caller, q.obj); !remote {
+	if _, remote := s.metaOwner(q.caller, q.obj); !remote && !noCache {
 		if err := s.store.PutMeta(q.obj, m); err != nil {
 			s.storeFailed("put_meta", err)
 		}
 		s.confirmWrite(r.Context(), q.creds, q.obj, etag, since, took)
 	}
-	if col.total == m.Size {
+	if col.total == m.Size && !noCache {
 		rg := s.currentRing()
 		var otherIDs []chunk.ID
 		var others [][]byte
@@ -466,6 +480,10 @@ func (s *Server) handlePut(w http.ResponseWriter, r *http.Request) {
 func (s *Server) handleDelete(w http.ResponseWriter, r *http.Request) {
 	q, ok := s.begin(w, r, opDelete)
 	if !ok {
+		return
+	}
+	if e := checkWritable(q.caller, q.obj.Bucket, q.obj.Key); e != nil {
+		s.fail(w, opDelete, q.tenant.Name, q.start, e)
 		return
 	}
 	if err := s.s3.Delete(r.Context(), q.creds, q.obj.Bucket, q.obj.Key); err != nil {

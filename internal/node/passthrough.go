@@ -76,7 +76,11 @@ func (s *Server) handlePassthrough(w http.ResponseWriter, r *http.Request) {
 			"pass-through uploads need a Content-Length"))
 		return
 	}
-	body := io.Reader(r.Body)
+	body, perr := checkPassthroughWrite(r, c, bucket, key, r.Body)
+	if perr != nil {
+		s.fail(w, opPassthrough, tenant, start, perr)
+		return
+	}
 	var deleteBody *bytes.Buffer
 	if r.Method == http.MethodPost && r.URL.Query().Has("delete") {
 		if r.ContentLength > maxDeleteBody {
@@ -84,7 +88,7 @@ func (s *Server) handlePassthrough(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		deleteBody = &bytes.Buffer{}
-		body = io.TeeReader(r.Body, deleteBody)
+		body = io.TeeReader(body, deleteBody)
 	}
 	header := http.Header{}
 	for k, v := range r.Header {

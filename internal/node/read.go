@@ -31,6 +31,10 @@ func (s *Server) meta(ctx context.Context, c caller, o chunk.Object, force bool)
 // o's metadata owner (or alone) rather than relayed the owner's answer or
 // stood in for an owner it cannot reach.
 func (s *Server) resolveMeta(ctx context.Context, c caller, o chunk.Object, force bool) (chunk.Meta, bool, error) {
+	if c.noCache(o) {
+		m, err := s.headNoCache(ctx, c, o)
+		return m, false, err
+	}
 	if m, ok, err := s.remoteMeta(ctx, c, o, force); ok {
 		return m, false, err
 	}
@@ -93,6 +97,9 @@ func (s *Server) resolveMeta(ctx context.Context, c caller, o chunk.Object, forc
 // CrossZoneOnMiss), then S3. The payload must not be
 // modified.
 func (s *Server) readChunk(ctx context.Context, c caller, o chunk.Object, m chunk.Meta, idx int64) ([]byte, string, error) {
+	if c.noCache(o) {
+		return s.readNoCache(ctx, c, o, m, idx)
+	}
 	off, length, ok := chunk.Bounds(m.Size, s.cfg.ChunkSize, idx)
 	if !ok {
 		return nil, metrics.ResultError, newError(http.StatusRequestedRangeNotSatisfiable, CodeInvalidRange,

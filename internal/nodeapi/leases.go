@@ -28,6 +28,11 @@ const PathInvalidations = "/v1/invalidations"
 // HeaderMetaLease marks a metadata answer the client may keep.
 const HeaderMetaLease = "X-Distcache-Meta-Lease"
 
+// HeaderPolicy names an object's write policy on HEAD answers when it is
+// not WriteThrough ("NoCache": the client keeps neither its metadata nor
+// its pages).
+const HeaderPolicy = "X-Distcache-Policy"
+
 // Invalidations is the answer to a poll.
 type Invalidations struct {
 	// Incarnation names the node process; another one than the poll

@@ -14,6 +14,10 @@
 //	      accessKeyID: AKIA...
 //	      secretAccessKey: ...
 //	      sessionToken: ...              # optional
+//	    policies:                        # optional write policies (policy.go); default WriteThrough
+//	      - bucket: ch-data
+//	        prefix: tmp/                 # optional; the longest matching prefix wins
+//	        mode: ReadOnly               # WriteThrough, ReadOnly or NoCache
 //	  - name: analytics
 //	    buckets: [events]
 //
@@ -72,6 +76,9 @@ type Tenant struct {
 	Buckets     []string     `json:"buckets"`
 	QuotaBytes  int64        `json:"quotaBytes,omitempty"` // 0 = no quota
 	Credentials *Credentials `json:"credentials,omitempty"`
+	// Policies are the write policies of the tenant's buckets and
+	// prefixes (policy.go); none: every write is WriteThrough.
+	Policies []Policy `json:"policies,omitempty"`
 }
 
 // AllowsBucket reports whether the tenant may use bucket b (exact match).
@@ -176,6 +183,7 @@ func (c *Config) validate() error {
 				fail("credentials.secretAccessKey", "required when credentials are given")
 			}
 		}
+		validatePolicies(t, fail)
 	}
 	return errors.Join(errs...)
 }
@@ -236,7 +244,7 @@ func looksLikeIPv4(b string) bool {
 // fieldNames are the keys of the file, at each level.
 var (
 	fileFields       = []string{"tenants"}
-	tenantFields     = []string{"name", "buckets", "quotaBytes", "credentials"}
+	tenantFields     = []string{"name", "buckets", "quotaBytes", "credentials", "policies"}
 	credentialFields = []string{"accessKeyID", "secretAccessKey", "sessionToken"}
 )
 
@@ -269,6 +277,11 @@ func exactFieldNames(data []byte) error {
 		t := check(fmt.Sprintf("tenants[%d]: ", i), raw, tenantFields)
 		if cr, ok := t["credentials"]; ok {
 			check(fmt.Sprintf("tenants[%d]: credentials: ", i), cr, credentialFields)
+		}
+		var policies []json.RawMessage
+		_ = json.Unmarshal(t["policies"], &policies)
+		for j, p := range policies {
+			check(fmt.Sprintf("tenants[%d]: policies[%d]: ", i, j), p, policyFields)
 		}
 	}
 	slices.SortFunc(errs, func(a, b error) int { return strings.Compare(a.Error(), b.Error()) })

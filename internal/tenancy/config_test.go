@@ -98,6 +98,7 @@ func TestHandMadeConfig(t *testing.T) {
 
 func TestParseInvalid(t *testing.T) {
 	tenant := func(body string) string { return "tenants:\n  - name: ok\n    buckets: [bkt]\n  - " + body }
+	pol := func(policies string) string { return "tenants:\n  - name: p\n    buckets: [bkt]\n    policies: [" + policies + "]\n" }
 	tests := []struct {
 		name string
 		in   string
@@ -125,6 +126,13 @@ func TestParseInvalid(t *testing.T) {
 		{"credentials without secret", tenant("name: b\n    buckets: [bkt]\n    credentials: {accessKeyID: a}\n"), []string{`credentials.secretAccessKey: required`}},
 		{"credentials without key id", tenant("name: b\n    buckets: [bkt]\n    credentials: {secretAccessKey: s}\n"), []string{`credentials.accessKeyID: required`}},
 		{"every problem reported", tenant("name: B\n    buckets: []\n    quotaBytes: -5\n"), []string{"name:", "buckets:", "quotaBytes:"}},
+		{"policy of another bucket", pol("{bucket: other, mode: ReadOnly}"), []string{`policies[0].bucket: "other" is not one of the tenant's buckets`}},
+		{"unknown mode", pol("{bucket: bkt, mode: WriteAround}"), []string{`policies[0].mode: "WriteAround" is not one of WriteThrough, ReadOnly, NoCache`}},
+		{"write-back not implemented yet", pol("{bucket: bkt, mode: WriteBack}"), []string{"policies[0].mode: WriteBack is not implemented by this version"}},
+		{"mode in lower case", pol("{bucket: bkt, mode: readonly}"), []string{`policies[0].mode`}},
+		{"duplicate policy", pol("{bucket: bkt, prefix: a/, mode: ReadOnly}, {bucket: bkt, prefix: a/, mode: NoCache}"), []string{"policies[1]: duplicate of policies[0]"}},
+		{"unknown policy field", pol("{bucket: bkt, mode: ReadOnly, ttl: 1h}"), []string{`unknown field "ttl"`}},
+		{"policy field case", pol("{bucket: bkt, Mode: ReadOnly}"), []string{`policies[0]: field "Mode": field names are case-sensitive`}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -167,5 +175,42 @@ func TestCredentialsRedacted(t *testing.T) {
 		if !strings.Contains(s, "AKIAEXAMPLE") {
 			t.Errorf("access key ID missing: %s", s)
 		}
+	}
+}
+
+// The policy of a key is the one of the longest prefix that matches it, in
+// its bucket only; keys without one are WriteThrough.
+func TestPolicyFor(t *testing.T) {
+	c, err := Parse([]byte(`tenants:
+  - name: ch
+    buckets: [data, logs]
+    policies:
+      - {bucket: data, mode: NoCache}
+      - {bucket: data, prefix: tmp/, mode: ReadOnly}
+      - {bucket: data, prefix: tmp/keep/, mode: WriteThrough}
+      - {bucket: logs, prefix: archive/, mode: ReadOnly}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tn, _ := c.Tenant("ch")
+	for _, tc := range []struct {
+		bucket, key string
+		want        Mode
+	}{
+		{"data", "table/part", NoCache},
+		{"data", "tmp/spill", ReadOnly},
+		{"data", "tmp/keep/x", WriteThrough},
+		{"data", "tmp", NoCache}, // a prefix is not a directory
+		{"logs", "archive/2026", ReadOnly},
+		{"logs", "current", WriteThrough},
+		{"other", "tmp/spill", WriteThrough},
+	} {
+		if got := tn.PolicyFor(tc.bucket, tc.key); got.Mode != tc.want {
+			t.Errorf("PolicyFor(%s, %s) = %s, want %s", tc.bucket, tc.key, got.Mode, tc.want)
+		}
+	}
+	if got := tn.PolicyFor("logs", "archive/x").String(); got != `ReadOnly (bucket logs, prefix "archive/")` {
+		t.Errorf("String() = %s", got)
 	}
 }

@@ -1,0 +1,109 @@
+package tenancy
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Mode is how the cache treats an object's writes and reads (a write
+// policy). The zero value is WriteThrough.
+type Mode string
+
+// Modes of a Policy.
+const (
+	// WriteThrough acknowledges a write once S3 has it, and caches it.
+	WriteThrough Mode = "WriteThrough"
+	// WriteBack will acknowledge a write once several cache nodes hold it
+	// on disk, and persist it to S3 in the background (not implemented).
+	WriteBack Mode = "WriteBack"
+	// Transient will keep writes on cache nodes only, never in S3, until
+	// deleted or expired (not implemented).
+	Transient Mode = "Transient"
+	// ReadOnly refuses writes (S3 AccessDenied naming the policy).
+	ReadOnly Mode = "ReadOnly"
+	// NoCache sends reads and writes straight to S3 and caches nothing.
+	NoCache Mode = "NoCache"
+)
+
+// Modes lists the modes this version implements, in documentation order.
+// WriteBack and Transient are named (issue 27) but refused until the nodes
+// keep and persist such data: taken for WriteThrough, a Transient prefix
+// would send to S3 what its owner wanted kept out of it.
+var Modes = []Mode{WriteThrough, ReadOnly, NoCache}
+
+// Policy applies a Mode to a bucket's keys under Prefix ("" for all). The
+// longest Prefix that matches a key wins; keys no policy matches are
+// WriteThrough.
+type Policy struct {
+	Bucket string `json:"bucket"`
+	Prefix string `json:"prefix,omitempty"`
+	Mode   Mode   `json:"mode"`
+}
+
+// policyFields are the keys of a policy in the file.
+var policyFields = []string{"bucket", "prefix", "mode"}
+
+// String names the policy in errors users see: "ReadOnly (bucket b,
+// prefix "tmp/")".
+func (p Policy) String() string {
+	if p.Prefix == "" {
+		return fmt.Sprintf("%s (bucket %s)", p.Mode, p.Bucket)
+	}
+	return fmt.Sprintf("%s (bucket %s, prefix %q)", p.Mode, p.Bucket, p.Prefix)
+}
+
+// PolicyFor is the policy of the tenant's object bucket/key: the one of the
+// longest matching prefix, or WriteThrough.
+func (t *Tenant) PolicyFor(bucket, key string) Policy {
+	best := Policy{Bucket: bucket, Mode: WriteThrough}
+	found := false
+	for _, p := range t.Policies {
+		if p.Bucket != bucket || !strings.HasPrefix(key, p.Prefix) {
+			continue
+		}
+		if !found || len(p.Prefix) > len(best.Prefix) {
+			best, found = p, true
+		}
+	}
+	return best
+}
+
+// validatePolicies checks a tenant's policies; fail reports a problem with
+// the field it concerns.
+func validatePolicies(t *Tenant, fail func(field, format string, args ...any)) {
+	seen := map[[2]string]int{}
+	for i, p := range t.Policies {
+		at := fmt.Sprintf("policies[%d]", i)
+		if !t.AllowsBucket(p.Bucket) {
+			fail(at+".bucket", "%q is not one of the tenant's buckets", p.Bucket)
+		}
+		if len(p.Prefix) > maxKeyBytes {
+			fail(at+".prefix", "longer than an S3 key (%d bytes)", maxKeyBytes)
+		}
+		if j, dup := seen[[2]string{p.Bucket, p.Prefix}]; dup {
+			fail(at, "duplicate of policies[%d] (same bucket and prefix)", j)
+		}
+		seen[[2]string{p.Bucket, p.Prefix}] = i
+		known := false
+		for _, m := range Modes {
+			known = known || p.Mode == m
+		}
+		switch {
+		case p.Mode == WriteBack || p.Mode == Transient:
+			fail(at+".mode", "%s is not implemented by this version (one of %s)", p.Mode, joinModes())
+		case !known:
+			fail(at+".mode", "%q is not one of %s", p.Mode, joinModes())
+		}
+	}
+}
+
+// maxKeyBytes is S3's limit on a key's length.
+const maxKeyBytes = 1024
+
+func joinModes() string {
+	s := make([]string, len(Modes))
+	for i, m := range Modes {
+		s[i] = string(m)
+	}
+	return strings.Join(s, ", ")
+}
