@@ -2,6 +2,7 @@ package writepath
 
 import (
 	"fmt"
+	"runtime"
 	"strings"
 	"time"
 
@@ -102,7 +103,41 @@ func (r *report) markdown() string {
 	b.WriteString(t.Markdown())
 	b.WriteString("\n")
 	b.WriteString(r.goals())
+	if reading := r.reading(); reading != "" {
+		b.WriteString("\n**Reading it.** " + reading + "\n")
+	}
 	return b.String()
+}
+
+// reading explains the rows that miss their goal from the figures.
+func (r *report) reading() string {
+	var parts []string
+	for _, row := range r.cfg.rows {
+		s3, gw := r.cell(row, "s3"), r.cell(row, "gateway")
+		if s3 == nil || gw == nil || s3.ops == 0 || gw.ops == 0 {
+			continue
+		}
+		switch {
+		case row.getAfter && gw.s3.GETs > 0:
+			parts = append(parts, fmt.Sprintf("%d of the %d GETs right after their PUT read S3 (at p99: %s): a write-through "+
+				"hands the chunks that other members own to them in the background (peer POSTs started as the PUT is answered), "+
+				"and a GET that reaches the chunk's owner before its chunk misses.",
+				gw.s3.GETs, gw.ops, benchkit.Millis(gw.lat.Quantile(0.99))))
+		case !row.getAfter && row.size >= 1<<20 && gw.mbps() < goalBigMBps*s3.mbps():
+			cpuS3, cpuGW := s3.perOp(ms(s3.cpu)), gw.perOp(ms(gw.cpu))
+			text := fmt.Sprintf("A %s PUT through the gateway cost %.0f ms of CPU (this process and MinIO) against %.0f "+
+				"straight to S3 (%.1fx): the gateway verifies the body's SHA-256 and passes it over TLS to a node, which sends it on "+
+				"to S3 and keeps it (its disk tier; the chunks other members own go to them over TLS).",
+				sizeName(row.size), cpuGW, cpuS3, cpuGW/cpuS3)
+			if tput, inverse := gw.mbps()/s3.mbps(), cpuS3/cpuGW; tput < inverse*1.15 && tput > inverse*0.85 {
+				text += fmt.Sprintf(" With %d writers on this machine's %d cores the CPU is what runs out: the gateway's throughput "+
+					"was %.2fx S3's, about the inverse of its CPU per PUT (1/%.1f = %.2f).", row.clients, runtime.NumCPU(),
+					tput, cpuGW/cpuS3, inverse)
+			}
+			parts = append(parts, text)
+		}
+	}
+	return strings.Join(parts, " ")
 }
 
 // figures is one cell of the main table.

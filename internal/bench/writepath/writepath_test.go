@@ -82,7 +82,7 @@ func TestQuickRun(t *testing.T) {
 			t.Errorf("the section lacks %q", want)
 		}
 	}
-	if t.Failed() {
+	if t.Failed() || testing.Verbose() {
 		t.Logf("section:\n%s", sec.Markdown)
 	}
 }
