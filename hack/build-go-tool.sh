@@ -10,8 +10,8 @@
 #   hack/build-go-tool.sh crd-ref-docs docs/api-reference.md from the API types
 #
 # First builds, measured from empty Go module and build caches on the
-# project's 2-core machine (shared with other builds at the time): ko 87 s,
-# helm 292 s, kubebuilder 164 s.
+# project's 2-core machine, which other builds shared at the time (load
+# average about 5): ko 87 s, helm 204-292 s, kubebuilder 61-164 s.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
