@@ -67,6 +67,7 @@ type change struct {
 	seq    uint64
 	tenant string
 	obj    nodeapi.ObjectName
+	all    bool // everything the tenant's clients keep (Revoke)
 }
 
 // watcher is one client polling this node.
@@ -141,11 +142,42 @@ func (l *Log) Changes(tenant, bucket, key string, since uint64) (n int, known bo
 	}
 	obj := nodeapi.ObjectName{Bucket: bucket, Key: key}
 	for _, c := range l.after(since) {
-		if c.tenant == tenant && c.obj == obj {
+		if c.tenant == tenant && (c.all || c.obj == obj) {
 			n++
 		}
 	}
 	return n, true
+}
+
+// Revoke makes every client of tenant drop all it keeps from this node (its
+// next answer is a reset) and returns once each has polled again after it,
+// or its lease has ended: what Await is to a write, Revoke is to a tenant
+// removed or changed (its buckets, policies, credentials).
+func (l *Log) Revoke(ctx context.Context, tenant string) (lapsed int, err error) {
+	l.mu.Lock()
+	l.seq++
+	if len(l.changes) == 2*l.cfg.Keep {
+		l.changes = append(l.changes[:0], l.changes[l.cfg.Keep:]...)
+	}
+	l.changes = append(l.changes, change{seq: l.seq, tenant: tenant, all: true})
+	seq := l.seq
+	l.wake()
+	l.mu.Unlock()
+	return l.Await(ctx, tenant, seq)
+}
+
+// Acknowledge records that the client watcherID of tenant has applied the
+// changes up to since, from a poll the node refuses (the tenant is gone):
+// what a revoked client says it applied counts, nothing is granted.
+func (l *Log) Acknowledge(tenant, watcherID string, since uint64, incarnation string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	w := l.watchers[watcherID]
+	if w == nil || w.tenant != tenant || incarnation != l.incarnation || since > l.seq || since <= w.applied {
+		return
+	}
+	w.applied = since
+	l.wake()
 }
 
 func (l *Log) wake() {
@@ -241,16 +273,20 @@ func (l *Log) Poll(ctx context.Context, tenant, watcherID string, since uint64, 
 		}
 	}
 	ans := nodeapi.Invalidations{Incarnation: l.incarnation, Seq: l.seq, Reset: reset, LeaseMillis: l.cfg.Lease.Milliseconds()}
-	if reset {
-		// The client keeps nothing from this node now.
-		w.applied = l.seq
-	} else {
+	if !reset {
 		for _, c := range l.after(since) {
-			if c.tenant == tenant {
-				ans.Objects = append(ans.Objects, c.obj)
+			if c.tenant != tenant {
+				continue
 			}
+			if c.all {
+				ans.Reset, ans.Objects = true, nil
+				break
+			}
+			ans.Objects = append(ans.Objects, c.obj)
 		}
 	}
+	// A reset is applied, as any change, when the client polls again with
+	// its number: it says so only then.
 	w.granted = arrived
 	return ans, nil
 }

@@ -13,7 +13,7 @@ import (
 // newLog is a log past its start-up wait, so that only watchers hold writes.
 func newLog(t *testing.T, lease time.Duration) *Log {
 	t.Helper()
-	l := New(Config{Lease: lease, Wait: lease / 10, Keep: 4})
+	l := New(Config{Lease: lease, Wait: min(lease/10, 200*time.Millisecond), Keep: 4})
 	l.started = l.started.Add(-lease)
 	return l
 }
@@ -226,5 +226,40 @@ func TestAwaitEndsWithItsContext(t *testing.T) {
 	defer cancel()
 	if _, err := l.Await(ctx, "a", seq); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("Await with an ended context: %v", err)
+	}
+}
+
+// Revoke resets every client of the tenant (others keep theirs) and
+// returns once each has polled again after the reset; a client whose
+// tenant is gone acknowledges through Acknowledge.
+func TestRevokeResetsTheTenantsClients(t *testing.T) {
+	l := newLog(t, time.Minute)
+	a := first(t, l, "a", "wa")
+	b := first(t, l, "b", "wb")
+	done := make(chan error, 1)
+	go func() { _, err := l.Revoke(context.Background(), "a"); done <- err }()
+	got, err := l.Poll(context.Background(), "a", "wa", a.Seq, a.Incarnation)
+	must(t, err)
+	if !got.Reset {
+		t.Fatalf("the revoked tenant's poll: %+v, want a reset", got)
+	}
+	select {
+	case <-done:
+		t.Fatal("Revoke returned before the client polled again after its reset")
+	case <-time.After(50 * time.Millisecond):
+	}
+	// The tenant is gone: the node refuses the next poll but records it.
+	l.Acknowledge("b", "wa", got.Seq, got.Incarnation) // another tenant's name: ignored
+	select {
+	case <-done:
+		t.Fatal("an acknowledgement naming another tenant counted")
+	case <-time.After(50 * time.Millisecond):
+	}
+	l.Acknowledge("a", "wa", got.Seq, got.Incarnation)
+	must(t, <-done)
+	other, err := l.Poll(context.Background(), "b", "wb", b.Seq, b.Incarnation)
+	must(t, err)
+	if other.Reset {
+		t.Fatalf("another tenant's client was reset: %+v", other)
 	}
 }

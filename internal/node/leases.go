@@ -5,12 +5,15 @@ import (
 	"errors"
 	"net/http"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/distcache/distcache/internal/chunk"
 	"github.com/distcache/distcache/internal/metalease"
 	"github.com/distcache/distcache/internal/nodeapi"
+	"github.com/distcache/distcache/internal/pki"
 	"github.com/distcache/distcache/internal/ring"
+	"github.com/distcache/distcache/internal/tenancy"
 )
 
 // Metadata leases (internal/metalease, internal/nodeapi/leases.go): the
@@ -20,16 +23,20 @@ import (
 
 // handleInvalidations answers a gateway's long poll for metadata changes.
 func (s *Server) handleInvalidations(w http.ResponseWriter, r *http.Request) {
-	c, aerr := s.identify(r)
-	if aerr != nil {
-		writeError(w, aerr)
-		return
-	}
 	q := r.URL.Query()
 	watcher := q.Get("watcher")
 	since, err := strconv.ParseUint(q.Get("since"), 10, 64)
 	if watcher == "" || len(watcher) > 128 || err != nil {
 		writeError(w, newError(http.StatusBadRequest, CodeBadRequest, "a poll needs watcher (1 to 128 bytes) and since (a change number)"))
+		return
+	}
+	c, aerr := s.identify(r)
+	if aerr != nil {
+		// A tenant just removed says it applied its reset (Revoke).
+		if name := claimedTenant(r); name != "" {
+			s.leases.Acknowledge(name, watcher, since, q.Get("incarnation"))
+		}
+		writeError(w, aerr)
 		return
 	}
 	ans, err := s.leases.Poll(r.Context(), c.tenant.Name, watcher, since, q.Get("incarnation"))
@@ -133,4 +140,44 @@ func (s *Server) invalidateAt(ctx context.Context, c caller, owner ring.Member, 
 			"peer", owner.Name, "object", o.String(), "err", err)
 	}
 	s.metrics.PeerRequests.WithLabelValues("invalidate", result).Inc()
+}
+
+// claimedTenant is the tenant a request's verified identity acts for, as
+// identify reads it, whether or not the tenant is configured.
+func claimedTenant(r *http.Request) string {
+	id, ok := pki.FromContext(r.Context())
+	switch {
+	case !ok:
+		return ""
+	case id.Kind == pki.KindTenant:
+		return id.Name
+	case id.Kind == pki.KindPeer:
+		return r.Header.Get(HeaderTenant)
+	}
+	return ""
+}
+
+// reloadHook is what a Tenants implementation that reports its reloads
+// offers (tenancy.Watcher).
+type reloadHook interface {
+	OnReload(func(old, cur *tenancy.Config))
+}
+
+// revokeChanged makes the gateways forget what they keep of every tenant a
+// reload removed or changed (buckets, policies, credentials), before the
+// reload counts as done: a removed tenant's gateway serves nothing more
+// from its RAM once the nodes have the new file, but for a gateway that
+// cannot be reached, which stops at the end of its lease.
+func (s *Server) revokeChanged(old, cur *tenancy.Config) {
+	changed := tenancy.Changed(old, cur)
+	var wg sync.WaitGroup
+	for _, name := range changed {
+		wg.Go(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*s.leases.Lease())
+			defer cancel()
+			lapsed, err := s.leases.Revoke(ctx, name)
+			s.log.Info("tenant changed: gateways dropped what they kept of it", "tenant", name, "waitedOut", lapsed, "err", err)
+		})
+	}
+	wg.Wait()
 }

@@ -199,11 +199,15 @@ func New(cfg Config, st Store, be Backend, tenants Tenants, m *metrics.Node, log
 		cfg.Peers.Client = &client
 		m.ReportRing(cfg.Ring)
 	}
-	return &Server{cfg: cfg, store: st, s3: be, tenants: tenants, metrics: m, log: log, peers: cfg.Peers,
+	s := &Server{cfg: cfg, store: st, s3: be, tenants: tenants, metrics: m, log: log, peers: cfg.Peers,
 		leases:         metalease.New(metalease.Config{Lease: cfg.MetaLease}),
 		storeWarn:      rate.Sometimes{First: 1, Interval: storeWarnEvery},
 		series:         newRequestSeries(m.Requests, m.ResponseBytes, m.ChunkReads, m.RequestDuration),
-		chunkSizeValue: []string{strconv.FormatInt(cfg.ChunkSize, 10)}}, nil
+		chunkSizeValue: []string{strconv.FormatInt(cfg.ChunkSize, 10)}}
+	if h, ok := tenants.(reloadHook); ok {
+		h.OnReload(s.revokeChanged)
+	}
+	return s, nil
 }
 
 // Handler is the node API; every route needs a verified client identity.

@@ -34,6 +34,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"reflect"
 	"slices"
 	"strings"
 
@@ -286,4 +287,18 @@ func exactFieldNames(data []byte) error {
 	}
 	slices.SortFunc(errs, func(a, b error) int { return strings.Compare(a.Error(), b.Error()) })
 	return errors.Join(errs...)
+}
+
+// Changed lists the tenants of old whose entry cur removes or changes in
+// any way (buckets, quota, credentials, policies): what anyone keeps on
+// their behalf may no longer be theirs to use.
+func Changed(old, cur *Config) []string {
+	var out []string
+	for i := range old.Tenants {
+		t := &old.Tenants[i]
+		if n, ok := cur.Tenant(t.Name); !ok || !reflect.DeepEqual(t, n) {
+			out = append(out, t.Name)
+		}
+	}
+	return out
 }

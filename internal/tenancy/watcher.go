@@ -35,6 +35,19 @@ type Watcher struct {
 	// mu serializes applying a version, from the file or from Update.
 	mu        sync.Mutex
 	loadedSum [sha256.Size]byte
+	// hooks run on every reload, between the swap and the count (OnReload).
+	hooks []func(old, cur *Config)
+}
+
+// OnReload registers f to run on every successful reload after the new
+// configuration is in force and before the reload is logged and counted:
+// once Reloads has moved, f's effects are done. f may take its time (the
+// node makes the gateways forget what they keep of a changed tenant, up to
+// a metadata lease); reloads wait for it. Register before reloads happen.
+func (w *Watcher) OnReload(f func(old, cur *Config)) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.hooks = append(w.hooks, f)
 }
 
 // Watch loads the tenants file at path, failing if it cannot be read or is
@@ -117,7 +130,7 @@ func (w *Watcher) Update(data []byte) error {
 
 // apply puts the configuration in data in force if it is valid. filewatch
 // calls it only for content that differs from the loaded version. The order
-// is what Reloads and Changed promise: swap, log, count, notify.
+// is what Reloads and Changed promise: swap, hooks, log, count, notify.
 func (w *Watcher) apply(data []byte) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -125,11 +138,14 @@ func (w *Watcher) apply(data []byte) error {
 	if err != nil {
 		return err
 	}
-	initial := w.cur.Swap(cfg) == nil
+	old := w.cur.Swap(cfg)
 	w.loadedSum = sha256.Sum256(data)
-	if initial {
+	if old == nil {
 		w.logger.Info("tenants config loaded", "tenants", len(cfg.Tenants), "sha256", shortSum(w.loadedSum))
 		return nil
+	}
+	for _, f := range w.hooks {
+		f(old, cfg)
 	}
 	w.logger.Info("tenants config reloaded", "tenants", len(cfg.Tenants), "sha256", shortSum(w.loadedSum))
 	w.ok.Add(1)
