@@ -1,10 +1,12 @@
 package gateway_test
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"io"
 	"math/rand/v2"
 	"net/http"
@@ -16,6 +18,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 
+	"github.com/distcache/distcache/internal/testutil/nodecluster"
 	"github.com/distcache/distcache/internal/testutil/s3proxy"
 )
 
@@ -80,5 +83,25 @@ func TestPutObjectStreamsOnToS3(t *testing.T) {
 	}
 	if got := e.mustGet("bucket-a", key, ""); string(got) != string(body) {
 		t.Errorf("read back %d bytes, want %d", len(got), len(body))
+	}
+}
+
+// Reading back what was just written is a hit wherever the chunks land:
+// the node that takes the write hands the chunks it does not own to their
+// owners before it answers, so no GET right after a PUT reads S3.
+func TestReadAfterWriteIsAHit(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	r := rand.New(rand.NewPCG(91, 92))
+	getsBefore := nodecluster.Gather(t, e.cluster.S3Registry, "distcache_s3_requests_total", map[string]string{"op": "get"})
+	for i := range 20 {
+		v := randomBytes(r, 3*chunkSize+i)
+		key := fmt.Sprintf("raw/%d", i)
+		e.put("bucket-a", key, v)
+		if got := e.mustGet("bucket-a", key, ""); !bytes.Equal(got, v) {
+			t.Fatalf("%s: read back other bytes", key)
+		}
+	}
+	if gets := nodecluster.Gather(t, e.cluster.S3Registry, "distcache_s3_requests_total", map[string]string{"op": "get"}) - getsBefore; gets != 0 {
+		t.Errorf("reading back 20 objects of 4 chunks right after writing them made %v S3 GETs, want 0", gets)
 	}
 }

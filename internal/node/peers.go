@@ -233,38 +233,37 @@ func (p *Peers) put(ctx context.Context, m ring.Member, tenant string, id chunk.
 	return nil
 }
 
-// handOut sends written chunks this node does not serve to their owners, in
-// the background and a few at a time; a failure only costs the owner one S3
-// read later.
+// handOut sends written chunks this node does not serve to their owners, a
+// few at a time, and returns when they have them (or failed): the write is
+// answered after, so the first read after it is a hit wherever it lands. A
+// failure only costs the owner one S3 read later.
 func (s *Server) handOut(ctx context.Context, r *ring.Ring, c caller, ids []chunk.ID, chunks [][]byte) {
 	ctx = context.WithoutCancel(ctx)
-	go func() {
-		sem := make(chan struct{}, 4)
-		var wg sync.WaitGroup
-		for i, id := range ids {
-			owner := r.Owner(id)
-			if s.peers.isDown(owner.Name, time.Now()) {
-				if s.shouldStore(r, id) { // standing in for the owner
-					if err := s.store.PutChunk(id, chunks[i]); err != nil {
-						s.storeFailed("put_chunk", err)
-					}
+	sem := make(chan struct{}, 4)
+	var wg sync.WaitGroup
+	for i, id := range ids {
+		owner := r.Owner(id)
+		if s.peers.isDown(owner.Name, time.Now()) {
+			if s.shouldStore(r, id) { // standing in for the owner
+				if err := s.store.PutChunk(id, chunks[i]); err != nil {
+					s.storeFailed("put_chunk", err)
 				}
-				continue
 			}
-			sem <- struct{}{}
-			wg.Add(1)
-			go func() {
-				defer func() { <-sem; wg.Done() }()
-				result := "ok"
-				if err := s.peers.put(ctx, owner, c.tenant.Name, id, chunks[i]); err != nil {
-					result = "error"
-					s.log.Debug("handing a written chunk to its owner failed", "peer", owner.Name, "err", err)
-				}
-				s.metrics.PeerRequests.WithLabelValues("handout", result).Inc()
-			}()
+			continue
 		}
-		wg.Wait()
-	}()
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			result := "ok"
+			if err := s.peers.put(ctx, owner, c.tenant.Name, id, chunks[i]); err != nil {
+				result = "error"
+				s.log.Debug("handing a written chunk to its owner failed", "peer", owner.Name, "err", err)
+			}
+			s.metrics.PeerRequests.WithLabelValues("handout", result).Inc()
+		}()
+	}
+	wg.Wait()
 }
 
 // HeaderRevalidate asks the metadata owner to confirm metadata with S3 now.
