@@ -63,3 +63,30 @@ func (e *env) readAll(key string, off, n int64) error {
 	}
 	return err
 }
+
+// BenchmarkGetObjectHitParallel is BenchmarkGetObjectHit with 16 clients
+// per core at once (B1's 32 clients on two cores): profile it with
+// -mutexprofile and -blockprofile for what serializes hits.
+func BenchmarkGetObjectHitParallel(b *testing.B) {
+	e := newEnv(b, envOptions{pageCache: 64 << 20})
+	ctx := context.Background()
+	const objectSize, size = 16 * chunkSize, 64 << 10
+	data := randomBytes(rand.New(rand.NewPCG(73, 74)), objectSize)
+	_, err := e.s3.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String("bucket-a"), Key: aws.String("bench"), Body: bytes.NewReader(data)})
+	must(b, err)
+	for range 3 {
+		must(b, e.readAll("bench", 0, objectSize))
+	}
+	b.SetBytes(size)
+	b.SetParallelism(16)
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		r := rand.New(rand.NewPCG(rand.Uint64(), 0))
+		for pb.Next() {
+			if err := e.readAll("bench", r.Int64N(objectSize/size)*size, size); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+}
