@@ -11,6 +11,9 @@
 #   hack/cluster.sh status      whether it is up, the kubeconfig, nodes and pods (exit 1 when down)
 #   hack/cluster.sh kubeconfig  the kubeconfig path (exit 1 when down)
 #   hack/cluster.sh images      rebuild the project's images and import them into the running cluster
+#   hack/cluster.sh import TAR...  import image tarballs (docker-archive or OCI, e.g. a release's
+#                               dist/images/*.oci.tar) into every node's containerd, under the
+#                               names they carry
 #   hack/cluster.sh build       only install and build what up needs (packages, binaries, image tarballs)
 #
 # Needs root (it runs kubelet and changes iptables, interfaces and cgroups).
@@ -966,13 +969,22 @@ case "${1:-}" in
     echo "$KUBECONFIG_FILE"
     ;;
   images) lock && images ;;
+  import)
+    shift
+    [ $# -gt 0 ] || die "usage: $0 import TARBALL..."
+    for f in "$@"; do [ -f "$f" ] || die "import: no file $f"; done
+    lock
+    is_up || die "the cluster is not up (hack/cluster.sh up)"
+    import_images "$@"
+    log "imported $# image tarball(s) into ${#NODES[@]} nodes"
+    ;;
   build)
     ensure_packages
     build_binaries
     hack/cluster-images.sh >/dev/null
     ;;
   *)
-    echo "usage: $0 up|down|status|kubeconfig|images|build" >&2
+    echo "usage: $0 up|down|status|kubeconfig|images|import TAR...|build" >&2
     exit 2
     ;;
 esac
