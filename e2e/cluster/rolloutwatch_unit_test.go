@@ -1,0 +1,109 @@
+package cluster_test
+
+import (
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
+
+	"github.com/distcache/distcache/controllers"
+)
+
+// The rollout watch's bookkeeping, without a cluster: it must report two
+// pods down at once, and zones that overlap, when that is what happened.
+func TestPodRolloutBookkeeping(t *testing.T) {
+	const oldImage, newImage = "cachenode:v1", "cachenode:v2"
+	pod := func(name, zone, uid, image string, ready, terminating bool) *corev1.Pod {
+		p := &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: name, UID: types.UID(uid), Labels: map[string]string{controllers.LabelZone: zone}},
+			Spec:       corev1.PodSpec{Containers: []corev1.Container{{Image: image}}},
+			Status:     corev1.PodStatus{Phase: corev1.PodRunning},
+		}
+		st := corev1.ConditionFalse
+		if ready {
+			st = corev1.ConditionTrue
+		}
+		p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: st}}
+		if terminating {
+			p.DeletionTimestamp = &metav1.Time{Time: time.Now()}
+		}
+		return p
+	}
+	start := func() *podRollout {
+		// A clock that moves a second per event.
+		clock := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+		tick := func() time.Time { clock = clock.Add(time.Second); return clock }
+		r := &podRollout{expected: 4, old: map[types.UID]bool{}, image: newImage, now: tick,
+			pods: map[string]*corev1.Pod{}, seen: map[string]bool{}}
+		for _, p := range []*corev1.Pod{
+			pod("c-zone-a-0", "zone-a", "a0", oldImage, true, false), pod("c-zone-a-1", "zone-a", "a1", oldImage, true, false),
+			pod("c-zone-b-0", "zone-b", "b0", oldImage, true, false), pod("c-zone-b-1", "zone-b", "b1", oldImage, true, false),
+		} {
+			r.old[p.UID] = true
+			r.pods[p.Name] = p
+		}
+		r.observe(r.now())
+		return r
+	}
+	// replace takes a pod down and brings its successor up.
+	replace := func(r *podRollout, name, zone, oldUID, newUID string) {
+		r.apply(watch.Event{Type: watch.Modified, Object: pod(name, zone, oldUID, oldImage, false, true)})
+		r.apply(watch.Event{Type: watch.Deleted, Object: pod(name, zone, oldUID, oldImage, false, true)})
+		r.apply(watch.Event{Type: watch.Added, Object: pod(name, zone, newUID, newImage, false, false)})
+		r.apply(watch.Event{Type: watch.Modified, Object: pod(name, zone, newUID, newImage, true, false)})
+	}
+
+	t.Run("one at a time, zone by zone", func(t *testing.T) {
+		r := start()
+		replace(r, "c-zone-a-1", "zone-a", "a1", "a1'")
+		replace(r, "c-zone-a-0", "zone-a", "a0", "a0'")
+		replace(r, "c-zone-b-1", "zone-b", "b1", "b1'")
+		replace(r, "c-zone-b-0", "zone-b", "b0", "b0'")
+		res := r.result()
+		if res.maxUnready != 1 {
+			t.Errorf("maxUnready = %d, want 1", res.maxUnready)
+		}
+		if got := res.sequence(); len(got) != 4 || got[0] != "c-zone-a-1" || got[3] != "c-zone-b-0" {
+			t.Errorf("sequence = %v", got)
+		}
+		if len(res.ups) != 4 {
+			t.Errorf("ups = %v, want 4", res.ups)
+		}
+		_, lastA := res.zoneSpan("zone-a")
+		firstB, _ := res.zoneSpan("zone-b")
+		if !firstB.After(lastA) {
+			t.Errorf("zone-b began %v, not after zone-a ended %v", firstB, lastA)
+		}
+	})
+
+	t.Run("two zones at once", func(t *testing.T) {
+		r := start()
+		r.apply(watch.Event{Type: watch.Modified, Object: pod("c-zone-a-1", "zone-a", "a1", oldImage, false, true)})
+		r.apply(watch.Event{Type: watch.Modified, Object: pod("c-zone-b-1", "zone-b", "b1", oldImage, false, true)})
+		r.apply(watch.Event{Type: watch.Deleted, Object: pod("c-zone-b-1", "zone-b", "b1", oldImage, false, true)})
+		r.apply(watch.Event{Type: watch.Added, Object: pod("c-zone-b-1", "zone-b", "b1'", newImage, true, false)})
+		r.apply(watch.Event{Type: watch.Deleted, Object: pod("c-zone-a-1", "zone-a", "a1", oldImage, false, true)})
+		r.apply(watch.Event{Type: watch.Added, Object: pod("c-zone-a-1", "zone-a", "a1'", newImage, true, false)})
+		res := r.result()
+		if res.maxUnready != 2 {
+			t.Errorf("maxUnready = %d, want 2", res.maxUnready)
+		}
+		_, lastA := res.zoneSpan("zone-a")
+		firstB, _ := res.zoneSpan("zone-b")
+		if !firstB.Before(lastA) {
+			t.Errorf("the zones' spans do not overlap: zone-b began %v, zone-a ended %v", firstB, lastA)
+		}
+	})
+
+	t.Run("a pod that turns unready without being deleted", func(t *testing.T) {
+		r := start()
+		r.apply(watch.Event{Type: watch.Modified, Object: pod("c-zone-a-0", "zone-a", "a0", oldImage, false, false)})
+		r.apply(watch.Event{Type: watch.Modified, Object: pod("c-zone-a-1", "zone-a", "a1", oldImage, false, true)})
+		if res := r.result(); res.maxUnready != 2 {
+			t.Errorf("maxUnready = %d, want 2", res.maxUnready)
+		}
+	})
+}
