@@ -25,7 +25,7 @@ import (
 
 // netPod is a pod and the labels of its namespace.
 type netPod struct {
-	name, namespace string
+	name, namespace  string
 	labels, nsLabels map[string]string
 	ports            []corev1.ContainerPort // the destination's, for named ports
 }

@@ -98,7 +98,9 @@ func TestHandMadeConfig(t *testing.T) {
 
 func TestParseInvalid(t *testing.T) {
 	tenant := func(body string) string { return "tenants:\n  - name: ok\n    buckets: [bkt]\n  - " + body }
-	pol := func(policies string) string { return "tenants:\n  - name: p\n    buckets: [bkt]\n    policies: [" + policies + "]\n" }
+	pol := func(policies string) string {
+		return "tenants:\n  - name: p\n    buckets: [bkt]\n    policies: [" + policies + "]\n"
+	}
 	tests := []struct {
 		name string
 		in   string
