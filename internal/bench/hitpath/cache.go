@@ -235,10 +235,13 @@ func (c *Cache) startNode(name string, ln net.Listener, holder *ring.Holder, ten
 	if c.cfg.Wrap != nil {
 		h = c.cfg.Wrap(name, h)
 	}
-	srv := &http.Server{Handler: h, TLSConfig: c.PKI.ServerTLS,
+	// Each node its own TLS config: ServeReads adds its protocol to it
+	// while the nodes started before serve with theirs.
+	tlsCfg := c.PKI.ServerTLS.Clone()
+	srv := &http.Server{Handler: h, TLSConfig: tlsCfg,
 		TLSNextProto: map[string]func(*http.Server, *tls.Conn, http.Handler){}, ErrorLog: log.New(io.Discard, "", 0)}
 	nd.Server.ServeReads(srv)
-	go func() { _ = srv.Serve(tls.NewListener(node.BatchingListener(ln), c.PKI.ServerTLS)) }()
+	go func() { _ = srv.Serve(tls.NewListener(node.BatchingListener(ln), tlsCfg)) }()
 	c.onClose(func() { _ = srv.Close() })
 	return nd, nil
 }
