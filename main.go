@@ -75,6 +75,9 @@ func main() {
 		LeaderElection:          leaderElect,
 		LeaderElectionID:        "distcache-operator.distcache.io",
 		LeaderElectionNamespace: leaderElectionNamespace,
+		// Hand the lease over at once when stopped (an upgrade's old pod):
+		// safe because the process exits as soon as the manager returns.
+		LeaderElectionReleaseOnCancel: true,
 	})
 	if err != nil {
 		log.Error(err, "creating manager")
