@@ -120,13 +120,19 @@ func (l *Log) Lease() time.Duration { return l.cfg.Lease }
 // the new version or none), and Await the number before acknowledging a
 // write.
 func (l *Log) Changed(tenant, bucket, key string) uint64 {
+	return l.record(change{tenant: tenant, obj: nodeapi.ObjectName{Bucket: bucket, Key: key}})
+}
+
+// record numbers c, remembers it and wakes polls and waiting writes.
+func (l *Log) record(c change) uint64 {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.seq++
 	if len(l.changes) == 2*l.cfg.Keep { // forget the older half at once: amortised O(1)
 		l.changes = append(l.changes[:0], l.changes[l.cfg.Keep:]...)
 	}
-	l.changes = append(l.changes, change{seq: l.seq, tenant: tenant, obj: nodeapi.ObjectName{Bucket: bucket, Key: key}})
+	c.seq = l.seq
+	l.changes = append(l.changes, c)
 	l.wake()
 	return l.seq
 }
@@ -154,16 +160,7 @@ func (l *Log) Changes(tenant, bucket, key string, since uint64) (n int, known bo
 // or its lease has ended: what Await is to a write, Revoke is to a tenant
 // removed or changed (its buckets, policies, credentials).
 func (l *Log) Revoke(ctx context.Context, tenant string) (lapsed int, err error) {
-	l.mu.Lock()
-	l.seq++
-	if len(l.changes) == 2*l.cfg.Keep {
-		l.changes = append(l.changes[:0], l.changes[l.cfg.Keep:]...)
-	}
-	l.changes = append(l.changes, change{seq: l.seq, tenant: tenant, all: true})
-	seq := l.seq
-	l.wake()
-	l.mu.Unlock()
-	return l.Await(ctx, tenant, seq)
+	return l.Await(ctx, tenant, l.record(change{tenant: tenant, all: true}))
 }
 
 // Acknowledge records that the client watcherID of tenant has applied the

@@ -366,7 +366,7 @@ func (s *Server) handleHead(w http.ResponseWriter, r *http.Request) {
 	h.Set("Content-Length", strconv.FormatInt(m.Size, 10))
 	h.Set(HeaderChunkSize, strconv.FormatInt(s.cfg.ChunkSize, 10))
 	if p := q.policy(q.obj.Bucket, q.obj.Key); p.Mode != tenancy.WriteThrough {
-		h.Set(HeaderPolicy, string(p.Mode))
+		h.Set(nodeapi.HeaderPolicy, string(p.Mode))
 	}
 	switch {
 	case q.noCache(q.obj): // clients keep nothing of it either

@@ -104,30 +104,27 @@ func (s *Server) awaitLeases(ctx context.Context, tenant string, seq uint64) {
 // it), and returns once every gateway keeping metadata here or there has
 // learnt of the change.
 func (s *Server) invalidateObjects(ctx context.Context, c caller, objs ...chunk.Object) {
-	var last uint64
-	done := make(chan struct{})
-	owners := make([]ring.Member, len(objs))
-	remote := 0
-	for i, o := range objs {
+	var (
+		last   uint64
+		owners []ring.Member
+		remote []chunk.Object
+	)
+	for _, o := range objs {
 		last = s.invalidate(o)
 		if owner, ok := s.metaOwner(c, o); ok {
-			owners[i] = owner
-			remote++
+			owners, remote = append(owners, owner), append(remote, o)
 		}
 	}
-	go func() {
-		defer close(done)
-		if remote == 0 {
-			return
+	// The owners (one at a time) answer once their gateways learnt of the
+	// change, while this node waits for its own.
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for i, o := range remote {
+			s.invalidateAt(ctx, c, owners[i], o)
 		}
-		for i, o := range objs {
-			if owners[i].Name != "" {
-				s.invalidateAt(ctx, c, owners[i], o)
-			}
-		}
-	}()
+	})
 	s.awaitLeases(ctx, c.tenant.Name, last)
-	<-done
+	wg.Wait()
 }
 
 // invalidateAt tells o's metadata owner to forget it; the owner answers

@@ -132,18 +132,14 @@ func (s *Server) invalidateAfter(r *http.Request, c caller, bucket, key string, 
 	obj := func(k string) chunk.Object { return chunk.Object{Tenant: c.tenant.Name, Bucket: bucket, Key: k} }
 	switch {
 	case deleteBody != nil: // DeleteObjects
-		var req struct {
-			Objects []struct {
-				Key string `xml:"Key"`
-			} `xml:"Object"`
-		}
-		if err := xml.Unmarshal(deleteBody.Bytes(), &req); err != nil {
+		keys, err := deleteObjectsKeys(deleteBody.Bytes())
+		if err != nil {
 			s.log.Warn("cannot read DeleteObjects keys to invalidate", "bucket", bucket, "err", err)
 			return
 		}
-		objs := make([]chunk.Object, len(req.Objects))
-		for i, o := range req.Objects {
-			objs[i] = obj(o.Key)
+		objs := make([]chunk.Object, len(keys))
+		for i, k := range keys {
+			objs[i] = obj(k)
 		}
 		s.invalidateObjects(r.Context(), c, objs...)
 	case key == "":
@@ -152,6 +148,23 @@ func (s *Server) invalidateAfter(r *http.Request, c caller, bucket, key string, 
 		r.Method == http.MethodPost && q.Has("uploadId"): // CompleteMultipartUpload
 		s.invalidateObjects(r.Context(), c, obj(key))
 	}
+}
+
+// deleteObjectsKeys are the keys a DeleteObjects request body names.
+func deleteObjectsKeys(body []byte) ([]string, error) {
+	var req struct {
+		Objects []struct {
+			Key string `xml:"Key"`
+		} `xml:"Object"`
+	}
+	if err := xml.Unmarshal(body, &req); err != nil {
+		return nil, err
+	}
+	keys := make([]string, len(req.Objects))
+	for i, o := range req.Objects {
+		keys[i] = o.Key
+	}
+	return keys, nil
 }
 
 // copySourceBucket extracts the bucket of an x-amz-copy-source header

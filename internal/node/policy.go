@@ -3,13 +3,11 @@ package node
 import (
 	"bytes"
 	"context"
-	"encoding/xml"
 	"io"
 	"net/http"
 
 	"github.com/distcache/distcache/internal/chunk"
 	"github.com/distcache/distcache/internal/metrics"
-	"github.com/distcache/distcache/internal/nodeapi"
 	"github.com/distcache/distcache/internal/store"
 	"github.com/distcache/distcache/internal/tenancy"
 )
@@ -22,7 +20,7 @@ import (
 //     naming it).
 //   - NoCache: reads and writes go to S3 and nothing is kept: no metadata
 //     (a HEAD per Stat), no chunk (each read from S3), nothing of a write;
-//     HEAD answers carry HeaderPolicy so clients keep nothing either (the
+//     HEAD answers carry nodeapi.HeaderPolicy so clients keep nothing either (the
 //     gateway's page cache and metadata).
 
 // policy is the write policy of the caller's object.
@@ -75,17 +73,9 @@ func checkPassthroughWrite(r *http.Request, c caller, bucket, key string, body i
 	case len(data) > maxDeleteBody:
 		return nil, newError(http.StatusBadRequest, CodeBadRequest, "DeleteObjects body too large")
 	}
-	var req struct {
-		Objects []struct {
-			Key string `xml:"Key"`
-		} `xml:"Object"`
-	}
-	if err := xml.Unmarshal(data, &req); err != nil {
+	keys, err := deleteObjectsKeys(data)
+	if err != nil {
 		return nil, newError(http.StatusBadRequest, CodeBadRequest, "malformed DeleteObjects body: "+err.Error())
-	}
-	keys := make([]string, len(req.Objects))
-	for i, o := range req.Objects {
-		keys[i] = o.Key
 	}
 	return bytes.NewReader(data), checkWritable(c, bucket, keys...)
 }
@@ -115,7 +105,3 @@ func (s *Server) readNoCache(ctx context.Context, c caller, o chunk.Object, m ch
 	}
 	return v.Payload(), metrics.ResultMiss, nil
 }
-
-// HeaderPolicy names the write policy of an object on HEAD answers when it
-// is not WriteThrough: clients keep nothing of a NoCache object.
-const HeaderPolicy = nodeapi.HeaderPolicy
