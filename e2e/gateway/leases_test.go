@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"testing"
 	"time"
@@ -41,12 +42,21 @@ func (e *env) readUntilKept(bucket, key string, want []byte) {
 	}
 }
 
-// Two gateways of one cache, both keeping metadata between reads in the
-// default (TTL) mode: whatever one of them writes (PutObject, CopyObject,
-// a multipart upload, DeleteObjects) the other reads at once.
+// Two gateways of one cache, both keeping metadata between reads, in the
+// default (TTL) mode and in immutable mode: whatever one of them writes
+// (PutObject, CopyObject, a multipart upload, DeleteObjects) the other
+// reads at once.
 func TestAWriteThroughOneGatewayIsReadAtOnceThroughAnother(t *testing.T) {
-	writer := newEnv(t, envOptions{pageCache: 8 << 20})
-	reader := gatewayOn(t, writer.cluster, envOptions{pageCache: 8 << 20})
+	for _, immutable := range []bool{false, true} {
+		t.Run(fmt.Sprintf("immutable=%v", immutable), func(t *testing.T) {
+			writeThroughOneReadThroughAnother(t, envOptions{pageCache: 8 << 20, immutable: immutable})
+		})
+	}
+}
+
+func writeThroughOneReadThroughAnother(t *testing.T, opts envOptions) {
+	writer := newEnv(t, opts)
+	reader := gatewayOn(t, writer.cluster, opts)
 	ctx := context.Background()
 	r := rand.New(rand.NewPCG(61, 62))
 	const key = "leases/object"

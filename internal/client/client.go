@@ -188,7 +188,7 @@ type Client struct {
 	fills     map[string]*pageFill // pages being fetched into the page cache
 	pool      *slab.Pool           // buffers of pages (fillMu)
 	pageWarn  sync.Once            // PageBytes does not divide the chunk size
-	metas     metaCache            // Stat answers kept (immutable caches, or leased)
+	metas     metaCache            // Stat answers kept on leases (metacache.go)
 	// watcherID names this client in metadata lease polls; pollsCtx ends
 	// them (Close).
 	watcherID   string

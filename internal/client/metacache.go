@@ -12,17 +12,15 @@ import (
 // round trip before its chunks (a GetObject through the gateway is a Stat
 // and the chunk reads; with the page cache the chunks need none either).
 //
-// Two kinds of answers are kept:
-//   - those of immutable caches (Cache-Control: immutable): the node never
-//     revalidates the object's metadata itself, so neither does the client;
-//   - those the metadata owner marks with nodeapi.HeaderMetaLease: kept for
-//     what remains of the node's --meta-ttl (counted from when the Stat was
-//     sent, so never longer than the node keeps it), and used only while
-//     the client holds a lease from that node (leases.go): each poll
-//     brings the changes writes made through any gateway or node, and a
-//     write is acknowledged only after they reached this client or its
-//     lease ended. An object overwritten behind the cache's back is thus
-//     served stale for at most --meta-ttl, as by the nodes.
+// Answers are kept when the metadata owner marks them with
+// nodeapi.HeaderMetaLease: for what remains of the node's --meta-ttl
+// (counted from when the Stat was sent, so never longer than the node keeps
+// it; an immutable cache's stay fresh), and used only while the client
+// holds a lease from that node (leases.go): each poll brings the changes
+// writes made through any gateway or node, and a write is acknowledged
+// only after they reached this client or its lease ended. An object
+// overwritten behind the cache's back is thus served stale for at most
+// --meta-ttl, as by the nodes.
 //
 // This client's own Put and Delete, and a read that finds the version gone
 // (ErrChanged), drop the entry; so does a newer ring (the owner may have
@@ -40,19 +38,15 @@ type metaCache struct {
 }
 
 type metaEntry struct {
-	meta Meta
-	// node is the lease the entry depends on; nil for an immutable cache's.
-	node  *nodeLease
-	gen   uint64    // node.gen when kept
-	until time.Time // end of the node's freshness, by metaCache.now
+	meta  Meta
+	node  *nodeLease // the lease the entry depends on
+	gen   uint64     // node.gen when kept
+	until time.Time  // end of the node's freshness, by metaCache.now
 }
 
 // maxMetas bounds the cache: past it, it is cleared (the next Stat of each
 // object asks a node again).
 const maxMetas = 1 << 16
-
-// cacheControlImmutable is how a node marks metadata that never changes.
-const cacheControlImmutable = "immutable"
 
 func metaKey(bucket, key string) string {
 	return strconv.Itoa(len(bucket)) + ":" + bucket + key
@@ -65,9 +59,6 @@ func (mc *metaCache) get(bucket, key string) (Meta, bool) {
 	e, ok := mc.m[metaKey(bucket, key)]
 	if !ok {
 		return Meta{}, false
-	}
-	if e.node == nil {
-		return e.meta, true
 	}
 	now := time.Now()
 	if e.gen != e.node.gen || !now.Before(e.node.until) || !mc.now().Before(e.until) {
@@ -82,13 +73,6 @@ func (mc *metaCache) store(bucket, key string, e metaEntry) {
 		mc.m = map[string]metaEntry{}
 	}
 	mc.m[metaKey(bucket, key)] = e
-}
-
-// put keeps an immutable cache's answer.
-func (mc *metaCache) put(bucket, key string, m Meta) {
-	mc.mu.Lock()
-	defer mc.mu.Unlock()
-	mc.store(bucket, key, metaEntry{meta: m})
 }
 
 // keep keeps an answer the node at addr leased, sent at sent, if the

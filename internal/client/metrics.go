@@ -85,7 +85,7 @@ func newMetrics(reg prometheus.Registerer, skipped func() float64, pool func() (
 		}, []string{"peer_zone", "direction"}),
 		metaCache: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: ns, Subsystem: sub, Name: "metadata_cache_requests_total",
-			Help: "Stats (one per GetObject or HeadObject through the gateway) by result: hit, answered from metadata kept on a lease from its owner (or of an immutable cache), with no round trip; miss, asked of a node.",
+			Help: "Stats (one per GetObject or HeadObject through the gateway) by result: hit, answered from metadata kept on a lease from its owner, with no round trip; miss, asked of a node.",
 		}, []string{"result"}),
 		leasePolls: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: ns, Subsystem: sub, Name: "metadata_lease_polls_total",

@@ -37,11 +37,10 @@ func (c *Client) Stat(ctx context.Context, bucket, key string) (Meta, error) {
 	}
 	c.metrics.metaCache.WithLabelValues("miss").Inc()
 	var (
-		m         Meta
-		immutable bool
-		answered  string // the node that answered
-		lease     string // its nodeapi.HeaderMetaLease
-		sent      time.Time
+		m        Meta
+		answered string // the node that answered
+		lease    string // its nodeapi.HeaderMetaLease
+		sent     time.Time
 	)
 	err := c.try(ctx, opStat, bucket, key, c.metaID(bucket, key), nil, func(ctx context.Context, addr string) error {
 		sent = c.cfg.Now()
@@ -62,15 +61,10 @@ func (c *Client) Stat(ctx context.Context, bucket, key string) (Meta, error) {
 			return err
 		}
 		m, err = metaFromHeader(resp)
-		immutable = resp.Header.Get("Cache-Control") == cacheControlImmutable
 		answered, lease = addr, resp.Header.Get(nodeapi.HeaderMetaLease)
 		return err
 	})
-	switch {
-	case err != nil:
-	case immutable:
-		c.metas.put(bucket, key, m)
-	default:
+	if err == nil {
 		c.keepMeta(bucket, key, m, answered, lease, sent)
 	}
 	return m, err

@@ -148,20 +148,21 @@ func TestView(t *testing.T) {
 	}
 }
 
-// Nodes of an immutable cache mark their metadata so; the client keeps it
-// and does not ask again, except after its own writes and deletes, after
-// Forget, or when a read finds the version gone. (Metadata of other caches
-// is kept on leases: leases_test.go.)
+// An immutable cache's metadata is kept by the client (on a lease, as any
+// cache's: leases_test.go) however old it is, and not asked again, except
+// after the client's own writes and deletes, after Forget, or when a read
+// finds the version gone.
 func TestImmutableMetadataIsKept(t *testing.T) {
 	ctx := context.Background()
 	r := rand.New(rand.NewPCG(25, 26))
 
 	c := nodecluster.StartWith(t, 2, nodecluster.Options{Immutable: true})
-	cl, _ := newClient(t, c, c.TenantTLS("team-a"), nil)
+	cl := leasedClient(t, c)
 	v1 := randomBytes(r, 2*cs)
 	c.PutDirect("bucket-a", "i.bin", v1)
-	m1, err := cl.Stat(ctx, "bucket-a", "i.bin")
-	must(t, err)
+	m1 := statKept(t, c, cl, "bucket-a", "i.bin")
+	c.Clock.Advance(24 * time.Hour) // far past any metadata TTL
+	kept := statRequests(c)
 	for range 5 {
 		m, err := cl.Stat(ctx, "bucket-a", "i.bin")
 		must(t, err)
@@ -169,8 +170,8 @@ func TestImmutableMetadataIsKept(t *testing.T) {
 			t.Fatalf("kept metadata %+v, want %+v", m, m1)
 		}
 	}
-	if n := statRequests(c); n != 1 {
-		t.Fatalf("6 Stats of an immutable cache's object made %v metadata requests, want 1", n)
+	if n := statRequests(c) - kept; n != 0 {
+		t.Fatalf("5 Stats of an immutable cache's kept object a day later made %v metadata requests, want 0", n)
 	}
 	if _, err := cl.Stat(ctx, "bucket-a", "missing.bin"); !errors.Is(err, client.ErrNotFound) {
 		t.Fatalf("Stat of a missing object: %v", err)
@@ -178,8 +179,8 @@ func TestImmutableMetadataIsKept(t *testing.T) {
 	if _, err := cl.Stat(ctx, "bucket-a", "missing.bin"); !errors.Is(err, client.ErrNotFound) {
 		t.Fatalf("Stat of a missing object again: %v", err)
 	}
-	if n := statRequests(c); n != 3 {
-		t.Fatalf("a missing object was kept: %v metadata requests, want 3", n)
+	if n := statRequests(c) - kept; n != 2 {
+		t.Fatalf("a missing object was kept: %v metadata requests, want 2", n)
 	}
 
 	// The client's own write replaces it.
@@ -210,10 +211,9 @@ func TestKeptMetadataIsDroppedWhenTheVersionIsGone(t *testing.T) {
 	ctx := context.Background()
 	r := rand.New(rand.NewPCG(27, 28))
 	c := nodecluster.StartWith(t, 1, nodecluster.Options{Immutable: true})
-	cl, _ := newClient(t, c, c.TenantTLS("team-a"), nil)
+	cl := leasedClient(t, c)
 	c.PutDirect("bucket-a", "o.bin", randomBytes(r, 2*cs))
-	m1, err := cl.Stat(ctx, "bucket-a", "o.bin")
-	must(t, err)
+	m1 := statKept(t, c, cl, "bucket-a", "o.bin")
 	// Overwritten behind the cache (against the immutable contract): the
 	// node still has the old metadata but no chunk of it; S3 refuses the
 	// old ETag.
@@ -224,7 +224,7 @@ func TestKeptMetadataIsDroppedWhenTheVersionIsGone(t *testing.T) {
 		t.Fatalf("read of the overwritten version: %v, want ErrChanged", err)
 	}
 	before := statRequests(c)
-	_, err = cl.Stat(ctx, "bucket-a", "o.bin")
+	_, err := cl.Stat(ctx, "bucket-a", "o.bin")
 	must(t, err)
 	if n := statRequests(c) - before; n != 1 {
 		t.Fatalf("Stat after ErrChanged made %v metadata requests, want 1 (the kept version was not dropped)", n)

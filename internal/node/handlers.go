@@ -370,8 +370,6 @@ func (s *Server) handleHead(w http.ResponseWriter, r *http.Request) {
 	}
 	switch {
 	case q.noCache(q.obj): // clients keep nothing of it either
-	case s.cfg.Immutable:
-		h.Set("Cache-Control", "immutable") // clients may keep it too (internal/client)
 	case lease != "":
 		h.Set(nodeapi.HeaderMetaLease, lease) // clients may keep it while they hold a lease
 	}

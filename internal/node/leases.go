@@ -54,10 +54,16 @@ func (s *Server) handleInvalidations(w http.ResponseWriter, r *http.Request) {
 // relayed or fallback answer is not kept: the owner's changes would not
 // reach the gateway through this node).
 func (s *Server) metaLease(m chunk.Meta, seq uint64, owned bool) string {
-	if !owned || s.cfg.Immutable {
+	if !owned {
 		return ""
 	}
-	fresh := s.cfg.MetaTTL - s.cfg.Now().Sub(m.FetchedAt)
+	// An immutable cache never revalidates, so its answers stay fresh; they
+	// are leased all the same, so that writes and deletes through the cache
+	// and a tenant's removal reach every gateway.
+	fresh := nodeapi.FreshForever
+	if !s.cfg.Immutable {
+		fresh = s.cfg.MetaTTL - s.cfg.Now().Sub(m.FetchedAt)
+	}
 	if fresh < time.Millisecond {
 		return ""
 	}
@@ -84,9 +90,6 @@ func (s *Server) invalidate(o chunk.Object) uint64 {
 // awaitLeases holds a write's acknowledgement until no gateway of the
 // tenant can still use metadata older than change seq (at most MetaLease).
 func (s *Server) awaitLeases(ctx context.Context, tenant string, seq uint64) {
-	if s.cfg.Immutable {
-		return // no gateway keeps metadata on a lease here (they keep it for good)
-	}
 	lapsed, err := s.leases.Await(context.WithoutCancel(ctx), tenant, seq)
 	if err != nil {
 		return

@@ -56,6 +56,10 @@ type ObjectName struct {
 	Key    string `json:"key"`
 }
 
+// FreshForever is the freshness of an immutable cache's metadata: kept
+// while the lease holds, however long.
+const FreshForever = 100 * 365 * 24 * time.Hour
+
 // MetaLease is the content of HeaderMetaLease.
 type MetaLease struct {
 	Incarnation string
