@@ -121,3 +121,14 @@ func parseChunkKey(k []byte) (parsedChunkKey, error) {
 	}
 	return p, nil
 }
+
+// diskKeys are the badger keys of the chunk whose key is ks, stored with
+// parts part entries.
+func diskKeys(ks string, parts int) [][]byte {
+	keys := make([][]byte, 0, 1+parts)
+	keys = append(keys, []byte(ks))
+	for i := range parts {
+		keys = append(keys, partKey(keys[0], i))
+	}
+	return keys
+}

@@ -1,6 +1,9 @@
 package store
 
-// Opening a damaged store.
+// Opening the store: a damaged store is reset, then the index is rebuilt
+// from the keys on disk (rebuildIndex, at the end of this file).
+//
+// A damaged store.
 //
 // The store is a cache: everything in it can be fetched from S3 again, so a
 // store that cannot be opened is not worth a node that cannot start. Open
@@ -35,6 +38,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 
 	"github.com/dgraph-io/badger/v4"
@@ -173,4 +177,101 @@ func resetDir(dir string) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// rebuildIndex indexes every chunk on disk with a key-only iteration,
+// ordered by badger version so the eviction order after a restart follows
+// write order (chunks moved by value-log GC got a new version and count as
+// recent; reads since the last write are not remembered).
+func (s *Store) rebuildIndex() error {
+	type rec struct {
+		key       string
+		prefixLen int
+		tenant    string
+		version   uint64
+		size      int64 // payload bytes, -1 if unknown
+		parts     int
+	}
+	var recs []rec
+	var bad [][]byte
+	err := s.db.View(func(txn *badger.Txn) error {
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{typeChunk}})
+		defer it.Close()
+		for it.Rewind(); it.Valid(); it.Next() {
+			item := it.Item()
+			k := item.KeyCopy(nil)
+			p, err := parseChunkKey(k)
+			if err != nil {
+				bad = append(bad, k)
+				continue
+			}
+			n, ok := storedValueLen(len(k), item.EstimatedSize(), item.ValueSize())
+			if p.part >= 0 {
+				// Parts follow their chunk key in order; the payload is
+				// theirs. A stray part (its chunk deleted by a delete cut
+				// short) goes; a chunk missing parts fails its read.
+				last := len(recs) - 1
+				if last < 0 || recs[last].key != string(k[:len(k)-2]) || recs[last].parts != p.part || !ok {
+					bad = append(bad, k)
+					continue
+				}
+				if p.part == 0 {
+					recs[last].size = 0
+				}
+				recs[last].parts++
+				recs[last].size += n
+				continue
+			}
+			size := int64(-1)
+			if ok && n >= valueHeaderLen {
+				size = n - valueHeaderLen
+			}
+			recs = append(recs, rec{string(k), p.prefixLen, p.id.Tenant, item.Version(), size, 0})
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	for i := range recs {
+		if recs[i].size < 0 && recs[i].parts == 0 {
+			// The entry does not fit badger's format as we know it: read it.
+			n, err := s.readValueLen([]byte(recs[i].key))
+			if err != nil {
+				s.log.Warn("unreadable chunk at open; deleting it", "key", recs[i].key, "err", err)
+				bad = append(bad, []byte(recs[i].key))
+				continue
+			}
+			recs[i].size = n
+		}
+	}
+	if len(bad) > 0 {
+		s.checksumFailures.Add(uint64(len(bad)))
+		if err := s.deleteKeys(bad); err != nil {
+			return err
+		}
+	}
+	sort.SliceStable(recs, func(i, j int) bool { return recs[i].version < recs[j].version })
+	for _, r := range recs {
+		if r.size >= 0 {
+			s.idx.restore(r.key, r.prefixLen, r.tenant, r.size).parts = r.parts
+		}
+	}
+	return nil
+}
+
+func (s *Store) readValueLen(key []byte) (int64, error) {
+	var n int64
+	err := s.db.View(func(txn *badger.Txn) error {
+		item, err := txn.Get(key)
+		if err != nil {
+			return err
+		}
+		return item.Value(func(v []byte) error {
+			p, err := decodeChunkValue(key, v)
+			n = int64(len(p))
+			return err
+		})
+	})
+	return n, err
 }

@@ -268,33 +268,6 @@ func (s *Store) maintain(periodic bool) {
 	}
 }
 
-// enforceQuotas evicts chunks of tenants that are over their (possibly just
-// lowered) quota.
-func (s *Store) enforceQuotas() {
-	if s.opts.TenantQuota == nil {
-		return
-	}
-	s.mu.Lock()
-	names := make([]string, 0, len(s.idx.tenants))
-	for name := range s.idx.tenants {
-		names = append(names, name)
-	}
-	s.mu.Unlock()
-	for _, name := range names {
-		q := s.opts.TenantQuota(name)
-		if q <= 0 {
-			continue
-		}
-		var victims []*entry
-		s.mu.Lock()
-		if t := s.idx.tenants[name]; t != nil {
-			victims = s.evictTenantLocked(t, q, victims)
-		}
-		s.mu.Unlock()
-		s.drop(victims, true)
-	}
-}
-
 // reclaimLocked turns value-log garbage into free space: a forced flush and
 // compaction so the discard stats know about every delete, then value-log
 // GC for as long as it rewrites files. Under pressure it also accepts files
