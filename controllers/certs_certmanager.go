@@ -3,7 +3,6 @@ package controllers
 import (
 	"context"
 	"fmt"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -86,34 +85,6 @@ func toAnyMap(m map[string]string) map[string]any {
 	return out
 }
 
-// nodeCertificateRequest is the nodes' certificate in cert-manager mode.
-func nodeCertificateRequest(dc *cachev1alpha1.DistributedCache) certificateRequest {
-	return certificateRequest{
-		name: dc.Name + "-node", namespace: dc.Namespace, secretName: NodeTLSSecretName(dc),
-		dnsNames: nodeDNSNames(dc), identity: peerIdentity(dc), server: true,
-		secretLabels: objectLabels(dc, ""),
-	}
-}
-
-// tenantCertificateName names a tenant's Certificate, and the Secret
-// cert-manager writes, in the cache's namespace.
-func tenantCertificateName(dc *cachev1alpha1.DistributedCache, tenant string) string {
-	return dc.Name + "-tenant-" + tenant
-}
-
-// tenantCertificateRequest is a tenant's client certificate in cert-manager
-// mode: issued in the cache's namespace (where the issuer is) and copied to
-// the tenant's namespace by the CacheTenant reconciler.
-func tenantCertificateRequest(dc *cachev1alpha1.DistributedCache, t *cachev1alpha1.CacheTenant, tenant string) certificateRequest {
-	name := tenantCertificateName(dc, tenant)
-	return certificateRequest{
-		name: name, namespace: dc.Namespace, secretName: name,
-		identity:          pki.Identity{Kind: pki.KindTenant, Name: tenant},
-		secretLabels:      objectLabels(dc, ""),
-		secretAnnotations: map[string]string{AnnotationTenant: t.Namespace + "/" + t.Name},
-	}
-}
-
 // applyCertificate writes a Certificate owned by owner; where cert-manager
 // is not installed it says so.
 func applyCertificate(ctx context.Context, c client.Client, scheme *runtime.Scheme, owner *cachev1alpha1.DistributedCache, cert *unstructured.Unstructured) (applyResult, error) {
@@ -126,20 +97,6 @@ func applyCertificate(ctx context.Context, c client.Client, scheme *runtime.Sche
 		return "", fmt.Errorf("spec.tls.issuerRef is set but cert-manager is not installed (no %s kind): install cert-manager or remove spec.tls.issuerRef", certificateGVK.GroupKind())
 	}
 	return res, err
-}
-
-// +kubebuilder:rbac:groups=cert-manager.io,resources=certificates,verbs=get;list;watch;create;update;patch;delete
-
-// reconcileCertManagerCertificates writes the nodes' Certificate;
-// cert-manager renews it, so nothing needs a timed look.
-func (r *DistributedCacheReconciler) reconcileCertManagerCertificates(ctx context.Context, dc *cachev1alpha1.DistributedCache) (time.Duration, error) {
-	cert := buildCertificate(dc, nodeCertificateRequest(dc))
-	res, err := applyCertificate(ctx, r.Client, r.Scheme, dc, cert)
-	if err != nil {
-		return 0, err
-	}
-	r.recordCreated(dc, "Certificate", cert.GetName(), res)
-	return 0, nil
 }
 
 // copyIssuedSecret is the tenant's Secret contents copied from the Secret

@@ -12,12 +12,46 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	cachev1alpha1 "github.com/distcache/distcache/api/v1alpha1"
 	"github.com/distcache/distcache/internal/pki"
 )
+
+// Certificates, in the files certs*.go. Every holder of a cache's
+// certificates (its nodes, each tenant's clients and gateways) gets a
+// kubernetes.io/tls Secret whose ca.crt is the trust bundle. The operator
+// signs them with the cache's own CA (certs_ca.go, which also rotates it),
+// or with spec.tls.issuerRef writes cert-manager Certificates instead
+// (certs_certmanager.go). The reconcile steps: the cache's node certificate
+// (certs_node.go) and each CacheTenant's client certificate
+// (certs_tenant.go). This file: what a certificate Secret holds and when a
+// certificate is issued again.
 
 // Keys of the certificate Secrets the operator writes: the kubernetes.io/tls
 // pair plus the CA bundle, as cert-manager writes them.
 const caCertKey = "ca.crt"
+
+// EventCertificateIssued is the reason of the event for a (re)issued
+// certificate.
+const EventCertificateIssued = "CertificateIssued"
+
+// Fallbacks for certificate lifetimes when the API server's defaults are
+// absent (objects built in unit tests).
+const (
+	defaultCertificateDuration = 2160 * time.Hour
+	defaultRenewBefore         = 720 * time.Hour
+)
+
+// certLifetimes returns spec.tls's certificate duration and renewBefore.
+func certLifetimes(dc *cachev1alpha1.DistributedCache) (validity, renewBefore time.Duration) {
+	validity, renewBefore = defaultCertificateDuration, defaultRenewBefore
+	if d := dc.Spec.TLS.CertificateDuration; d != nil {
+		validity = d.Duration
+	}
+	if d := dc.Spec.TLS.RenewBefore; d != nil {
+		renewBefore = d.Duration
+	}
+	return validity, renewBefore
+}
 
 // wantedCert is what a certificate Secret must hold to be kept.
 type wantedCert struct {
@@ -73,6 +107,16 @@ func renewalTime(c *x509.Certificate, renewBefore time.Duration) time.Time {
 		at = floor
 	}
 	return at
+}
+
+// renewIn is how long until a just-issued leaf is due for renewal (see
+// renewalTime).
+func renewIn(leaf *pki.Leaf, renewBefore time.Duration, now time.Time) time.Duration {
+	d := leaf.NotAfter.Add(-renewBefore).Sub(now)
+	if floor := leaf.NotAfter.Sub(now) * 2 / 3; d < floor {
+		d = floor
+	}
+	return d
 }
 
 // reissueReason returns why the certificate Secret's certificate must be

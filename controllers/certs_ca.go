@@ -11,10 +11,19 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	cachev1alpha1 "github.com/distcache/distcache/api/v1alpha1"
 	"github.com/distcache/distcache/internal/pki"
 )
+
+// caValidity is the lifetime of a self-managed cache CA. Leaves never
+// outlive it; it is rotated two thirds into it, or when asked (rotateCA).
+const caValidity = 10 * 365 * 24 * time.Hour
+
+// CASecretName is the Secret (tls.crt, tls.key) holding the cache's
+// self-managed CA.
+func CASecretName(dc *cachev1alpha1.DistributedCache) string { return dc.Name + "-ca" }
 
 // Rotating the self-managed CA without a moment where two holders of the
 // cache's certificates cannot talk. Kubelets deliver a changed Secret to
@@ -68,6 +77,12 @@ const EventCARotation = "CARotation"
 // controller, which this one does not watch).
 const caReissueRetry = 10 * time.Second
 
+// DefaultCARotationGrace is the default of --ca-rotation-grace: kubelets
+// update mounted Secrets within their sync period plus their cache's TTL
+// (a minute each by default), and nodes and gateways read the files at
+// their next handshake.
+const DefaultCARotationGrace = 5 * time.Minute
+
 // caState is the cache's CA as the certificate Secrets need it.
 type caState struct {
 	signer *pki.CA
@@ -86,6 +101,46 @@ func loadCAState(s *corev1.Secret) (caState, error) {
 		bundle = ca.CertPEM
 	}
 	return caState{signer: ca, bundle: bundle}, nil
+}
+
+// reconcileCA returns the cache's CA, creating its Secret on first use and
+// moving a rotation on (rotateCA), and when to look again. A Secret that no
+// longer holds a usable CA is an error, never silently replaced: every
+// issued certificate chains to it.
+func (r *DistributedCacheReconciler) reconcileCA(ctx context.Context, dc *cachev1alpha1.DistributedCache) (caState, time.Duration, error) {
+	var s corev1.Secret
+	err := r.Get(ctx, types.NamespacedName{Namespace: dc.Namespace, Name: CASecretName(dc)}, &s)
+	if err == nil {
+		st, next, err := r.rotateCA(ctx, dc, &s)
+		if err != nil {
+			return caState{}, 0, err
+		}
+		return st, next, r.patchStatus(ctx, client.ObjectKeyFromObject(dc), func(latest *cachev1alpha1.DistributedCache) {
+			latest.Status.CertificateAuthority = caStatus(&s, st)
+		})
+	}
+	if client.IgnoreNotFound(err) != nil {
+		return caState{}, 0, err
+	}
+	ca, err := pki.NewCA(caCommonName(dc), caValidity)
+	if err != nil {
+		return caState{}, 0, err
+	}
+	s = corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: CASecretName(dc), Namespace: dc.Namespace, Labels: objectLabels(dc, "")},
+		Type:       corev1.SecretTypeTLS,
+		Data:       map[string][]byte{corev1.TLSCertKey: ca.CertPEM, corev1.TLSPrivateKeyKey: ca.KeyPEM, caCertKey: ca.CertPEM},
+	}
+	// A new CA answers any rotation asked for so far.
+	setAnnotation(&s, annotationCARotatedFor, dc.Annotations[AnnotationRotateCA])
+	if err := controllerutil.SetControllerReference(dc, &s, r.Scheme); err != nil {
+		return caState{}, 0, err
+	}
+	if err := r.Create(ctx, &s); err != nil {
+		return caState{}, 0, fmt.Errorf("creating CA secret: %w", err)
+	}
+	r.Recorder.Eventf(dc, nil, corev1.EventTypeNormal, EventCreated, "Create", "created CA %s, valid until %s", s.Name, ca.Cert.NotAfter.UTC().Format(time.RFC3339))
+	return caState{signer: ca, bundle: ca.CertPEM}, time.Second, nil
 }
 
 // caRotationDue is when a CA rotates by itself: two thirds into its
@@ -220,12 +275,6 @@ func (r *DistributedCacheReconciler) caGrace() time.Duration {
 	}
 	return DefaultCARotationGrace
 }
-
-// DefaultCARotationGrace is the default of --ca-rotation-grace: kubelets
-// update mounted Secrets within their sync period plus their cache's TTL
-// (a minute each by default), and nodes and gateways read the files at
-// their next handshake.
-const DefaultCARotationGrace = 5 * time.Minute
 
 func caCommonName(dc *cachev1alpha1.DistributedCache) string {
 	return fmt.Sprintf("distcache %s/%s CA", dc.Namespace, dc.Name)
