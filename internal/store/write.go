@@ -27,159 +27,225 @@ func (s *Store) PutChunk(id chunk.ID, data []byte) error {
 
 // PutValue is PutChunk without the copy: the store keeps v, whose payload
 // must not change from now on (the RAM tier hands it to readers).
+//
+// A put goes in steps: check the chunk against the capacity and quota
+// (newPut), claim its key and reserve room for it, evicting what must go
+// (claimPut), charge its bytes to the disk estimate (admitPut), write it
+// (writePut), and index it or undo it (finishPut).
 func (s *Store) PutValue(id chunk.ID, v Value) error {
 	if err := s.enter(); err != nil {
 		return err
 	}
 	defer s.leave()
+	p, err := s.newPut(id, v)
+	if err != nil {
+		return err
+	}
+	if ok, err := s.claimPut(p); !ok {
+		return err
+	}
+	admitted := s.admitPut(p)
+	if admitted {
+		err = s.writePut(p)
+	}
+	return s.finishPut(p, admitted, err)
+}
+
+// put is one PutValue in progress.
+type put struct {
+	id      chunk.ID
+	key     []byte
+	ks      string // string(key)
+	payload []byte
+	size    int64 // len(payload)
+	quota   int64 // the tenant's quota, 0 for none
+	entries []*badger.Entry
+	cost    int64        // what the entries can add on disk (putCost)
+	largest int          // the longest value among the entries
+	t       *tenantState // the tenant, from claimPut on: it holds the put's reservation
+}
+
+// newPut prepares the put of v as id, or refuses a chunk that could never
+// fit the capacity or the tenant's quota.
+func (s *Store) newPut(id chunk.ID, v Value) (*put, error) {
 	data := v.Payload()
 	if len(data) > maxPayload {
-		return fmt.Errorf("store: chunk %s: %d bytes is too large", id, len(data))
+		return nil, fmt.Errorf("store: chunk %s: %d bytes is too large", id, len(data))
 	}
 	key := chunkKey(id)
-	ks := string(key)
-	size := int64(len(data))
-	var quota int64
+	p := &put{id: id, key: key, ks: string(key), payload: data, size: int64(len(data))}
 	if s.opts.TenantQuota != nil {
-		quota = s.opts.TenantQuota(id.Tenant)
+		p.quota = s.opts.TenantQuota(id.Tenant)
 	}
-	if size > s.liveTarget || (quota > 0 && size > quota) {
+	if p.size > s.liveTarget || (p.quota > 0 && p.size > p.quota) {
 		s.rejected.Add(1)
-		return fmt.Errorf("%w: chunk %s of %d bytes exceeds the capacity or tenant quota", ErrNoSpace, id, size)
+		return nil, fmt.Errorf("%w: chunk %s of %d bytes exceeds the capacity or tenant quota", ErrNoSpace, id, p.size)
 	}
-	entries := v.entries(key)
-	payload := data
-	var cost int64
-	largest := 0
-	for _, e := range entries {
-		cost += putCost(len(e.Key), len(e.Value))
-		largest = max(largest, len(e.Value))
+	p.entries = v.entries(key)
+	for _, e := range p.entries {
+		p.cost += putCost(len(e.Key), len(e.Value))
+		p.largest = max(p.largest, len(e.Value))
 	}
-	parts := len(entries) - 1
+	return p, nil
+}
 
+// claimPut claims the put's key, so that only this put writes and indexes
+// it, and reserves the put's bytes, evicting chunks to make room for them
+// (the tenant's own first while it is over its quota). ok is false when
+// there is nothing to write (err is nil: see settleLocked) or no room (err
+// is ErrNoSpace).
+func (s *Store) claimPut(p *put) (ok bool, err error) {
 	s.mu.Lock()
-	for {
-		e := s.idx.entries[ks]
-		if e != nil && e.size == size {
-			s.idx.touch(e)
-			if s.ram != nil {
-				s.ram.Set(ks, payload, size)
-			}
-			s.mu.Unlock()
-			return nil
-		}
-		if _, busy := s.inflight[ks]; busy {
-			s.mu.Unlock()
-			return nil // another caller is writing or deleting this very chunk
-		}
-		if e == nil {
-			break
-		}
-		// Same ID, different length (a caller bug or an ETag reused for
-		// different bytes): drop the old version first.
-		s.popLocked(e)
+	if !s.settleLocked(p) {
 		s.mu.Unlock()
-		s.drop([]*entry{e}, false)
-		s.mu.Lock()
+		return false, nil
 	}
 	// Reserve first, so the tenant stays pinned and concurrent puts see
 	// the room this one takes.
-	t := s.idx.tenant(id.Tenant)
-	t.reserved += size
-	s.idx.reserved += size
-	victims, ok := s.makeRoomLocked(t, quota)
+	p.t = s.idx.tenant(p.id.Tenant)
+	p.t.reserved += p.size
+	s.idx.reserved += p.size
+	victims, ok := s.makeRoomLocked(p.t, p.quota)
 	if ok {
-		s.inflight[ks] = false // claim the key: only this put writes and indexes it now
+		s.inflight[p.ks] = false // claim the key: only this put writes and indexes it now
 	} else {
-		t.reserved -= size
-		s.idx.reserved -= size
-		s.idx.dropTenantIfEmpty(t)
+		s.unreserveLocked(p)
 	}
 	s.mu.Unlock()
 
 	s.drop(victims, true)
 	if !ok {
 		s.rejected.Add(1)
-		return fmt.Errorf("%w: chunk %s: no room within the capacity or tenant quota", ErrNoSpace, id)
+		return false, fmt.Errorf("%w: chunk %s: no room within the capacity or tenant quota", ErrNoSpace, p.id)
 	}
-	s.notePut(largest)
-	admitted := s.admit(cost)
-	if !admitted && s.evictForSpace(cost) {
-		// Nothing left to reclaim: displace old chunks, as a cache
-		// should, rather than refuse every put from now on.
-		admitted = s.admit(cost)
-	}
-	var err error
-	if admitted {
-		if s.hooks != nil && s.hooks.putWrite != nil {
-			s.hooks.putWrite(ks)
-		}
-		s.writeGate.RLock()
-		err = s.db.Update(func(txn *badger.Txn) error {
-			for _, e := range entries {
-				if err := txn.SetEntry(e); err != nil {
-					return err
-				}
-			}
-			return nil
-		})
-		s.writeGate.RUnlock()
-		s.wrote(cost)
-		if err == nil && s.hooks != nil && s.hooks.putIndex != nil {
-			s.hooks.putIndex(ks)
-		}
-	}
+	return true, nil
+}
 
-	s.mu.Lock()
+// settleLocked reports whether the put is to write its key, which is then
+// neither indexed nor claimed. It is not when the chunk is already stored
+// (it is touched and its payload goes to RAM) or when another caller is
+// writing or deleting this very chunk. A stored chunk of the same ID but
+// another length (a caller bug, or an ETag reused for different bytes) is
+// dropped first, with s.mu released meanwhile. s.mu must be held.
+func (s *Store) settleLocked(p *put) bool {
+	for {
+		e := s.idx.entries[p.ks]
+		if e != nil && e.size == p.size {
+			s.idx.touch(e)
+			s.toRAMLocked(p.ks, p.payload)
+			return false
+		}
+		if _, busy := s.inflight[p.ks]; busy {
+			return false
+		}
+		if e == nil {
+			return true
+		}
+		s.popLocked(e)
+		s.mu.Unlock()
+		s.drop([]*entry{e}, false)
+		s.mu.Lock()
+	}
+}
+
+// unreserveLocked gives back the room claimPut reserved.
+func (s *Store) unreserveLocked(p *put) {
+	p.t.reserved -= p.size
+	s.idx.reserved -= p.size
+	s.idx.dropTenantIfEmpty(p.t)
+}
+
+// admitPut charges the put's bytes to the disk estimate (space.go),
+// reclaiming space if needed; when there is nothing left to reclaim it
+// displaces old chunks, as a cache should, rather than refuse every put
+// from now on.
+func (s *Store) admitPut(p *put) bool {
+	s.notePut(p.largest)
+	if s.admit(p.cost) {
+		return true
+	}
+	return s.evictForSpace(p.cost) && s.admit(p.cost)
+}
+
+// writePut writes the put's entries to badger in one transaction.
+func (s *Store) writePut(p *put) error {
+	if s.hooks != nil && s.hooks.putWrite != nil {
+		s.hooks.putWrite(p.ks)
+	}
+	s.writeGate.RLock()
+	err := s.db.Update(func(txn *badger.Txn) error {
+		for _, e := range p.entries {
+			if err := txn.SetEntry(e); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	s.writeGate.RUnlock()
+	s.wrote(p.cost)
+	if err == nil && s.hooks != nil && s.hooks.putIndex != nil {
+		s.hooks.putIndex(p.ks)
+	}
+	return err
+}
+
+// finishPut indexes the chunk written (admitted, and err, writePut's
+// error, nil) and puts it in RAM, gives back the reservation and the claim,
+// and returns the put's result. If a DeleteObject of the object ran while
+// the put held its claim, it could not delete a chunk that was being
+// written, so the put deletes it instead of indexing it (unwrite).
+func (s *Store) finishPut(p *put, admitted bool, err error) error {
 	written := admitted && err == nil
-	// A DeleteObject of the object ran while the put held its claim: it
-	// could not delete a chunk that was being written, so the put drops it.
-	doomed := s.inflight[ks]
+	s.mu.Lock()
+	doomed := s.inflight[p.ks]
 	if written && !doomed {
-		if old := s.idx.entries[ks]; old != nil { // cannot happen while ks is claimed
+		if old := s.idx.entries[p.ks]; old != nil { // cannot happen while ks is claimed
 			s.removeLocked(old)
 		}
-		s.idx.add(ks, len(chunkPrefix(id.Object)), id.Tenant, size).parts = parts
-		if s.ram != nil {
-			s.ram.Set(ks, payload, size)
-		}
+		s.idx.add(p.ks, len(chunkPrefix(p.id.Object)), p.id.Tenant, p.size).parts = len(p.entries) - 1
+		s.toRAMLocked(p.ks, p.payload)
 	}
-	t.reserved -= size
-	s.idx.reserved -= size
+	s.unreserveLocked(p)
 	if !written || !doomed {
-		delete(s.inflight, ks)
+		delete(s.inflight, p.ks)
 	}
-	s.idx.dropTenantIfEmpty(t)
 	s.mu.Unlock()
-	if written && doomed {
-		// Still claimed, so nothing else touches ks until it is deleted.
-		s.unwrite(id, key, parts, size)
-		return nil
-	}
 	switch {
+	case written && doomed:
+		// Still claimed, so nothing else touches ks until it is deleted.
+		s.unwrite(p)
+		return nil
 	case !admitted:
 		s.rejected.Add(1)
-		return fmt.Errorf("%w: chunk %s: the disk is at its bound", ErrNoSpace, id)
+		return fmt.Errorf("%w: chunk %s: the disk is at its bound", ErrNoSpace, p.id)
 	case err != nil:
 		s.errors.Add(1)
-		return fmt.Errorf("store: put chunk %s: %w", id, err)
+		return fmt.Errorf("store: put chunk %s: %w", p.id, err)
 	}
 	return nil
+}
+
+// toRAMLocked puts a chunk's payload in the RAM tier, if there is one.
+// Holding s.mu orders it with removeLocked's removal of the same key.
+func (s *Store) toRAMLocked(ks string, payload []byte) {
+	if s.ram != nil {
+		s.ram.Set(ks, payload, int64(len(payload)))
+	}
 }
 
 // unwrite deletes a chunk its put wrote but may not index because a
 // DeleteObject doomed its claim, and releases the claim. If the delete
 // fails, the chunk stays on disk unindexed (never served), like after a
 // failed DeleteObject.
-func (s *Store) unwrite(id chunk.ID, key []byte, parts int, size int64) {
-	if err := s.deleteKeys(diskKeys(string(key), parts)); err != nil {
+func (s *Store) unwrite(p *put) {
+	if err := s.deleteKeys(diskKeys(p.ks, len(p.entries)-1)); err != nil {
 		s.errors.Add(1)
-		s.log.Error("delete chunk put during its object's deletion", "chunk", id.String(), "err", err)
+		s.log.Error("delete chunk put during its object's deletion", "chunk", p.id.String(), "err", err)
 	} else {
-		s.noteGarbage(size)
+		s.noteGarbage(p.size)
 	}
 	s.mu.Lock()
-	delete(s.inflight, string(key))
+	delete(s.inflight, p.ks)
 	s.mu.Unlock()
 }
 
