@@ -97,6 +97,10 @@ func run(ctx context.Context, want []string, quick bool, docs, bin string) error
 	if err != nil {
 		return err
 	}
+	root, err := os.Getwd() // make bench runs from the repository
+	if err != nil {
+		return err
+	}
 	imgDir := filepath.Join(docs, "img")
 	if err := os.MkdirAll(imgDir, 0o755); err != nil {
 		return err
@@ -111,7 +115,7 @@ func run(ctx context.Context, want []string, quick bool, docs, bin string) error
 			return err
 		}
 		logger := log.New(os.Stderr, p.id+": ", log.Ltime)
-		env := benchkit.Env{Bin: binAbs, WorkDir: work, ImgDir: imgDir, Quick: quick, Log: logger}
+		env := benchkit.Env{Bin: binAbs, Root: root, WorkDir: work, ImgDir: imgDir, Quick: quick, Log: logger}
 		start, loadBefore := time.Now(), benchkit.LoadAverage()
 		logger.Printf("start (load average %s)", loadBefore)
 		sec, err := p.run(ctx, env)

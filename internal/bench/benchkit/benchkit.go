@@ -16,6 +16,7 @@ import (
 // Env is where a part runs.
 type Env struct {
 	Bin     string      // absolute path of the repository's bin/
+	Root    string      // the repository (a part that runs cachenode builds it from here)
 	WorkDir string      // scratch directory for this part, empty at start, removed afterwards
 	ImgDir  string      // directory for PNGs, referenced from markdown as img/<file>.png
 	Quick   bool        // smoke mode for `make test`: tiny sizes, same code paths

@@ -15,6 +15,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/distcache/distcache/internal/bench/benchkit"
 )
 
 //go:embed chbench.py
@@ -42,7 +44,7 @@ func findPython(ctx context.Context, root string) (string, error) {
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
-		return "", fmt.Errorf("hack/chdb-venv.sh: %v (or set CHDB_PYTHON to a python that can import chdb)\n%s", err, tail(stderr.Bytes(), 4<<10))
+		return "", fmt.Errorf("hack/chdb-venv.sh: %v (or set CHDB_PYTHON to a python that can import chdb)\n%s", err, benchkit.Tail(stderr.Bytes(), 4<<10))
 	}
 	lines := strings.Split(strings.TrimSpace(stdout.String()), "\n")
 	p := strings.TrimSpace(lines[len(lines)-1])
@@ -76,7 +78,7 @@ func (c *chdb) command(ctx context.Context, ep endpoint, args ...string) *exec.C
 	// Credentials go through the environment, not argv.
 	cmd.Env = append(os.Environ(), "S3_ACCESS_KEY="+ep.AccessKey, "S3_SECRET_KEY="+ep.SecretKey)
 	cmd.WaitDelay = 10 * time.Second
-	setProcAttrs(cmd)
+	benchkit.SetPdeathsig(cmd)
 	return cmd
 }
 
@@ -101,11 +103,11 @@ func (c *chdb) load(ctx context.Context, ep endpoint, rows int64) (*loadInfo, er
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
-		return nil, fmt.Errorf("chbench.py load: %v\n%s", err, tail(stderr.Bytes(), 8<<10))
+		return nil, fmt.Errorf("chbench.py load: %v\n%s", err, benchkit.Tail(stderr.Bytes(), 8<<10))
 	}
 	var li loadInfo
 	if err := json.Unmarshal(stdout.Bytes(), &li); err != nil {
-		return nil, fmt.Errorf("chbench.py load: %v: %s", err, tail(stdout.Bytes(), 2<<10))
+		return nil, fmt.Errorf("chbench.py load: %v: %s", err, benchkit.Tail(stdout.Bytes(), 2<<10))
 	}
 	return &li, nil
 }
@@ -182,12 +184,12 @@ func (c *chdb) serve(ctx context.Context, ep endpoint, opts chOpts) (*session, e
 func (s *session) read(v any) error {
 	line, err := s.out.ReadBytes('\n')
 	if err != nil {
-		return fmt.Errorf("chbench.py: %v\n%s", err, tail(s.stderr.Bytes(), 8<<10))
+		return fmt.Errorf("chbench.py: %v\n%s", err, benchkit.Tail(s.stderr.Bytes(), 8<<10))
 	}
 	dec := json.NewDecoder(bytes.NewReader(line))
 	dec.UseNumber() // 64-bit answers compare exactly
 	if err := dec.Decode(v); err != nil {
-		return fmt.Errorf("chbench.py: %v: %s", err, tail(line, 2<<10))
+		return fmt.Errorf("chbench.py: %v: %s", err, benchkit.Tail(line, 2<<10))
 	}
 	return nil
 }
@@ -195,7 +197,7 @@ func (s *session) read(v any) error {
 func (s *session) do(cmd, query string) (*result, error) {
 	req, _ := json.Marshal(map[string]string{"cmd": cmd, "query": query})
 	if _, err := s.in.Write(append(req, '\n')); err != nil {
-		return nil, fmt.Errorf("chbench.py: %v\n%s", err, tail(s.stderr.Bytes(), 8<<10))
+		return nil, fmt.Errorf("chbench.py: %v\n%s", err, benchkit.Tail(s.stderr.Bytes(), 8<<10))
 	}
 	var r result
 	if err := s.read(&r); err != nil {
@@ -216,7 +218,7 @@ func (s *session) close() error {
 	_ = s.in.Close()
 	err := s.cmd.Wait()
 	if err != nil {
-		return fmt.Errorf("chbench.py: %v\n%s", err, tail(s.stderr.Bytes(), 8<<10))
+		return fmt.Errorf("chbench.py: %v\n%s", err, benchkit.Tail(s.stderr.Bytes(), 8<<10))
 	}
 	return nil
 }
@@ -241,13 +243,6 @@ func (l *lockedBuffer) Bytes() []byte {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return bytes.Clone(l.b.Bytes())
-}
-
-func tail(b []byte, n int) string {
-	if len(b) > n {
-		return "..." + string(b[len(b)-n:])
-	}
-	return string(b)
 }
 
 var errAnswer = errors.New("answers differ")

@@ -149,7 +149,7 @@ func measure(ctx context.Context, env benchkit.Env) (*results, error) {
 	if err != nil {
 		return nil, err
 	}
-	root := filepath.Dir(env.Bin)
+	root := env.Root
 	python, err := findPython(ctx, root)
 	if err != nil {
 		return nil, err
@@ -159,7 +159,7 @@ func measure(ctx context.Context, env benchkit.Env) (*results, error) {
 		return nil, err
 	}
 	env.Logf("building cachenode")
-	bin, err := buildCachenode(ctx, root, env.WorkDir)
+	bin, err := benchkit.BuildCachenode(ctx, root, env.WorkDir)
 	if err != nil {
 		return nil, err
 	}
@@ -301,28 +301,28 @@ func (m *meter) distcache(env benchkit.Env, bin, dir string, cfg cacheConfig, s3
 	}
 	env.Logf("%s: row 3 (distcache cold, gateway G1)", q)
 	cells[2][qi], err = m.session(g1.endpoint, chOpts{}, q, g1, cl)
-	g1.stop()
+	g1.Stop()
 	if err != nil {
-		return g2Start, fmt.Errorf("row 3, %s: %w\ngateway log:\n%s", q, err, g1.logTail())
+		return g2Start, fmt.Errorf("row 3, %s: %w\ngateway log:\n%s", q, err, g1.LogTail())
 	}
 	g2, err := cl.startGateway(m.ctx, bucket)
 	if err != nil {
 		return g2Start, err
 	}
-	defer g2.stop()
+	defer g2.Stop()
 	env.Logf("%s: G2 ready in %.2fs (%.2f CPU-s)", q, g2.start.Seconds, g2.start.CPUSeconds)
 	env.Logf("%s: row 4 (distcache warm, fresh gateway G2)", q)
 	if cells[3][qi], err = m.session(g2.endpoint, chOpts{}, q, g2, cl); err != nil {
-		return g2Start, fmt.Errorf("row 4, %s: %w\ngateway log:\n%s", q, err, g2.logTail())
+		return g2Start, fmt.Errorf("row 4, %s: %w\ngateway log:\n%s", q, err, g2.LogTail())
 	}
 	env.Logf("%s: row 5 (distcache, G2's RAM warm)", q)
 	if cells[4][qi], err = m.session(g2.endpoint, chOpts{}, q, g2, cl); err != nil {
-		return g2Start, fmt.Errorf("row 5, %s: %w\ngateway log:\n%s", q, err, g2.logTail())
+		return g2Start, fmt.Errorf("row 5, %s: %w\ngateway log:\n%s", q, err, g2.LogTail())
 	}
 	if chPage > 0 {
 		env.Logf("%s: row 7 (distcache, G2's RAM warm, ClickHouse's page cache)", q)
 		if cells[chPageRow][qi], err = m.session(g2.endpoint, chOpts{PageCache: chPage}, q, g2, cl); err != nil {
-			return g2Start, fmt.Errorf("row 7, %s: %w\ngateway log:\n%s", q, err, g2.logTail())
+			return g2Start, fmt.Errorf("row 7, %s: %w\ngateway log:\n%s", q, err, g2.LogTail())
 		}
 	}
 	return g2.start, nil
@@ -343,8 +343,8 @@ type meter struct {
 
 type snapshot struct {
 	s3      Counts
-	gateway metrics
-	nodes   metrics
+	gateway benchkit.Metrics
+	nodes   benchkit.Metrics
 	cpu     cpuSplit
 }
 
@@ -353,11 +353,11 @@ func (m *meter) cpu(chPid int, gw *gatewayProc, cl *cluster) cpuSplit {
 	secs := func(pid int) float64 { return benchkit.PidCPU(pid).Seconds() }
 	c := cpuSplit{ClickHouse: secs(chPid), S3: secs(m.minio.Pid()) + benchkit.ProcessCPU().Seconds()}
 	if gw != nil {
-		c.Gateway = secs(gw.cmd.Process.Pid)
+		c.Gateway = secs(gw.Pid())
 	}
 	if cl != nil {
 		for _, p := range cl.nodes {
-			c.Nodes += secs(p.cmd.Process.Pid)
+			c.Nodes += secs(p.Pid())
 		}
 	}
 	return c
@@ -367,12 +367,12 @@ func (m *meter) snap(gw, nodes []string) (snapshot, error) {
 	s := snapshot{s3: m.link.Counts()}
 	var err error
 	if len(gw) > 0 {
-		if s.gateway, err = scrape(m.ctx, gw...); err != nil {
+		if s.gateway, err = benchkit.Scrape(m.ctx, gw...); err != nil {
 			return s, err
 		}
 	}
 	if len(nodes) > 0 {
-		if s.nodes, err = scrape(m.ctx, nodes...); err != nil {
+		if s.nodes, err = benchkit.Scrape(m.ctx, nodes...); err != nil {
 			return s, err
 		}
 	}
@@ -419,21 +419,21 @@ func (m *meter) session(ep endpoint, opts chOpts, q string, g *gatewayProc, cl *
 			CHCacheBytes: r.Events["CachedReadBufferReadFromCacheBytes"],
 			CHPageHits:   r.Events["PageCacheHits"], CHPageMisses: r.Events["PageCacheMisses"], CHPageBytes: r.Events["PageCacheReadBytes"]}
 		if gw != nil {
-			d := after.gateway.sub(before.gateway)
-			c.PageHits = d.sum("distcache_client_page_cache_requests_total", `result="hit"`)
-			c.PageMisses = d.sum("distcache_client_page_cache_requests_total", `result="miss"`)
-			c.BGFills = d.sum("distcache_client_page_fills_total", `mode="background"`)
-			c.AheadFills = d.sum("distcache_client_page_fills_total", `mode="ahead"`)
-			c.FreshPages = d.sum("distcache_client_page_memory_exhausted_total")
-			c.GatewaySent = d.sum("distcache_gateway_response_bytes_total")
-			c.ReadBufferWaits = d.sum("distcache_gateway_read_buffer_waits_total")
+			d := after.gateway.Sub(before.gateway)
+			c.PageHits = d.Sum("distcache_client_page_cache_requests_total", `result="hit"`)
+			c.PageMisses = d.Sum("distcache_client_page_cache_requests_total", `result="miss"`)
+			c.BGFills = d.Sum("distcache_client_page_fills_total", `mode="background"`)
+			c.AheadFills = d.Sum("distcache_client_page_fills_total", `mode="ahead"`)
+			c.FreshPages = d.Sum("distcache_client_page_memory_exhausted_total")
+			c.GatewaySent = d.Sum("distcache_gateway_response_bytes_total")
+			c.ReadBufferWaits = d.Sum("distcache_gateway_read_buffer_waits_total")
 		}
 		if nodes != nil {
-			d := after.nodes.sub(before.nodes)
-			c.NodeRAM = d.sum("distcache_chunk_reads_total", `result="hit_ram"`)
-			c.NodeDisk = d.sum("distcache_chunk_reads_total", `result="hit_disk"`)
-			c.NodeMisses = d.sum("distcache_chunk_reads_total", `result="miss"`)
-			c.NodeSent = d.sum("distcache_response_bytes_total")
+			d := after.nodes.Sub(before.nodes)
+			c.NodeRAM = d.Sum("distcache_chunk_reads_total", `result="hit_ram"`)
+			c.NodeDisk = d.Sum("distcache_chunk_reads_total", `result="hit_disk"`)
+			c.NodeMisses = d.Sum("distcache_chunk_reads_total", `result="miss"`)
+			c.NodeSent = d.Sum("distcache_response_bytes_total")
 		}
 		if q == "full" {
 			c.Answer = fmt.Sprint(r.Rows)

@@ -25,7 +25,7 @@ func TestRunQuick(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	env := benchkit.Env{Bin: filepath.Join(root, "bin"), WorkDir: t.TempDir(), ImgDir: t.TempDir(), Quick: true,
+	env := benchkit.Env{Bin: filepath.Join(root, "bin"), Root: root, WorkDir: t.TempDir(), ImgDir: t.TempDir(), Quick: true,
 		Log: log.New(testWriter{t}, "b2: ", 0)}
 	if p := os.Getenv("MINIO_BIN"); p != "" && p != filepath.Join(env.Bin, "minio") {
 		t.Logf("MINIO_BIN=%s; the bench uses %s", p, filepath.Join(env.Bin, "minio"))

@@ -1,112 +1,22 @@
 package clickhouse
 
 import (
-	"bufio"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
 
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
-	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/distcache/distcache/internal/bench/benchkit"
 	"github.com/distcache/distcache/internal/gateway"
 	"github.com/distcache/distcache/internal/testutil/freeport"
 )
-
-// buildCachenode builds the cachenode binary of this tree into dir, so the
-// bench measures the code it sits next to (never a stale bin/cachenode).
-func buildCachenode(ctx context.Context, root, dir string) (string, error) {
-	out := filepath.Join(dir, "cachenode")
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", out, "./cachenode")
-	cmd.Dir = root
-	if b, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("go build ./cachenode: %v\n%s", err, b)
-	}
-	return out, nil
-}
-
-// process is one cachenode process.
-type process struct {
-	name string
-	cmd  *exec.Cmd
-	log  string
-	done chan struct{}
-}
-
-func startProcess(bin, logPath, name string, env []string, args ...string) (*process, error) {
-	logf, err := os.Create(logPath)
-	if err != nil {
-		return nil, err
-	}
-	defer logf.Close() // the child has its own descriptor
-	cmd := exec.Command(bin, args...)
-	cmd.Env = append(os.Environ(), env...)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	setProcAttrs(cmd)
-	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("start %s: %w", name, err)
-	}
-	p := &process{name: name, cmd: cmd, log: logPath, done: make(chan struct{})}
-	go func() {
-		_ = cmd.Wait()
-		close(p.done)
-	}()
-	return p, nil
-}
-
-// stop sends SIGTERM and waits (SIGKILL after a while).
-func (p *process) stop() {
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-p.done:
-	case <-time.After(30 * time.Second):
-		_ = p.cmd.Process.Kill()
-		<-p.done
-	}
-}
-
-func (p *process) logTail() string {
-	b, err := os.ReadFile(p.log)
-	if err != nil {
-		return err.Error()
-	}
-	return tail(b, 4<<10)
-}
-
-// waitReady polls url until it answers 200.
-func waitReady(ctx context.Context, p *process, url string) error {
-	client := &http.Client{Timeout: 2 * time.Second}
-	deadline := time.Now().Add(2 * time.Minute)
-	for {
-		resp, err := client.Get(url)
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return nil
-			}
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("%s not ready at %s: %v\n%s", p.name, url, err, p.logTail())
-		}
-		select {
-		case <-p.done:
-			return fmt.Errorf("%s exited before it was ready:\n%s", p.name, p.logTail())
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
-}
 
 // cacheConfig sizes the cache.
 type cacheConfig struct {
@@ -143,7 +53,7 @@ func (c cacheConfig) profileEnv(dir, name string) []string {
 type cluster struct {
 	bin, dir  string
 	cfg       cacheConfig
-	nodes     []*process
+	nodes     []*benchkit.Process
 	nodeURLs  []string // https://127.0.0.1:PORT
 	nodeStats []string // http://127.0.0.1:PORT/metrics
 	tenant    string
@@ -152,7 +62,7 @@ type cluster struct {
 
 // gatewayProc is one `cachenode gateway`.
 type gatewayProc struct {
-	*process
+	*benchkit.Process
 	endpoint endpoint
 	metrics  string
 	// start is what the process took to be ready: the time, and its CPU
@@ -214,7 +124,7 @@ func startCluster(ctx context.Context, bin, dir string, cfg cacheConfig, s3 endp
 		return nil, err
 	}
 	for i, n := range names {
-		p, err := startProcess(bin, filepath.Join(dir, n+".log"), n,
+		p, err := benchkit.StartProcess(bin, filepath.Join(dir, n+".log"), n,
 			append(cfg.profileEnv(dir, n), "AWS_ACCESS_KEY_ID="+s3.AccessKey, "AWS_SECRET_ACCESS_KEY="+s3.SecretKey),
 			"serve", "--node-name", n, "--ring-file", ringFile,
 			"--listen", api[i], "--metrics-listen", ops[i],
@@ -230,7 +140,7 @@ func startCluster(ctx context.Context, bin, dir string, cfg cacheConfig, s3 endp
 		c.nodeStats = append(c.nodeStats, "http://"+ops[i]+"/metrics")
 	}
 	for i, p := range c.nodes {
-		if err := waitReady(ctx, p, "http://"+ops[i]+"/readyz"); err != nil {
+		if err := p.WaitReady(ctx, "http://"+ops[i]+"/readyz"); err != nil {
 			return nil, err
 		}
 	}
@@ -252,7 +162,7 @@ func (c *cluster) startGateway(ctx context.Context, bucket string) (*gatewayProc
 	key, secret := "bench-"+randomHex(6), randomHex(20)
 	certs := filepath.Join(c.dir, "certs")
 	started := time.Now()
-	p, err := startProcess(c.bin, filepath.Join(c.dir, name+".log"), name,
+	p, err := benchkit.StartProcess(c.bin, filepath.Join(c.dir, name+".log"), name,
 		append(c.cfg.profileEnv(c.dir, name), "DISTCACHE_SECRET_KEY="+secret),
 		"gateway", "--listen", listen, "--metrics-listen", ops, "--nodes", strings.Join(c.nodeURLs, ","),
 		"--tls-cert", filepath.Join(certs, "tenant-"+c.tenant+".crt"), "--tls-key", filepath.Join(certs, "tenant-"+c.tenant+".key"),
@@ -262,19 +172,19 @@ func (c *cluster) startGateway(ctx context.Context, bucket string) (*gatewayProc
 	if err != nil {
 		return nil, err
 	}
-	g := &gatewayProc{process: p, metrics: "http://" + ops + "/metrics",
+	g := &gatewayProc{Process: p, metrics: "http://" + ops + "/metrics",
 		endpoint: endpoint{URL: "http://" + listen, AccessKey: key, SecretKey: secret, Bucket: bucket}}
-	if err := waitReady(ctx, p, "http://"+ops+"/readyz"); err != nil {
-		p.stop()
+	if err := p.WaitReady(ctx, "http://"+ops+"/readyz"); err != nil {
+		p.Stop()
 		return nil, err
 	}
-	g.start = startCost{Seconds: time.Since(started).Seconds(), CPUSeconds: benchkit.PidCPU(p.cmd.Process.Pid).Seconds()}
+	g.start = startCost{Seconds: time.Since(started).Seconds(), CPUSeconds: benchkit.PidCPU(p.Pid()).Seconds()}
 	return g, nil
 }
 
 func (c *cluster) stop() {
 	for _, p := range c.nodes {
-		p.stop()
+		p.Stop()
 	}
 }
 
@@ -282,75 +192,4 @@ func randomHex(n int) string {
 	b := make([]byte, n)
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
-}
-
-// metrics is a scrape of Prometheus text: sample line (name{labels}) to
-// value, summed over the URLs scraped.
-type metrics map[string]float64
-
-var sampleLine = regexp.MustCompile(`^([a-zA-Z_:][a-zA-Z0-9_:]*(?:\{.*\})?)\s+(\S+)`)
-
-func scrape(ctx context.Context, urls ...string) (metrics, error) {
-	m := metrics{}
-	client := &http.Client{Timeout: 10 * time.Second}
-	for _, u := range urls {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
-		if err != nil {
-			return nil, err
-		}
-		resp, err := client.Do(req)
-		if err != nil {
-			return nil, err
-		}
-		sc := bufio.NewScanner(resp.Body)
-		sc.Buffer(make([]byte, 1<<20), 1<<20)
-		for sc.Scan() {
-			line := sc.Text()
-			if strings.HasPrefix(line, "#") {
-				continue
-			}
-			if s := sampleLine.FindStringSubmatch(line); s != nil {
-				if v, err := strconv.ParseFloat(s[2], 64); err == nil {
-					m[s[1]] += v
-				}
-			}
-		}
-		resp.Body.Close()
-		if err := sc.Err(); err != nil {
-			return nil, err
-		}
-	}
-	return m, nil
-}
-
-// sum adds the samples of family name whose label set holds every
-// label="value" in labels.
-func (m metrics) sum(name string, labels ...string) float64 {
-	var s float64
-	for k, v := range m {
-		fam, rest, _ := strings.Cut(k, "{")
-		if fam != name {
-			continue
-		}
-		ok := true
-		for _, l := range labels {
-			if !strings.Contains(rest, l) {
-				ok = false
-				break
-			}
-		}
-		if ok {
-			s += v
-		}
-	}
-	return s
-}
-
-// sub is m - o, sample by sample.
-func (m metrics) sub(o metrics) metrics {
-	d := metrics{}
-	for k, v := range m {
-		d[k] = v - o[k]
-	}
-	return d
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/distcache/distcache/internal/bench/benchkit"
 	"github.com/distcache/distcache/internal/client"
 	"github.com/distcache/distcache/internal/gateway"
 	"github.com/distcache/distcache/internal/metrics"
@@ -30,6 +31,7 @@ import (
 	"github.com/distcache/distcache/internal/sigv4"
 	"github.com/distcache/distcache/internal/store"
 	"github.com/distcache/distcache/internal/tenancy"
+	"github.com/distcache/distcache/internal/testutil/freeport"
 )
 
 // This file assembles a cache in this process, as `cachenode serve` and
@@ -69,7 +71,8 @@ type Cache struct {
 	Nodes []*Node
 	Seeds []string // https://ADDR of every node, in ring order
 
-	closers []func()
+	closers  []func()
+	gateways int // processes started, to name them
 }
 
 // Node is one in-process cache node.
@@ -246,13 +249,16 @@ func (c *Cache) startNode(name string, ln net.Listener, holder *ring.Holder, ten
 	return nd, nil
 }
 
-// Gateway is an in-process gateway in front of a Cache, and an
-// aws-sdk-go-v2 client of its S3 API.
+// Gateway is a gateway in front of a Cache, in this process or a
+// `cachenode gateway` process of its own, and an aws-sdk-go-v2 client of
+// its S3 API.
 type Gateway struct {
-	Client *client.Client // its cache client
-	Reg    *prometheus.Registry
-	URL    string // http://127.0.0.1:PORT
+	Client *client.Client       // its cache client (in-process only)
+	Reg    *prometheus.Registry // its metrics (in-process only)
+	Proc   *benchkit.Process    // the process (nil in-process)
+	URL    string               // http://127.0.0.1:PORT
 	S3     *s3.Client
+	scrape string // the process's /metrics
 
 	// AccessKey and SecretKey are what S3 clients sign with (not S3's).
 	AccessKey, SecretKey string
@@ -298,6 +304,53 @@ func (c *Cache) StartGateway(ctx context.Context, pageCacheBytes int64) (*Gatewa
 	g.URL = "http://" + ln.Addr().String()
 	g.S3 = NewS3Client(g.URL, "us-east-1", g.AccessKey, g.SecretKey)
 	return g, nil
+}
+
+// StartGatewayProcess runs `cachenode gateway` (the binary bin) with its
+// defaults, the tenant's certificate and a RAM page cache of
+// pageCacheBytes (0: none), on plain HTTP loopback: a server of its own,
+// as nginx is, not sharing this process's scheduler with the clients.
+func (c *Cache) StartGatewayProcess(ctx context.Context, bin string, pageCacheBytes int64) (*Gateway, error) {
+	listen, err := freeport.Next()
+	if err != nil {
+		return nil, err
+	}
+	ops, err := freeport.Next()
+	if err != nil {
+		return nil, err
+	}
+	c.gateways++
+	name := fmt.Sprintf("gateway-%d", c.gateways)
+	p, err := benchkit.StartProcess(bin, filepath.Join(c.cfg.Dir, name+".log"), name,
+		[]string{"DISTCACHE_SECRET_KEY=" + GatewaySecretKey},
+		"gateway", "--listen", listen, "--metrics-listen", ops, "--nodes", strings.Join(c.Seeds, ","),
+		"--tls-cert", filepath.Join(c.PKI.Dir, "tenant.crt"), "--tls-key", filepath.Join(c.PKI.Dir, "tenant.key"),
+		"--ca", c.PKI.CAFile, "--access-key", GatewayAccessKey, "--chunk-size", fmt.Sprint(c.cfg.ChunkSize),
+		"--page-cache-bytes", fmt.Sprint(pageCacheBytes), "--log-level", "warn")
+	if err != nil {
+		return nil, err
+	}
+	c.onClose(p.Stop)
+	if err := p.WaitReady(ctx, "http://"+ops+"/readyz"); err != nil {
+		return nil, err
+	}
+	g := &Gateway{Proc: p, URL: "http://" + listen, scrape: "http://" + ops + "/metrics",
+		AccessKey: GatewayAccessKey, SecretKey: GatewaySecretKey}
+	g.S3 = NewS3Client(g.URL, "us-east-1", g.AccessKey, g.SecretKey)
+	return g, nil
+}
+
+// Counter is the gateway's counter name{label="value"} (summed over its
+// other labels).
+func (g *Gateway) Counter(ctx context.Context, name, label, value string) (float64, error) {
+	if g.Proc == nil {
+		return benchkit.Counter(g.Reg, name, label, value), nil
+	}
+	m, err := benchkit.Scrape(ctx, g.scrape)
+	if err != nil {
+		return 0, err
+	}
+	return m.Sum(name, label+`="`+value+`"`), nil
 }
 
 // NewS3Client is the aws-sdk-go-v2 client every bench column of an S3 API

@@ -21,6 +21,7 @@
 //	BENCH_B1_WORKLOADS=range   only these workloads (range, chunk)
 //	BENCH_B1_SECONDS=2         measuring time per cell
 //	BENCH_B1_ROUNDS=2          measurements per cell (the best counts)
+//	BENCH_B1_GATEWAY=inprocess the gateways in the bench process (profiled), not processes of their own
 package hitpath
 
 import (
@@ -44,8 +45,11 @@ type config struct {
 	rounds                           int      // every cell is measured this many times; the best counts
 	columns, workloads               []string // ids; empty: all
 	verifyEvery                      int      // compare every byte of one read in this many
-	profileDir                       string
-	knobs                            []string // the BENCH_* variables that changed the defaults
+	// gatewayInProcess runs the gateways in the bench process (where a CPU
+	// profile shows them) instead of as `cachenode gateway` processes.
+	gatewayInProcess bool
+	profileDir       string
+	knobs            []string // the BENCH_* variables that changed the defaults
 }
 
 func defaultConfig(quick bool) config {
@@ -85,6 +89,14 @@ func (c *config) applyKnobs() error {
 			c.clients = append(c.clients, n)
 		}
 	}
+	switch v := os.Getenv("BENCH_B1_GATEWAY"); v {
+	case "", "process":
+	case "inprocess":
+		c.gatewayInProcess = true
+		c.knobs = append(c.knobs, "BENCH_B1_GATEWAY="+v)
+	default:
+		return fmt.Errorf("BENCH_B1_GATEWAY: %q is neither process nor inprocess", v)
+	}
 	if v := os.Getenv("BENCH_B1_ROUNDS"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 {
@@ -106,8 +118,8 @@ func (c *config) applyKnobs() error {
 
 // envInfo is what startWorld needs of benchkit.Env.
 type envInfo struct {
-	workDir, minioBin, nginxBin string
-	logf                        func(string, ...any)
+	root, workDir, minioBin, nginxBin string
+	logf                              func(string, ...any)
 }
 
 // Run is part B1.
@@ -155,7 +167,7 @@ func (r *report) get(col string, wl workload, n int) (best result, ok bool) {
 
 func measureAll(ctx context.Context, env benchkit.Env, cfg config) (*report, error) {
 	w, err := startWorld(ctx, envInfo{
-		workDir: env.WorkDir, minioBin: filepath.Join(env.Bin, "minio"), nginxBin: filepath.Join(env.Bin, "nginx"),
+		root: env.Root, workDir: env.WorkDir, minioBin: filepath.Join(env.Bin, "minio"), nginxBin: filepath.Join(env.Bin, "nginx"),
 		logf: env.Logf,
 	}, cfg)
 	if err != nil {

@@ -60,7 +60,11 @@ func TestQuickRun(t *testing.T) {
 	for _, k := range []string{"BENCH_PROFILE_DIR", "BENCH_B1_COLUMNS", "BENCH_B1_CLIENTS", "BENCH_B1_WORKLOADS", "BENCH_B1_SECONDS", "BENCH_B1_ROUNDS"} {
 		t.Setenv(k, "")
 	}
-	env := benchkit.Env{Bin: testBin(t), WorkDir: t.TempDir(), ImgDir: t.TempDir(), Quick: true,
+	root, err := repo.Root()
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := benchkit.Env{Bin: testBin(t), Root: root, WorkDir: t.TempDir(), ImgDir: t.TempDir(), Quick: true,
 		Log: log.New(testWriter{t}, "b1: ", 0)}
 	rep, sec, err := run(context.Background(), env)
 	if err != nil {
@@ -90,8 +94,8 @@ func TestQuickRun(t *testing.T) {
 	if sec.Title != "B1 — hit path" {
 		t.Errorf("title %q", sec.Title)
 	}
-	for _, want := range []string{"distcache node (internal/client)", "gateway, default: TTL mode, page cache on", "gateway, --immutable nodes",
-		"gateway, TTL mode, page cache off", "nginx proxy_cache, plain HTTP", "nginx proxy_cache, mTLS", "MinIO direct",
+	for _, want := range []string{"distcache node (internal/client)", "gateway (own process), default: TTL mode, page cache on", "gateway (own process), --immutable nodes",
+		"gateway (own process), TTL mode, page cache off", "nginx proxy_cache, plain HTTP", "nginx proxy_cache, mTLS", "MinIO direct",
 		"raw TLS 1.3 ceiling", "Goal: gateway ahead of nginx", "p50 ≤ 0.3 ms", "### Ratios", "### Reading it", "img/b1-range.png", "img/b1-chunk.png", "TLS_AES"} {
 		if !strings.Contains(sec.Markdown, want) {
 			t.Errorf("the section lacks %q", want)

@@ -85,15 +85,15 @@ func (w *world) columns() []column {
 				}
 				return err
 			}},
-		{id: "gateway", name: "gateway, default: TTL mode, page cache on (aws-sdk-go-v2)", profiled: true,
+		{id: "gateway", name: w.gatewayName("default: TTL mode, page cache on"), profiled: w.cfg.gatewayInProcess,
 			read: func(ctx context.Context, _ *worker, off int64, buf []byte) error {
 				return w.readS3(ctx, w.gateways[1].S3, off, buf)
 			}},
-		{id: "gateway-immutable", name: "gateway, --immutable nodes, page cache on (aws-sdk-go-v2)", profiled: true,
+		{id: "gateway-immutable", name: w.gatewayName("--immutable nodes, page cache on"), profiled: w.cfg.gatewayInProcess,
 			read: func(ctx context.Context, _ *worker, off int64, buf []byte) error {
 				return w.readS3(ctx, w.gateways[2].S3, off, buf)
 			}},
-		{id: "gateway-nopc", name: "gateway, TTL mode, page cache off (aws-sdk-go-v2)", profiled: true,
+		{id: "gateway-nopc", name: w.gatewayName("TTL mode, page cache off"), profiled: w.cfg.gatewayInProcess,
 			read: func(ctx context.Context, _ *worker, off int64, buf []byte) error {
 				return w.readS3(ctx, w.gateways[0].S3, off, buf)
 			}},
@@ -122,10 +122,24 @@ func (w *world) columns() []column {
 	}
 }
 
+// gatewayName names a gateway column, saying where the gateway runs.
+func (w *world) gatewayName(mode string) string {
+	where := "own process"
+	if w.cfg.gatewayInProcess {
+		where = "in the bench process"
+	}
+	return "gateway (" + where + "), " + mode + " (aws-sdk-go-v2)"
+}
+
 // externalCPU is the CPU time of the servers that run outside this
-// process: MinIO, and nginx's master and workers.
+// process: MinIO, nginx's master and workers, and the gateway processes.
 func (w *world) externalCPU() time.Duration {
 	var d time.Duration
+	for _, g := range w.gateways {
+		if g != nil && g.Proc != nil {
+			d += procCPU(g.Proc.Pid())
+		}
+	}
 	if pid := childWith(w.minio.Dir); pid != 0 {
 		d += procCPU(pid)
 	}

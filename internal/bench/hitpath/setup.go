@@ -122,12 +122,24 @@ func startWorld(ctx context.Context, env envInfo, cfg config) (_ *world, err err
 		return nil, err
 	}
 	w.onClose(w.ttlCache.Close)
+	var cachenode string
+	if !cfg.gatewayInProcess {
+		env.logf("building cachenode")
+		if cachenode, err = benchkit.BuildCachenode(ctx, env.root, w.dir); err != nil {
+			return nil, err
+		}
+	}
 	for i, gw := range []struct {
 		cache     *Cache
 		pageCache int64
 	}{{w.ttlCache, 0}, {w.ttlCache, 2 * cfg.objectSize}, {w.cache, 2 * cfg.objectSize}} {
 		env.logf("starting gateway %d (page cache %d bytes)", i, gw.pageCache)
-		if w.gateways[i], err = gw.cache.StartGateway(ctx, gw.pageCache); err != nil {
+		if cfg.gatewayInProcess {
+			w.gateways[i], err = gw.cache.StartGateway(ctx, gw.pageCache)
+		} else {
+			w.gateways[i], err = gw.cache.StartGatewayProcess(ctx, cachenode, gw.pageCache)
+		}
+		if err != nil {
 			return nil, err
 		}
 	}
@@ -274,12 +286,22 @@ func (w *world) warm(ctx context.Context) error {
 		}
 	}
 	for _, gw := range w.gateways[1:] {
-		if hits := benchkit.Counter(gw.Reg, "distcache_client_page_cache_requests_total", "result", "hit"); hits < float64(chunks) {
+		hits, err := gw.Counter(ctx, "distcache_client_page_cache_requests_total", "result", "hit")
+		if err != nil {
+			return err
+		}
+		if hits < float64(chunks) {
 			return fmt.Errorf("a gateway's page cache answered %v of %d reads of the second pass", hits, chunks)
 		}
 	}
-	if kept := benchkit.Counter(w.gateways[1].Reg, "distcache_client_metadata_cache_requests_total", "result", "hit"); kept == 0 {
-		return fmt.Errorf("the TTL-mode gateway kept no metadata on a lease: every read asks its node")
+	for _, gw := range w.gateways[1:] {
+		kept, err := gw.Counter(ctx, "distcache_client_metadata_cache_requests_total", "result", "hit")
+		if err != nil {
+			return err
+		}
+		if kept == 0 {
+			return fmt.Errorf("a gateway kept no metadata on a lease: every read asks its node")
+		}
 	}
 	if misses := benchkit.Counter(w.nodeReg, "distcache_chunk_reads_total", "result", "miss"); misses != float64(chunks) {
 		return fmt.Errorf("the node missed %v times warming %d chunks (want one miss per chunk)", misses, chunks)
