@@ -68,10 +68,10 @@ func (r *CacheTenantReconciler) apiReader() client.Reader {
 }
 
 // +kubebuilder:rbac:groups=cache.distcache.io,resources=cachetenants,verbs=get;list;watch;update;patch
-// +kubebuilder:rbac:groups=cert-manager.io,resources=certificates,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=cache.distcache.io,resources=cachetenants/finalizers,verbs=update
 // +kubebuilder:rbac:groups=cache.distcache.io,resources=cachetenants/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=cache.distcache.io,resources=distributedcaches,verbs=get;list;watch
+// +kubebuilder:rbac:groups=cert-manager.io,resources=certificates,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=core,resources=namespaces,verbs=get;list;watch
 // +kubebuilder:rbac:groups=core,resources=secrets,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch

@@ -128,8 +128,6 @@ func nodeCertificateRequest(dc *cachev1alpha1.DistributedCache) certificateReque
 	}
 }
 
-// +kubebuilder:rbac:groups=cert-manager.io,resources=certificates,verbs=get;list;watch;create;update;patch;delete
-
 // reconcileCertManagerCertificates writes the nodes' Certificate;
 // cert-manager renews it, so nothing needs a timed look.
 func (r *DistributedCacheReconciler) reconcileCertManagerCertificates(ctx context.Context, dc *cachev1alpha1.DistributedCache) (time.Duration, error) {

@@ -30,8 +30,6 @@ import (
 // (monitoringv1.AddToScheme, which needs no CRD in the cluster) for the
 // client to read and write them.
 
-// +kubebuilder:rbac:groups=monitoring.coreos.com,resources=servicemonitors;prometheusrules,verbs=get;list;watch;create;update;patch;delete
-
 // Kinds the prometheus-operator's CRDs define.
 var (
 	serviceMonitorGVK = monitoringv1.SchemeGroupVersion.WithKind(monitoringv1.ServiceMonitorsKind)

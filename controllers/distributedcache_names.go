@@ -1,9 +1,6 @@
 package controllers
 
 import (
-	"strconv"
-	"strings"
-
 	cachev1alpha1 "github.com/distcache/distcache/api/v1alpha1"
 )
 
@@ -110,18 +107,4 @@ func objectLabels(dc *cachev1alpha1.DistributedCache, zone string) map[string]st
 	l[LabelComponent] = "cache-node"
 	l[LabelManagedBy] = ManagedByValue
 	return l
-}
-
-// podOrdinal is the StatefulSet ordinal of pod in the zone's StatefulSet
-// stsName, or false if the name is not <stsName>-<n>.
-func podOrdinal(stsName, pod string) (int, bool) {
-	rest, ok := strings.CutPrefix(pod, stsName+"-")
-	if !ok || rest == "" {
-		return 0, false
-	}
-	n, err := strconv.Atoi(rest)
-	if err != nil || n < 0 || strconv.Itoa(n) != rest {
-		return 0, false
-	}
-	return n, true
 }

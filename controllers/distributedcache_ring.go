@@ -1,21 +1,158 @@
 package controllers
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"math"
 	"slices"
+	"strconv"
+	"strings"
 	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	cachev1alpha1 "github.com/distcache/distcache/api/v1alpha1"
 	"github.com/distcache/distcache/internal/ring"
 )
+
+// Ring membership: the cache's pods as each reconcile sees them, the ring
+// document built from them for each zone and published in the ring
+// ConfigMap, and what the published document allows a scale-down to do.
 
 // zonePod is what the ring needs to know of one of a zone's pods.
 type zonePod struct {
 	Name    string
 	Ordinal int
 	Ready   bool // PodReady and not being deleted
+}
+
+// observePods lists the cache's pods, per zone of the spec.
+func (r *DistributedCacheReconciler) observePods(ctx context.Context, dc *cachev1alpha1.DistributedCache) ([]zoneObservation, error) {
+	var pods corev1.PodList
+	if err := r.List(ctx, &pods, client.InNamespace(dc.Namespace), client.MatchingLabels(cacheLabels(dc))); err != nil {
+		return nil, err
+	}
+	zones := make([]zoneObservation, len(dc.Spec.Zones))
+	for i, z := range dc.Spec.Zones {
+		zones[i].Name = z.Name
+		sts := zoneObjectName(dc, z.Name)
+		for j := range pods.Items {
+			p := &pods.Items[j]
+			if p.Labels[LabelZone] != z.Name {
+				continue
+			}
+			ord, ok := podOrdinal(sts, p.Name)
+			if !ok {
+				continue
+			}
+			zones[i].Pods = append(zones[i].Pods, zonePod{Name: p.Name, Ordinal: ord, Ready: podReady(p)})
+		}
+	}
+	return zones, nil
+}
+
+func podReady(p *corev1.Pod) bool {
+	if p.DeletionTimestamp != nil {
+		return false
+	}
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// podOrdinal is the StatefulSet ordinal of pod in the zone's StatefulSet
+// stsName, or false if the name is not <stsName>-<n>.
+func podOrdinal(stsName, pod string) (int, bool) {
+	rest, ok := strings.CutPrefix(pod, stsName+"-")
+	if !ok || rest == "" {
+		return 0, false
+	}
+	n, err := strconv.Atoi(rest)
+	if err != nil || n < 0 || strconv.Itoa(n) != rest {
+		return 0, false
+	}
+	return n, true
+}
+
+// publishedRing is a zone's ring document as it was before this reconcile,
+// and when its epoch was published.
+type publishedRing struct {
+	spec *ring.Spec
+	at   time.Time
+}
+
+// reconcileRing publishes each zone's ring document, with the time its
+// epoch was published in an annotation, and returns the documents that were
+// published before this reconcile (by zone), which decide whether a
+// scale-down may proceed.
+func (r *DistributedCacheReconciler) reconcileRing(ctx context.Context, dc *cachev1alpha1.DistributedCache, zones []zoneObservation) (map[string]publishedRing, error) {
+	var existing corev1.ConfigMap
+	err := r.Get(ctx, types.NamespacedName{Namespace: dc.Namespace, Name: ringConfigMapName(dc)}, &existing)
+	if client.IgnoreNotFound(err) != nil {
+		return nil, err
+	}
+	minEpochs := map[string]int64{}
+	for _, zs := range dc.Status.Zones {
+		minEpochs[zs.Name] = zs.RingEpoch
+	}
+	published := map[string]publishedRing{}
+	cm := &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: ringConfigMapName(dc), Namespace: dc.Namespace, Labels: objectLabels(dc, ""),
+			Annotations: map[string]string{},
+		},
+		Data: map[string]string{},
+	}
+	now := r.now().UTC().Truncate(time.Second)
+	var changed []ring.Spec
+	for i := range zones {
+		z := &zones[i]
+		prev := parsePublishedRing(existing.Data[ringKey(z.Name)])
+		annKey := AnnotationRingPublishedPrefix + z.Name
+		at, err := time.Parse(time.RFC3339, existing.Annotations[annKey])
+		if err != nil {
+			at = now // unknown: count the grace from now
+		}
+		published[z.Name] = publishedRing{spec: prev, at: at}
+		next := buildRing(dc, z.Name, prev, minEpochs[z.Name], z.Pods)
+		doc, err := encodeRing(next)
+		if err != nil {
+			return nil, err
+		}
+		cm.Data[ringKey(z.Name)] = doc
+		z.Ring = &next
+		if prev == nil || prev.Epoch != next.Epoch {
+			changed = append(changed, next)
+			at = now
+		}
+		cm.Annotations[annKey] = at.Format(time.RFC3339)
+	}
+	if _, err := apply(ctx, r.Client, r.Scheme, dc, cm, &corev1.ConfigMap{}, func(existing, desired *corev1.ConfigMap) {
+		existing.Data = desired.Data
+		existing.BinaryData = nil
+	}); err != nil {
+		return nil, err
+	}
+	for _, s := range changed {
+		active, draining := 0, 0
+		for _, m := range s.Members {
+			if m.State == ring.StateDraining {
+				draining++
+			} else {
+				active++
+			}
+		}
+		r.Recorder.Eventf(dc, nil, corev1.EventTypeNormal, EventRingPublished, "PublishRing",
+			"zone %s: ring epoch %d with %d active and %d draining members", s.Zone, s.Epoch, active, draining)
+	}
+	return published, nil
 }
 
 // memberAddress is the host:port of a node's mTLS API, through the zone's

@@ -1,6 +1,8 @@
 package controllers
 
 import (
+	"context"
+
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -8,6 +10,31 @@ import (
 
 	cachev1alpha1 "github.com/distcache/distcache/api/v1alpha1"
 )
+
+// Services and disruption budgets: the client Service, and per zone the
+// headless Service naming the pods and the PodDisruptionBudget.
+
+func (r *DistributedCacheReconciler) reconcileServices(ctx context.Context, dc *cachev1alpha1.DistributedCache) error {
+	desired := []*corev1.Service{buildClientService(dc)}
+	for _, z := range dc.Spec.Zones {
+		desired = append(desired, buildZoneService(dc, z.Name))
+	}
+	for _, svc := range desired {
+		res, err := apply(ctx, r.Client, r.Scheme, dc, svc, &corev1.Service{}, func(existing, desired *corev1.Service) {
+			// clusterIP(s) are allocated by the API server and immutable.
+			ip, ips := existing.Spec.ClusterIP, existing.Spec.ClusterIPs
+			existing.Spec = desired.Spec
+			if desired.Spec.ClusterIP == "" {
+				existing.Spec.ClusterIP, existing.Spec.ClusterIPs = ip, ips
+			}
+		})
+		if err != nil {
+			return err
+		}
+		r.recordCreated(dc, "Service", svc.Name, res)
+	}
+	return nil
+}
 
 // nodePorts are the ports a node Service exposes.
 func nodePorts() []corev1.ServicePort {
@@ -50,6 +77,20 @@ func buildClientService(dc *cachev1alpha1.DistributedCache) *corev1.Service {
 			Ports:    nodePorts(),
 		},
 	}
+}
+
+func (r *DistributedCacheReconciler) reconcilePDBs(ctx context.Context, dc *cachev1alpha1.DistributedCache) error {
+	for _, z := range dc.Spec.Zones {
+		pdb := buildPDB(dc, z.Name)
+		res, err := apply(ctx, r.Client, r.Scheme, dc, pdb, &policyv1.PodDisruptionBudget{}, func(existing, desired *policyv1.PodDisruptionBudget) {
+			existing.Spec = desired.Spec
+		})
+		if err != nil {
+			return err
+		}
+		r.recordCreated(dc, "PodDisruptionBudget", pdb.Name, res)
+	}
+	return nil
 }
 
 // buildPDB is the zone's PodDisruptionBudget.

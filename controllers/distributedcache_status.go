@@ -34,6 +34,18 @@ func (z *zoneObservation) ready() int32 {
 	return n
 }
 
+// updateStatus writes the status of a successful reconcile.
+func (r *DistributedCacheReconciler) updateStatus(ctx context.Context, dc *cachev1alpha1.DistributedCache, zones []zoneObservation, problems []finding) error {
+	return r.patchStatus(ctx, client.ObjectKeyFromObject(dc), func(latest *cachev1alpha1.DistributedCache) {
+		// Describe the generation this reconcile acted on, not a newer one.
+		gen := latest.Generation
+		latest.Generation = dc.Generation
+		computeStatus(latest, zones, problems...)
+		latest.Status.OperatorVersion = r.Version
+		latest.Generation = gen
+	})
+}
+
 // patchStatus writes the cache's status through the patchStatus helper.
 func (r *DistributedCacheReconciler) patchStatus(ctx context.Context, key client.ObjectKey, mutate func(dc *cachev1alpha1.DistributedCache)) error {
 	return patchStatus(ctx, r.Client, key, &cachev1alpha1.DistributedCache{},
