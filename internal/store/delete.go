@@ -26,13 +26,7 @@ func (s *Store) DeleteObject(o chunk.Object) error {
 	s.mu.Lock()
 	owned, bytes := s.claimObjectLocked(obj, nil, 0) // no longer served from here on
 	s.mu.Unlock()
-	defer func() {
-		s.mu.Lock()
-		for _, k := range owned {
-			delete(s.inflight, k)
-		}
-		s.mu.Unlock()
-	}()
+	defer func() { s.release(owned...) }()
 
 	// Chunks on disk the index does not know go too: chunks put since (now
 	// indexed or claimed, handled by claimObjectLocked) and chunks left by
@@ -42,8 +36,7 @@ func (s *Store) DeleteObject(o chunk.Object) error {
 		s.hooks.deleteList(obj)
 	}
 	var listed []string
-	s.writeGate.RLock() // no value-log GC while this iterator is open (see readOnce)
-	listErr := s.db.View(func(txn *badger.Txn) error {
+	listErr := s.view(func(txn *badger.Txn) error {
 		it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix})
 		defer it.Close()
 		for it.Rewind(); it.Valid(); it.Next() {
@@ -51,7 +44,6 @@ func (s *Store) DeleteObject(o chunk.Object) error {
 		}
 		return nil
 	})
-	s.writeGate.RUnlock()
 	if listErr == nil {
 		s.mu.Lock()
 		owned, bytes = s.claimObjectLocked(obj, owned, bytes)
@@ -70,12 +62,7 @@ func (s *Store) DeleteObject(o chunk.Object) error {
 	for _, k := range owned {
 		del = append(del, []byte(k))
 	}
-	err := s.deleteKeys(del)
-	if err != nil {
-		s.errors.Add(1)
-	} else {
-		s.noteGarbage(bytes)
-	}
+	err := s.deleteGarbage(del, bytes)
 	switch {
 	case listErr != nil:
 		s.errors.Add(1)
@@ -123,19 +110,13 @@ func (s *Store) dropCorrupt(id chunk.ID, key []byte, gen uint64, cause error) {
 		s.mu.Unlock()
 		return
 	}
-	s.removeLocked(e)
-	s.inflight[ks] = false
+	s.popLocked(e)
 	s.mu.Unlock()
 	s.log.Warn("corrupt chunk deleted", "chunk", id.String(), "err", cause)
-	if err := s.deleteKeys(diskKeys(ks, e.parts)); err != nil {
-		s.errors.Add(1)
+	if err := s.deleteGarbage(diskKeys(ks, e.parts), e.size); err != nil {
 		s.log.Error("delete corrupt chunk", "chunk", id.String(), "err", err)
-	} else {
-		s.noteGarbage(e.size)
 	}
-	s.mu.Lock()
-	delete(s.inflight, ks)
-	s.mu.Unlock()
+	s.release(ks)
 }
 
 // removeLocked removes e from the index and its payload from RAM.
@@ -163,24 +144,40 @@ func (s *Store) drop(victims []*entry, evicted bool) {
 		s.evictions.Add(uint64(len(victims)))
 	}
 	keys := make([][]byte, 0, len(victims))
+	claims := make([]string, 0, len(victims))
 	var bytes int64
 	for _, v := range victims {
 		keys = append(keys, diskKeys(v.key, v.parts)...)
+		claims = append(claims, v.key)
 		bytes += v.size
 	}
-	if err := s.deleteKeys(keys); err != nil {
+	if err := s.deleteGarbage(keys, bytes); err != nil {
 		// The bytes stay on disk unaccounted until the next restart; the
 		// measured usage still covers them, so the bound holds.
-		s.errors.Add(1)
 		s.log.Error("delete chunks", "chunks", len(keys), "err", err)
+	}
+	s.release(claims...)
+}
+
+// release gives up the claims on keys (Store.inflight).
+func (s *Store) release(keys ...string) {
+	s.mu.Lock()
+	for _, k := range keys {
+		delete(s.inflight, k)
+	}
+	s.mu.Unlock()
+}
+
+// deleteGarbage deletes keys (deleteKeys), whose payload is bytes, and
+// notes those bytes as value-log garbage; a failure is counted and returned.
+func (s *Store) deleteGarbage(keys [][]byte, bytes int64) error {
+	err := s.deleteKeys(keys)
+	if err != nil {
+		s.errors.Add(1)
 	} else {
 		s.noteGarbage(bytes)
 	}
-	s.mu.Lock()
-	for _, v := range victims {
-		delete(s.inflight, v.key)
-	}
-	s.mu.Unlock()
+	return err
 }
 
 // deleteKeys writes tombstones for keys, in as many transactions as needed.

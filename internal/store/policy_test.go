@@ -41,6 +41,20 @@ func readThrough(t *testing.T, s *Store, id chunk.ID) {
 	}
 }
 
+// readHotThenScan reads the hot set through s three times, then the scan
+// once.
+func readHotThenScan(t *testing.T, s *Store, hot, scan []chunk.ID) {
+	t.Helper()
+	for range 3 {
+		for _, id := range hot {
+			readThrough(t, s, id)
+		}
+	}
+	for _, id := range scan {
+		readThrough(t, s, id)
+	}
+}
+
 func chunkIDs(tenant, prefix string, n int) []chunk.ID {
 	ids := make([]chunk.ID, n)
 	for i := range ids {
@@ -76,14 +90,7 @@ func TestScanKeepsHotSet(t *testing.T) {
 			s := policyStore(t, tt.policy, nil)
 			capacity := int(s.liveTarget / policyChunk)
 			hot := chunkIDs("t", "hot", capacity/5)
-			for range 3 {
-				for _, id := range hot {
-					readThrough(t, s, id)
-				}
-			}
-			for _, id := range chunkIDs("t", "scan", 2*capacity) {
-				readThrough(t, s, id)
-			}
+			readHotThenScan(t, s, hot, chunkIDs("t", "scan", 2*capacity))
 			got := survivors(s, hot)
 			t.Logf("%s: %d of %d hot chunks survived a scan of %d chunks (capacity %d)", tt.policy, got, len(hot), 2*capacity, capacity)
 			if share := float64(got) / float64(len(hot)); share < tt.atLeast || share > tt.atMost {
@@ -159,14 +166,7 @@ func TestQuotaEvictionKeepsReadChunks(t *testing.T) {
 				readThrough(t, s, id)
 			}
 			hot := chunkIDs("a", "hot", quotaChunks/5)
-			for range 3 {
-				for _, id := range hot {
-					readThrough(t, s, id)
-				}
-			}
-			for _, id := range chunkIDs("a", "scan", 2*quotaChunks) {
-				readThrough(t, s, id)
-			}
+			readHotThenScan(t, s, hot, chunkIDs("a", "scan", 2*quotaChunks))
 			got := survivors(s, hot)
 			t.Logf("%s: %d of %d read chunks survived", tt.policy, got, len(hot))
 			if kept := got == len(hot); kept != tt.wantKept {

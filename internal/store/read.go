@@ -149,18 +149,23 @@ func (s *Store) readOnce(read func(*badger.Txn) ([]byte, error)) (val []byte, er
 			err = fmt.Errorf("%w: badger panicked reading the value: %v", errCorrupt, r)
 		}
 	}()
-	// Reads hold writeGate shared so value-log GC (exclusive) never runs
-	// while one is in flight. badger v4.9.6 self-deadlocks otherwise: a
-	// failed value-log read opens a debug iterator whose Close deletes
-	// files GC left pending, taking the lock of the very file the read
-	// still holds (Item.yieldItemValue). Seen with corrupted files.
-	s.writeGate.RLock()
-	defer s.writeGate.RUnlock()
-	err = s.db.View(func(txn *badger.Txn) (err error) {
+	err = s.view(func(txn *badger.Txn) (err error) {
 		val, err = read(txn)
 		return err
 	})
 	return val, err
+}
+
+// view runs fn in a read-only transaction, holding writeGate shared so
+// that value-log GC (exclusive) never runs while a read or an iterator is
+// in flight. badger v4.9.6 self-deadlocks otherwise: a failed value-log
+// read opens a debug iterator whose Close deletes files GC left pending,
+// taking the lock of the very file the read still holds
+// (Item.yieldItemValue). Seen with corrupted files.
+func (s *Store) view(fn func(*badger.Txn) error) error {
+	s.writeGate.RLock()
+	defer s.writeGate.RUnlock()
+	return s.db.View(fn)
 }
 
 func readOne(txn *badger.Txn, key []byte) ([]byte, error) {

@@ -39,7 +39,7 @@ package store
 // DropPrefix makes concurrent badger writes fail with ErrBlockedWrites, so
 // every write holds writeGate shared and forceFlush holds it exclusively;
 // RunValueLogGC holds it exclusively too (see runGC). Disk reads take
-// writeGate shared as well (see readOnce: a badger deadlock otherwise), so a
+// writeGate shared as well (see view: a badger deadlock otherwise), so a
 // disk hit can wait for one GC rewrite or memtable flush; RAM hits never
 // do.
 // If the LSM tree has grown past a single level, tombstones can sit above
@@ -213,17 +213,14 @@ func (s *Store) measure() {
 // of the LSM tables among them. Files deleted during the walk are skipped.
 func dirUsage(dir string) (total, lsm int64, err error) {
 	err = filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
-		if err != nil {
-			if errors.Is(err, fs.ErrNotExist) {
-				return nil
-			}
-			return err
+		var fi fs.FileInfo
+		if err == nil {
+			fi, err = d.Info()
 		}
-		fi, err := d.Info()
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
 		if err != nil {
-			if errors.Is(err, fs.ErrNotExist) {
-				return nil
-			}
 			return err
 		}
 		n := allocated(fi)

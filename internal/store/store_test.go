@@ -543,9 +543,7 @@ func TestPutValueKeepsTheBuffer(t *testing.T) {
 // fail it.
 func dbUpdate(t *testing.T, s *Store, fn func(*badger.Txn) error) {
 	t.Helper()
-	s.writeGate.RLock()
-	defer s.writeGate.RUnlock()
-	if err := s.db.Update(fn); err != nil {
+	if err := s.update(fn); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -172,8 +172,7 @@ func (s *Store) writePut(p *put) error {
 	if s.hooks != nil && s.hooks.putWrite != nil {
 		s.hooks.putWrite(p.ks)
 	}
-	s.writeGate.RLock()
-	err := s.db.Update(func(txn *badger.Txn) error {
+	err := s.update(func(txn *badger.Txn) error {
 		for _, e := range p.entries {
 			if err := txn.SetEntry(e); err != nil {
 				return err
@@ -181,7 +180,6 @@ func (s *Store) writePut(p *put) error {
 		}
 		return nil
 	})
-	s.writeGate.RUnlock()
 	s.wrote(p.cost)
 	if err == nil && s.hooks != nil && s.hooks.putIndex != nil {
 		s.hooks.putIndex(p.ks)
@@ -238,15 +236,10 @@ func (s *Store) toRAMLocked(ks string, payload []byte) {
 // fails, the chunk stays on disk unindexed (never served), like after a
 // failed DeleteObject.
 func (s *Store) unwrite(p *put) {
-	if err := s.deleteKeys(diskKeys(p.ks, len(p.entries)-1)); err != nil {
-		s.errors.Add(1)
+	if err := s.deleteGarbage(diskKeys(p.ks, len(p.entries)-1), p.size); err != nil {
 		s.log.Error("delete chunk put during its object's deletion", "chunk", p.id.String(), "err", err)
-	} else {
-		s.noteGarbage(p.size)
 	}
-	s.mu.Lock()
-	delete(s.inflight, p.ks)
-	s.mu.Unlock()
+	s.release(p.ks)
 }
 
 // PutMeta stores an object's metadata. Metadata is small, lives in the LSM
@@ -257,19 +250,11 @@ func (s *Store) PutMeta(o chunk.Object, m chunk.Meta) error {
 	}
 	defer s.leave()
 	key := metaKey(o)
-	val, err := encodeMeta(m)
+	val, cost, err := s.chargeMeta(o, key, m)
 	if err != nil {
-		return fmt.Errorf("store: encode metadata %s: %w", o, err)
+		return err
 	}
-	cost := metaCost(len(key), len(val))
-	if !s.fsRoom(cost) {
-		s.rejected.Add(1)
-		return fmt.Errorf("%w: metadata %s: the filesystem is full", ErrNoSpace, o)
-	}
-	s.charge(cost)
-	s.writeGate.RLock()
-	err = s.db.Update(func(txn *badger.Txn) error { return txn.Set(key, val) })
-	s.writeGate.RUnlock()
+	err = s.update(func(txn *badger.Txn) error { return txn.Set(key, val) })
 	s.wrote(cost)
 	if err != nil {
 		s.errors.Add(1)
@@ -289,23 +274,16 @@ func (s *Store) ReplaceMeta(o chunk.Object, etag string, m *chunk.Meta) (bool, e
 	defer s.leave()
 	key := metaKey(o)
 	var val []byte
-	var cost int64
 	if m != nil {
+		var cost int64
 		var err error
-		if val, err = encodeMeta(*m); err != nil {
-			return false, fmt.Errorf("store: encode metadata %s: %w", o, err)
+		if val, cost, err = s.chargeMeta(o, key, *m); err != nil {
+			return false, err
 		}
-		cost = metaCost(len(key), len(val))
-		if !s.fsRoom(cost) {
-			s.rejected.Add(1)
-			return false, fmt.Errorf("%w: metadata %s: the filesystem is full", ErrNoSpace, o)
-		}
-		s.charge(cost)
 		defer s.wrote(cost)
 	}
 	changed := false
-	s.writeGate.RLock()
-	err := s.db.Update(func(txn *badger.Txn) error {
+	err := s.update(func(txn *badger.Txn) error {
 		item, err := txn.Get(key)
 		if errors.Is(err, badger.ErrKeyNotFound) {
 			return nil
@@ -326,7 +304,6 @@ func (s *Store) ReplaceMeta(o chunk.Object, etag string, m *chunk.Meta) (bool, e
 		}
 		return txn.Set(key, val)
 	})
-	s.writeGate.RUnlock()
 	if errors.Is(err, badger.ErrConflict) {
 		return false, nil // written meanwhile: that write stands
 	}
@@ -335,4 +312,28 @@ func (s *Store) ReplaceMeta(o chunk.Object, etag string, m *chunk.Meta) (bool, e
 		return false, fmt.Errorf("store: replace metadata %s: %w", o, err)
 	}
 	return changed, nil
+}
+
+// chargeMeta encodes m for key and charges the bytes storing it can add to
+// the disk estimate (the caller says when they are written: Store.wrote),
+// or refuses it when the filesystem is full.
+func (s *Store) chargeMeta(o chunk.Object, key []byte, m chunk.Meta) (val []byte, cost int64, err error) {
+	if val, err = encodeMeta(m); err != nil {
+		return nil, 0, fmt.Errorf("store: encode metadata %s: %w", o, err)
+	}
+	cost = metaCost(len(key), len(val))
+	if !s.fsRoom(cost) {
+		s.rejected.Add(1)
+		return nil, 0, fmt.Errorf("%w: metadata %s: the filesystem is full", ErrNoSpace, o)
+	}
+	s.charge(cost)
+	return val, cost, nil
+}
+
+// update runs fn in a read-write transaction, holding writeGate shared as
+// every badger write does (space.go).
+func (s *Store) update(fn func(*badger.Txn) error) error {
+	s.writeGate.RLock()
+	defer s.writeGate.RUnlock()
+	return s.db.Update(fn)
 }
