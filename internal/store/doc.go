@@ -31,6 +31,6 @@
 // badger write or delete and the index update are ordered by a claim on the
 // key (Store.inflight) instead of a lock: see there.
 //
-// Tenants: the tenant is the first component of every key and of the index,
-// and quotas evict only the tenant's own chunks.
+// Tenants: the tenant is the first component of every badger key (keys.go)
+// and of the index, and quotas evict only the tenant's own chunks.
 package store

@@ -1,7 +1,8 @@
 package store
 
-// Binary key layout (badger keys). Every key starts with a one-byte type and
-// then the tenant, so the tenant is the first component of every name and two
+// Binary key layout (badger keys). This is its one description; the other
+// files point here. Every key starts with a one-byte type and then the
+// tenant, so the tenant is the first component of every name and two
 // tenants can never address each other's entries:
 //
 //	chunk:    'c' | uvarint(len(tenant)) tenant | uvarint(len(bucket)) bucket |
@@ -16,11 +17,12 @@ package store
 // injective: tenant "a" + bucket "bc" and tenant "ab" + bucket "c" differ
 // in their first length byte, and the chunk prefix of object key "k" is not
 // a prefix of the chunk keys of object key "kk". The chunk prefix up to and
-// including the object key (objectPrefix) therefore names exactly the chunks
+// including the object key (chunkPrefix) therefore names exactly the chunks
 // of one object, for every ETag and chunk size, which is what DeleteObject
 // iterates. The fixed-width big-endian chunk size and index keep one
 // version's chunks in index order, each chunk's part keys right after its
-// chunk key (value.go says when a chunk is stored in parts).
+// chunk key, in part order (value.go says when a chunk is stored in parts),
+// which is how rebuildIndex finds a chunk's parts in one pass.
 
 import (
 	"encoding/binary"
@@ -78,6 +80,9 @@ func readField(b []byte) (field, rest []byte, ok bool) {
 func partKey(ck []byte, i int) []byte {
 	return binary.BigEndian.AppendUint16(append(make([]byte, 0, len(ck)+2), ck...), uint16(i))
 }
+
+// partChunkKey is the key of the chunk whose part key is pk.
+func partChunkKey(pk []byte) []byte { return pk[:len(pk)-2] }
 
 // parsedChunkKey describes a chunk or part key: its chunk's ID, the length
 // of its object prefix (chunkPrefix of the object) and, for a part key, the

@@ -207,11 +207,12 @@ func (s *Store) rebuildIndex() error {
 			}
 			n, ok := storedValueLen(len(k), item.EstimatedSize(), item.ValueSize())
 			if p.part >= 0 {
-				// Parts follow their chunk key in order; the payload is
-				// theirs. A stray part (its chunk deleted by a delete cut
-				// short) goes; a chunk missing parts fails its read.
+				// Parts follow their chunk key in order (keys.go); the
+				// payload is theirs. A stray part (its chunk deleted by a
+				// delete cut short) goes; a chunk missing parts fails its
+				// read.
 				last := len(recs) - 1
-				if last < 0 || recs[last].key != string(k[:len(k)-2]) || recs[last].parts != p.part || !ok {
+				if last < 0 || recs[last].key != string(partChunkKey(k)) || recs[last].parts != p.part || !ok {
 					bad = append(bad, k)
 					continue
 				}

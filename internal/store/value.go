@@ -1,6 +1,6 @@
 package store
 
-// Chunk value layout (badger value of a 'c' key):
+// Chunk value layout (badger value of a chunk key; the keys are in keys.go):
 //
 //	version (1 byte, = 1) | crc (4 bytes, big-endian) | payload length (4 bytes, big-endian) | payload
 //
