@@ -8,7 +8,10 @@ import (
 	"fmt"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 )
@@ -88,4 +91,41 @@ func mergeMaps(base, over map[string]string) map[string]string {
 		out[k] = v
 	}
 	return out
+}
+
+// listObjects lists each of lists with opts and returns all their items.
+func listObjects(ctx context.Context, c client.Reader, opts []client.ListOption, lists ...client.ObjectList) ([]client.Object, error) {
+	var objs []client.Object
+	for _, l := range lists {
+		if err := c.List(ctx, l, opts...); err != nil {
+			return nil, err
+		}
+		items, err := meta.ExtractList(l)
+		if err != nil {
+			return nil, err
+		}
+		for _, it := range items {
+			objs = append(objs, it.(client.Object))
+		}
+	}
+	return objs, nil
+}
+
+// deleteControlled deletes the object of obj's kind named name in owner's
+// namespace if it exists and owner controls it (an object of the same name
+// that someone else made is left alone).
+func deleteControlled(ctx context.Context, c client.Client, owner metav1.Object, obj client.Object, name string) error {
+	if err := c.Get(ctx, client.ObjectKey{Namespace: owner.GetNamespace(), Name: name}, obj); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	if !metav1.IsControlledBy(obj, owner) {
+		return nil
+	}
+	return deleteUnlessReplaced(ctx, c, obj)
+}
+
+// deleteUnlessReplaced deletes obj, as read, unless the object of its name
+// was replaced meanwhile (its UID differs).
+func deleteUnlessReplaced(ctx context.Context, c client.Client, obj client.Object) error {
+	return client.IgnoreNotFound(c.Delete(ctx, obj, client.Preconditions{UID: ptr.To(obj.GetUID())}))
 }

@@ -20,22 +20,23 @@ import (
 // the cache's CA or issued by cert-manager.
 
 // reconcileCertificates keeps the cache's CA and node certificate current and
-// returns when to look again (the next renewal or rotation step).
-func (r *DistributedCacheReconciler) reconcileCertificates(ctx context.Context, dc *cachev1alpha1.DistributedCache) (time.Duration, error) {
+// asks for a look again at the next renewal or rotation step.
+func (r *DistributedCacheReconciler) reconcileCertificates(ctx context.Context, dc *cachev1alpha1.DistributedCache, st *reconcileState) error {
 	if dc.Spec.TLS.IssuerRef != nil {
 		if err := r.patchStatus(ctx, client.ObjectKeyFromObject(dc), func(latest *cachev1alpha1.DistributedCache) {
 			latest.Status.CertificateAuthority = nil // the issuer's
 		}); err != nil {
-			return 0, err
+			return err
 		}
 		return r.reconcileCertManagerCertificates(ctx, dc)
 	}
 	ca, caNext, err := r.reconcileCA(ctx, dc)
 	if err != nil {
-		return 0, err
+		return err
 	}
 	renew, err := r.reconcileNodeCertificate(ctx, dc, ca)
-	return min(renew, caNext), err
+	st.after(min(renew, caNext))
+	return err
 }
 
 // peerIdentity is the identity the cache's nodes present to each other.
@@ -130,12 +131,12 @@ func nodeCertificateRequest(dc *cachev1alpha1.DistributedCache) certificateReque
 
 // reconcileCertManagerCertificates writes the nodes' Certificate;
 // cert-manager renews it, so nothing needs a timed look.
-func (r *DistributedCacheReconciler) reconcileCertManagerCertificates(ctx context.Context, dc *cachev1alpha1.DistributedCache) (time.Duration, error) {
+func (r *DistributedCacheReconciler) reconcileCertManagerCertificates(ctx context.Context, dc *cachev1alpha1.DistributedCache) error {
 	cert := buildCertificate(dc, nodeCertificateRequest(dc))
 	res, err := applyCertificate(ctx, r.Client, r.Scheme, dc, cert)
 	if err != nil {
-		return 0, err
+		return err
 	}
 	r.recordCreated(dc, "Certificate", cert.GetName(), res)
-	return 0, nil
+	return nil
 }

@@ -140,52 +140,59 @@ func (r *DistributedCacheReconciler) Reconcile(ctx context.Context, req ctrl.Req
 	return res, err
 }
 
-// reconcile is the list of steps; each reads what it needs and records what
-// the next ones and the status need in zones.
+// reconcileState is what a reconcile's steps found, for the steps after
+// them and for the status.
+type reconcileState struct {
+	zones     []zoneObservation        // observePods; the ring and statefulsets steps add what they wrote
+	published map[string]publishedRing // the ring documents before this reconcile, by zone (reconcileRing)
+	problems  []finding                // Degraded reasons that do not stop the reconcile
+	requeue   time.Duration            // the soonest look again a step asked for
+}
+
+// after asks for a look again within d (d <= 0: nothing to ask).
+func (st *reconcileState) after(d time.Duration) { st.requeue = soonest(st.requeue, d) }
+
+// reconcileStep is one step of reconcile: it reads the cache and what the
+// steps before it recorded in st, writes its objects, and records in st what
+// the steps after it and the status need.
+type reconcileStep func(ctx context.Context, dc *cachev1alpha1.DistributedCache, st *reconcileState) error
+
+// reconcile runs the steps in order, stopping at the first that fails, and
+// writes the status.
 func (r *DistributedCacheReconciler) reconcile(ctx context.Context, dc *cachev1alpha1.DistributedCache) (ctrl.Result, error) {
-	zones, err := r.observePods(ctx, dc)
+	st := &reconcileState{requeue: resyncPeriod}
+	for _, step := range []struct {
+		name string
+		run  reconcileStep
+	}{
+		{"listing pods", r.observePods},
+		{"services", r.reconcileServices},
+		{"certificates", r.reconcileCertificates},
+		{"tenants", r.reconcileTenants},
+		{"node service account", r.reconcileNodeRBAC},
+		{"ring", r.reconcileRing},
+		{"statefulsets", r.reconcileStatefulSets},
+		{"poddisruptionbudgets", r.reconcilePDBs},
+		{"removed zones", r.deleteRemovedZones},
+		{"monitoring", r.monitoringStep},
+	} {
+		if err := step.run(ctx, dc, st); err != nil {
+			return ctrl.Result{}, fmt.Errorf("%s: %w", step.name, err)
+		}
+	}
+	return ctrl.Result{RequeueAfter: st.requeue}, r.updateStatus(ctx, dc, st.zones, st.problems)
+}
+
+// applyOwned applies desired as an object of the cache (apply) and records
+// an event when it was created; kind names it in the event.
+func applyOwned[T client.Object](ctx context.Context, r *DistributedCacheReconciler, dc *cachev1alpha1.DistributedCache, kind string,
+	desired, existing T, copySpec func(existing, desired T)) (applyResult, error) {
+	res, err := apply(ctx, r.Client, r.Scheme, dc, desired, existing, copySpec)
 	if err != nil {
-		return ctrl.Result{}, fmt.Errorf("listing pods: %w", err)
+		return "", err
 	}
-	if err := r.reconcileServices(ctx, dc); err != nil {
-		return ctrl.Result{}, fmt.Errorf("services: %w", err)
-	}
-	renewIn, err := r.reconcileCertificates(ctx, dc)
-	if err != nil {
-		return ctrl.Result{}, fmt.Errorf("certificates: %w", err)
-	}
-	if err := r.reconcileTenants(ctx, dc); err != nil {
-		return ctrl.Result{}, fmt.Errorf("tenants: %w", err)
-	}
-	if err := r.reconcileNodeRBAC(ctx, dc); err != nil {
-		return ctrl.Result{}, fmt.Errorf("node service account: %w", err)
-	}
-	published, err := r.reconcileRing(ctx, dc, zones)
-	if err != nil {
-		return ctrl.Result{}, fmt.Errorf("ring: %w", err)
-	}
-	var problems []finding
-	requeue, err := r.reconcileStatefulSets(ctx, dc, zones, published, &problems)
-	if err != nil {
-		return ctrl.Result{}, fmt.Errorf("statefulsets: %w", err)
-	}
-	if err := r.reconcilePDBs(ctx, dc); err != nil {
-		return ctrl.Result{}, fmt.Errorf("poddisruptionbudgets: %w", err)
-	}
-	if err := r.deleteRemovedZones(ctx, dc); err != nil {
-		return ctrl.Result{}, fmt.Errorf("removed zones: %w", err)
-	}
-	available, err := r.reconcileMonitoring(ctx, dc)
-	if err != nil {
-		return ctrl.Result{}, fmt.Errorf("monitoring: %w", err)
-	}
-	if !available {
-		problems = append(problems, finding{cachev1alpha1.ReasonMonitoringUnavailable,
-			"spec.monitoring asks for a ServiceMonitor or PrometheusRule but the prometheus-operator's CRDs (monitoring.coreos.com) are not installed; the cache runs without them"})
-		r.Recorder.Eventf(dc, nil, corev1.EventTypeWarning, cachev1alpha1.ReasonMonitoringUnavailable, "Monitoring",
-			"the prometheus-operator's CRDs are not installed: no ServiceMonitor or PrometheusRule")
-	}
-	return ctrl.Result{RequeueAfter: soonest(requeue, renewIn, resyncPeriod)}, r.updateStatus(ctx, dc, zones, problems)
+	r.recordCreated(dc, kind, desired.GetName(), res)
+	return res, nil
 }
 
 func (r *DistributedCacheReconciler) recordCreated(dc *cachev1alpha1.DistributedCache, kind, name string, res applyResult) {

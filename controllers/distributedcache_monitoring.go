@@ -3,6 +3,7 @@ package controllers
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -11,7 +12,6 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/rest"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
@@ -171,6 +171,21 @@ func buildDashboardConfigMap(dc *cachev1alpha1.DistributedCache) *corev1.ConfigM
 	}
 }
 
+// monitoringStep is reconcileMonitoring as a reconcile step: monitoring
+// that spec.monitoring asks for but the cluster cannot provide is a
+// Degraded reason and a warning event, not an error.
+func (r *DistributedCacheReconciler) monitoringStep(ctx context.Context, dc *cachev1alpha1.DistributedCache, st *reconcileState) error {
+	available, err := r.reconcileMonitoring(ctx, dc)
+	if err != nil || available {
+		return err
+	}
+	st.problems = append(st.problems, finding{cachev1alpha1.ReasonMonitoringUnavailable,
+		"spec.monitoring asks for a ServiceMonitor or PrometheusRule but the prometheus-operator's CRDs (monitoring.coreos.com) are not installed; the cache runs without them"})
+	r.Recorder.Eventf(dc, nil, corev1.EventTypeWarning, cachev1alpha1.ReasonMonitoringUnavailable, "Monitoring",
+		"the prometheus-operator's CRDs are not installed: no ServiceMonitor or PrometheusRule")
+	return nil
+}
+
 // reconcileMonitoring creates or updates the ServiceMonitor, the
 // PrometheusRule and the dashboard ConfigMap that spec.monitoring enables,
 // and deletes those it no longer enables (if the cache controls them).
@@ -181,69 +196,60 @@ func buildDashboardConfigMap(dc *cachev1alpha1.DistributedCache) *corev1.ConfigM
 // so installing the prometheus-operator later is picked up.
 func (r *DistributedCacheReconciler) reconcileMonitoring(ctx context.Context, dc *cachev1alpha1.DistributedCache) (monitoringAvailable bool, err error) {
 	mon := dc.Spec.Monitoring
-	monitoringAvailable = true
-
-	installed, err := kindInstalled(r.Client.RESTMapper(), serviceMonitorGVK)
+	smAvailable, err := reconcileMonitoringKind(ctx, r, dc, serviceMonitorGVK, mon.ServiceMonitor.Enabled, serviceMonitorName(dc),
+		func() (*monitoringv1.ServiceMonitor, error) { return buildServiceMonitor(dc), nil }, &monitoringv1.ServiceMonitor{},
+		func(existing, desired *monitoringv1.ServiceMonitor) { existing.Spec = desired.Spec })
 	if err != nil {
 		return false, err
 	}
-	switch {
-	case mon.ServiceMonitor.Enabled && installed:
-		sm := buildServiceMonitor(dc)
-		res, err := apply(ctx, r.Client, r.Scheme, dc, sm, &monitoringv1.ServiceMonitor{}, func(existing, desired *monitoringv1.ServiceMonitor) {
-			existing.Spec = desired.Spec
-		})
-		if err != nil {
-			return false, fmt.Errorf("servicemonitor: %w", err)
-		}
-		r.recordCreated(dc, "ServiceMonitor", sm.Name, res)
-	case mon.ServiceMonitor.Enabled:
-		monitoringAvailable = false
-	case installed:
-		if err := r.deleteControlled(ctx, dc, &monitoringv1.ServiceMonitor{}, serviceMonitorName(dc)); err != nil {
-			return false, fmt.Errorf("servicemonitor: %w", err)
-		}
-	}
-
-	installed, err = kindInstalled(r.Client.RESTMapper(), prometheusRuleGVK)
+	prAvailable, err := reconcileMonitoringKind(ctx, r, dc, prometheusRuleGVK, mon.PrometheusRule.Enabled, prometheusRuleName(dc),
+		func() (*monitoringv1.PrometheusRule, error) { return buildPrometheusRule(dc) }, &monitoringv1.PrometheusRule{},
+		func(existing, desired *monitoringv1.PrometheusRule) { existing.Spec = desired.Spec })
 	if err != nil {
 		return false, err
 	}
-	switch {
-	case mon.PrometheusRule.Enabled && installed:
-		pr, err := buildPrometheusRule(dc)
-		if err != nil {
-			return false, fmt.Errorf("prometheusrule: %w", err)
-		}
-		res, err := apply(ctx, r.Client, r.Scheme, dc, pr, &monitoringv1.PrometheusRule{}, func(existing, desired *monitoringv1.PrometheusRule) {
-			existing.Spec = desired.Spec
-		})
-		if err != nil {
-			return false, fmt.Errorf("prometheusrule: %w", err)
-		}
-		r.recordCreated(dc, "PrometheusRule", pr.Name, res)
-	case mon.PrometheusRule.Enabled:
-		monitoringAvailable = false
-	case installed:
-		if err := r.deleteControlled(ctx, dc, &monitoringv1.PrometheusRule{}, prometheusRuleName(dc)); err != nil {
-			return false, fmt.Errorf("prometheusrule: %w", err)
-		}
-	}
-
 	if mon.GrafanaDashboard.Enabled {
-		cm := buildDashboardConfigMap(dc)
-		res, err := apply(ctx, r.Client, r.Scheme, dc, cm, &corev1.ConfigMap{}, func(existing, desired *corev1.ConfigMap) {
+		_, err = applyOwned(ctx, r, dc, "ConfigMap", buildDashboardConfigMap(dc), &corev1.ConfigMap{}, func(existing, desired *corev1.ConfigMap) {
 			existing.Data = desired.Data
 			existing.BinaryData = nil
 		})
-		if err != nil {
-			return false, fmt.Errorf("dashboard configmap: %w", err)
-		}
-		r.recordCreated(dc, "ConfigMap", cm.Name, res)
-	} else if err := r.deleteControlled(ctx, dc, &corev1.ConfigMap{}, DashboardConfigMapName(dc)); err != nil {
+	} else {
+		err = deleteControlled(ctx, r.Client, dc, &corev1.ConfigMap{}, DashboardConfigMapName(dc))
+	}
+	if err != nil {
 		return false, fmt.Errorf("dashboard configmap: %w", err)
 	}
-	return monitoringAvailable, nil
+	return smAvailable && prAvailable, nil
+}
+
+// reconcileMonitoringKind writes the object build makes when enabled and
+// the API server serves gvk (a prometheus-operator kind), and deletes the
+// cache's object of that kind named name when not enabled. It returns
+// false when enabled but gvk is not served. gvk.Kind names the object in
+// its events and, in lower case, in errors.
+func reconcileMonitoringKind[T client.Object](ctx context.Context, r *DistributedCacheReconciler, dc *cachev1alpha1.DistributedCache,
+	gvk schema.GroupVersionKind, enabled bool, name string, build func() (T, error), existing T, copySpec func(existing, desired T)) (bool, error) {
+	installed, err := kindInstalled(r.Client.RESTMapper(), gvk)
+	if err != nil {
+		return false, err
+	}
+	switch {
+	case enabled && installed:
+		desired, err := build()
+		if err == nil {
+			_, err = applyOwned(ctx, r, dc, gvk.Kind, desired, existing, copySpec)
+		}
+		if err != nil {
+			return false, fmt.Errorf("%s: %w", strings.ToLower(gvk.Kind), err)
+		}
+	case enabled:
+		return false, nil
+	case installed:
+		if err := deleteControlled(ctx, r.Client, dc, existing, name); err != nil {
+			return false, fmt.Errorf("%s: %w", strings.ToLower(gvk.Kind), err)
+		}
+	}
+	return true, nil
 }
 
 // kindInstalled reports whether the API server serves gvk: false, without
@@ -259,18 +265,4 @@ func kindInstalled(mapper meta.RESTMapper, gvk schema.GroupVersionKind) (bool, e
 		return false, fmt.Errorf("looking up %s: %w", gvk, err)
 	}
 	return true, nil
-}
-
-// deleteControlled deletes the object of obj's kind named name in the
-// cache's namespace if it exists and the cache controls it (an object of
-// the same name that someone else made is left alone).
-func (r *DistributedCacheReconciler) deleteControlled(ctx context.Context, dc *cachev1alpha1.DistributedCache, obj client.Object, name string) error {
-	err := r.Get(ctx, client.ObjectKey{Namespace: dc.Namespace, Name: name}, obj)
-	if err != nil {
-		return client.IgnoreNotFound(err)
-	}
-	if !metav1.IsControlledBy(obj, dc) {
-		return nil
-	}
-	return client.IgnoreNotFound(r.Delete(ctx, obj, client.Preconditions{UID: ptr.To(obj.GetUID())}))
 }

@@ -61,32 +61,21 @@ func buildNodeRoleBinding(dc *cachev1alpha1.DistributedCache) *rbacv1.RoleBindin
 
 // reconcileNodeRBAC writes the node pods' ServiceAccount, Role and
 // RoleBinding.
-func (r *DistributedCacheReconciler) reconcileNodeRBAC(ctx context.Context, dc *cachev1alpha1.DistributedCache) error {
-	sa := buildNodeServiceAccount(dc)
-	res, err := apply(ctx, r.Client, r.Scheme, dc, sa, &corev1.ServiceAccount{}, func(_, _ *corev1.ServiceAccount) {
+func (r *DistributedCacheReconciler) reconcileNodeRBAC(ctx context.Context, dc *cachev1alpha1.DistributedCache, _ *reconcileState) error {
+	if _, err := applyOwned(ctx, r, dc, "ServiceAccount", buildNodeServiceAccount(dc), &corev1.ServiceAccount{}, func(_, _ *corev1.ServiceAccount) {
 		// Nothing but metadata: keep what the token controller or an
 		// admission webhook (IRSA) added.
-	})
-	if err != nil {
+	}); err != nil {
 		return err
 	}
-	r.recordCreated(dc, "ServiceAccount", sa.Name, res)
-	role := buildNodeRole(dc)
-	res, err = apply(ctx, r.Client, r.Scheme, dc, role, &rbacv1.Role{}, func(existing, desired *rbacv1.Role) {
+	if _, err := applyOwned(ctx, r, dc, "Role", buildNodeRole(dc), &rbacv1.Role{}, func(existing, desired *rbacv1.Role) {
 		existing.Rules = desired.Rules
-	})
-	if err != nil {
+	}); err != nil {
 		return err
 	}
-	r.recordCreated(dc, "Role", role.Name, res)
-	rb := buildNodeRoleBinding(dc)
-	res, err = apply(ctx, r.Client, r.Scheme, dc, rb, &rbacv1.RoleBinding{}, func(existing, desired *rbacv1.RoleBinding) {
+	_, err := applyOwned(ctx, r, dc, "RoleBinding", buildNodeRoleBinding(dc), &rbacv1.RoleBinding{}, func(existing, desired *rbacv1.RoleBinding) {
 		// roleRef is immutable and always the same Role.
 		existing.Subjects = desired.Subjects
 	})
-	if err != nil {
-		return err
-	}
-	r.recordCreated(dc, "RoleBinding", rb.Name, res)
-	return nil
+	return err
 }

@@ -30,11 +30,11 @@ type zonePod struct {
 	Ready   bool // PodReady and not being deleted
 }
 
-// observePods lists the cache's pods, per zone of the spec.
-func (r *DistributedCacheReconciler) observePods(ctx context.Context, dc *cachev1alpha1.DistributedCache) ([]zoneObservation, error) {
+// observePods lists the cache's pods into st.zones, per zone of the spec.
+func (r *DistributedCacheReconciler) observePods(ctx context.Context, dc *cachev1alpha1.DistributedCache, st *reconcileState) error {
 	var pods corev1.PodList
 	if err := r.List(ctx, &pods, client.InNamespace(dc.Namespace), client.MatchingLabels(cacheLabels(dc))); err != nil {
-		return nil, err
+		return err
 	}
 	zones := make([]zoneObservation, len(dc.Spec.Zones))
 	for i, z := range dc.Spec.Zones {
@@ -52,7 +52,8 @@ func (r *DistributedCacheReconciler) observePods(ctx context.Context, dc *cachev
 			zones[i].Pods = append(zones[i].Pods, zonePod{Name: p.Name, Ordinal: ord, Ready: podReady(p)})
 		}
 	}
-	return zones, nil
+	st.zones = zones
+	return nil
 }
 
 func podReady(p *corev1.Pod) bool {
@@ -89,14 +90,14 @@ type publishedRing struct {
 }
 
 // reconcileRing publishes each zone's ring document, with the time its
-// epoch was published in an annotation, and returns the documents that were
-// published before this reconcile (by zone), which decide whether a
-// scale-down may proceed.
-func (r *DistributedCacheReconciler) reconcileRing(ctx context.Context, dc *cachev1alpha1.DistributedCache, zones []zoneObservation) (map[string]publishedRing, error) {
+// epoch was published in an annotation, and records in st the documents
+// that were published before this reconcile (by zone), which decide whether
+// a scale-down may proceed.
+func (r *DistributedCacheReconciler) reconcileRing(ctx context.Context, dc *cachev1alpha1.DistributedCache, st *reconcileState) error {
 	var existing corev1.ConfigMap
 	err := r.Get(ctx, types.NamespacedName{Namespace: dc.Namespace, Name: ringConfigMapName(dc)}, &existing)
 	if client.IgnoreNotFound(err) != nil {
-		return nil, err
+		return err
 	}
 	minEpochs := map[string]int64{}
 	for _, zs := range dc.Status.Zones {
@@ -112,8 +113,8 @@ func (r *DistributedCacheReconciler) reconcileRing(ctx context.Context, dc *cach
 	}
 	now := r.now().UTC().Truncate(time.Second)
 	var changed []ring.Spec
-	for i := range zones {
-		z := &zones[i]
+	for i := range st.zones {
+		z := &st.zones[i]
 		prev := parsePublishedRing(existing.Data[ringKey(z.Name)])
 		annKey := AnnotationRingPublishedPrefix + z.Name
 		at, err := time.Parse(time.RFC3339, existing.Annotations[annKey])
@@ -124,7 +125,7 @@ func (r *DistributedCacheReconciler) reconcileRing(ctx context.Context, dc *cach
 		next := buildRing(dc, z.Name, prev, minEpochs[z.Name], z.Pods)
 		doc, err := encodeRing(next)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		cm.Data[ringKey(z.Name)] = doc
 		z.Ring = &next
@@ -138,7 +139,7 @@ func (r *DistributedCacheReconciler) reconcileRing(ctx context.Context, dc *cach
 		existing.Data = desired.Data
 		existing.BinaryData = nil
 	}); err != nil {
-		return nil, err
+		return err
 	}
 	for _, s := range changed {
 		active, draining := 0, 0
@@ -152,7 +153,8 @@ func (r *DistributedCacheReconciler) reconcileRing(ctx context.Context, dc *cach
 		r.Recorder.Eventf(dc, nil, corev1.EventTypeNormal, EventRingPublished, "PublishRing",
 			"zone %s: ring epoch %d with %d active and %d draining members", s.Zone, s.Epoch, active, draining)
 	}
-	return published, nil
+	st.published = published
+	return nil
 }
 
 // memberAddress is the host:port of a node's mTLS API, through the zone's

@@ -14,24 +14,24 @@ import (
 // Services and disruption budgets: the client Service, and per zone the
 // headless Service naming the pods and the PodDisruptionBudget.
 
-func (r *DistributedCacheReconciler) reconcileServices(ctx context.Context, dc *cachev1alpha1.DistributedCache) error {
+// reconcileServices writes the client Service and each zone's headless
+// Service.
+func (r *DistributedCacheReconciler) reconcileServices(ctx context.Context, dc *cachev1alpha1.DistributedCache, _ *reconcileState) error {
 	desired := []*corev1.Service{buildClientService(dc)}
 	for _, z := range dc.Spec.Zones {
 		desired = append(desired, buildZoneService(dc, z.Name))
 	}
 	for _, svc := range desired {
-		res, err := apply(ctx, r.Client, r.Scheme, dc, svc, &corev1.Service{}, func(existing, desired *corev1.Service) {
+		if _, err := applyOwned(ctx, r, dc, "Service", svc, &corev1.Service{}, func(existing, desired *corev1.Service) {
 			// clusterIP(s) are allocated by the API server and immutable.
 			ip, ips := existing.Spec.ClusterIP, existing.Spec.ClusterIPs
 			existing.Spec = desired.Spec
 			if desired.Spec.ClusterIP == "" {
 				existing.Spec.ClusterIP, existing.Spec.ClusterIPs = ip, ips
 			}
-		})
-		if err != nil {
+		}); err != nil {
 			return err
 		}
-		r.recordCreated(dc, "Service", svc.Name, res)
 	}
 	return nil
 }
@@ -79,16 +79,13 @@ func buildClientService(dc *cachev1alpha1.DistributedCache) *corev1.Service {
 	}
 }
 
-func (r *DistributedCacheReconciler) reconcilePDBs(ctx context.Context, dc *cachev1alpha1.DistributedCache) error {
+// reconcilePDBs writes each zone's PodDisruptionBudget.
+func (r *DistributedCacheReconciler) reconcilePDBs(ctx context.Context, dc *cachev1alpha1.DistributedCache, _ *reconcileState) error {
 	for _, z := range dc.Spec.Zones {
-		pdb := buildPDB(dc, z.Name)
-		res, err := apply(ctx, r.Client, r.Scheme, dc, pdb, &policyv1.PodDisruptionBudget{}, func(existing, desired *policyv1.PodDisruptionBudget) {
-			existing.Spec = desired.Spec
-		})
-		if err != nil {
+		if _, err := applyOwned(ctx, r, dc, "PodDisruptionBudget", buildPDB(dc, z.Name), &policyv1.PodDisruptionBudget{},
+			func(existing, desired *policyv1.PodDisruptionBudget) { existing.Spec = desired.Spec }); err != nil {
 			return err
 		}
-		r.recordCreated(dc, "PodDisruptionBudget", pdb.Name, res)
 	}
 	return nil
 }

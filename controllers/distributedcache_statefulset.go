@@ -22,21 +22,22 @@ import (
 // (distributedcache_ring.go); and the objects of zones removed from the
 // spec deleted.
 
-// reconcileStatefulSets writes each zone's StatefulSet. It returns when to
-// look again if a scale-down waits for the drain grace period.
-func (r *DistributedCacheReconciler) reconcileStatefulSets(ctx context.Context, dc *cachev1alpha1.DistributedCache, zones []zoneObservation,
-	published map[string]publishedRing, problems *[]finding) (time.Duration, error) {
+// reconcileStatefulSets writes each zone's StatefulSet. It asks for a look
+// again when a zone's new pod template is held or a scale-down waits for
+// the drain grace period.
+func (r *DistributedCacheReconciler) reconcileStatefulSets(ctx context.Context, dc *cachev1alpha1.DistributedCache, st *reconcileState) error {
+	zones, published := st.zones, st.published
 	image := dc.Spec.CacheNodeImage(r.CacheNodeImage)
 	hash, err := podTemplateInputHash(dc, image)
 	if err != nil {
-		return 0, err
+		return err
 	}
 	if withCreds, err := r.withCredentialsHash(ctx, dc, hash); err == nil {
 		hash = withCreds
 	} else {
 		// The pods cannot start without it (the kubelet says so on each);
 		// keep the workload and say which Secret is missing.
-		*problems = append(*problems, finding{cachev1alpha1.ReasonSecretNotFound, err.Error()})
+		st.problems = append(st.problems, finding{cachev1alpha1.ReasonSecretNotFound, err.Error()})
 	}
 	var requeue time.Duration
 	existing := make([]*appsv1.StatefulSet, len(zones))
@@ -46,7 +47,7 @@ func (r *DistributedCacheReconciler) reconcileStatefulSets(ctx context.Context, 
 		if err == nil {
 			existing[i] = &cur
 		} else if client.IgnoreNotFound(err) != nil {
-			return 0, err
+			return err
 		}
 	}
 	rollingZone := rollingOut(zones, existing)
@@ -85,7 +86,7 @@ func (r *DistributedCacheReconciler) reconcileStatefulSets(ctx context.Context, 
 			r.Recorder.Eventf(dc, nil, corev1.EventTypeNormal, EventScaleDownHeld, "ScaleDown",
 				"zone %s: keeping %d pods until the ring with the pods above %d draining is published and has been for %s", z.Name, replicas, desiredReplicas(dc), r.DrainGrace)
 		}
-		res, err := apply(ctx, r.Client, r.Scheme, dc, desired, &appsv1.StatefulSet{}, func(existing, desired *appsv1.StatefulSet) {
+		res, err := applyOwned(ctx, r, dc, "StatefulSet", desired, &appsv1.StatefulSet{}, func(existing, desired *appsv1.StatefulSet) {
 			// Only these fields of a StatefulSet's spec may change.
 			existing.Spec.Replicas = desired.Spec.Replicas
 			existing.Spec.Template = desired.Spec.Template
@@ -94,9 +95,8 @@ func (r *DistributedCacheReconciler) reconcileStatefulSets(ctx context.Context, 
 			existing.Spec.PersistentVolumeClaimRetentionPolicy = desired.Spec.PersistentVolumeClaimRetentionPolicy
 		})
 		if err != nil {
-			return 0, err
+			return err
 		}
-		r.recordCreated(dc, "StatefulSet", desired.Name, res)
 		if res == applyUpdated && current != nil && *current != replicas {
 			r.Recorder.Eventf(dc, nil, corev1.EventTypeNormal, EventStatefulSetScaled, "Scale",
 				"zone %s: StatefulSet %s scaled from %d to %d", z.Name, desired.Name, *current, replicas)
@@ -107,7 +107,8 @@ func (r *DistributedCacheReconciler) reconcileStatefulSets(ctx context.Context, 
 			z.StatefulSet = &cur
 		}
 	}
-	return requeue, nil
+	st.after(requeue)
+	return nil
 }
 
 // podInputs are what the nodes' pod template is made of, by name (as
@@ -264,29 +265,15 @@ func rollingOut(zones []zoneObservation, existing []*appsv1.StatefulSet) string 
 // deleteRemovedZones deletes the StatefulSets, Services and PDBs of zones
 // no longer in the spec (their ring documents went with the rewrite of the
 // ring ConfigMap).
-func (r *DistributedCacheReconciler) deleteRemovedZones(ctx context.Context, dc *cachev1alpha1.DistributedCache) error {
+func (r *DistributedCacheReconciler) deleteRemovedZones(ctx context.Context, dc *cachev1alpha1.DistributedCache, _ *reconcileState) error {
 	inSpec := map[string]bool{}
 	for _, z := range dc.Spec.Zones {
 		inSpec[z.Name] = true
 	}
-	opts := []client.ListOption{client.InNamespace(dc.Namespace), client.MatchingLabels(objectLabels(dc, ""))}
-	var objs []client.Object
-	var stss appsv1.StatefulSetList
-	var svcs corev1.ServiceList
-	var pdbs policyv1.PodDisruptionBudgetList
-	for _, l := range []client.ObjectList{&stss, &svcs, &pdbs} {
-		if err := r.List(ctx, l, opts...); err != nil {
-			return err
-		}
-	}
-	for i := range stss.Items {
-		objs = append(objs, &stss.Items[i])
-	}
-	for i := range svcs.Items {
-		objs = append(objs, &svcs.Items[i])
-	}
-	for i := range pdbs.Items {
-		objs = append(objs, &pdbs.Items[i])
+	objs, err := listObjects(ctx, r, []client.ListOption{client.InNamespace(dc.Namespace), client.MatchingLabels(objectLabels(dc, ""))},
+		&appsv1.StatefulSetList{}, &corev1.ServiceList{}, &policyv1.PodDisruptionBudgetList{})
+	if err != nil {
+		return err
 	}
 	for _, o := range objs {
 		zone, ok := o.GetLabels()[LabelZone]

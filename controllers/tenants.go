@@ -158,7 +158,7 @@ func listTenantDecisions(ctx context.Context, c client.Reader, dc *cachev1alpha1
 // credentials Secret cannot be read is left out (its CacheTenant says why):
 // falling back to the cache's credentials would widen its access. The nodes
 // hot-reload the file, so tenants come and go without a restart.
-func (r *DistributedCacheReconciler) reconcileTenants(ctx context.Context, dc *cachev1alpha1.DistributedCache) error {
+func (r *DistributedCacheReconciler) reconcileTenants(ctx context.Context, dc *cachev1alpha1.DistributedCache, _ *reconcileState) error {
 	decisions, err := listTenantDecisions(ctx, r.Client, dc)
 	if err != nil {
 		return err
@@ -186,7 +186,7 @@ func (r *DistributedCacheReconciler) reconcileTenants(ctx context.Context, dc *c
 		Type:       corev1.SecretTypeOpaque,
 		Data:       map[string][]byte{TenantsFileKey: doc},
 	}
-	res, err := apply(ctx, r.Client, r.Scheme, dc, s, &corev1.Secret{}, func(existing, desired *corev1.Secret) {
+	res, err := applyOwned(ctx, r, dc, "Secret", s, &corev1.Secret{}, func(existing, desired *corev1.Secret) {
 		existing.Data = desired.Data
 	})
 	if err != nil {
@@ -195,7 +195,6 @@ func (r *DistributedCacheReconciler) reconcileTenants(ctx context.Context, dc *c
 	if res == applyUpdated {
 		r.Recorder.Eventf(dc, nil, corev1.EventTypeNormal, EventTenantsUpdated, "UpdateTenants", "tenants file lists %d tenants", len(cfg.Tenants))
 	}
-	r.recordCreated(dc, "Secret", s.Name, res)
 	return nil
 }
 
