@@ -2,29 +2,22 @@ package main
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
-	"encoding/pem"
 	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
-	"net"
-	"net/http"
 	"os"
 	"os/signal"
 	"strings"
-	"sync/atomic"
 	"syscall"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"sigs.k8s.io/yaml"
 
 	"github.com/distcache/distcache/internal/client"
+	"github.com/distcache/distcache/internal/embed"
 	"github.com/distcache/distcache/internal/gateway"
-	"github.com/distcache/distcache/internal/metrics"
-	"github.com/distcache/distcache/internal/pki"
-	"github.com/distcache/distcache/internal/sigv4"
 )
 
 // gatewayFlags are the settings of `cachenode gateway`. Every flag can also
@@ -169,22 +162,6 @@ func parseFallbackNodes(s, zone string) ([]client.ZoneSeeds, error) {
 	return out, nil
 }
 
-// readGeometry is what GetObject reads in: pieces of the cache client's
-// page (a chunk without a page cache, or when pages are whole chunks), and
-// the most pieces fetched ahead of the client, --parallelism chunks'
-// worth. chunk and page are the client's (Client.ReadUnits): the chunk
-// size it was given or learnt from the nodes; 0 when the nodes did not
-// say, and then the flags' (or the default chunk size) stand.
-func (f *gatewayFlags) readGeometry(chunk, page int64) (piece int64, ahead int) {
-	if chunk <= 0 {
-		chunk, page = int64(f.chunkSize), int64(f.pageBytes.byteSize)
-		if chunk <= 0 {
-			chunk = gateway.DefaultReadPieceBytes
-		}
-	}
-	return gateway.ReadGeometry(chunk, page, f.pageCacheBytes > 0, f.parallelism)
-}
-
 // clientWriteTimeoutOrNone is --client-write-timeout as gateway.Config
 // takes it (0 there means the default, negative none).
 func (f *gatewayFlags) clientWriteTimeoutOrNone() time.Duration {
@@ -192,15 +169,6 @@ func (f *gatewayFlags) clientWriteTimeoutOrNone() time.Duration {
 		return -1
 	}
 	return f.clientWriteTimeout
-}
-
-// readBuffers is the bound on all GetObjects' fetched pieces: the pool's
-// slack (a quarter of the page cache), but not under the gateway's default.
-func (f *gatewayFlags) readBuffers() int64 {
-	if f.readBufferBytes > 0 {
-		return int64(f.readBufferBytes)
-	}
-	return max(gateway.DefaultReadBufferBytes, int64(f.pageCacheBytes)/4)
 }
 
 func splitList(s string) []string {
@@ -213,6 +181,21 @@ func splitList(s string) []string {
 	return out
 }
 
+// gatewayConfig maps the flags onto the gateway's configuration.
+func (f *gatewayFlags) gatewayConfig(reg *prometheus.Registry, log *slog.Logger) embed.GatewayConfig {
+	return embed.GatewayConfig{
+		Listen: f.listen, ListenTLSCert: f.listenTLSCert, ListenTLSKey: f.listenTLSKey, MetricsListen: f.metricsListen,
+		ClientUnsentBytes: int64(f.clientUnsentBytes),
+		Nodes:             splitList(f.nodes), Zone: f.zone, Fallback: f.fallback,
+		TLSCert: f.tlsCert, TLSKey: f.tlsKey, CA: f.ca, Tenant: f.tenant,
+		AccessKey: f.accessKey, SecretKey: f.secretKey, Region: f.region, Domains: splitList(f.domains),
+		ChunkSize: int64(f.chunkSize), PageCacheBytes: int64(f.pageCacheBytes), PageBytes: int64(f.pageBytes.byteSize),
+		Prefault: f.prefault, Parallelism: f.parallelism, Timeout: f.timeout, ReadBufferBytes: int64(f.readBufferBytes),
+		PassthroughTimeout: f.passthroughTimeout, ClientWriteTimeout: f.clientWriteTimeoutOrNone(),
+		Registry: reg, Logger: log,
+	}
+}
+
 func runGateway(args []string) error {
 	f, err := parseGatewayFlags(args)
 	if err != nil {
@@ -221,173 +204,9 @@ func runGateway(args []string) error {
 	log := newLogger(f.logLevel)
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-
-	// The certificate and the CA bundle are followed on disk: the operator
-	// renews the one and rotates the other under running gateways.
-	nodeTLSFiles, err := pki.NewClientTLS(f.tlsCert, f.tlsKey, f.ca)
-	if err != nil {
-		return fmt.Errorf("node TLS: %w", err)
-	}
-	nodeTLS := nodeTLSFiles.Config()
-	tenant, err := placementTenant(f.tlsCert, f.tenant)
+	g, err := embed.StartGateway(ctx, f.gatewayConfig(newRegistry(), log))
 	if err != nil {
 		return err
 	}
-	reg := newRegistry()
-	metrics.RegisterCertificateExpiry(reg, nodeTLSFiles.Leaf)
-	m := gateway.NewMetrics(reg)
-	seeds := splitList(f.nodes)
-	verifier := &sigv4.Verifier{
-		Store:  sigv4.NewStaticStore(sigv4.Credentials{AccessKeyID: f.accessKey, SecretAccessKey: f.secretKey}),
-		Region: f.region, Service: "s3",
-	}
-
-	// The S3 port answers 503 until a cache node was reached, so a gateway
-	// started before the cache (a DaemonSet on a new node) comes up by
-	// itself; /readyz says the same.
-	var handler atomic.Pointer[http.Handler]
-	notReady := gateway.Unavailable("the distcache gateway has not reached a cache node yet")
-	api := &http.Server{
-		Addr: f.listen,
-		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if h := handler.Load(); h != nil {
-				(*h).ServeHTTP(w, r)
-				return
-			}
-			notReady.ServeHTTP(w, r)
-		}),
-		ReadHeaderTimeout: 30 * time.Second, IdleTimeout: 2 * time.Minute,
-		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelDebug),
-	}
-	if f.listenTLSCert != "" {
-		// Plain server TLS: S3 clients present no certificate.
-		cert, err := tls.LoadX509KeyPair(f.listenTLSCert, f.listenTLSKey)
-		if err != nil {
-			return fmt.Errorf("--listen-tls-cert: %w", err)
-		}
-		api.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{cert}}
-	}
-	var draining atomic.Bool
-	ready := func() error {
-		switch {
-		case draining.Load():
-			return errors.New("shutting down")
-		case handler.Load() == nil:
-			return errors.New("no cache node reached yet")
-		}
-		return nil
-	}
-	errc := make(chan error, 2)
-	ln, err := net.Listen("tcp", f.listen)
-	if err != nil {
-		return err
-	}
-	ln = gateway.LimitUnsent(ln, int(f.clientUnsentBytes))
-	go func() {
-		if api.TLSConfig != nil {
-			errc <- api.Serve(tls.NewListener(ln, api.TLSConfig))
-			return
-		}
-		errc <- api.Serve(ln)
-	}()
-	var ops *http.Server
-	if f.metricsListen != "" {
-		ops = &http.Server{Addr: f.metricsListen, Handler: opsHandler(reg, ready), ReadHeaderTimeout: 10 * time.Second}
-		go func() { errc <- ops.ListenAndServe() }()
-	}
-	log.Info("gateway listening", "listen", f.listen, "tls", api.TLSConfig != nil, "metrics", f.metricsListen, "nodes", seeds,
-		"zone", f.zone, "fallbackZones", len(f.fallback))
-
-	var cl atomic.Pointer[client.Client]
-	go func() {
-		c, err := connect(ctx, log, client.Config{
-			Seeds: seeds, TLS: nodeTLS, CurrentTLS: nodeTLSFiles.Config, Tenant: f.tenant, ChunkSize: int64(f.chunkSize),
-			Parallelism: f.parallelism, PageCacheBytes: int64(f.pageCacheBytes), PageBytes: int64(f.pageBytes.byteSize),
-			PrefaultPageCache: f.prefault, Timeout: f.timeout,
-			Zone: f.zone, Fallback: f.fallback,
-			Logger: log, Registerer: reg,
-		})
-		if err != nil {
-			if ctx.Err() == nil {
-				errc <- err
-			}
-			return
-		}
-		cl.Store(c)
-		piece, ahead := f.readGeometry(c.ReadUnits())
-		g, err := gateway.New(gateway.Config{
-			Verifier: verifier, Cache: c, Metrics: m, Logger: log, Domains: splitList(f.domains),
-			ReadPieceBytes: piece, ReadAhead: ahead, ReadBufferBytes: f.readBuffers(), ClientWriteTimeout: f.clientWriteTimeoutOrNone(),
-			Upstream: &gateway.Upstream{
-				Client: gateway.NewUpstreamClient(nodeTLS, nodeTLSFiles.Config, f.passthroughTimeout),
-				Nodes:  gateway.RingNodes(c, seeds), Owners: gateway.RingOwners(c, tenant), Tenant: f.tenant,
-				Fallback: c.FallbackNodes, CrossZone: c.CountCrossZone,
-			},
-		})
-		if err != nil {
-			errc <- err
-			return
-		}
-		var h http.Handler = g
-		handler.Store(&h)
-		log.Info("gateway ready", "zone", c.Ring().Zone(), "ringEpoch", c.Ring().Epoch(), "members", len(c.Ring().Members()),
-			"readPieceBytes", piece, "readAhead", ahead)
-	}()
-
-	defer func() {
-		if c := cl.Load(); c != nil {
-			_ = c.Close()
-		}
-	}()
-	return waitAndDrain(ctx, errc, log, &draining, f.shutdownGrace, api, ops)
-}
-
-// placementTenant is the tenant the gateway acts for: --tenant, or the
-// tenant named by the client certificate.
-func placementTenant(certFile, flagTenant string) (string, error) {
-	if flagTenant != "" {
-		return flagTenant, nil
-	}
-	data, err := os.ReadFile(certFile)
-	if err != nil {
-		return "", err
-	}
-	for block, rest := pem.Decode(data); block != nil; block, rest = pem.Decode(rest) {
-		if block.Type != "CERTIFICATE" {
-			continue
-		}
-		leaf, err := x509.ParseCertificate(block.Bytes)
-		if err != nil {
-			return "", fmt.Errorf("%s: %w", certFile, err)
-		}
-		for _, u := range leaf.URIs {
-			if id, err := pki.ParseIdentity(u); err == nil && id.Kind == pki.KindTenant {
-				return id.Name, nil
-			}
-		}
-		break // the leaf comes first
-	}
-	return "", fmt.Errorf("%s is not a tenant certificate: give --tenant to act for one with a peer certificate", certFile)
-}
-
-// connect creates the client, retrying with backoff until a cache node
-// answers or ctx ends.
-func connect(ctx context.Context, log *slog.Logger, cfg client.Config) (*client.Client, error) {
-	backoff := 500 * time.Millisecond
-	for {
-		c, err := client.New(ctx, cfg)
-		if err == nil {
-			return c, nil
-		}
-		if !errors.Is(err, client.ErrUnavailable) {
-			return nil, fmt.Errorf("cache client: %w", err)
-		}
-		log.Warn("no cache node reachable yet; retrying", "err", err, "in", backoff)
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-time.After(backoff):
-		}
-		backoff = min(2*backoff, 10*time.Second)
-	}
+	return runUntilSignal(ctx, g, log, f.shutdownGrace)
 }

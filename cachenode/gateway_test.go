@@ -44,7 +44,7 @@ func TestGatewayPageBytes(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%v: %v", c.args, err)
 		}
-		if piece, ahead := f.readGeometry(0, 0); piece != c.piece || ahead != c.ahead {
+		if piece, ahead := f.gatewayConfig(nil, nil).ReadGeometry(0, 0); piece != c.piece || ahead != c.ahead {
 			t.Errorf("%v: pieces of %d, %d ahead; want %d, %d", c.args, piece, ahead, c.piece, c.ahead)
 		}
 		// The cache client takes the same pages (it refuses pages that
@@ -69,7 +69,7 @@ func TestGatewayPageBytes(t *testing.T) {
 		{8 << 20, 1 << 20, 1 << 20, 32},
 		{4 << 20, 4 << 20, 4 << 20, 4},
 	} {
-		if piece, ahead := f.readGeometry(c.chunk, c.page); piece != c.piece || ahead != c.ahead {
+		if piece, ahead := f.gatewayConfig(nil, nil).ReadGeometry(c.chunk, c.page); piece != c.piece || ahead != c.ahead {
 			t.Errorf("chunks of %d in pages of %d: pieces of %d, %d ahead; want %d, %d", c.chunk, c.page, piece, ahead, c.piece, c.ahead)
 		}
 	}
@@ -97,7 +97,7 @@ func TestGatewayReadBufferBytes(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%v: %v", c.args, err)
 		}
-		if got := f.readBuffers(); got != c.want {
+		if got := f.gatewayConfig(nil, nil).ReadBuffers(); got != c.want {
 			t.Errorf("%v: %d bytes of read buffers, want %d", c.args, got, c.want)
 		}
 	}

@@ -2,33 +2,23 @@ package main
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
-	"net"
-	"net/http"
 	"os"
 	"os/signal"
-	"sync/atomic"
 	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
-	"k8s.io/client-go/rest"
 
+	"github.com/distcache/distcache/internal/embed"
 	"github.com/distcache/distcache/internal/kubewatch"
 	"github.com/distcache/distcache/internal/metalease"
-	"github.com/distcache/distcache/internal/metrics"
 	"github.com/distcache/distcache/internal/node"
-	"github.com/distcache/distcache/internal/pki"
-	"github.com/distcache/distcache/internal/ring"
 	"github.com/distcache/distcache/internal/s3backend"
 	"github.com/distcache/distcache/internal/store"
-	"github.com/distcache/distcache/internal/tenancy"
 )
 
 // serveFlags are the settings of `cachenode serve`. Every flag can also be
@@ -59,11 +49,9 @@ type serveFlags struct {
 
 	// Parsed from ringConfigMap and tenantsSecret; zero when not set.
 	ringRef, tenantsRef kubewatch.Ref
-	// Parsed from crossZone and zoneRingFiles (zone -> path, and the
-	// zones in flag order).
+	// Parsed from crossZone and zoneRingFiles (in flag order).
 	crossZoneMode node.CrossZone
-	zoneFiles     map[string]string
-	zoneFileOrder []string
+	zoneFiles     []embed.ZoneRingFile
 }
 
 func parseServeFlags(args []string) (f *serveFlags, err error) {
@@ -134,7 +122,7 @@ func parseServeFlags(args []string) (f *serveFlags, err error) {
 		if f.ringFile == "" {
 			return nil, errors.New("--cross-zone=OnMiss needs --ring-file (the node's own zone's ring)")
 		}
-		if f.zoneFiles, f.zoneFileOrder, err = parseZoneRingFiles(f.zoneRingFiles); err != nil {
+		if f.zoneFiles, err = parseZoneRingFiles(f.zoneRingFiles); err != nil {
 			return nil, err
 		}
 	}
@@ -150,6 +138,27 @@ func parseServeFlags(args []string) (f *serveFlags, err error) {
 	return f, nil
 }
 
+// nodeConfig maps the flags onto the node's configuration. The S3
+// credentials come from the AWS_* environment variables.
+func (f *serveFlags) nodeConfig(reg *prometheus.Registry, log *slog.Logger) embed.NodeConfig {
+	return embed.NodeConfig{
+		Listen: f.listen, TLSCert: f.tlsCert, TLSKey: f.tlsKey, ClientCA: f.clientCA, MetricsListen: f.metricsListen,
+		DataDir: f.dataDir, DiskBytes: int64(f.diskBytes), RAMBytes: int64(f.ramBytes),
+		ChunkSize: int64(f.chunkSize), MetaTTL: f.metaTTL, Immutable: f.immutable, MetaLease: f.metaLease,
+		WriteCacheBytes: int64(f.writeCacheBytes),
+		TenantsFile:     f.tenantsFile, TenantsSecret: f.tenantsRef,
+		S3: s3backend.Config{
+			Endpoint: f.s3Endpoint, Region: f.s3Region, UsePathStyle: f.s3PathStyle,
+			Default:       s3backend.Credentials{AccessKeyID: os.Getenv("AWS_ACCESS_KEY_ID"), SecretAccessKey: os.Getenv("AWS_SECRET_ACCESS_KEY"), SessionToken: os.Getenv("AWS_SESSION_TOKEN")},
+			MaxConcurrent: f.s3MaxConcurrent, MaxAttempts: f.s3MaxAttempts, RequestTimeout: f.s3Timeout,
+		},
+		RingFile: f.ringFile, RingConfigMap: f.ringRef, Self: f.nodeName, Candidates: f.candidates,
+		PeerCert: f.peerCert, PeerKey: f.peerKey,
+		CrossZone: f.crossZoneMode, Zones: splitList(f.zones), ZoneRingFiles: f.zoneFiles,
+		Registry: reg, Logger: log,
+	}
+}
+
 func runServe(args []string) error {
 	f, err := parseServeFlags(args)
 	if err != nil {
@@ -158,151 +167,11 @@ func runServe(args []string) error {
 	log := newLogger(f.logLevel)
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-
-	reg := newRegistry()
-	m := metrics.NewNode(reg)
-
-	tenants, err := tenancy.Watch(ctx, f.tenantsFile, log)
-	if err != nil {
-		return fmt.Errorf("loading tenants: %w", err)
-	}
-	metrics.RegisterTenantReloads(reg, tenants.Reloads)
-	var kube *rest.Config
-	if f.ringConfigMap != "" || f.tenantsSecret != "" {
-		if kube, err = kubewatch.RESTConfig(); err != nil {
-			return err
-		}
-	}
-	if f.tenantsSecret != "" {
-		if err := watchTenantsSecret(ctx, kube, f.tenantsRef, tenants, f.tenantsFile, reg, log); err != nil {
-			return err
-		}
-	}
-	st, err := store.Open(store.Options{
-		Dir: f.dataDir, DiskBytes: int64(f.diskBytes), RAMBytes: int64(f.ramBytes), Logger: log,
-		TenantQuota: func(name string) int64 {
-			if t, ok := tenants.Current().Tenant(name); ok {
-				return t.QuotaBytes
-			}
-			return 0
-		},
-	})
-	if err != nil {
-		return fmt.Errorf("opening store in %s: %w", f.dataDir, err)
-	}
-	defer st.Close()
-	metrics.RegisterStore(reg, st.Stats)
-
-	be, err := s3backend.New(s3backend.Config{
-		Endpoint: f.s3Endpoint, Region: f.s3Region, UsePathStyle: f.s3PathStyle,
-		Default:       s3backend.Credentials{AccessKeyID: os.Getenv("AWS_ACCESS_KEY_ID"), SecretAccessKey: os.Getenv("AWS_SECRET_ACCESS_KEY"), SessionToken: os.Getenv("AWS_SESSION_TOKEN")},
-		MaxConcurrent: f.s3MaxConcurrent, MaxAttempts: f.s3MaxAttempts, RequestTimeout: f.s3Timeout,
-		Observer: m,
-	})
-	if err != nil {
-		return fmt.Errorf("S3 backend: %w", err)
-	}
-	cfg := node.Config{
-		ChunkSize: int64(f.chunkSize), MetaTTL: f.metaTTL, Immutable: f.immutable, MetaLease: f.metaLease,
-		WriteCacheBytes: int64(f.writeCacheBytes),
-	}
-	if f.ringFile != "" {
-		var stopRingFile func()
-		if cfg.Ring, stopRingFile, err = watchRing(ctx, f.ringFile, m, log); err != nil {
-			return err
-		}
-		if f.ringConfigMap != "" {
-			if err := watchRingConfigMap(ctx, kube, f.ringRef, cfg.Ring, stopRingFile, reg, log); err != nil {
-				return err
-			}
-		}
-		// Followed on disk, like the serving certificate and client CAs:
-		// a CA rotation changes the bundle under running nodes.
-		peerTLS, err := pki.NewClientTLS(f.peerCert, f.peerKey, f.clientCA)
-		if err != nil {
-			return fmt.Errorf("peer TLS: %w", err)
-		}
-		cfg.Self, cfg.Candidates = f.nodeName, f.candidates
-		if f.crossZoneMode == node.CrossZoneOnMiss {
-			cfg.CrossZone, cfg.Zones = node.CrossZoneOnMiss, &node.ZoneRings{}
-			own := cfg.Ring.Load().Zone()
-			srcs, err := zoneRingSources(splitList(f.zones), f.zoneFiles, f.zoneFileOrder, f.ringRef, own)
-			if err != nil {
-				return err
-			}
-			if err := followZoneRings(ctx, kube, srcs, cfg.Zones, reg, log); err != nil {
-				return err
-			}
-			if len(srcs) == 0 {
-				log.Warn("--cross-zone=OnMiss without another zone (--zones, --zone-ring-files): misses go to S3")
-			}
-			log.Info("misses ask the other zones' owners before S3", "zone", own, "otherZones", len(srcs))
-		}
-		cfg.Peers = &node.Peers{Client: &http.Client{Transport: &http.Transport{
-			MaxIdleConnsPerHost: 64, IdleConnTimeout: 90 * time.Second,
-			DialTLSContext: pki.DialTLSContext(peerTLS.Config, &net.Dialer{Timeout: 2 * time.Second}, 7*time.Second),
-		}}}
-	}
-	srv, err := node.New(cfg, st, be, tenants, m, log)
+	n, err := embed.StartNode(ctx, f.nodeConfig(newRegistry(), log))
 	if err != nil {
 		return err
 	}
-	tlsConfig, err := pki.ServerTLSConfig(f.tlsCert, f.tlsKey, f.clientCA)
-	if err != nil {
-		return fmt.Errorf("TLS: %w", err)
-	}
-	metrics.RegisterCertificateExpiry(reg, func() *x509.Certificate { return pki.ServingLeaf(tlsConfig) })
-
-	api := &http.Server{
-		Addr: f.listen, Handler: srv.Handler(), TLSConfig: tlsConfig,
-		ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
-		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelDebug), // handshake failures are the client's problem
-		// An empty, non-nil map turns HTTP/2 off: HTTP/1.1 moves bulk bytes faster in Go.
-		TLSNextProto: map[string]func(*http.Server, *tls.Conn, http.Handler){},
-	}
-	// Chunk reads on connections that negotiate the read protocol are
-	// answered by the node's own loop; everything else stays on net/http.
-	srv.ServeReads(api)
-	// Ready while serving; not ready once shutdown starts, so endpoints drain.
-	var draining atomic.Bool
-	ready := func() error {
-		if draining.Load() {
-			return errors.New("shutting down")
-		}
-		return nil
-	}
-	ops := &http.Server{Addr: f.metricsListen, Handler: opsHandler(reg, ready), ReadHeaderTimeout: 10 * time.Second}
-
-	errc := make(chan error, 2)
-	go func() { errc <- listenTLS(api) }()
-	go func() { errc <- ops.ListenAndServe() }()
-	log.Info("cache node serving", "listen", f.listen, "metrics", f.metricsListen, "dataDir", f.dataDir,
-		"diskBytes", f.diskBytes.String(), "ramBytes", f.ramBytes.String(), "chunkSize", f.chunkSize.String())
-
-	return waitAndDrain(ctx, errc, log, &draining, f.shutdownGrace, api, ops)
-}
-
-func listenTLS(s *http.Server) error {
-	ln, err := net.Listen("tcp", s.Addr)
-	if err != nil {
-		return err
-	}
-	return s.Serve(tls.NewListener(node.BatchingListener(ln), s.TLSConfig))
-}
-
-// opsHandler serves the plain port: metrics, liveness and readiness.
-func opsHandler(reg *prometheus.Registry, ready func() error) http.Handler {
-	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
-	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
-		if err := ready(); err != nil {
-			http.Error(w, err.Error(), http.StatusServiceUnavailable)
-			return
-		}
-		fmt.Fprintln(w, "ok")
-	})
-	return mux
+	return runUntilSignal(ctx, n, log, f.shutdownGrace)
 }
 
 func newLogger(level string) *slog.Logger {
@@ -311,42 +180,4 @@ func newLogger(level string) *slog.Logger {
 		l = slog.LevelInfo
 	}
 	return slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: l}))
-}
-
-// watchRing loads the ring file and keeps the node's ring current with it.
-// stopFile stops watching the file (the ring stays) and waits until the
-// file watch has exited.
-func watchRing(ctx context.Context, path string, m *metrics.Node, log *slog.Logger) (h *ring.Holder, stopFile func(), err error) {
-	r, err := ring.LoadFile(path)
-	if err != nil {
-		return nil, nil, fmt.Errorf("ring: %w", err)
-	}
-	h = &ring.Holder{}
-	h.Store(r)
-	m.RingEpoch.Set(float64(r.Epoch()))
-	// Take Changed before Load (ring.Holder), so a change landing between
-	// the two is not missed until the next one.
-	changed := h.Changed()
-	fileCtx, cancelFile := context.WithCancel(ctx)
-	fileDone := make(chan struct{})
-	go func() {
-		defer close(fileDone)
-		if err := ring.WatchFile(fileCtx, path, h, log); err != nil && fileCtx.Err() == nil {
-			log.Error("ring watch stopped", "err", err)
-		}
-	}()
-	go func() {
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-changed:
-			}
-			changed = h.Changed()
-			r := h.Load()
-			m.RingEpoch.Set(float64(r.Epoch()))
-			log.Info("ring changed", "epoch", r.Epoch(), "members", len(r.Members()))
-		}
-	}()
-	return h, func() { cancelFile(); <-fileDone }, nil
 }

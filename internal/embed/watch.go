@@ -1,7 +1,8 @@
-package main
+package embed
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"sync"
 
@@ -14,16 +15,61 @@ import (
 	"github.com/distcache/distcache/internal/tenancy"
 )
 
-// With --ring-configmap and --tenants-secret a node follows its ring and
-// tenants through the API server, which delivers a change within about a
-// second, where the kubelet refreshes the mounted files only every minute or
-// so. The mounted file stays the start value and is watched as before until
-// the API server first delivers the object; then the file watch stops, so
-// that the kubelet's late copy of an older version can never replace a
-// newer one, and the API watch is the only source. A lost connection to the
-// API server hands nothing over (client-go re-lists with back-off), and a
-// deleted object or an invalid version is logged and counted: the
-// configuration in force stays.
+// With NodeConfig.RingConfigMap and TenantsSecret a node follows its ring
+// and tenants through the API server, which delivers a change within about
+// a second, where the kubelet refreshes the mounted files only every
+// minute or so. The mounted file stays the start value and is watched as
+// before until the API server first delivers the object; then the file
+// watch stops, so that the kubelet's late copy of an older version can
+// never replace a newer one, and the API watch is the only source. A lost
+// connection to the API server hands nothing over (client-go re-lists with
+// back-off), and a deleted object or an invalid version is logged and
+// counted: the configuration in force stays.
+
+// watchRingFile loads the ring file and keeps a new holder current with
+// it. stopFile stops watching the file (the ring stays) and waits until
+// the file watch has exited.
+func watchRingFile(ctx context.Context, path string, log *slog.Logger) (h *ring.Holder, stopFile func(), err error) {
+	r, err := ring.LoadFile(path)
+	if err != nil {
+		return nil, nil, fmt.Errorf("ring: %w", err)
+	}
+	h = &ring.Holder{}
+	h.Store(r)
+	fileCtx, cancelFile := context.WithCancel(ctx)
+	fileDone := make(chan struct{})
+	go func() {
+		defer close(fileDone)
+		if err := ring.WatchFile(fileCtx, path, h, log); err != nil && fileCtx.Err() == nil {
+			log.Error("ring watch stopped", "err", err)
+		}
+	}()
+	return h, func() { cancelFile(); <-fileDone }, nil
+}
+
+// followRingEpoch keeps the ring epoch gauge at the epoch of the ring in
+// h, and logs each change, until ctx ends.
+func followRingEpoch(ctx context.Context, h *ring.Holder, m *metrics.Node, log *slog.Logger) {
+	// Take Changed before Load (ring.Holder), so a change landing between
+	// the two is not missed until the next one.
+	changed := h.Changed()
+	if r := h.Load(); r != nil {
+		m.RingEpoch.Set(float64(r.Epoch()))
+	}
+	go func() {
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-changed:
+			}
+			changed = h.Changed()
+			r := h.Load()
+			m.RingEpoch.Set(float64(r.Epoch()))
+			log.Info("ring changed", "epoch", r.Epoch(), "members", len(r.Members()))
+		}
+	}()
+}
 
 // watchRingConfigMap feeds the ring document in the ConfigMap ref into h
 // with the ring file's rules (valid and a higher epoch, else ignored).
