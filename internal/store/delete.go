@@ -27,35 +27,7 @@ func (s *Store) DeleteObject(o chunk.Object) error {
 	owned, bytes := s.claimObjectLocked(obj, nil, 0) // no longer served from here on
 	s.mu.Unlock()
 	defer func() { s.release(owned...) }()
-
-	// Chunks on disk the index does not know go too: chunks put since (now
-	// indexed or claimed, handled by claimObjectLocked) and chunks left by
-	// a failed delete (unindexed and unclaimed). A chunk that is claimed is
-	// never deleted here: its claim holder may be about to index it.
-	if s.hooks != nil && s.hooks.deleteList != nil {
-		s.hooks.deleteList(obj)
-	}
-	var listed []string
-	listErr := s.view(func(txn *badger.Txn) error {
-		it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix})
-		defer it.Close()
-		for it.Rewind(); it.Valid(); it.Next() {
-			listed = append(listed, string(it.Item().Key()))
-		}
-		return nil
-	})
-	if listErr == nil {
-		s.mu.Lock()
-		owned, bytes = s.claimObjectLocked(obj, owned, bytes)
-		for _, k := range listed {
-			// Not indexed: claimObjectLocked just unindexed the object.
-			if _, claimed := s.inflight[k]; !claimed {
-				s.inflight[k] = false
-				owned = append(owned, k)
-			}
-		}
-		s.mu.Unlock()
-	}
+	owned, bytes, listErr := s.claimOnDisk(prefix, owned, bytes)
 
 	del := make([][]byte, 0, 1+len(owned))
 	del = append(del, metaKey(o))
@@ -71,6 +43,42 @@ func (s *Store) DeleteObject(o chunk.Object) error {
 		return fmt.Errorf("store: delete object %s: %w", o, err)
 	}
 	return nil
+}
+
+// claimOnDisk claims the chunks of the object whose chunk prefix is prefix
+// that are on disk but not indexed, appending them to owned and bytes:
+// chunks put since claimObjectLocked ran (now indexed or claimed: it runs
+// again) and chunks left by a failed delete (unindexed and unclaimed). A
+// chunk that is claimed is never deleted here: its claim holder may be
+// about to index it. err is badger's error listing the chunks.
+func (s *Store) claimOnDisk(prefix []byte, owned []string, bytes int64) (_ []string, _ int64, err error) {
+	obj := string(prefix)
+	if s.hooks != nil && s.hooks.deleteList != nil {
+		s.hooks.deleteList(obj)
+	}
+	var listed []string
+	err = s.view(func(txn *badger.Txn) error {
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix})
+		defer it.Close()
+		for it.Rewind(); it.Valid(); it.Next() {
+			listed = append(listed, string(it.Item().Key()))
+		}
+		return nil
+	})
+	if err != nil {
+		return owned, bytes, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	owned, bytes = s.claimObjectLocked(obj, owned, bytes)
+	for _, k := range listed {
+		// Not indexed: claimObjectLocked just unindexed the object.
+		if _, claimed := s.inflight[k]; !claimed {
+			s.inflight[k] = false
+			owned = append(owned, k)
+		}
+	}
+	return owned, bytes, nil
 }
 
 // claimObjectLocked unindexes the indexed chunks of the object whose chunk

@@ -184,17 +184,53 @@ func resetDir(dir string) error {
 // write order (chunks moved by value-log GC got a new version and count as
 // recent; reads since the last write are not remembered).
 func (s *Store) rebuildIndex() error {
-	type rec struct {
-		key       string
-		prefixLen int
-		tenant    string
-		version   uint64
-		size      int64 // payload bytes, -1 if unknown
-		parts     int
+	recs, bad, err := s.scanChunks()
+	if err != nil {
+		return err
 	}
-	var recs []rec
-	var bad [][]byte
-	err := s.db.View(func(txn *badger.Txn) error {
+	for i := range recs {
+		if recs[i].size < 0 && recs[i].parts == 0 {
+			// The entry does not fit badger's format as we know it: read it.
+			n, err := s.readValueLen([]byte(recs[i].key))
+			if err != nil {
+				s.log.Warn("unreadable chunk at open; deleting it", "key", recs[i].key, "err", err)
+				bad = append(bad, []byte(recs[i].key))
+				continue
+			}
+			recs[i].size = n
+		}
+	}
+	if len(bad) > 0 {
+		s.checksumFailures.Add(uint64(len(bad)))
+		if err := s.deleteKeys(bad); err != nil {
+			return err
+		}
+	}
+	sort.SliceStable(recs, func(i, j int) bool { return recs[i].version < recs[j].version })
+	for _, r := range recs {
+		if r.size >= 0 {
+			s.idx.restore(r.key, r.prefixLen, r.tenant, r.size).parts = r.parts
+		}
+	}
+	return nil
+}
+
+// diskChunk is a chunk scanChunks found on disk.
+type diskChunk struct {
+	key       string
+	prefixLen int
+	tenant    string
+	version   uint64
+	size      int64 // payload bytes, -1 if unknown
+	parts     int
+}
+
+// scanChunks lists the chunks on disk in key order with a key-only
+// iteration, their sizes worked out from what badger tells of each entry
+// (-1 where that does not fit badger's format as we know it), and the keys
+// to delete: malformed ones and stray parts.
+func (s *Store) scanChunks() (recs []diskChunk, bad [][]byte, err error) {
+	err = s.db.View(func(txn *badger.Txn) error {
 		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{typeChunk}})
 		defer it.Close()
 		for it.Rewind(); it.Valid(); it.Next() {
@@ -227,40 +263,15 @@ func (s *Store) rebuildIndex() error {
 			if ok && n >= valueHeaderLen {
 				size = n - valueHeaderLen
 			}
-			recs = append(recs, rec{string(k), p.prefixLen, p.id.Tenant, item.Version(), size, 0})
+			recs = append(recs, diskChunk{string(k), p.prefixLen, p.id.Tenant, item.Version(), size, 0})
 		}
 		return nil
 	})
-	if err != nil {
-		return err
-	}
-	for i := range recs {
-		if recs[i].size < 0 && recs[i].parts == 0 {
-			// The entry does not fit badger's format as we know it: read it.
-			n, err := s.readValueLen([]byte(recs[i].key))
-			if err != nil {
-				s.log.Warn("unreadable chunk at open; deleting it", "key", recs[i].key, "err", err)
-				bad = append(bad, []byte(recs[i].key))
-				continue
-			}
-			recs[i].size = n
-		}
-	}
-	if len(bad) > 0 {
-		s.checksumFailures.Add(uint64(len(bad)))
-		if err := s.deleteKeys(bad); err != nil {
-			return err
-		}
-	}
-	sort.SliceStable(recs, func(i, j int) bool { return recs[i].version < recs[j].version })
-	for _, r := range recs {
-		if r.size >= 0 {
-			s.idx.restore(r.key, r.prefixLen, r.tenant, r.size).parts = r.parts
-		}
-	}
-	return nil
+	return recs, bad, err
 }
 
+// readValueLen reads the chunk value under key and returns the length of
+// its verified payload.
 func (s *Store) readValueLen(key []byte) (int64, error) {
 	var n int64
 	err := s.db.View(func(txn *badger.Txn) error {

@@ -164,33 +164,9 @@ type testHooks struct {
 // Open opens (or creates) the store in opts.Dir and rebuilds its index from
 // what is on disk.
 func Open(opts Options) (*Store, error) {
-	if opts.Dir == "" {
-		return nil, errors.New("store: Options.Dir is required")
-	}
-	if opts.DiskBytes < MinDiskBytes {
-		return nil, fmt.Errorf("store: Options.DiskBytes %d is below the minimum %d", opts.DiskBytes, MinDiskBytes)
-	}
-	if opts.RAMBytes < 0 {
-		return nil, fmt.Errorf("store: negative Options.RAMBytes %d", opts.RAMBytes)
-	}
-	if opts.Logger == nil {
-		opts.Logger = slog.Default()
-	}
-	if opts.MaintenanceInterval <= 0 {
-		opts.MaintenanceInterval = 10 * time.Second
-	}
-	if opts.LiveFraction == 0 {
-		opts.LiveFraction = DefaultLiveFraction
-	}
-	if opts.LiveFraction <= 0 || opts.LiveFraction >= 1 {
-		return nil, fmt.Errorf("store: Options.LiveFraction %v outside (0, 1)", opts.LiveFraction)
-	}
-	switch opts.Eviction {
-	case "":
-		opts.Eviction = EvictS3FIFO
-	case EvictS3FIFO, EvictLRU:
-	default:
-		return nil, fmt.Errorf("store: unknown Options.Eviction %q (want %q or %q)", opts.Eviction, EvictS3FIFO, EvictLRU)
+	opts, err := opts.withDefaults()
+	if err != nil {
+		return nil, err
 	}
 	if err := os.MkdirAll(opts.Dir, 0o750); err != nil {
 		return nil, fmt.Errorf("store: %w", err)
@@ -221,13 +197,7 @@ func Open(opts Options) (*Store, error) {
 	}
 	openDone(opts.Dir, log)
 	if opts.RAMBytes > 0 {
-		s.ram, err = ristretto.NewCache(&ristretto.Config[string, []byte]{
-			NumCounters:        max(1000, opts.RAMBytes/(32<<10)), // ~10x the chunks that fit
-			MaxCost:            opts.RAMBytes,
-			BufferItems:        64,
-			IgnoreInternalCost: true, // cost is exactly len(payload)
-		})
-		if err != nil {
+		if s.ram, err = newRAMTier(opts.RAMBytes); err != nil {
 			return nil, errors.Join(fmt.Errorf("store: ram tier: %w", err), db.Close())
 		}
 	}
@@ -237,6 +207,49 @@ func Open(opts Options) (*Store, error) {
 	s.wg.Add(1)
 	go s.maintenance()
 	return s, nil
+}
+
+// withDefaults checks opts and fills in the defaults.
+func (opts Options) withDefaults() (Options, error) {
+	if opts.Dir == "" {
+		return opts, errors.New("store: Options.Dir is required")
+	}
+	if opts.DiskBytes < MinDiskBytes {
+		return opts, fmt.Errorf("store: Options.DiskBytes %d is below the minimum %d", opts.DiskBytes, MinDiskBytes)
+	}
+	if opts.RAMBytes < 0 {
+		return opts, fmt.Errorf("store: negative Options.RAMBytes %d", opts.RAMBytes)
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.MaintenanceInterval <= 0 {
+		opts.MaintenanceInterval = 10 * time.Second
+	}
+	if opts.LiveFraction == 0 {
+		opts.LiveFraction = DefaultLiveFraction
+	}
+	if opts.LiveFraction <= 0 || opts.LiveFraction >= 1 {
+		return opts, fmt.Errorf("store: Options.LiveFraction %v outside (0, 1)", opts.LiveFraction)
+	}
+	switch opts.Eviction {
+	case "":
+		opts.Eviction = EvictS3FIFO
+	case EvictS3FIFO, EvictLRU:
+	default:
+		return opts, fmt.Errorf("store: unknown Options.Eviction %q (want %q or %q)", opts.Eviction, EvictS3FIFO, EvictLRU)
+	}
+	return opts, nil
+}
+
+// newRAMTier returns a RAM tier of the given size in payload bytes.
+func newRAMTier(bytes int64) (*ristretto.Cache[string, []byte], error) {
+	return ristretto.NewCache(&ristretto.Config[string, []byte]{
+		NumCounters:        max(1000, bytes/(32<<10)), // ~10x the chunks that fit
+		MaxCost:            bytes,
+		BufferItems:        64,
+		IgnoreInternalCost: true, // cost is exactly len(payload)
+	})
 }
 
 func (s *Store) enter() error {
