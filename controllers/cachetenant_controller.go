@@ -67,6 +67,7 @@ func (r *CacheTenantReconciler) apiReader() client.Reader {
 	return r.Client
 }
 
+// +kubebuilder:rbac:groups=apps,resources=deployments,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=cache.distcache.io,resources=cachetenants,verbs=get;list;watch;update;patch
 // +kubebuilder:rbac:groups=cache.distcache.io,resources=cachetenants/finalizers,verbs=update
 // +kubebuilder:rbac:groups=cache.distcache.io,resources=cachetenants/status,verbs=get;update;patch
@@ -75,6 +76,7 @@ func (r *CacheTenantReconciler) apiReader() client.Reader {
 // +kubebuilder:rbac:groups=core,resources=namespaces,verbs=get;list;watch
 // +kubebuilder:rbac:groups=core,resources=secrets,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+// +kubebuilder:rbac:groups=monitoring.coreos.com,resources=podmonitors,verbs=get;list;watch;create;update;patch;delete
 
 // Reconcile fetches the tenant, cleans up after a deleted one, and otherwise
 // keeps its certificate and status current.
@@ -260,30 +262,20 @@ func (r *CacheTenantReconciler) secretToTenants(ctx context.Context, o client.Ob
 // tenants of the cache, since one tenant's admission can change another's
 // name conflict).
 func (r *CacheTenantReconciler) cacheToTenants(ctx context.Context, o client.Object) []reconcile.Request {
-	var tenants cachev1alpha1.CacheTenantList
-	if err := r.List(ctx, &tenants); err != nil {
-		log.FromContext(ctx).Error(err, "listing CacheTenants")
-		return nil
-	}
-	var reqs []reconcile.Request
-	for _, t := range tenants.Items {
-		if t.Spec.CacheRef.Namespace == o.GetNamespace() && t.Spec.CacheRef.Name == o.GetName() {
-			reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&t)})
+	return mapTenants(ctx, r, "", func(t *cachev1alpha1.CacheTenant) []reconcile.Request {
+		if t.Spec.CacheRef.Namespace != o.GetNamespace() || t.Spec.CacheRef.Name != o.GetName() {
+			return nil
 		}
-	}
-	return reqs
+		return tenantRequest(t)
+	})
 }
 
 // namespaceToTenants maps a namespace to its tenants.
 func (r *CacheTenantReconciler) namespaceToTenants(ctx context.Context, o client.Object) []reconcile.Request {
-	var tenants cachev1alpha1.CacheTenantList
-	if err := r.List(ctx, &tenants, client.InNamespace(o.GetName())); err != nil {
-		log.FromContext(ctx).Error(err, "listing CacheTenants", "namespace", o.GetName())
-		return nil
-	}
-	var reqs []reconcile.Request
-	for _, t := range tenants.Items {
-		reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&t)})
-	}
-	return reqs
+	return mapTenants(ctx, r, o.GetName(), tenantRequest)
+}
+
+// tenantRequest is the request to reconcile t.
+func tenantRequest(t *cachev1alpha1.CacheTenant) []reconcile.Request {
+	return []reconcile.Request{{NamespacedName: client.ObjectKeyFromObject(t)}}
 }

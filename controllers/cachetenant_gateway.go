@@ -1,21 +1,19 @@
 package controllers
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
+	"context"
 	"fmt"
-	"path"
 	"slices"
-	"strings"
 
 	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	cachev1alpha1 "github.com/distcache/distcache/api/v1alpha1"
 	"github.com/distcache/distcache/internal/monitoring"
@@ -28,7 +26,11 @@ import (
 // trafficDistribution PreferSameZone), a PodDisruptionBudget per zone, the
 // Secret of S3 credentials clients sign with (<tenant>-s3-credentials) and,
 // where the cache has a ServiceMonitor, a PodMonitor. This file holds the
-// pure builders; cachetenant_gateway_reconcile.go writes them.
+// gateway step (reconcileGateway), the names and labels, and the Service,
+// PDB and PodMonitor; the Deployment is built in
+// cachetenant_gateway_deployment.go, the credentials kept in
+// cachetenant_gateway_credentials.go, the status read in
+// cachetenant_gateway_status.go.
 
 // Labels and names of gateway objects.
 const (
@@ -48,20 +50,6 @@ const (
 	GatewayMetricsPort = 9091
 
 	gatewayContainerName = "gateway"
-	gatewayTLSVolume     = "tls"
-)
-
-// Keys of the credentials Secret: the names AWS SDKs, the AWS CLI and
-// ClickHouse's from_env read from the environment, so `envFrom` of the
-// Secret is all a client needs.
-const (
-	CredentialsAccessKeyID     = "AWS_ACCESS_KEY_ID"
-	CredentialsSecretAccessKey = "AWS_SECRET_ACCESS_KEY"
-	CredentialsEndpointURL     = "AWS_ENDPOINT_URL"
-	CredentialsRegion          = "AWS_REGION"
-	// defaultClientRegion is what clients are told to sign for when the
-	// gateway accepts any region: SDKs need one.
-	defaultClientRegion = "us-east-1"
 )
 
 // GatewayServiceName names the tenant's gateway Service.
@@ -70,11 +58,6 @@ func GatewayServiceName(t *cachev1alpha1.CacheTenant) string { return t.Name + "
 // GatewayDeploymentName names a zone's gateway Deployment (and its PDB).
 func GatewayDeploymentName(t *cachev1alpha1.CacheTenant, zone string) string {
 	return t.Name + "-gateway-" + zone
-}
-
-// GatewayCredentialsSecretName names the Secret of the S3 credentials.
-func GatewayCredentialsSecretName(t *cachev1alpha1.CacheTenant) string {
-	return t.Name + "-s3-credentials"
 }
 
 // gatewayPodMonitorName names the PodMonitor scraping the gateways.
@@ -108,12 +91,7 @@ func gatewayZoneSelectorLabels(t *cachev1alpha1.CacheTenant, zone string) map[st
 // gatewayLabels are the labels of the tenant's gateway objects and pods
 // (of one zone, or of all when zone is "").
 func gatewayLabels(t *cachev1alpha1.CacheTenant, zone string) map[string]string {
-	l := gatewaySelectorLabels(t)
-	if zone != "" {
-		l[LabelZone] = zone
-	}
-	l[LabelComponent] = "gateway"
-	l[LabelManagedBy] = ManagedByValue
+	l := ownedLabels(gatewaySelectorLabels(t), zone, "gateway")
 	l[LabelCache] = t.Spec.CacheRef.Name
 	l[LabelCacheNamespace] = t.Spec.CacheRef.Namespace
 	return l
@@ -142,192 +120,99 @@ func zoneNodesURL(dc *cachev1alpha1.DistributedCache, zone string) string {
 	return fmt.Sprintf("https://%s.%s.svc:%d", zoneObjectName(dc, zone), dc.Namespace, APIPort)
 }
 
-// gatewayMemory is the memory the gateway container needs for a page cache
-// of pageCache bytes: the page pool (1.25x the page cache), the read
-// buffers of GetObjects in flight, and room for the Go runtime.
-func gatewayMemory(pageCache int64) (limit, readBuffers int64) {
-	readBuffers = max(64<<20, pageCache/4)
-	return pageCache + pageCache/4 + readBuffers + 256<<20, readBuffers
-}
-
-// gatewayResources: spec.gateway.resources, or 500m CPU and memory sized
-// from the page cache (request = limit: a gateway whose memory is taken
-// back loses its page cache).
-func gatewayResources(g *cachev1alpha1.GatewaySpec) corev1.ResourceRequirements {
-	if g.Resources != nil {
-		return *g.Resources.DeepCopy()
+// reconcileGateway runs the tenant's gateways when spec.gateway asks for
+// them and the tenant is admitted to an existing cache, and removes them
+// otherwise. tenant is the tenant's own state: gateways of a tenant whose
+// certificate is not issued yet are created (they wait for it) but
+// reported not ready for that reason.
+func (r *CacheTenantReconciler) reconcileGateway(ctx context.Context, t *cachev1alpha1.CacheTenant, tenant tenantState) (gatewayState, error) {
+	var dc cachev1alpha1.DistributedCache
+	ref := t.Spec.CacheRef
+	err := r.Get(ctx, types.NamespacedName{Namespace: ref.Namespace, Name: ref.Name}, &dc)
+	if client.IgnoreNotFound(err) != nil {
+		return gatewayState{}, err
 	}
-	limit, _ := gatewayMemory(g.GatewayPageCacheBytes())
-	mem := *resource.NewQuantity(limit, resource.BinarySI)
-	return corev1.ResourceRequirements{
-		Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("500m"), corev1.ResourceMemory: mem},
-		Limits:   corev1.ResourceList{corev1.ResourceMemory: mem},
+	if !t.GatewayEnabled() || tenant.revoke || err != nil {
+		return gatewayState{}, r.removeGateway(ctx, t, nil)
 	}
-}
-
-// gatewayArgs are the `cachenode gateway` flags of a zone's gateways: the
-// zone's nodes first, the other zones' as fallback (cachenode
-// gateway --help).
-func gatewayArgs(t *cachev1alpha1.CacheTenant, dc *cachev1alpha1.DistributedCache, zone string) []string {
-	g := t.Spec.Gateway
-	_, readBuffers := gatewayMemory(g.GatewayPageCacheBytes())
-	args := []string{
-		"gateway",
-		fmt.Sprintf("--listen=:%d", g.GatewayPort()),
-		fmt.Sprintf("--metrics-listen=:%d", GatewayMetricsPort),
-		"--zone=" + zone,
-		"--nodes=" + zoneNodesURL(dc, zone),
+	zones, missing := gatewayZones(t, &dc)
+	creds, err := r.ensureGatewayCredentials(ctx, t)
+	if err != nil {
+		return gatewayState{}, err
 	}
-	var fallback []string
-	for _, z := range dc.Spec.Zones {
-		if z.Name != zone {
-			fallback = append(fallback, z.Name+"="+zoneNodesURL(dc, z.Name))
+	if _, err := apply(ctx, r.Client, r.Scheme, t, buildGatewayService(t), &corev1.Service{}, func(existing, desired *corev1.Service) {
+		// The API server allocates the cluster IPs and node ports: keep them.
+		desired.Spec.ClusterIP, desired.Spec.ClusterIPs = existing.Spec.ClusterIP, existing.Spec.ClusterIPs
+		for i := range desired.Spec.Ports {
+			if i < len(existing.Spec.Ports) {
+				desired.Spec.Ports[i].NodePort = existing.Spec.Ports[i].NodePort
+			}
+		}
+		existing.Spec = desired.Spec
+	}); err != nil {
+		return gatewayState{}, err
+	}
+	image := dc.Spec.CacheNodeImage(r.CacheNodeImage)
+	hash := credentialsHash(creds.Data)
+	for _, z := range zones {
+		if _, err := apply(ctx, r.Client, r.Scheme, t, buildGatewayDeployment(t, &dc, z, image, hash), &appsv1.Deployment{}, func(existing, desired *appsv1.Deployment) {
+			existing.Spec = desired.Spec
+		}); err != nil {
+			return gatewayState{}, err
+		}
+		if _, err := apply(ctx, r.Client, r.Scheme, t, buildGatewayPDB(t, z), &policyv1.PodDisruptionBudget{}, func(existing, desired *policyv1.PodDisruptionBudget) {
+			existing.Spec = desired.Spec
+		}); err != nil {
+			return gatewayState{}, err
 		}
 	}
-	if len(fallback) > 0 {
-		args = append(args, "--fallback-nodes="+strings.Join(fallback, ","))
+	if err := r.removeGateway(ctx, t, zones); err != nil {
+		return gatewayState{}, err
 	}
-	args = append(args,
-		"--tls-cert="+path.Join(tlsDir, corev1.TLSCertKey),
-		"--tls-key="+path.Join(tlsDir, corev1.TLSPrivateKeyKey),
-		"--ca="+path.Join(tlsDir, "ca.crt"),
-		"--domain="+strings.Join(gatewayDomains(t), ","),
-		fmt.Sprintf("--page-cache-bytes=%d", g.GatewayPageCacheBytes()),
-		fmt.Sprintf("--read-buffer-bytes=%d", readBuffers),
-	)
-	if g.Region != "" {
-		args = append(args, "--region="+g.Region)
+	if err := r.reconcileGatewayPodMonitor(ctx, t, &dc); err != nil {
+		return gatewayState{}, err
 	}
-	return args
+	st := gatewayState{enabled: true, endpoint: GatewayEndpoint(t), credentials: creds.Name}
+	if st.zones, err = r.observeGateways(ctx, t, zones); err != nil {
+		return gatewayState{}, err
+	}
+	st.reason, st.message = gatewayReadiness(t, tenant, missing, st.zones, r.whyNotReady(ctx, t, st.zones))
+	return st, nil
 }
 
-// gatewayEnv: the keys clients sign with (from the credentials Secret, so
-// the keys never appear in the Deployment), GOMEMLIMIT at 90% of the
-// memory limit, then the overrides' env.
-func gatewayEnv(t *cachev1alpha1.CacheTenant, res corev1.ResourceRequirements, extra []corev1.EnvVar) []corev1.EnvVar {
-	ref := func(key string) *corev1.EnvVarSource {
-		return &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
-			LocalObjectReference: corev1.LocalObjectReference{Name: GatewayCredentialsSecretName(t)}, Key: key,
-		}}
+// removeGateway deletes the tenant's gateway Deployments and PDBs of
+// zones not in keep; with keep nil (gateways off), also the Service, the
+// credentials Secret and the PodMonitor. Only objects the tenant controls.
+func (r *CacheTenantReconciler) removeGateway(ctx context.Context, t *cachev1alpha1.CacheTenant, keep []string) error {
+	stale := func(o client.Object) bool {
+		return metav1.IsControlledBy(o, t) && (keep == nil || !slices.Contains(keep, o.GetLabels()[LabelZone]))
 	}
-	env := []corev1.EnvVar{
-		{Name: "DISTCACHE_ACCESS_KEY", ValueFrom: ref(CredentialsAccessKeyID)},
-		{Name: "DISTCACHE_SECRET_KEY", ValueFrom: ref(CredentialsSecretAccessKey)},
+	objs, err := listObjects(ctx, r, []client.ListOption{client.InNamespace(t.Namespace), client.MatchingLabels(gatewaySelectorLabels(t))},
+		&appsv1.DeploymentList{}, &policyv1.PodDisruptionBudgetList{})
+	if err != nil {
+		return err
 	}
-	if q, ok := res.Limits[corev1.ResourceMemory]; ok {
-		env = append(env, corev1.EnvVar{Name: "GOMEMLIMIT", Value: fmt.Sprintf("%d", q.Value()/10*9)})
-	}
-	return append(env, extra...)
-}
-
-// restrictedPodSecurity and restrictedContainerSecurity meet the
-// restricted Pod Security level (gateways and cache nodes: the
-// restricted-level table test in podsecurity_test.go); the overrides
-// replace them whole.
-func restrictedPodSecurity() *corev1.PodSecurityContext {
-	return &corev1.PodSecurityContext{
-		RunAsNonRoot: ptr.To(true), RunAsUser: ptr.To[int64](defaultNodeUser), RunAsGroup: ptr.To[int64](defaultNodeUser),
-		SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
-	}
-}
-
-func restrictedContainerSecurity() *corev1.SecurityContext {
-	return &corev1.SecurityContext{
-		AllowPrivilegeEscalation: ptr.To(false), ReadOnlyRootFilesystem: ptr.To(true),
-		Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
-	}
-}
-
-// buildGatewayDeployment is the Deployment <tenant>-gateway-<zone>: the
-// zone's gateways, pinned to the zone, spread over hosts, rolled one
-// surge pod at a time (never fewer ready than replicasPerZone); each pod
-// leaves the Service's endpoints before it stops listening (preStop).
-// credentialsHash is credentialsHash of the credentials Secret.
-func buildGatewayDeployment(t *cachev1alpha1.CacheTenant, dc *cachev1alpha1.DistributedCache, zone, image, credentialsHash string) *appsv1.Deployment {
-	g := t.Spec.Gateway
-	var ov cachev1alpha1.PodTemplateOverrides
-	if g.PodTemplate != nil {
-		ov = *g.PodTemplate
-	}
-	podLabels := mergeMaps(ov.Metadata.Labels, gatewayLabels(t, zone))
-	podAnnotations := mergeMaps(ov.Metadata.Annotations, map[string]string{AnnotationCredentialsHash: credentialsHash})
-	podSecurity, containerSecurity := restrictedPodSecurity(), restrictedContainerSecurity()
-	if ov.SecurityContext != nil {
-		podSecurity = ov.SecurityContext
-	}
-	if ov.ContainerSecurityContext != nil {
-		containerSecurity = ov.ContainerSecurityContext
-	}
-	grace := int64(30)
-	if ov.TerminationGracePeriodSeconds != nil {
-		grace = *ov.TerminationGracePeriodSeconds
-	}
-	res := gatewayResources(g)
-	probe := func(path string, period, failures int32) *corev1.Probe {
-		return &corev1.Probe{
-			ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{
-				Path: path, Port: intstr.FromString("metrics"), Scheme: corev1.URISchemeHTTP,
-			}},
-			PeriodSeconds: period, TimeoutSeconds: 2, FailureThreshold: failures,
+	for _, o := range objs {
+		if stale(o) {
+			if err := deleteUnlessReplaced(ctx, r.Client, o); err != nil {
+				return err
+			}
 		}
 	}
-	container := corev1.Container{
-		Name:            gatewayContainerName,
-		Image:           image,
-		ImagePullPolicy: dc.Spec.ImagePullPolicy,
-		Args:            gatewayArgs(t, dc, zone),
-		Env:             gatewayEnv(t, res, ov.Env),
-		Ports: []corev1.ContainerPort{
-			{Name: "s3", ContainerPort: g.GatewayPort(), Protocol: corev1.ProtocolTCP},
-			{Name: "metrics", ContainerPort: GatewayMetricsPort, Protocol: corev1.ProtocolTCP},
-		},
-		ReadinessProbe: probe("/readyz", 2, 2),
-		LivenessProbe:  probe("/healthz", 10, 6),
-		// Endpoints stop sending new requests before the gateway stops
-		// accepting them; it then finishes those in flight (--shutdown-grace).
-		Lifecycle:       &corev1.Lifecycle{PreStop: &corev1.LifecycleHandler{Sleep: &corev1.SleepAction{Seconds: 5}}},
-		Resources:       res,
-		SecurityContext: containerSecurity,
-		VolumeMounts:    []corev1.VolumeMount{{Name: gatewayTLSVolume, MountPath: tlsDir, ReadOnly: true}},
+	if keep != nil {
+		return nil
 	}
-	zoneReq := []corev1.NodeSelectorRequirement{{Key: ZoneTopologyKey, Operator: corev1.NodeSelectorOpIn, Values: []string{zone}}}
-	return &appsv1.Deployment{
-		ObjectMeta: metav1.ObjectMeta{Name: GatewayDeploymentName(t, zone), Namespace: t.Namespace, Labels: gatewayLabels(t, zone)},
-		Spec: appsv1.DeploymentSpec{
-			Replicas: ptr.To(g.GatewayReplicasPerZone()),
-			Selector: &metav1.LabelSelector{MatchLabels: gatewayZoneSelectorLabels(t, zone)},
-			Strategy: appsv1.DeploymentStrategy{
-				Type: appsv1.RollingUpdateDeploymentStrategyType,
-				RollingUpdate: &appsv1.RollingUpdateDeployment{
-					MaxUnavailable: ptr.To(intstr.FromInt32(0)), MaxSurge: ptr.To(intstr.FromInt32(1)),
-				},
-			},
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: podLabels, Annotations: podAnnotations},
-				Spec: corev1.PodSpec{
-					Containers: []corev1.Container{container},
-					Volumes: []corev1.Volume{{Name: gatewayTLSVolume, VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
-						SecretName: t.CertificateSecretName(),
-						Items: []corev1.KeyToPath{
-							{Key: corev1.TLSCertKey, Path: corev1.TLSCertKey},
-							{Key: corev1.TLSPrivateKeyKey, Path: corev1.TLSPrivateKeyKey},
-							{Key: "ca.crt", Path: "ca.crt"},
-						},
-					}}}},
-					Affinity:                      zoneAffinity(zoneReq, gatewayZoneSelectorLabels(t, zone), ov.Affinity),
-					NodeSelector:                  g.NodeSelector,
-					Tolerations:                   g.Tolerations,
-					ImagePullSecrets:              dc.Spec.ImagePullSecrets,
-					PriorityClassName:             ov.PriorityClassName,
-					ServiceAccountName:            ov.ServiceAccountName,
-					AutomountServiceAccountToken:  ptr.To(false), // the gateway never talks to the API server
-					SecurityContext:               podSecurity,
-					TopologySpreadConstraints:     ov.TopologySpreadConstraints,
-					TerminationGracePeriodSeconds: &grace,
-				},
-			},
-		},
+	if err := deleteControlled(ctx, r.Client, t, &corev1.Service{}, GatewayServiceName(t)); err != nil {
+		return err
 	}
+	if err := deleteControlled(ctx, r.Client, t, &corev1.Secret{}, GatewayCredentialsSecretName(t)); err != nil {
+		return err
+	}
+	installed, err := kindInstalled(r.RESTMapper(), podMonitorGVK)
+	if err != nil || !installed {
+		return err
+	}
+	return deleteControlled(ctx, r.Client, t, &monitoringv1.PodMonitor{}, gatewayPodMonitorName(t))
 }
 
 // buildGatewayService is the Service <tenant>-gateway in front of every
@@ -373,6 +258,24 @@ func buildGatewayPDB(t *cachev1alpha1.CacheTenant, zone string) *policyv1.PodDis
 	}
 }
 
+// reconcileGatewayPodMonitor writes the PodMonitor where the cache has a
+// ServiceMonitor and the prometheus-operator's CRDs exist, and removes it
+// where the cache no longer asks for one. Without the CRDs there is
+// nothing to do: the cache's own status says monitoring is unavailable.
+func (r *CacheTenantReconciler) reconcileGatewayPodMonitor(ctx context.Context, t *cachev1alpha1.CacheTenant, dc *cachev1alpha1.DistributedCache) error {
+	installed, err := kindInstalled(r.RESTMapper(), podMonitorGVK)
+	if err != nil || !installed {
+		return err
+	}
+	if !dc.Spec.Monitoring.ServiceMonitor.Enabled {
+		return deleteControlled(ctx, r.Client, t, &monitoringv1.PodMonitor{}, gatewayPodMonitorName(t))
+	}
+	_, err = apply(ctx, r.Client, r.Scheme, t, buildGatewayPodMonitor(t, dc), &monitoringv1.PodMonitor{}, func(existing, desired *monitoringv1.PodMonitor) {
+		existing.Spec = desired.Spec
+	})
+	return err
+}
+
 // buildGatewayPodMonitor scrapes the tenant's gateways with the cache's
 // ServiceMonitor settings (interval, labels for the Prometheus selector),
 // labelling their series with the cache, its namespace and the zone, as
@@ -405,22 +308,4 @@ func buildGatewayPodMonitor(t *cachev1alpha1.CacheTenant, dc *cachev1alpha1.Dist
 			}},
 		},
 	}
-}
-
-// podLabelSource is a pod label as Prometheus's Kubernetes service
-// discovery names it (non-alphanumerics become '_').
-func podLabelSource(label string) string {
-	return "__meta_kubernetes_pod_label_" + strings.Map(func(r rune) rune {
-		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' {
-			return r
-		}
-		return '_'
-	}, label)
-}
-
-// credentialsHash is a short hash of the keys in a credentials Secret, for
-// the pod template: it changes when the keys do and tells nothing of them.
-func credentialsHash(data map[string][]byte) string {
-	sum := sha256.Sum256([]byte(string(data[CredentialsAccessKeyID]) + "\x00" + string(data[CredentialsSecretAccessKey])))
-	return hex.EncodeToString(sum[:8])
 }

@@ -269,14 +269,5 @@ func tenantToCache(_ context.Context, o client.Object) []reconcile.Request {
 // namespaceToCaches maps a namespace (whose labels decide which caches
 // admit its tenants) to the caches its CacheTenants refer to.
 func (r *DistributedCacheReconciler) namespaceToCaches(ctx context.Context, o client.Object) []reconcile.Request {
-	var tenants cachev1alpha1.CacheTenantList
-	if err := r.List(ctx, &tenants, client.InNamespace(o.GetName())); err != nil {
-		log.FromContext(ctx).Error(err, "listing CacheTenants", "namespace", o.GetName())
-		return nil
-	}
-	var reqs []reconcile.Request
-	for i := range tenants.Items {
-		reqs = append(reqs, tenantToCache(ctx, &tenants.Items[i])...)
-	}
-	return reqs
+	return mapTenants(ctx, r, o.GetName(), func(t *cachev1alpha1.CacheTenant) []reconcile.Request { return tenantToCache(ctx, t) })
 }

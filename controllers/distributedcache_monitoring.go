@@ -266,3 +266,14 @@ func kindInstalled(mapper meta.RESTMapper, gvk schema.GroupVersionKind) (bool, e
 	}
 	return true, nil
 }
+
+// podLabelSource is a pod label as Prometheus's Kubernetes service
+// discovery names it (non-alphanumerics become '_').
+func podLabelSource(label string) string {
+	return "__meta_kubernetes_pod_label_" + strings.Map(func(r rune) rune {
+		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' {
+			return r
+		}
+		return '_'
+	}, label)
+}

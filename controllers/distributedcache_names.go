@@ -100,11 +100,17 @@ func zoneSelectorLabels(dc *cachev1alpha1.DistributedCache, zone string) map[str
 // objectLabels are the labels of owned objects (and node pods) of a zone,
 // or of the whole cache when zone is "".
 func objectLabels(dc *cachev1alpha1.DistributedCache, zone string) map[string]string {
-	l := cacheLabels(dc)
+	return ownedLabels(cacheLabels(dc), zone, "cache-node")
+}
+
+// ownedLabels adds to selector (a map of the caller's) the labels every
+// object the operator writes carries: the zone unless "", the component
+// and LabelManagedBy.
+func ownedLabels(selector map[string]string, zone, component string) map[string]string {
 	if zone != "" {
-		l[LabelZone] = zone
+		selector[LabelZone] = zone
 	}
-	l[LabelComponent] = "cache-node"
-	l[LabelManagedBy] = ManagedByValue
-	return l
+	selector[LabelComponent] = component
+	selector[LabelManagedBy] = ManagedByValue
+	return selector
 }

@@ -7,8 +7,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 
 	cachev1alpha1 "github.com/distcache/distcache/api/v1alpha1"
@@ -100,10 +98,7 @@ func nodeArgs(dc *cachev1alpha1.DistributedCache, zone string) []string {
 // nodeEnv: the pod's name (the node's ring member name), the default S3
 // credentials from spec.s3.credentialsSecret, then the overrides' env.
 func nodeEnv(dc *cachev1alpha1.DistributedCache, extra []corev1.EnvVar) []corev1.EnvVar {
-	env := []corev1.EnvVar{{
-		Name:      "POD_NAME",
-		ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: "metadata.name"}},
-	}}
+	env := []corev1.EnvVar{podNameEnv()}
 	if cs := dc.Spec.S3.CredentialsSecret; cs != nil {
 		idKey, secretKey := cs.AccessKeyIDKey, cs.SecretAccessKeyKey
 		if idKey == "" {
@@ -123,9 +118,6 @@ func nodeEnv(dc *cachev1alpha1.DistributedCache, extra []corev1.EnvVar) []corev1
 	}
 	return append(env, extra...)
 }
-
-// defaultNodeUser is the user of the cachenode image (distroless nonroot).
-const defaultNodeUser = 65532
 
 // nodeUser is the uid and gid the cachenode container runs as.
 func nodeUser(ov cachev1alpha1.PodTemplateOverrides) (uid, gid int64) {
@@ -170,16 +162,6 @@ func nodePodSecurity(ov cachev1alpha1.PodTemplateOverrides) *corev1.PodSecurityC
 	return sc
 }
 
-// nodeContainerSecurity is the cachenode container's: the restricted
-// level's (no privilege escalation, no capabilities, a read-only root
-// filesystem: the node writes its data directory only), or the overrides'.
-func nodeContainerSecurity(ov cachev1alpha1.PodTemplateOverrides) *corev1.SecurityContext {
-	if ov.ContainerSecurityContext != nil {
-		return ov.ContainerSecurityContext
-	}
-	return restrictedContainerSecurity()
-}
-
 // buildInitContainers: in hostPath mode, one that creates the pod's
 // directory on the host and gives it to the node's user (the kubelet makes
 // hostPath directories owned by root, and fsGroup does not apply to them).
@@ -196,10 +178,7 @@ func buildInitContainers(dc *cachev1alpha1.DistributedCache, image string, ov ca
 		ImagePullPolicy: dc.Spec.ImagePullPolicy,
 		Args: []string{"init-data-dir", "--dir=" + root + "/$(POD_NAME)",
 			fmt.Sprintf("--uid=%d", uid), fmt.Sprintf("--gid=%d", gid)},
-		Env: []corev1.EnvVar{{
-			Name:      "POD_NAME",
-			ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: "metadata.name"}},
-		}},
+		Env:          []corev1.EnvVar{podNameEnv()},
 		VolumeMounts: []corev1.VolumeMount{{Name: dataVolume, MountPath: root}},
 		SecurityContext: &corev1.SecurityContext{
 			RunAsUser:                ptr.To[int64](0),
@@ -221,14 +200,6 @@ func buildContainer(dc *cachev1alpha1.DistributedCache, zone, image string, ov c
 		// stable across restarts since StatefulSet pod names are.
 		dataMount.SubPathExpr = "$(POD_NAME)"
 	}
-	probe := func(path string, failures int32) *corev1.Probe {
-		return &corev1.Probe{
-			ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{
-				Path: path, Port: intstr.FromString("metrics"), Scheme: corev1.URISchemeHTTP,
-			}},
-			PeriodSeconds: 5, TimeoutSeconds: 2, FailureThreshold: failures,
-		}
-	}
 	return corev1.Container{
 		Name:            containerName,
 		Image:           image,
@@ -239,10 +210,10 @@ func buildContainer(dc *cachev1alpha1.DistributedCache, zone, image string, ov c
 			{Name: "api", ContainerPort: APIPort, Protocol: corev1.ProtocolTCP},
 			{Name: "metrics", ContainerPort: MetricsPort, Protocol: corev1.ProtocolTCP},
 		},
-		ReadinessProbe:  probe("/readyz", 2),
-		LivenessProbe:   probe("/healthz", 6),
+		ReadinessProbe:  metricsProbe("/readyz", 5, 2),
+		LivenessProbe:   metricsProbe("/healthz", 5, 6),
 		Resources:       dc.Spec.Resources,
-		SecurityContext: nodeContainerSecurity(ov),
+		SecurityContext: containerSecurity(ov),
 		VolumeMounts: []corev1.VolumeMount{
 			dataMount,
 			{Name: ringVolume, MountPath: ringDir, ReadOnly: true},
@@ -274,14 +245,7 @@ func buildVolumes(dc *cachev1alpha1.DistributedCache, zone string) []corev1.Volu
 			LocalObjectReference: corev1.LocalObjectReference{Name: ringConfigMapName(dc)},
 			Items:                []corev1.KeyToPath{{Key: ringKey(zone), Path: ringFileName}},
 		}}},
-		corev1.Volume{Name: tlsVolume, VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
-			SecretName: NodeTLSSecretName(dc),
-			Items: []corev1.KeyToPath{
-				{Key: corev1.TLSCertKey, Path: corev1.TLSCertKey},
-				{Key: corev1.TLSPrivateKeyKey, Path: corev1.TLSPrivateKeyKey},
-				{Key: "ca.crt", Path: "ca.crt"},
-			},
-		}}},
+		certificateVolume(NodeTLSSecretName(dc)),
 		corev1.Volume{Name: tenantsVolume, VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
 			SecretName: TenantsSecretName(dc),
 			Items:      []corev1.KeyToPath{{Key: TenantsFileKey, Path: TenantsFileKey}},
@@ -300,46 +264,4 @@ func buildAffinity(dc *cachev1alpha1.DistributedCache, zone string, extra *corev
 		})
 	}
 	return zoneAffinity(ours, cacheLabels(dc), extra)
-}
-
-// zoneAffinity: the required node requirements ours (a zone, instance
-// types), ANDed into every required term of the overrides extra;
-// preferred anti-affinity across hosts between the pods spread selects;
-// the overrides' other terms added.
-func zoneAffinity(ours []corev1.NodeSelectorRequirement, spread map[string]string, extra *corev1.Affinity) *corev1.Affinity {
-	extra = extra.DeepCopy()
-	if extra == nil {
-		extra = &corev1.Affinity{}
-	}
-	terms := []corev1.NodeSelectorTerm{{MatchExpressions: ours}}
-	na := extra.NodeAffinity
-	if na != nil && na.RequiredDuringSchedulingIgnoredDuringExecution != nil && len(na.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms) > 0 {
-		terms = na.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms
-		for i := range terms {
-			terms[i].MatchExpressions = append(append([]corev1.NodeSelectorRequirement(nil), ours...), terms[i].MatchExpressions...)
-		}
-	}
-	aff := &corev1.Affinity{
-		NodeAffinity: &corev1.NodeAffinity{
-			RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{NodeSelectorTerms: terms},
-		},
-		PodAntiAffinity: &corev1.PodAntiAffinity{
-			PreferredDuringSchedulingIgnoredDuringExecution: []corev1.WeightedPodAffinityTerm{{
-				Weight: 100,
-				PodAffinityTerm: corev1.PodAffinityTerm{
-					TopologyKey:   HostnameKey,
-					LabelSelector: &metav1.LabelSelector{MatchLabels: spread},
-				},
-			}},
-		},
-		PodAffinity: extra.PodAffinity,
-	}
-	if na != nil {
-		aff.NodeAffinity.PreferredDuringSchedulingIgnoredDuringExecution = na.PreferredDuringSchedulingIgnoredDuringExecution
-	}
-	if pa := extra.PodAntiAffinity; pa != nil {
-		aff.PodAntiAffinity.PreferredDuringSchedulingIgnoredDuringExecution = append(aff.PodAntiAffinity.PreferredDuringSchedulingIgnoredDuringExecution, pa.PreferredDuringSchedulingIgnoredDuringExecution...)
-		aff.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution = pa.RequiredDuringSchedulingIgnoredDuringExecution
-	}
-	return aff
 }

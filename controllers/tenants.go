@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/yaml"
 
 	cachev1alpha1 "github.com/distcache/distcache/api/v1alpha1"
@@ -267,4 +268,24 @@ func tenantEntry(d tenantDecision, creds *tenancy.Credentials) tenancy.Tenant {
 		t.Policies = append(t.Policies, tenancy.Policy{Bucket: p.Bucket, Prefix: p.Prefix, Mode: tenancy.Mode(p.Mode)})
 	}
 	return t
+}
+
+// mapTenants maps the CacheTenants of namespace ns ("": of every namespace)
+// with to, for the watches' map functions; a failed list is logged and maps
+// to nothing.
+func mapTenants(ctx context.Context, c client.Reader, ns string, to func(t *cachev1alpha1.CacheTenant) []reconcile.Request) []reconcile.Request {
+	var tenants cachev1alpha1.CacheTenantList
+	if err := c.List(ctx, &tenants, client.InNamespace(ns)); err != nil {
+		var kv []any
+		if ns != "" {
+			kv = append(kv, "namespace", ns)
+		}
+		log.FromContext(ctx).Error(err, "listing CacheTenants", kv...)
+		return nil
+	}
+	var reqs []reconcile.Request
+	for i := range tenants.Items {
+		reqs = append(reqs, to(&tenants.Items[i])...)
+	}
+	return reqs
 }
