@@ -39,8 +39,11 @@ func badgerOptions(dir string, diskBytes int64, log *slog.Logger) badger.Options
 		WithBlockCacheSize(16 << 20).
 		WithIndexCacheSize(16 << 20).
 		WithNumCompactors(2).
-		WithDetectConflicts(false). // keys are written whole; no read-modify-write transactions
-		WithMetricsEnabled(false).  // no process-global expvar registrations
+		// ReplaceMeta reads and then writes: a write of the key committed
+		// in between makes it fail with ErrConflict (and stand). Other
+		// transactions read nothing and never conflict.
+		WithDetectConflicts(true).
+		WithMetricsEnabled(false). // no process-global expvar registrations
 		WithChecksumVerificationMode(options.OnBlockRead).
 		WithCompactL0OnClose(true).
 		WithSyncWrites(false) // a cache: losing the last writes on a crash only costs refetches

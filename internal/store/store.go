@@ -159,6 +159,8 @@ type testHooks struct {
 	putWrite   func(key string)    // a put holds its key's claim, before its badger write
 	putIndex   func(key string)    // a put's badger write committed, before it is indexed
 	deleteList func(prefix string) // DeleteObject, before it lists the object's chunks on disk
+	// ReplaceMeta found the version it replaces, before its write commits.
+	replaceRead func(key string)
 }
 
 // Open opens (or creates) the store in opts.Dir and rebuilds its index from

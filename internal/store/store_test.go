@@ -583,3 +583,48 @@ func TestReplaceMetaOnlyReplacesTheVersionItNames(t *testing.T) {
 		t.Fatalf("metadata still there: %v", err)
 	}
 }
+
+// TestReplaceMetaLosesToAWriteMeanwhile: a PutMeta or DeleteObject that
+// commits between ReplaceMeta's read of the version it replaces and its own
+// commit stands; ReplaceMeta changes nothing. (Before badger's conflict
+// detection was on, ReplaceMeta wrote over the newer version, and over a
+// deletion brought the deleted object's metadata back.)
+func TestReplaceMetaLosesToAWriteMeanwhile(t *testing.T) {
+	o := chunk.Object{Tenant: "t", Bucket: "b", Key: "k"}
+	v1 := chunk.Meta{Size: 10, ETag: `"v1"`, ContentType: "a/b", LastModified: time.Unix(100, 0).UTC()}
+	v2 := chunk.Meta{Size: 20, ETag: `"v2"`, ContentType: "a/b", LastModified: time.Unix(200, 0).UTC()}
+	confirmed := v1
+	confirmed.ContentType = "a/c"
+	for _, tc := range []struct {
+		name      string
+		meanwhile func(s *Store) error
+		want      *chunk.Meta // nil: no metadata
+	}{
+		{"PutMeta", func(s *Store) error { return s.PutMeta(o, v2) }, &v2},
+		{"DeleteObject", func(s *Store) error { return s.DeleteObject(o) }, nil},
+	} {
+		for _, replacement := range []*chunk.Meta{&confirmed, nil} {
+			t.Run(fmt.Sprintf("%s/replace with %v", tc.name, replacement != nil), func(t *testing.T) {
+				s := newTestStore(t, func(o *Options) { o.MaintenanceInterval = time.Hour })
+				if err := s.PutMeta(o, v1); err != nil {
+					t.Fatal(err)
+				}
+				var hookErr error
+				s.hooks = &testHooks{replaceRead: func(string) { hookErr = tc.meanwhile(s) }}
+				if changed, err := s.ReplaceMeta(o, v1.ETag, replacement); err != nil || changed {
+					t.Errorf("ReplaceMeta = %v, %v; want no change", changed, err)
+				}
+				if hookErr != nil {
+					t.Fatal(hookErr)
+				}
+				got, err := s.GetMeta(o)
+				switch {
+				case tc.want == nil && !errors.Is(err, ErrNotFound):
+					t.Errorf("GetMeta = %+v, %v; want ErrNotFound", got, err)
+				case tc.want != nil && (err != nil || got.ETag != tc.want.ETag || got.Size != tc.want.Size):
+					t.Errorf("GetMeta = %+v, %v; want %+v", got, err, *tc.want)
+				}
+			})
+		}
+	}
+}

@@ -299,6 +299,9 @@ func (s *Store) ReplaceMeta(o chunk.Object, etag string, m *chunk.Meta) (bool, e
 			return nil // another version (or a corrupt one, which GetMeta deletes)
 		}
 		changed = true
+		if s.hooks != nil && s.hooks.replaceRead != nil {
+			s.hooks.replaceRead(string(key))
+		}
 		if m == nil {
 			return txn.Delete(key)
 		}
