@@ -80,7 +80,7 @@ func (c *cluster) readAndTally(via *member, bucket, key string, want []byte, req
 	}
 	got := c.read(c.client(tenant("team-a")), via, bucket, key)
 	if got.status != http.StatusOK || !bytes.Equal(got.body, want) {
-		c.t.Fatalf("read via %s: status %d, %d bytes, want %d", via.name, got.status, len(got.body), len(want))
+		c.t.Fatalf("read via %s: status %d, %d bytes, want %d", via.Name, got.status, len(got.body), len(want))
 	}
 	deadline := time.Now().Add(30 * time.Second) // bounds the wait; nothing asserts on time
 	for {
@@ -103,12 +103,12 @@ func (c *cluster) readAndTally(via *member, bucket, key string, want []byte, req
 func (c *cluster) chunkOwners(bucket, key string, size int) map[int64]*member {
 	c.t.Helper()
 	head := c.do(c.client(tenant("team-a")), http.MethodHead, c.objectURL(c.members[0], bucket, key, ""), nil, nil)
-	rg := c.members[0].ring.Load()
+	rg := c.members[0].Ring.Load()
 	owners := map[int64]*member{}
 	for idx := int64(0); idx*testChunk < int64(size); idx++ {
 		id := chunk.ID{Object: chunk.Object{Tenant: "team-a", Bucket: bucket, Key: key}, ETag: head.header.Get("ETag"), Size: testChunk, Index: idx}
 		for _, m := range c.members {
-			if m.name == rg.Owner(id).Name {
+			if m.Name == rg.Owner(id).Name {
 				owners[idx] = m
 			}
 		}
@@ -136,10 +136,10 @@ func TestClusterObjectReadsCountEveryByteOnceAcrossNodes(t *testing.T) {
 		for _, want := range []string{metrics.ResultMiss, "hit"} { // cold, then warm
 			d := c.readAndTally(via, "bucket-a", "one.bin", data, 2) // via's, and the owner's for the chunk
 			if got := d[viaIdx]["get_object/forwarded"]; got != 1 {
-				t.Errorf("%s read: %s counted %v get_object requests as forwarded, want 1 (all: %v)", want, via.name, got, d[viaIdx])
+				t.Errorf("%s read: %s counted %v get_object requests as forwarded, want 1 (all: %v)", want, via.Name, got, d[viaIdx])
 			}
 			if got := d[viaIdx]["bytes get_object/forwarded"]; got != n {
-				t.Errorf("%s read: %s counted %v get_object bytes as forwarded, want %v (all: %v)", want, via.name, got, n, d[viaIdx])
+				t.Errorf("%s read: %s counted %v get_object bytes as forwarded, want %v (all: %v)", want, via.Name, got, n, d[viaIdx])
 			}
 			var hit, miss, nonForwarded float64
 			for _, dm := range d {
@@ -175,21 +175,21 @@ func TestClusterObjectReadsCountEveryByteOnceAcrossNodes(t *testing.T) {
 			}
 		}
 		if local == 0 || forwarded == 0 {
-			t.Fatalf("%s owns %v of %d bytes: the object does not mix local and forwarded chunks", via.name, local, len(data))
+			t.Fatalf("%s owns %v of %d bytes: the object does not mix local and forwarded chunks", via.Name, local, len(data))
 		}
 		for _, want := range []string{metrics.ResultMiss, "hit"} {
 			d := c.readAndTally(via, "bucket-a", "mixed.bin", data, 1+forwards)
 			// The request is counted once, under forwarded: its other
 			// chunks were counted by their owners.
 			if got := d[viaIdx].requests(); len(got) != 1 || got["get_object/forwarded"] != 1 {
-				t.Errorf("%s read: %s counted requests %v, want one get_object request, forwarded", want, via.name, got)
+				t.Errorf("%s read: %s counted requests %v, want one get_object request, forwarded", want, via.Name, got)
 			}
 			// Bytes are counted by the source of each chunk.
 			if got := d[viaIdx]["bytes get_object/forwarded"]; got != forwarded {
-				t.Errorf("%s read: %s counted %v forwarded bytes, want %v", want, via.name, got, forwarded)
+				t.Errorf("%s read: %s counted %v forwarded bytes, want %v", want, via.Name, got, forwarded)
 			}
 			if got := d[viaIdx].bytesOf(metrics.ResultHitRAM, metrics.ResultHitDisk, metrics.ResultMiss); got != local {
-				t.Errorf("%s read: %s counted %v bytes of its own chunks, want %v (%v)", want, via.name, got, local, d[viaIdx])
+				t.Errorf("%s read: %s counted %v bytes of its own chunks, want %v (%v)", want, via.Name, got, local, d[viaIdx])
 			}
 			var hit, nonForwarded float64
 			for _, dm := range d {
@@ -219,7 +219,7 @@ func TestClusterNodesReportRingMembers(t *testing.T) {
 			a := c.counterOn(m, "distcache_ring_members", map[string]string{"state": "active"})
 			d := c.counterOn(m, "distcache_ring_members", map[string]string{"state": "draining"})
 			if a != wantActive || d != wantDraining {
-				t.Errorf("%s reports %v active and %v draining members, want %v and %v", m.name, a, d, wantActive, wantDraining)
+				t.Errorf("%s reports %v active and %v draining members, want %v and %v", m.Name, a, d, wantActive, wantDraining)
 			}
 		}
 	}
@@ -229,13 +229,13 @@ func TestClusterNodesReportRingMembers(t *testing.T) {
 	check(4, 0)
 
 	// cache-3 drains: still a member, owning nothing.
-	spec := c.members[0].ring.Load().Spec()
+	spec := c.members[0].Ring.Load().Spec()
 	spec.Epoch++
 	spec.Members[3].State = ring.StateDraining
 	r, err := ring.New(spec)
 	must(t, err)
 	for _, m := range c.members {
-		m.ring.Store(r)
+		m.Ring.Store(r)
 	}
 	check(3, 1)
 }

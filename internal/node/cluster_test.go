@@ -2,116 +2,47 @@ package node_test
 
 import (
 	"bytes"
-	"crypto/tls"
 	"fmt"
-	"io"
-	"log"
-	"log/slog"
 	"math/rand/v2"
-	"net"
 	"net/http"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/distcache/distcache/internal/chunk"
-	"github.com/distcache/distcache/internal/metrics"
-	"github.com/distcache/distcache/internal/node"
-	"github.com/distcache/distcache/internal/pki"
 	"github.com/distcache/distcache/internal/ring"
-	"github.com/distcache/distcache/internal/store"
+	"github.com/distcache/distcache/internal/testutil/nodecluster"
 )
 
-// member is one cache node of a loopback cluster.
-type member struct {
-	name    string
-	addr    string
-	store   *store.Store
-	server  *http.Server
-	reg     *prometheus.Registry
-	metrics *metrics.Node
-	ring    *ring.Holder
-}
+// member is one cache node of the cluster.
+type member = nodecluster.Member
 
-// cluster runs several nodes sharing one MinIO (behind the counting proxy),
-// one CA and one tenants file, each with its own store and ring holder.
+// cluster is the harness over several nodes in one ring (immutable
+// metadata), sharing one MinIO (behind the counting proxy), one CA and one
+// tenants file, each with its own store and ring holder.
 type cluster struct {
 	*harness
 	members []*member
-	epoch   int64
 }
 
 func newCluster(t *testing.T, n int) *cluster {
-	h := newHarness(t, options{noNode: true, immutable: true})
-	c := &cluster{harness: h}
-	for i := 0; i < n; i++ {
-		c.add()
-	}
-	c.publish(false)
-	return c
+	h := newHarness(t, options{members: n, immutable: true})
+	return &cluster{harness: h, members: h.nc.Members()}
 }
 
 // add starts one more node (not yet in the ring: call publish).
 func (c *cluster) add() *member {
-	t := c.t
-	name := fmt.Sprintf("cache-%d", len(c.members))
-	m := &member{name: name, reg: prometheus.NewRegistry(), ring: &ring.Holder{}}
-	m.metrics = metrics.NewNode(m.reg)
-	var err error
-	m.store, err = store.Open(store.Options{Dir: filepath.Join(c.dir, name), DiskBytes: 256 << 20, RAMBytes: 64 << 20,
-		Logger: slog.New(slog.DiscardHandler)})
-	must(t, err)
-	peerLeaf, err := c.ca.IssueClient(pki.Identity{Kind: pki.KindPeer, Name: name}, time.Hour)
-	must(t, err)
-	must(t, pki.WriteFiles(c.dir, "peer-"+name, peerLeaf))
-	peerTLS, err := pki.ClientTLSConfig(filepath.Join(c.dir, "peer-"+name+".crt"), filepath.Join(c.dir, "peer-"+name+".key"), c.serverCA)
-	must(t, err)
-	peers := &node.Peers{Client: &http.Client{Transport: &http.Transport{TLSClientConfig: peerTLS,
-		DialContext: (&net.Dialer{Timeout: time.Second}).DialContext}}, Timeout: 5 * time.Second}
-	srv, err := node.New(node.Config{ChunkSize: testChunk, Immutable: true, Now: c.clock.Now,
-		Ring: m.ring, Self: name, Peers: peers}, m.store, c.backend, c.tenants, m.metrics, slog.New(slog.DiscardHandler))
-	must(t, err)
-	tlsConfig, err := pki.ServerTLSConfig(filepath.Join(c.dir, "server.crt"), filepath.Join(c.dir, "server.key"), c.serverCA)
-	must(t, err)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	must(t, err)
-	m.addr = ln.Addr().String()
-	m.server = &http.Server{Handler: srv.Handler(), TLSConfig: tlsConfig, ErrorLog: log.New(io.Discard, "", 0),
-		TLSNextProto: map[string]func(*http.Server, *tls.Conn, http.Handler){}}
-	go func() { _ = m.server.Serve(tls.NewListener(ln, tlsConfig)) }()
-	t.Cleanup(func() { _ = m.server.Close(); _ = m.store.Close() })
+	m := c.nc.Add()
 	c.members = append(c.members, m)
 	return m
 }
 
 // publish gives every node a new ring epoch with all members; withPrevious
 // carries the membership of the epoch before (warm handoff).
-func (c *cluster) publish(withPrevious bool) *ring.Ring {
-	var prev *ring.Ring
-	if withPrevious {
-		prev = c.members[0].ring.Load()
-	}
-	c.epoch++
-	spec := ring.Spec{Epoch: c.epoch, Zone: "test", Hash: ring.HashParams{Algorithm: ring.AlgorithmRendezvousXXHash64}}
-	for i, m := range c.members {
-		spec.Members = append(spec.Members, ring.Member{Name: m.name, Address: m.addr, Ordinal: i, Weight: 100, State: ring.StateActive})
-	}
-	if prev != nil {
-		spec.Previous = &ring.PreviousRing{Epoch: prev.Epoch(), Members: prev.Members()}
-	}
-	r, err := ring.New(spec)
-	must(c.t, err)
-	for _, m := range c.members {
-		m.ring.Store(r)
-	}
-	return r
-}
+func (c *cluster) publish(withPrevious bool) *ring.Ring { return c.nc.Publish(withPrevious) }
 
 func (c *cluster) objectURL(m *member, bucket, key, query string) string {
-	u := fmt.Sprintf("https://%s/v1/objects/%s/%s", m.addr, bucket, key)
+	u := fmt.Sprintf("https://%s/v1/objects/%s/%s", m.Addr, bucket, key)
 	if query != "" {
 		u += "?" + query
 	}
@@ -124,10 +55,7 @@ func (c *cluster) read(cl *http.Client, m *member, bucket, key string) response 
 }
 
 // holds reports whether m has the chunk on disk or in RAM.
-func holds(m *member, id chunk.ID) bool {
-	_, _, err := m.store.GetChunk(id)
-	return err == nil
-}
+func holds(m *member, id chunk.ID) bool { return m.Holds(id) }
 
 func TestClusterReadsThroughAnyNodeAreByteExactAndStoredOnTheOwner(t *testing.T) {
 	c := newCluster(t, 3)
@@ -137,25 +65,25 @@ func TestClusterReadsThroughAnyNodeAreByteExactAndStoredOnTheOwner(t *testing.T)
 	c.putDirect("bucket-a", "table.bin", data)
 	for _, m := range c.members {
 		if got := c.read(a, m, "bucket-a", "table.bin"); got.status != http.StatusOK || !bytes.Equal(got.body, data) {
-			t.Fatalf("read through %s: status %d, equal %v", m.name, got.status, bytes.Equal(got.body, data))
+			t.Fatalf("read through %s: status %d, equal %v", m.Name, got.status, bytes.Equal(got.body, data))
 		}
 	}
 	if n := c.proxy.Count(http.MethodGet, "/bucket-a/table.bin"); n != 13 {
 		t.Fatalf("3 reads of a 13-chunk object through 3 nodes made %d S3 GETs, want 13 (one per chunk)", n)
 	}
-	rg := c.members[0].ring.Load()
+	rg := c.members[0].Ring.Load()
 	etag := c.read(a, c.members[0], "bucket-a", "table.bin").header.Get("ETag")
 	for idx := int64(0); idx < 13; idx++ {
 		id := chunk.ID{Object: chunk.Object{Tenant: "team-a", Bucket: "bucket-a", Key: "table.bin"}, ETag: etag, Size: testChunk, Index: idx}
 		owner := rg.Owner(id).Name
 		for _, m := range c.members {
-			if got, want := holds(m, id), m.name == owner; got != want {
-				t.Fatalf("chunk %d: %s holds it = %v, want %v (owner %s)", idx, m.name, got, want, owner)
+			if got, want := holds(m, id), m.Name == owner; got != want {
+				t.Fatalf("chunk %d: %s holds it = %v, want %v (owner %s)", idx, m.Name, got, want, owner)
 			}
 		}
 	}
 	// The ring is served to clients, with its epoch.
-	resp := c.do(a, http.MethodGet, "https://"+c.members[1].addr+"/v1/ring", nil, nil)
+	resp := c.do(a, http.MethodGet, "https://"+c.members[1].Addr+"/v1/ring", nil, nil)
 	if resp.status != http.StatusOK || resp.header.Get("X-Distcache-Ring-Epoch") != "1" || c.read(a, c.members[0], "bucket-a", "table.bin").header.Get("X-Distcache-Ring-Epoch") != "1" {
 		t.Fatalf("/v1/ring: %d epoch %q", resp.status, resp.header.Get("X-Distcache-Ring-Epoch"))
 	}
@@ -182,13 +110,13 @@ func TestClusterReadsSurviveAMemberDyingMidRead(t *testing.T) {
 			for i := 0; i < 4; i++ {
 				got := c.read(a, via, "bucket-a", "big.bin")
 				if got.status != http.StatusOK || !bytes.Equal(got.body, data) {
-					failures <- fmt.Sprintf("read %d via %s: status %d, %d bytes", i, via.name, got.status, len(got.body))
+					failures <- fmt.Sprintf("read %d via %s: status %d, %d bytes", i, via.Name, got.status, len(got.body))
 				}
 			}
 		}()
 	}
 	time.Sleep(20 * time.Millisecond) // let the readers start; correctness does not depend on it
-	_ = c.members[1].server.Close()
+	c.nc.KillMember(c.members[1])
 	wg.Wait()
 	close(failures)
 	for f := range failures {
@@ -205,10 +133,8 @@ func TestClusterReadsSurviveAMemberDyingMidRead(t *testing.T) {
 }
 
 func (c *cluster) counterOn(m *member, name string, want map[string]string) float64 {
-	saved := c.reg
-	c.reg = m.reg
-	defer func() { c.reg = saved }()
-	return c.counter(name, want)
+	c.t.Helper()
+	return nodecluster.Gather(c.t, m.Registry, name, want)
 }
 
 // growAndReread warms a 3-node cluster, adds a 4th and re-reads everything,
@@ -229,7 +155,7 @@ func growAndReread(t *testing.T, handoff bool) (moved float64, gets, chunks int)
 		c.read(a, c.members[i%3], "bucket-a", o.key)
 		objects = append(objects, o)
 	}
-	before := c.members[0].ring.Load()
+	before := c.members[0].Ring.Load()
 	c.add()
 	after := c.publish(handoff)
 	c.proxy.Reset()
@@ -283,11 +209,11 @@ func TestClusterForwardingKeepsTenantsApart(t *testing.T) {
 	c.proxy.Reset()
 	for _, m := range c.members {
 		if got := c.read(a, m, "bucket-b", "secret"); got.status != http.StatusForbidden {
-			t.Fatalf("team-a reading team-b's bucket via %s: %d, want 403", m.name, got.status)
+			t.Fatalf("team-a reading team-b's bucket via %s: %d, want 403", m.Name, got.status)
 		}
 		if got := c.do(a, http.MethodGet, c.objectURL(m, "bucket-b", "secret", "chunk=0"), nil,
 			map[string]string{"X-Distcache-Tenant": "team-b", "X-Distcache-Hop": "1"}); got.status != http.StatusForbidden {
-			t.Fatalf("team-a posing as a forwarded request for team-b via %s: %d, want 403", m.name, got.status)
+			t.Fatalf("team-a posing as a forwarded request for team-b via %s: %d, want 403", m.Name, got.status)
 		}
 	}
 	if n := c.proxy.Count("", "/"); n != 0 {
@@ -304,19 +230,19 @@ func TestClusterWriteThroughHandsChunksToTheirOwners(t *testing.T) {
 		t.Fatalf("put: %d %s", resp.status, resp.body)
 	}
 	etag := c.read(a, c.members[0], "bucket-a", "written.bin").header.Get("ETag")
-	rg := c.members[0].ring.Load()
+	rg := c.members[0].Ring.Load()
 	deadline := time.Now().Add(30 * time.Second)
 	for idx := int64(0); idx < 10; idx++ {
 		id := chunk.ID{Object: chunk.Object{Tenant: "team-a", Bucket: "bucket-a", Key: "written.bin"}, ETag: etag, Size: testChunk, Index: idx}
 		owner := c.members[0]
 		for _, m := range c.members {
-			if m.name == rg.Owner(id).Name {
+			if m.Name == rg.Owner(id).Name {
 				owner = m
 			}
 		}
 		for !holds(owner, id) {
 			if time.Now().After(deadline) {
-				t.Fatalf("chunk %d never reached its owner %s", idx, owner.name)
+				t.Fatalf("chunk %d never reached its owner %s", idx, owner.Name)
 			}
 			time.Sleep(20 * time.Millisecond)
 		}
@@ -324,7 +250,7 @@ func TestClusterWriteThroughHandsChunksToTheirOwners(t *testing.T) {
 	c.proxy.Reset()
 	for _, m := range c.members {
 		if got := c.read(a, m, "bucket-a", "written.bin"); !bytes.Equal(got.body, data) {
-			t.Fatalf("read via %s differs", m.name)
+			t.Fatalf("read via %s differs", m.Name)
 		}
 	}
 	if n := c.proxy.Count(http.MethodGet, "/bucket-a/"); n != 0 {
@@ -344,11 +270,11 @@ func TestClusterOverwriteThroughAnyNodeIsNeverStaleOnOthers(t *testing.T) {
 		data := randomBytes(r, 3*testChunk+round)
 		writer := c.members[round%3]
 		if resp := c.do(a, http.MethodPut, c.objectURL(writer, "bucket-a", "k", ""), data, nil); resp.status != http.StatusOK {
-			t.Fatalf("put via %s: %d", writer.name, resp.status)
+			t.Fatalf("put via %s: %d", writer.Name, resp.status)
 		}
 		for _, m := range c.members {
 			if got := c.read(a, m, "bucket-a", "k"); !bytes.Equal(got.body, data) {
-				t.Fatalf("round %d: read via %s after a write via %s is stale", round, m.name, writer.name)
+				t.Fatalf("round %d: read via %s after a write via %s is stale", round, m.Name, writer.Name)
 			}
 		}
 	}
@@ -356,13 +282,13 @@ func TestClusterOverwriteThroughAnyNodeIsNeverStaleOnOthers(t *testing.T) {
 	// through another: every node sees each change at once.
 	src := randomBytes(r, testChunk)
 	c.putDirect("bucket-a", "src", src)
-	copyURL := "https://" + c.members[1].addr + "/v1/s3/bucket-a/k"
+	copyURL := "https://" + c.members[1].Addr + "/v1/s3/bucket-a/k"
 	if resp := c.do(a, http.MethodPut, copyURL, nil, map[string]string{"X-Amz-Copy-Source": "bucket-a/src"}); resp.status != http.StatusOK {
 		t.Fatalf("copy: %d %s", resp.status, resp.body)
 	}
 	for _, m := range c.members {
 		if got := c.read(a, m, "bucket-a", "k"); !bytes.Equal(got.body, src) {
-			t.Fatalf("read via %s after a copy through cache-1 is stale", m.name)
+			t.Fatalf("read via %s after a copy through cache-1 is stale", m.Name)
 		}
 	}
 	if resp := c.do(a, http.MethodDelete, c.objectURL(c.members[2], "bucket-a", "k", ""), nil, nil); resp.status != http.StatusNoContent {
@@ -370,7 +296,7 @@ func TestClusterOverwriteThroughAnyNodeIsNeverStaleOnOthers(t *testing.T) {
 	}
 	for _, m := range c.members {
 		if got := c.read(a, m, "bucket-a", "k"); got.status != http.StatusNotFound {
-			t.Fatalf("read via %s after a delete through cache-2: %d, want 404", m.name, got.status)
+			t.Fatalf("read via %s after a delete through cache-2: %d, want 404", m.Name, got.status)
 		}
 	}
 }

@@ -1,8 +1,9 @@
 // Package nodecluster runs a loopback cluster of real cache nodes for tests:
-// every node is a node.Server over real mTLS (certificates from a test CA)
-// with its own store and ring holder, all reading one real MinIO through a
-// counting, fault-injecting proxy (s3proxy) and sharing one tenants file, as
-// `cachenode serve` wires them.
+// every node is assembled by internal/embed's StartNode, as `cachenode
+// serve` assembles one, over real mTLS (certificates from a test CA) with
+// its own store and ring holder, all reading one real MinIO through a
+// counting, fault-injecting proxy (s3proxy) and sharing one tenants file.
+// Gateways in front of the cluster are embed's too (StartGateway).
 //
 //	c := nodecluster.Start(t, 3)
 //	tlsA := c.TenantTLS("team-a")               // a tenant's client certificate
@@ -16,6 +17,11 @@
 // "b"}}) runs cache-a-0, cache-a-1, cache-b-0, cache-b-1); every node also
 // holds the other zones' rings, for Options.CrossZone.
 //
+// With Options.Alone every node runs alone, without a ring, as `cachenode
+// serve` without --ring-file (StartWith(t, 1, Options{Alone: true}) is one
+// node; StopMember and RestartMember stop it and start it again on its data
+// directory).
+//
 // Tests never assert on time: nodes use Clock (Advance moves it past the
 // metadata TTL).
 //
@@ -25,28 +31,22 @@
 package nodecluster
 
 import (
-	"bytes"
 	"context"
 	"crypto/tls"
 	"fmt"
-	"io"
-	"log"
 	"log/slog"
 	"net"
-	"net/http"
 	"os"
 	"path/filepath"
-	"slices"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
 
 	"github.com/distcache/distcache/internal/chunk"
+	"github.com/distcache/distcache/internal/embed"
 	"github.com/distcache/distcache/internal/metrics"
 	"github.com/distcache/distcache/internal/node"
 	"github.com/distcache/distcache/internal/pki"
@@ -83,15 +83,19 @@ type Options struct {
 	MetaLease time.Duration
 	Tenants   string   // tenants file YAML; default DefaultTenants
 	Buckets   []string // created in MinIO; default DefaultBuckets
-	RAMBytes  int64    // per node RAM tier; default 64 MiB
+	RAMBytes  int64    // per node RAM tier; default 64 MiB, negative: none
 	DiskBytes int64    // per node disk bound; default 256 MiB
+	// MaintenanceInterval is the stores' (default: the store's).
+	MaintenanceInterval time.Duration
 	// PeerTimeout bounds a node-to-node request (default 5s).
 	PeerTimeout time.Duration
 	// The nodes' shared S3 backend: in-flight cap (default 32), attempts
-	// per request (default 3) and backoff cap (default 100ms).
+	// per request (default 3), backoff cap (default 100ms) and timeout of
+	// one request (default 10s).
 	S3MaxConcurrent int
 	S3MaxAttempts   int
 	S3MaxBackoff    time.Duration
+	S3Timeout       time.Duration
 	// Zones, when set, are the cache's zones: Start's n nodes run in each
 	// (named cache-<zone>-<i>), every zone has its own ring (naming the
 	// zone), and every node holds the other zones' rings. Default: one
@@ -99,6 +103,12 @@ type Options struct {
 	Zones []string
 	// CrossZone is every node's node.Config.CrossZone (default Never).
 	CrossZone node.CrossZone
+	// Alone runs every node alone: no ring, no peers (as `cachenode serve`
+	// without --ring-file); nothing is published.
+	Alone bool
+	// WrapListener, when set, wraps each node's TCP listener (under its
+	// TLS and batching listeners), e.g. to count socket writes.
+	WrapListener func(net.Listener) net.Listener
 }
 
 // Clock is the nodes' clock; tests move it instead of sleeping.
@@ -113,22 +123,26 @@ func (c *Clock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.now
 // Advance moves the clock forward.
 func (c *Clock) Advance(d time.Duration) { c.mu.Lock(); c.now = c.now.Add(d); c.mu.Unlock() }
 
-// Member is one cache node.
+// Member is one cache node. RestartMember replaces its Node, and with it
+// Addr, Store, Registry and Metrics.
 type Member struct {
 	Name     string
 	Addr     string // host:port of the mTLS API
+	Node     *embed.Node
 	Store    *store.Store
-	Server   *http.Server
 	Registry *prometheus.Registry // this node's metrics
 	Metrics  *metrics.Node
-	Ring     *ring.Holder
+	Ring     *ring.Holder // nil with Options.Alone
 	// Zone is the member's zone; Zones holds the other zones' rings.
 	Zone  string
 	Zones *node.ZoneRings
 
 	mu   sync.Mutex
+	n    *embed.Node // Node, for Close while a restart may replace it
 	dead bool
 }
+
+func (m *Member) node() *embed.Node { m.mu.Lock(); defer m.mu.Unlock(); return m.n }
 
 // URL is https://Addr.
 func (m *Member) URL() string { return "https://" + m.Addr }
@@ -250,6 +264,9 @@ func (o Options) withDefaults() Options {
 	if o.S3MaxBackoff == 0 {
 		o.S3MaxBackoff = 100 * time.Millisecond
 	}
+	if o.S3Timeout == 0 {
+		o.S3Timeout = 10 * time.Second
+	}
 	if o.CrossZone == "" {
 		o.CrossZone = node.CrossZoneNever
 	}
@@ -306,7 +323,7 @@ func (c *Cluster) start(n int, s3 S3) error {
 		Endpoint: s3.Endpoint, Region: s3.Region, UsePathStyle: true,
 		Default:       s3backend.Credentials{AccessKeyID: s3.AccessKey, SecretAccessKey: s3.SecretKey},
 		MaxConcurrent: c.Opts.S3MaxConcurrent, MaxAttempts: c.Opts.S3MaxAttempts, MaxBackoff: c.Opts.S3MaxBackoff,
-		RequestTimeout: 10 * time.Second, PartSize: 5 << 20, Observer: metrics.NewNode(c.S3Registry),
+		RequestTimeout: c.Opts.S3Timeout, PartSize: 5 << 20, Observer: metrics.NewNode(c.S3Registry),
 	})
 	if err != nil {
 		return err
@@ -318,7 +335,7 @@ func (c *Cluster) start(n int, s3 S3) error {
 			}
 		}
 	}
-	if n > 0 {
+	if n > 0 && !c.Opts.Alone {
 		if _, err := c.PublishRing(false); err != nil {
 			return err
 		}
@@ -388,7 +405,7 @@ func (c *Cluster) ZoneSeeds(zone string) []string {
 // ZoneRing is the ring the cluster published last for zone (nil before).
 func (c *Cluster) ZoneRing(zone string) *ring.Ring {
 	ms := c.ZoneMembers(zone)
-	if len(ms) == 0 {
+	if len(ms) == 0 || ms[0].Ring == nil {
 		return nil
 	}
 	return ms[0].Ring.Load()
@@ -421,62 +438,72 @@ func (c *Cluster) AddMemberIn(zone string) (*Member, error) {
 		name = fmt.Sprintf("cache-%s-%d", zone, n)
 	}
 	c.mu.Unlock()
-	m := &Member{Name: name, Zone: zone, Zones: &node.ZoneRings{}, Registry: prometheus.NewRegistry(), Ring: &ring.Holder{}}
-	m.Metrics = metrics.NewNode(m.Registry)
-	peerTLS, err := c.ClientTLSConfig(pki.Identity{Kind: pki.KindPeer, Name: name})
-	if err != nil {
+	m := &Member{Name: name, Zone: zone, Zones: &node.ZoneRings{}}
+	if !c.Opts.Alone {
+		m.Ring = &ring.Holder{}
+	}
+	if err := c.startMember(m); err != nil {
 		return nil, err
 	}
-	serverTLS, err := pki.ServerTLSConfig(filepath.Join(c.Dir, "server.crt"), filepath.Join(c.Dir, "server.key"), c.CAFile)
-	if err != nil {
-		return nil, err
-	}
-	m.Store, err = store.Open(store.Options{
-		Dir: filepath.Join(c.Dir, name), DiskBytes: c.Opts.DiskBytes, RAMBytes: c.Opts.RAMBytes,
-		Logger: slog.New(slog.DiscardHandler),
-		TenantQuota: func(tenant string) int64 {
-			if tn, ok := c.Tenants.Current().Tenant(tenant); ok {
-				return tn.QuotaBytes
-			}
-			return 0
-		},
-	})
-	if err != nil {
-		return nil, err
-	}
-	peers := &node.Peers{Client: &http.Client{Transport: &http.Transport{
-		TLSClientConfig: peerTLS, MaxIdleConnsPerHost: 64,
-		DialContext: (&net.Dialer{Timeout: time.Second}).DialContext,
-	}}, Timeout: c.Opts.PeerTimeout}
-	srv, err := node.New(node.Config{
-		ChunkSize: c.Opts.ChunkSize, MetaTTL: c.Opts.MetaTTL, Immutable: c.Opts.Immutable, MetaLease: c.Opts.MetaLease, Now: c.Clock.Now,
-		Ring: m.Ring, Self: name, Peers: peers, CrossZone: c.Opts.CrossZone, Zones: m.Zones,
-	}, m.Store, c.Backend, c.Tenants, m.Metrics, slog.New(slog.DiscardHandler))
-	if err != nil {
-		_ = m.Store.Close()
-		return nil, err
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		_ = m.Store.Close()
-		return nil, err
-	}
-	m.Addr = ln.Addr().String()
-	m.Server = &http.Server{
-		Handler: srv.Handler(), TLSConfig: serverTLS,
-		TLSNextProto: map[string]func(*http.Server, *tls.Conn, http.Handler){},
-		ErrorLog:     log.New(io.Discard, "", 0), // refused handshakes and killed connections are expected
-	}
-	srv.ServeReads(m.Server) // as cachenode serve does
-	go func() { _ = m.Server.Serve(tls.NewListener(node.BatchingListener(ln), serverTLS)) }()
-	c.onClose(func() {
-		_ = m.Server.Close()
-		_ = m.Store.Close()
-	})
+	c.onClose(func() { m.node().Close() })
 	c.mu.Lock()
 	c.members = append(c.members, m)
 	c.mu.Unlock()
 	return m, nil
+}
+
+// startMember starts m's node (embed.StartNode) on its data directory and
+// a new port, with a new registry.
+func (c *Cluster) startMember(m *Member) error {
+	peerCert, peerKey, err := c.CertFiles(pki.Identity{Kind: pki.KindPeer, Name: m.Name})
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	if c.Opts.WrapListener != nil {
+		ln = c.Opts.WrapListener(ln)
+	}
+	cfg := embed.NodeConfig{
+		Listener: ln, TLSCert: filepath.Join(c.Dir, "server.crt"), TLSKey: filepath.Join(c.Dir, "server.key"), ClientCA: c.CAFile,
+		DataDir: filepath.Join(c.Dir, m.Name), DiskBytes: c.Opts.DiskBytes, RAMBytes: max(c.Opts.RAMBytes, 0),
+		MaintenanceInterval: c.Opts.MaintenanceInterval,
+		ChunkSize:           c.Opts.ChunkSize, MetaTTL: c.Opts.MetaTTL, Immutable: c.Opts.Immutable, MetaLease: c.Opts.MetaLease,
+		Tenants: c.Tenants, Backend: c.Backend,
+		Ring: m.Ring, Self: m.Name, PeerTimeout: c.Opts.PeerTimeout,
+		PeerCert: peerCert, PeerKey: peerKey,
+		CrossZone: c.Opts.CrossZone, ZoneRings: m.Zones,
+		Now: c.Clock.Now,
+	}
+	n, err := embed.StartNode(context.Background(), cfg)
+	if err != nil {
+		return err
+	}
+	m.mu.Lock()
+	m.n, m.dead = n, false
+	m.mu.Unlock()
+	m.Addr, m.Store, m.Registry, m.Metrics = n.Addr(), n.Store(), n.Registry(), n.Metrics()
+	m.Node = n
+	return nil
+}
+
+// StopMember stops member m's node, store included (a process that
+// exits); RestartMember starts it again.
+func (c *Cluster) StopMember(m *Member) {
+	m.mu.Lock()
+	m.dead = true
+	m.mu.Unlock()
+	m.node().Close()
+}
+
+// RestartMember is a process restart: m's node stops, then starts again on
+// its data directory and a new port (Publish to put the new address in
+// the ring).
+func (c *Cluster) RestartMember(m *Member) error {
+	c.StopMember(m)
+	return c.startMember(m)
 }
 
 // Kill stops member i at once: its listener and every open connection are
@@ -489,245 +516,7 @@ func (c *Cluster) KillMember(m *Member) {
 	m.mu.Lock()
 	m.dead = true
 	m.mu.Unlock()
-	_ = m.Server.Close()
-}
-
-// Publish gives every live member a new ring epoch holding all members that
-// are alive; withPrevious carries the membership of the epoch before, for
-// warm handoff.
-func (c *Cluster) Publish(withPrevious bool) *ring.Ring {
-	c.T.Helper()
-	r, err := c.PublishRing(withPrevious)
-	must(c.T, err)
-	return r
-}
-
-// PublishRing is Publish returning its error.
-func (c *Cluster) PublishRing(withPrevious bool) (*ring.Ring, error) {
-	return c.publish(withPrevious, func(m *Member) bool { return !m.Dead() })
-}
-
-// PublishWithout is Publish leaving out the named members as well as dead
-// ones.
-func (c *Cluster) PublishWithout(withPrevious bool, names ...string) *ring.Ring {
-	c.T.Helper()
-	r, err := c.publish(withPrevious, func(m *Member) bool {
-		for _, n := range names {
-			if m.Name == n {
-				return false
-			}
-		}
-		return !m.Dead()
-	})
-	must(c.T, err)
-	return r
-}
-
-func (c *Cluster) publish(withPrevious bool, include func(*Member) bool) (*ring.Ring, error) {
-	members := c.Members()
-	c.mu.Lock()
-	c.epoch++
-	epoch := c.epoch
-	c.mu.Unlock()
-	// One ring per zone, each naming its zone; a zone left without a
-	// member keeps the ring it had.
-	rings := map[string]*ring.Ring{}
-	var first *ring.Ring
-	for _, zone := range c.zones(members) {
-		spec := ring.Spec{Epoch: epoch, Zone: zone, Hash: ring.HashParams{Algorithm: ring.AlgorithmRendezvousXXHash64}}
-		var prev *ring.Ring
-		for i, m := range members {
-			if m.Zone != zone {
-				continue
-			}
-			if prev == nil {
-				prev = m.Ring.Load()
-			}
-			if include(m) {
-				spec.Members = append(spec.Members, ring.Member{Name: m.Name, Address: m.Addr, Ordinal: i, Weight: 100, State: ring.StateActive})
-			}
-		}
-		if len(spec.Members) == 0 {
-			continue
-		}
-		if withPrevious && prev != nil {
-			spec.Previous = &ring.PreviousRing{Epoch: prev.Epoch(), Members: prev.Members()}
-		}
-		r, err := ring.New(spec)
-		if err != nil {
-			return nil, err
-		}
-		rings[zone] = r
-		if first == nil {
-			first = r
-		}
-	}
-	for _, m := range members {
-		for zone, r := range rings {
-			if zone == m.Zone {
-				m.Ring.Store(r)
-			} else {
-				m.Zones.Holder(zone).Store(r)
-			}
-		}
-	}
-	return first, nil
-}
-
-// zones are the zones of members, in the order their first member was
-// added.
-func (c *Cluster) zones(members []*Member) []string {
-	var out []string
-	for _, m := range members {
-		if !slices.Contains(out, m.Zone) {
-			out = append(out, m.Zone)
-		}
-	}
-	return out
-}
-
-// Ring is the ring the cluster published last.
-func (c *Cluster) Ring() *ring.Ring { return c.Member(0).Ring.Load() }
-
-// TenantTLS returns a client TLS configuration holding a certificate for the
-// tenant (cached per name).
-func (c *Cluster) TenantTLS(name string) *tls.Config {
-	return c.ClientTLS(pki.Identity{Kind: pki.KindTenant, Name: name})
-}
-
-// PeerTLS returns a client TLS configuration holding a peer certificate
-// (what cache nodes and gateways acting for tenants use).
-func (c *Cluster) PeerTLS(name string) *tls.Config {
-	return c.ClientTLS(pki.Identity{Kind: pki.KindPeer, Name: name})
-}
-
-// ClientTLS returns a client TLS configuration for the identity, issued by
-// the cluster's CA and trusting the nodes' certificate.
-func (c *Cluster) ClientTLS(id pki.Identity) *tls.Config {
-	c.T.Helper()
-	cfg, err := c.ClientTLSConfig(id)
-	must(c.T, err)
-	return cfg
-}
-
-// ClientTLSConfig is ClientTLS returning its error.
-func (c *Cluster) ClientTLSConfig(id pki.Identity) (*tls.Config, error) {
-	key := string(id.Kind) + "-" + id.Name
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if cfg, ok := c.tls[key]; ok {
-		return cfg, nil
-	}
-	leaf, err := c.CA.IssueClient(id, time.Hour)
-	if err != nil {
-		return nil, err
-	}
-	if err := pki.WriteFiles(c.Dir, key, leaf); err != nil {
-		return nil, err
-	}
-	cfg, err := pki.ClientTLSConfig(filepath.Join(c.Dir, key+".crt"), filepath.Join(c.Dir, key+".key"), c.CAFile)
-	if err != nil {
-		return nil, err
-	}
-	c.tls[key] = cfg
-	return cfg, nil
-}
-
-// HTTPClient is an HTTP/1.1 client holding the identity's certificate.
-func (c *Cluster) HTTPClient(id pki.Identity) *http.Client {
-	return &http.Client{Transport: &http.Transport{TLSClientConfig: c.ClientTLS(id), MaxIdleConnsPerHost: 64}}
-}
-
-// PutDirect writes an object straight to MinIO, behind the cache's back,
-// and returns its ETag.
-func (c *Cluster) PutDirect(bucket, key string, data []byte) string {
-	c.T.Helper()
-	out, err := c.Direct.PutObject(context.Background(), &s3.PutObjectInput{
-		Bucket: aws.String(bucket), Key: aws.String(key), Body: bytes.NewReader(data),
-	})
-	must(c.T, err)
-	return aws.ToString(out.ETag)
-}
-
-// GetDirect reads an object, or a range of it ("bytes=a-b"; "" for all),
-// from MinIO itself.
-func (c *Cluster) GetDirect(bucket, key, rng string) []byte {
-	c.T.Helper()
-	in := &s3.GetObjectInput{Bucket: aws.String(bucket), Key: aws.String(key)}
-	if rng != "" {
-		in.Range = aws.String(rng)
-	}
-	out, err := c.Direct.GetObject(context.Background(), in)
-	must(c.T, err)
-	defer out.Body.Close()
-	b, err := io.ReadAll(out.Body)
-	must(c.T, err)
-	return b
-}
-
-// Counter sums the samples of a counter family on member i whose labels
-// include want.
-func (c *Cluster) Counter(i int, name string, want map[string]string) float64 {
-	c.T.Helper()
-	return Gather(c.T, c.Member(i).Registry, name, want)
-}
-
-// Sum is Counter summed over every member.
-func (c *Cluster) Sum(name string, want map[string]string) float64 {
-	c.T.Helper()
-	var s float64
-	for _, m := range c.Members() {
-		s += Gather(c.T, m.Registry, name, want)
-	}
-	return s
-}
-
-// Gather sums the samples of a counter or gauge family in g whose labels
-// include want.
-func Gather(t testing.TB, g prometheus.Gatherer, name string, want map[string]string) float64 {
-	t.Helper()
-	sum, err := Total(g, name, want)
-	must(t, err)
-	return sum
-}
-
-// Total is Gather returning its error.
-func Total(g prometheus.Gatherer, name string, want map[string]string) (float64, error) {
-	families, err := g.Gather()
-	if err != nil {
-		return 0, err
-	}
-	var sum float64
-	for _, f := range families {
-		if f.GetName() != name {
-			continue
-		}
-		for _, m := range f.GetMetric() {
-			if !matches(m, want) {
-				continue
-			}
-			switch {
-			case m.Counter != nil:
-				sum += m.GetCounter().GetValue()
-			case m.Gauge != nil:
-				sum += m.GetGauge().GetValue()
-			}
-		}
-	}
-	return sum, nil
-}
-
-func matches(m *dto.Metric, want map[string]string) bool {
-	got := map[string]string{}
-	for _, l := range m.GetLabel() {
-		got[l.GetName()] = l.GetValue()
-	}
-	for k, v := range want {
-		if got[k] != v {
-			return false
-		}
-	}
-	return true
+	_ = m.node().HTTPServer().Close()
 }
 
 func must(t testing.TB, err error) {
