@@ -43,6 +43,9 @@ type clientMetrics struct {
 	metaCache  *prometheus.CounterVec
 	leasePolls *prometheus.CounterVec
 	all        []prometheus.Collector
+	// The series every hit counts in, resolved once (WithLabelValues
+	// hashes its labels and locks on each call).
+	pageHit, pageMiss, metaHit, metaMiss prometheus.Counter
 }
 
 // newMetrics makes the series; skipped counts the members skipped now,
@@ -92,6 +95,8 @@ func newMetrics(reg prometheus.Registerer, skipped func() float64, pool func() (
 			Help: "Polls of the nodes for metadata changes that keep the client's metadata leases, by result (ok, reset: the node restarted or the client fell too far behind, everything kept from it dropped; error: no answer, kept metadata from that node unused once its lease ends).",
 		}, []string{"result"}),
 	}
+	m.pageHit, m.pageMiss = m.pageCache.WithLabelValues("hit"), m.pageCache.WithLabelValues("miss")
+	m.metaHit, m.metaMiss = m.metaCache.WithLabelValues("hit"), m.metaCache.WithLabelValues("miss")
 	skippedGauge := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Namespace: ns, Subsystem: sub, Name: "members_skipped",
 		Help: "Members the client skips (tries only after all others) because a request to them failed in the last 5 seconds.",

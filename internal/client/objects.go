@@ -32,10 +32,10 @@ func (c *Client) Stat(ctx context.Context, bucket, key string) (Meta, error) {
 		return Meta{}, err
 	}
 	if m, ok := c.metas.get(bucket, key); ok {
-		c.metrics.metaCache.WithLabelValues("hit").Inc()
+		c.metrics.metaHit.Inc()
 		return m, nil
 	}
-	c.metrics.metaCache.WithLabelValues("miss").Inc()
+	c.metrics.metaMiss.Inc()
 	var (
 		m        Meta
 		answered string // the node that answered

@@ -143,11 +143,11 @@ func (c *Client) readPart(ctx context.Context, bucket, key string, m Meta, cs, i
 		// a small read never waits for a whole page to cross the network.
 		pk := pageKey(bucket, key, m.ETag, unit, idx)
 		if pg, ok := c.pages.get(pk); ok {
-			c.metrics.pageCache.WithLabelValues("hit").Inc()
+			c.metrics.pageHit.Inc()
 			pg.copyOut(dst, within)
 			return nil
 		}
-		c.metrics.pageCache.WithLabelValues("miss").Inc()
+		c.metrics.pageMiss.Inc()
 		if c.filling(pk) {
 			// The whole page is on its way (read ahead, or filled behind
 			// another read): wait for it rather than fetch its bytes twice.
@@ -187,11 +187,11 @@ func (c *Client) readRange(ctx context.Context, bucket, key string, m Meta, cs, 
 func (c *Client) wholePage(ctx context.Context, bucket, key string, m Meta, cs, idx int64) (*page, error) {
 	pk := pageKey(bucket, key, m.ETag, c.pageSize(cs), idx)
 	if pg, ok := c.pages.get(pk); ok {
-		c.metrics.pageCache.WithLabelValues("hit").Inc()
+		c.metrics.pageHit.Inc()
 		return pg, nil
 	}
 	if c.pages != nil {
-		c.metrics.pageCache.WithLabelValues("miss").Inc()
+		c.metrics.pageMiss.Inc()
 	}
 	return c.fetchPage(ctx, pk, fillRead, bucket, key, m, cs, idx)
 }
@@ -312,6 +312,18 @@ func (v PageView) Release() {
 // spans pages, or is a small part of a chunk-sized page not in RAM): read
 // it with ReadAt. Release the view when done with it.
 func (c *Client) View(ctx context.Context, bucket, key string, m Meta, off, n int64) (v PageView, ok bool, err error) {
+	return c.view(ctx, bucket, key, m, off, n, true)
+}
+
+// CachedView is View of a page in RAM only: it never fetches nor waits, so
+// a caller may try it in line before starting a fetch; ok is false, with
+// nothing counted, when View would have to fetch.
+func (c *Client) CachedView(ctx context.Context, bucket, key string, m Meta, off, n int64) (PageView, bool) {
+	v, ok, _ := c.view(ctx, bucket, key, m, off, n, false)
+	return v, ok
+}
+
+func (c *Client) view(ctx context.Context, bucket, key string, m Meta, off, n int64, fetch bool) (v PageView, ok bool, err error) {
 	cs := c.chunkSize.Load()
 	if c.pages == nil || m.NoCache || cs <= 0 || n <= 0 || off < 0 || off+n > m.Size || m.ETag == "" {
 		return PageView{}, false, nil
@@ -327,14 +339,17 @@ func (c *Client) View(ctx context.Context, bucket, key string, m Meta, off, n in
 	_, plen, _ := chunk.Bounds(m.Size, ps, idx)
 	pk := pageKey(bucket, key, m.ETag, ps, idx)
 	pg, hit := c.pages.get(pk)
+	if !hit && !fetch {
+		return PageView{}, false, nil
+	}
 	if !hit && 2*n < plen && ps == cs && !c.filling(pk) {
 		return PageView{}, false, nil // a small part of a chunk: ReadAt fetches only its bytes
 	}
 	c.readAheadAfter(ctx, bucket, key, m, cs, idx, idx)
 	if hit {
-		c.metrics.pageCache.WithLabelValues("hit").Inc()
+		c.metrics.pageHit.Inc()
 	} else {
-		c.metrics.pageCache.WithLabelValues("miss").Inc()
+		c.metrics.pageMiss.Inc()
 		if pg, err = c.fetchPage(ctx, pk, fillRead, bucket, key, m, cs, idx); err != nil {
 			c.forgetChanged(bucket, key, err)
 			return PageView{}, false, err

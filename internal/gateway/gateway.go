@@ -6,7 +6,6 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -167,10 +166,10 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if p := recover(); p != nil {
 			// A response cut off mid-body (http.ErrAbortHandler) counts as
 			// the failure it is.
-			g.metrics.observe(x.rt.op, "aborted", x.in, x.w.bytes, x.start)
+			g.metrics.observe(x.rt.op, statusAborted, x.in, x.w.bytes, x.start)
 			panic(p)
 		}
-		g.metrics.observe(x.rt.op, strconv.Itoa(status), x.in, x.w.bytes, x.start)
+		g.metrics.observe(x.rt.op, status, x.in, x.w.bytes, x.start)
 	}()
 	h := w.Header()
 	id := []string{x.id}

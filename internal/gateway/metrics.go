@@ -1,6 +1,8 @@
 package gateway
 
 import (
+	"strconv"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -19,7 +21,31 @@ type Metrics struct {
 	// for the budget (Config.ReadBufferBytes).
 	readBuffer      prometheus.Gauge
 	readBufferWaits prometheus.Counter
+	// ops are each operation's series, resolved once (WithLabelValues
+	// hashes its labels and locks on every call): *opSeries by name.
+	ops sync.Map
 }
+
+// opSeries are one operation's series. Those of bytes are made on first
+// use, so an operation that never carries a body has none.
+type opSeries struct {
+	duration prometheus.Observer
+	status   sync.Map // prometheus.Counter by HTTP status (statusAborted: "aborted")
+	in, out  lazyCounter
+}
+
+type lazyCounter struct {
+	once sync.Once
+	c    prometheus.Counter
+}
+
+func (l *lazyCounter) get(vec *prometheus.CounterVec, op string) prometheus.Counter {
+	l.once.Do(func() { l.c = vec.WithLabelValues(op) })
+	return l.c
+}
+
+// statusAborted is the status of a response cut off mid-body.
+const statusAborted = -1
 
 // latencyBuckets span a page-cache hit (tens of microseconds) to a slow
 // upload.
@@ -73,13 +99,30 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	return m
 }
 
-func (m *Metrics) observe(op, status string, in, out int64, start time.Time) {
-	m.requests.WithLabelValues(op, status).Inc()
-	m.duration.WithLabelValues(op).Observe(time.Since(start).Seconds())
+func (m *Metrics) observe(op string, status int, in, out int64, start time.Time) {
+	s := m.series(op)
+	requests, ok := s.status.Load(status)
+	if !ok {
+		label := "aborted"
+		if status != statusAborted {
+			label = strconv.Itoa(status)
+		}
+		requests, _ = s.status.LoadOrStore(status, m.requests.WithLabelValues(op, label))
+	}
+	requests.(prometheus.Counter).Inc()
+	s.duration.Observe(time.Since(start).Seconds())
 	if out > 0 {
-		m.responseBytes.WithLabelValues(op).Add(float64(out))
+		s.out.get(m.responseBytes, op).Add(float64(out))
 	}
 	if in > 0 {
-		m.requestBytes.WithLabelValues(op).Add(float64(in))
+		s.in.get(m.requestBytes, op).Add(float64(in))
 	}
+}
+
+func (m *Metrics) series(op string) *opSeries {
+	if s, ok := m.ops.Load(op); ok {
+		return s.(*opSeries)
+	}
+	s, _ := m.ops.LoadOrStore(op, &opSeries{duration: m.duration.WithLabelValues(op)})
+	return s.(*opSeries)
 }

@@ -26,6 +26,7 @@ type Cache interface {
 // (*client.Client with a page cache).
 type viewer interface {
 	View(ctx context.Context, bucket, key string, m client.Meta, off, n int64) (client.PageView, bool, error)
+	CachedView(ctx context.Context, bucket, key string, m client.Meta, off, n int64) (client.PageView, bool)
 	NoteRead(ctx context.Context, bucket, key string, m client.Meta, off, n int64)
 }
 
@@ -126,6 +127,9 @@ func (g *Gateway) serveVersion(x *exchange, m client.Meta) (retry bool) {
 	if canView {
 		body.view = func(ctx context.Context, off, n int64) (client.PageView, bool, error) {
 			return v.View(ctx, x.rt.bucket, x.rt.key, m, off, n)
+		}
+		body.cached = func(off, n int64) (client.PageView, bool) {
+			return v.CachedView(ctx, x.rt.bucket, x.rt.key, m, off, n)
 		}
 	}
 	defer body.Close()

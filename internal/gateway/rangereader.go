@@ -36,7 +36,10 @@ type rangeReader struct {
 	// view, when set, is tried first: the piece as a slice of the cache's
 	// RAM page (no buffer, no copy), lent until released; ok false means
 	// read it with readAt.
-	view   func(ctx context.Context, off, n int64) (v client.PageView, ok bool, err error)
+	view func(ctx context.Context, off, n int64) (v client.PageView, ok bool, err error)
+	// cached, when set, is tried before view, in line: a piece in the
+	// cache's RAM needs no goroutine (on a hit, most pieces).
+	cached func(off, n int64) (client.PageView, bool)
 	pool   *sync.Pool // of *[]byte with capacity piece
 	budget *readBuffers
 	credit int64 // bytes taken from budget for pieces not started yet
@@ -120,6 +123,13 @@ func (r *rangeReader) fill() error {
 		r.next = hi
 		f := &pieceFetch{done: make(chan struct{}), held: hi - lo}
 		r.queue = append(r.queue, f)
+		if r.cached != nil {
+			if v, ok := r.cached(lo, hi-lo); ok {
+				f.data, f.view = v.Data, v
+				close(f.done)
+				continue
+			}
+		}
 		go func() {
 			defer close(f.done)
 			if r.view != nil {

@@ -321,8 +321,11 @@ func (c *Cache) StartGatewayProcess(ctx context.Context, bin string, pageCacheBy
 	}
 	c.gateways++
 	name := fmt.Sprintf("gateway-%d", c.gateways)
-	p, err := benchkit.StartProcess(bin, filepath.Join(c.cfg.Dir, name+".log"), name,
-		[]string{"DISTCACHE_SECRET_KEY=" + GatewaySecretKey},
+	env := []string{"DISTCACHE_SECRET_KEY=" + GatewaySecretKey}
+	if dir := os.Getenv("BENCH_PROFILE_DIR"); dir != "" { // a profile of the process's whole life
+		env = append(env, "DISTCACHE_CPU_PROFILE="+filepath.Join(dir, "b1-"+filepath.Base(c.cfg.Dir)+"-"+name+".cpu.pprof"))
+	}
+	p, err := benchkit.StartProcess(bin, filepath.Join(c.cfg.Dir, name+".log"), name, env,
 		"gateway", "--listen", listen, "--metrics-listen", ops, "--nodes", strings.Join(c.Seeds, ","),
 		"--tls-cert", filepath.Join(c.PKI.Dir, "tenant.crt"), "--tls-key", filepath.Join(c.PKI.Dir, "tenant.key"),
 		"--ca", c.PKI.CAFile, "--access-key", GatewayAccessKey, "--chunk-size", fmt.Sprint(c.cfg.ChunkSize),
