@@ -3,8 +3,11 @@
 # their own directories, sockets, CNI network and bridge, pod CIDR and
 # cgroup root, so that two kubelets on one machine never see (or clean up)
 # each other's pods. Sourced by hack/cluster.sh, which defines the arrays
-# NODES, NODE_IPS, NODE_ZONES, NODE_INSTANCE_TYPES, BRIDGES, CNI_NETWORKS,
-# NODE_POD_CIDRS and the helpers start, wait_until, kubectl, bin, log, die.
+# NODES, NODE_IPS, NODE_ZONES, NODE_INSTANCE_TYPES, BRIDGES, CNI_NETWORKS and
+# NODE_POD_CIDRS (the helpers start, wait_until, healthy, kubectl, bin, log
+# and die are hack/cluster/lib.sh's, start_kube_proxy network.sh's). Here
+# too: importing images into the nodes, and on down removing their
+# containers, leftover processes and cgroups.
 #
 # Node 0 keeps the layout of the single-node cluster this grew from (its
 # state directly in CLUSTER_DIR, components "containerd" and "kubelet", the
@@ -39,6 +42,16 @@ node() {
   N_CONTAINERD="containerd$N_SUFFIX"
   N_KUBELET="kubelet$N_SUFFIX"
   N_SOCK="$N_DIR/containerd/containerd.sock"
+}
+
+# each_node COMMAND...: COMMAND once per node, node 0 first, with that
+# node's N_* variables set.
+each_node() {
+  local i
+  for i in "${!NODES[@]}"; do
+    node "$i"
+    "$@"
+  done
 }
 
 # write_node_configs: containerd's configuration, the CNI network and the
@@ -176,7 +189,7 @@ start_node() {
   start "$N_KUBELET" "$(bin kubelet)" --config="$CONF/$N_KUBELET.yaml" \
     --kubeconfig="$CONF/$N_KUBELET.kubeconfig" --root-dir="$N_DIR/kubelet" \
     --hostname-override="$N_NAME" --node-ip="$N_IP" --node-labels="$N_LABELS"
-  wait_until "$N_KUBELET" "$N_KUBELET" curl -fsS --max-time 5 "http://127.0.0.1:$N_HEALTHZ_PORT/healthz"
+  wait_until "$N_KUBELET" "$N_KUBELET" healthy "http://127.0.0.1:$N_HEALTHZ_PORT/healthz"
   wait_until "node $N_NAME to be Ready" "$N_KUBELET" node_ready
   wait_until "a pod CIDR for node $N_NAME" kube-controller-manager node_pod_cidr
   local cidr
@@ -203,26 +216,84 @@ ensure_cgroup_root() {
 }
 
 # kubepods_cgroups: the kubepods cgroups of every node that exist.
-kubepods_cgroups() {
-  local i
-  for i in "${!NODES[@]}"; do
-    node "$i"
-    cgroup_dirs "$N_CGROUP_ROOT/kubepods"
-  done
-}
+kubepods_cgroups() { each_node node_kubepods_cgroups; }
+node_kubepods_cgroups() { cgroup_dirs "$N_CGROUP_ROOT/kubepods"; }
 
 # node_cgroup_roots: the cgroup roots up made for nodes i > 0, that exist.
-node_cgroup_roots() {
-  local i
-  for i in "${!NODES[@]}"; do
-    node "$i"
-    [ -z "$N_CGROUP_ROOT" ] || cgroup_dirs "$N_CGROUP_ROOT"
-  done
-}
+node_cgroup_roots() { each_node node_cgroup_root; }
+node_cgroup_root() { [ -z "$N_CGROUP_ROOT" ] || cgroup_dirs "$N_CGROUP_ROOT"; }
 
 # cgroup_dirs PATH: the cgroup PATH (/a/b) that exists, in every cgroup v1
 # hierarchy and in the v2 one.
 cgroup_dirs() {
   compgen -G "/sys/fs/cgroup/*$1" || true
   [ ! -d "/sys/fs/cgroup$1" ] || echo "/sys/fs/cgroup$1"
+}
+
+# start_nodes: the kubelets one after the other, so that
+# kube-controller-manager hands out the pod CIDRs in NODE_POD_CIDRS' order;
+# kube-proxy right after node 0.
+start_nodes() {
+  local i
+  for i in "${!NODES[@]}"; do
+    node "$i"
+    start_node
+    [ "$i" != 0 ] || start_kube_proxy
+  done
+}
+
+# import_images TARBALL...: into every node's containerd.
+import_images() { each_node import_node_images "$@"; }
+import_node_images() {
+  local tar
+  for tar in "$@"; do
+    command ctr -a "$N_SOCK" -n k8s.io images import "$tar" >/dev/null
+  done
+}
+
+# remove_containers: every node's, through its containerd.
+remove_containers() { each_node remove_node_containers; }
+remove_node_containers() {
+  alive "$N_CONTAINERD" || return 0
+  local ns id sock=$N_SOCK
+  for ns in $(command ctr -a "$sock" namespaces ls -q); do
+    for id in $(command ctr -a "$sock" -n "$ns" tasks ls -q); do
+      command ctr -a "$sock" -n "$ns" tasks kill -s SIGKILL "$id" >/dev/null 2>&1 || true
+      command ctr -a "$sock" -n "$ns" tasks delete -f "$id" >/dev/null 2>&1 || true
+    done
+    for id in $(command ctr -a "$sock" -n "$ns" containers ls -q); do
+      command ctr -a "$sock" -n "$ns" containers delete "$id" >/dev/null 2>&1 || true
+    done
+  done
+}
+
+# kill_leftovers: shims of our containerds (found by their sockets) and any
+# process still in a kubepods cgroup, by pid.
+kill_leftovers() {
+  each_node kill_node_shims
+  local d pid
+  for d in $(kubepods_cgroups); do
+    [ -d "$d" ] || continue
+    # shellcheck disable=SC2044 # cgroup.procs holds pids, one per line
+    for pid in $(find "$d" -name cgroup.procs -exec cat {} + 2>/dev/null); do
+      kill -KILL "$pid" 2>/dev/null || true
+    done
+  done
+}
+kill_node_shims() {
+  local pid
+  for pid in $(pgrep -f "containerd-shim-runc-v2 .*-address $N_SOCK( |$)" || true); do
+    kill -KILL "$pid" 2>/dev/null || true
+  done
+}
+
+# remove_cgroups: the nodes' kubepods cgroups and the roots up made, once
+# empty (kill_leftovers first).
+remove_cgroups() {
+  local d
+  for d in $(kubepods_cgroups) $(node_cgroup_roots); do
+    [ -d "$d" ] || continue
+    find "$d" -depth -type d -exec rmdir {} \; 2>/dev/null || true
+    [ ! -d "$d" ] || log "could not remove cgroup $d"
+  done
 }
