@@ -1,0 +1,208 @@
+package writeback
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"sync"
+	"time"
+)
+
+// S3 is where the persister sends what the journal holds.
+type S3 interface {
+	// Put uploads version e with its body (e.Size bytes) and returns the
+	// ETag S3 gave it.
+	Put(ctx context.Context, e Entry, body io.Reader) (etag string, err error)
+	// Delete deletes e's key (a missing key is no error).
+	Delete(ctx context.Context, e Entry) error
+}
+
+// Persister sends the WriteBack versions of the keys this node persists to
+// S3, newest version of each key only, one operation per key at a time
+// (so S3 ends with the newest: an older upload under way when a newer
+// write arrives finishes first, and the newer follows), retrying failures
+// with exponential backoff.
+type Persister struct {
+	Journal *Journal
+	S3      S3
+	// Owns reports whether this node persists n now (of the nodes holding
+	// a copy, the first in the ring's order); the others keep their copy
+	// until told it is in S3, and take over when the ring makes them
+	// first.
+	Owns func(Name) bool
+	// Persisted is called once S3 has version e (etag: S3's, for a put),
+	// before the journal drops it: the node caches it as an ordinary
+	// object and tells the other holders.
+	Persisted func(e Entry, etag string)
+	// Observe, when set, is told of every attempt.
+	Observe func(op Op, err error, took time.Duration)
+	Workers int // uploads at once (default 4)
+	// MinBackoff and MaxBackoff space the retries of a failing key
+	// (defaults 100 ms and 30 s).
+	MinBackoff, MaxBackoff time.Duration
+	// Poll is how often owners are looked at again without a new write
+	// (the ring may have made this node the one to persist; default 1 s).
+	Poll time.Duration
+	Log  *slog.Logger
+}
+
+// Run persists until ctx ends; uploads under way are then abandoned (they
+// are retried by the next process, from the journal).
+func (p *Persister) Run(ctx context.Context) {
+	workers := p.Workers
+	if workers <= 0 {
+		workers = 4
+	}
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() { p.work(ctx) })
+	}
+	wg.Wait()
+}
+
+func (p *Persister) work(ctx context.Context) {
+	poll := p.Poll
+	if poll <= 0 {
+		poll = time.Second
+	}
+	for ctx.Err() == nil {
+		changed := p.Journal.changes() // before looking: no change is missed
+		e, ok := p.Journal.next(p.owns)
+		if !ok {
+			select {
+			case <-ctx.Done():
+			case <-changed:
+			case <-time.After(poll):
+			}
+			continue
+		}
+		p.persist(ctx, e)
+	}
+}
+
+func (p *Persister) owns(n Name) bool { return p.Owns == nil || p.Owns(n) }
+
+// persist sends one version to S3 and reports the outcome to the journal.
+func (p *Persister) persist(ctx context.Context, e *Entry) {
+	start := time.Now()
+	var (
+		etag string
+		err  error
+	)
+	switch e.Op {
+	case OpPut:
+		var f io.ReadCloser
+		if f, err = p.Journal.OpenBody(*e); err == nil {
+			etag, err = p.S3.Put(ctx, *e, f)
+			f.Close()
+		}
+	case OpDelete:
+		err = p.S3.Delete(ctx, *e)
+	}
+	if p.Observe != nil {
+		p.Observe(e.Op, err, time.Since(start))
+	}
+	if err != nil {
+		if ctx.Err() == nil && p.Log != nil {
+			p.Log.Warn("write-back: S3 refused or failed; retrying with backoff", "object", e.String(), "op", e.Op, "err", err)
+		}
+		p.Journal.failed(e, p.backoff)
+		return
+	}
+	if p.Persisted != nil {
+		p.Persisted(*e, etag)
+	}
+	p.Journal.persisted(e)
+}
+
+// backoff is the wait after the n-th failure in a row.
+func (p *Persister) backoff(n int) time.Duration {
+	lo, hi := p.MinBackoff, p.MaxBackoff
+	if lo <= 0 {
+		lo = 100 * time.Millisecond
+	}
+	if hi <= 0 {
+		hi = 30 * time.Second
+	}
+	d := lo
+	for i := 1; i < n && d < hi; i++ {
+		d *= 2
+	}
+	return min(d, hi)
+}
+
+// next picks the oldest newest-version to persist: not transient, owned,
+// not under way, not waiting out a backoff. It marks it under way.
+func (j *Journal) next(owns func(Name) bool) (*Entry, bool) {
+	j.mu.Lock()
+	var cands []*Entry
+	now := j.now()
+	for _, ks := range j.keys {
+		e := ks.latest
+		if e == nil || e.Transient || ks.inflight != nil || now.Before(ks.retryAt) {
+			continue
+		}
+		cands = append(cands, e)
+	}
+	j.mu.Unlock()
+	sortByVersion(cands)
+	for _, e := range cands {
+		if !owns(e.Name) {
+			continue
+		}
+		j.mu.Lock()
+		ks := j.keys[e.Name]
+		if ks != nil && ks.latest == e && ks.inflight == nil {
+			ks.inflight = e
+			j.mu.Unlock()
+			return e, true
+		}
+		j.mu.Unlock()
+	}
+	return nil, false
+}
+
+func sortByVersion(es []*Entry) {
+	for i := 1; i < len(es); i++ { // few candidates are ready at once
+		for k := i; k > 0 && es[k].Version < es[k-1].Version; k-- {
+			es[k], es[k-1] = es[k-1], es[k]
+		}
+	}
+}
+
+// persisted ends the upload of e: S3 has it. If it is still the newest
+// version the key leaves the journal; if a newer one came meanwhile, that
+// one goes next.
+func (j *Journal) persisted(e *Entry) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	ks := j.keys[e.Name]
+	if ks == nil {
+		return
+	}
+	ks.inflight = nil
+	ks.retryAt, ks.failures = time.Time{}, 0
+	if ks.latest == e {
+		ks.old = append(ks.old, e)
+		ks.latest = nil
+	}
+	j.collectLocked(e.Name, ks)
+	j.signal()
+}
+
+// failed ends a failed upload of e: the key waits out its backoff.
+func (j *Journal) failed(e *Entry, backoff func(int) time.Duration) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	ks := j.keys[e.Name]
+	if ks == nil {
+		return
+	}
+	ks.inflight = nil
+	if ks.latest == e {
+		ks.failures++
+		ks.retryAt = j.now().Add(backoff(ks.failures))
+	}
+	j.collectLocked(e.Name, ks) // e may be superseded meanwhile
+	j.signal()
+}

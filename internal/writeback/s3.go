@@ -1,0 +1,37 @@
+package writeback
+
+import (
+	"context"
+	"fmt"
+	"io"
+
+	"github.com/distcache/distcache/internal/s3backend"
+)
+
+// Backend is S3 through the node's backend, with each tenant's
+// credentials.
+type Backend struct {
+	S3 *s3backend.Backend
+	// Credentials are the tenant's for its bucket (false: none, the
+	// tenant is gone: the version cannot be persisted).
+	Credentials func(tenant, bucket string) (s3backend.Credentials, bool)
+}
+
+// Put uploads the version (multipart when above the backend's part size).
+func (b Backend) Put(ctx context.Context, e Entry, body io.Reader) (string, error) {
+	cr, ok := b.Credentials(e.Tenant, e.Bucket)
+	if !ok {
+		return "", fmt.Errorf("no credentials for tenant %s, bucket %s", e.Tenant, e.Bucket)
+	}
+	m, err := b.S3.Put(ctx, cr, e.Bucket, e.Key, body, e.Size, e.ContentType)
+	return m.ETag, err
+}
+
+// Delete deletes the key.
+func (b Backend) Delete(ctx context.Context, e Entry) error {
+	cr, ok := b.Credentials(e.Tenant, e.Bucket)
+	if !ok {
+		return fmt.Errorf("no credentials for tenant %s, bucket %s", e.Tenant, e.Bucket)
+	}
+	return b.S3.Delete(ctx, cr, e.Bucket, e.Key)
+}
