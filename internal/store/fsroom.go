@@ -35,6 +35,9 @@ const (
 // has less room. s.mu must be held.
 func (s *Store) limitLocked() int64 {
 	limit := s.opts.DiskBytes
+	if s.opts.Pinned != nil {
+		limit -= s.opts.Pinned()
+	}
 	if s.usage.fsFree >= 0 {
 		limit = min(limit, s.usage.measured+s.usage.fsFree-fsReserve)
 	}

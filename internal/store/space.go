@@ -191,7 +191,7 @@ func (s *Store) measure() {
 	s.mu.Lock()
 	before := s.usage.done
 	s.mu.Unlock()
-	total, lsm, err := dirUsage(s.opts.Dir)
+	total, lsm, err := dirUsage(s.opts.Dir, s.opts.PinnedDir)
 	free, ferr := fsAvailable(s.opts.Dir)
 	if err != nil {
 		// Keep the old measurement: pending keeps growing, which errs on the
@@ -211,8 +211,15 @@ func (s *Store) measure() {
 
 // dirUsage is du for dir: allocated bytes of every file and directory, and
 // of the LSM tables among them. Files deleted during the walk are skipped.
-func dirUsage(dir string) (total, lsm int64, err error) {
-	err = filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
+func dirUsage(dir, skip string) (total, lsm int64, err error) {
+	skipPath := ""
+	if skip != "" {
+		skipPath = filepath.Join(dir, skip)
+	}
+	err = filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if skipPath != "" && path == skipPath {
+			return filepath.SkipDir
+		}
 		var fi fs.FileInfo
 		if err == nil {
 			fi, err = d.Info()

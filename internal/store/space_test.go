@@ -34,19 +34,23 @@ func TestDiskBoundUnderChurn(t *testing.T) {
 		// liveFraction 0.95 leaves no room for garbage: only the usage
 		// gate keeps the bound, by evicting (or refusing puts).
 		liveFraction float64
+		// pinned bytes sit in Options.PinnedDir (a write-back journal
+		// holding them), under the same bound.
+		pinned int64
 	}{
-		{"fifo 64MiB 1MiB chunks", 64 << 20, 1 << 20, 0, 0},
-		{"hot set 16MiB 128KiB chunks", MinDiskBytes, 128 << 10, 3, 0},
-		{"gate only 16MiB 256KiB chunks", MinDiskBytes, 256 << 10, 0, 0.95},
+		{"fifo 64MiB 1MiB chunks", 64 << 20, 1 << 20, 0, 0, 0},
+		{"hot set 16MiB 128KiB chunks", MinDiskBytes, 128 << 10, 3, 0, 0},
+		{"gate only 16MiB 256KiB chunks", MinDiskBytes, 256 << 10, 0, 0.95, 0},
+		{"fifo 64MiB 1MiB chunks, 24MiB pinned", 64 << 20, 1 << 20, 0, 0, 24 << 20},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			churn(t, tt.bound, tt.chunkSize, tt.hotEvery, tt.liveFraction)
+			churn(t, tt.bound, tt.chunkSize, tt.hotEvery, tt.liveFraction, tt.pinned)
 		})
 	}
 }
 
-func churn(t *testing.T, bound int64, chunkSize, hotEvery int, liveFraction float64) {
+func churn(t *testing.T, bound int64, chunkSize, hotEvery int, liveFraction float64, pinned int64) {
 	puts := int(10 * bound / int64(chunkSize))
 	gateOnly := liveFraction > 0
 	s := newTestStore(t, func(o *Options) {
@@ -54,8 +58,20 @@ func churn(t *testing.T, bound int64, chunkSize, hotEvery int, liveFraction floa
 		o.RAMBytes = 0
 		o.MaintenanceInterval = 250 * time.Millisecond // reclaim is driven by garbage kicks
 		o.LiveFraction = liveFraction
+		if pinned > 0 {
+			o.Pinned, o.PinnedDir = func() int64 { return pinned }, "writeback"
+		}
 	})
 	dir := s.opts.Dir
+	if pinned > 0 {
+		// Real bytes on disk, so du (the whole directory) sees them.
+		if err := os.MkdirAll(filepath.Join(dir, "writeback"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "writeback", "pinned"), bytes.Repeat([]byte{1}, int(pinned)), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
 
 	// A sampler watches du between the test's own samples, to catch
 	// transient peaks (a GC rewrite, a compaction).
@@ -135,7 +151,7 @@ func churn(t *testing.T, bound int64, chunkSize, hotEvery int, liveFraction floa
 			sample(i)
 		}
 		if i >= puts/2 {
-			fillSum += float64(s.Stats().DiskBytes) / float64(bound)
+			fillSum += float64(s.Stats().DiskBytes) / float64(bound-pinned)
 			fillN++
 		}
 	}

@@ -55,6 +55,13 @@ type Options struct {
 	// Eviction is the disk tier's eviction policy (default EvictS3FIFO; see
 	// index.go).
 	Eviction Eviction
+	// Pinned, when set, is the bytes others hold under the same bound
+	// (the write-back journal, internal/writeback): the store keeps
+	// DiskBytes minus them, evicting to make room as they grow. PinnedDir
+	// is their subdirectory of Dir, which the store's measurements skip
+	// (they are counted through Pinned).
+	Pinned    func() int64
+	PinnedDir string
 }
 
 // DefaultLiveFraction is the default Options.LiveFraction.
