@@ -133,6 +133,7 @@ type Gateway struct {
 	api    *http.Server
 	ops    *http.Server
 	addr   string
+	tls    bool // the S3 API is served over TLS
 
 	handler  atomic.Pointer[http.Handler]
 	ready    chan struct{} // closed once the handler is in place
@@ -184,7 +185,7 @@ func StartGateway(ctx context.Context, cfg GatewayConfig) (_ *Gateway, err error
 	if err := g.serve(); err != nil {
 		return nil, err
 	}
-	g.log.Info("gateway listening", "listen", g.addr, "tls", g.api.TLSConfig != nil, "metrics", cfg.MetricsListen,
+	g.log.Info("gateway listening", "listen", g.addr, "tls", g.tls, "metrics", cfg.MetricsListen,
 		"nodes", cfg.Nodes, "zone", cfg.Zone, "fallbackZones", len(cfg.Fallback))
 	go g.connect(nodeTLS, tenant)
 	return g, nil
@@ -222,14 +223,13 @@ func (g *Gateway) serve() error {
 	g.cfg.Listener = nil // served from here on: closed by api.Close
 	g.addr = ln.Addr().String()
 	ln = gateway.LimitUnsent(ln, int(g.cfg.ClientUnsentBytes))
+	// Decided before serving: net/http's HTTP/2 setup gives a plain
+	// server a TLSConfig of its own.
 	api := g.api
-	go func() {
-		if api.TLSConfig != nil {
-			g.errc <- api.Serve(tls.NewListener(ln, api.TLSConfig))
-			return
-		}
-		g.errc <- api.Serve(ln)
-	}()
+	if g.tls = api.TLSConfig != nil; g.tls {
+		ln = tls.NewListener(ln, api.TLSConfig)
+	}
+	go func() { g.errc <- api.Serve(ln) }()
 	var err error
 	g.ops, err = serveOps(g.cfg.MetricsListen, g.cfg.Registry, g.readiness, g.errc)
 	return err
@@ -317,11 +317,14 @@ func (g *Gateway) Addr() string { return g.addr }
 
 // URL is the S3 endpoint: http://Addr, or https:// with ListenTLSCert.
 func (g *Gateway) URL() string {
-	if g.api.TLSConfig != nil {
+	if g.tls {
 		return "https://" + g.addr
 	}
 	return "http://" + g.addr
 }
+
+// MetricsAddr is the host:port of the metrics port; empty without one.
+func (g *Gateway) MetricsAddr() string { return opsAddr(g.ops) }
 
 // Ready is closed once the gateway serves the S3 API.
 func (g *Gateway) Ready() <-chan struct{} { return g.ready }

@@ -386,6 +386,9 @@ func (n *Node) Addr() string { return n.addr }
 // URL is https://Addr.
 func (n *Node) URL() string { return "https://" + n.addr }
 
+// MetricsAddr is the host:port of the metrics port; empty without one.
+func (n *Node) MetricsAddr() string { return opsAddr(n.ops) }
+
 // Server is the node.Server.
 func (n *Node) Server() *node.Server { return n.srv }
 

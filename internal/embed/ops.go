@@ -22,9 +22,17 @@ func serveOps(addr string, reg *prometheus.Registry, ready func() error, errc ch
 	if err != nil {
 		return nil, err
 	}
-	ops := &http.Server{Addr: addr, Handler: opsHandler(reg, ready), ReadHeaderTimeout: 10 * time.Second}
+	ops := &http.Server{Addr: ln.Addr().String(), Handler: opsHandler(reg, ready), ReadHeaderTimeout: 10 * time.Second}
 	go func() { errc <- ops.Serve(ln) }()
 	return ops, nil
+}
+
+// opsAddr is the address ops listens on ("" for nil).
+func opsAddr(ops *http.Server) string {
+	if ops == nil {
+		return ""
+	}
+	return ops.Addr
 }
 
 // opsHandler serves the plain port: metrics, liveness and readiness.
