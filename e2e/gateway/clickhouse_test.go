@@ -19,7 +19,7 @@ func TestClickHouseThroughGateway(t *testing.T) {
 	minio := e.cluster.MinIO
 	ref := chdbtest.Run(t, chdbtest.Target{Endpoint: minio.Endpoint, AccessKey: minio.AccessKey, SecretKey: minio.SecretKey,
 		Bucket: "clickhouse", Prefix: "minio-direct", Region: minio.Region})
-	got := chdbtest.Run(t, chdbtest.Target{Endpoint: e.srv.URL, AccessKey: accessKey, SecretKey: secretKey,
+	got := chdbtest.Run(t, chdbtest.Target{Endpoint: e.srv.URL(), AccessKey: accessKey, SecretKey: secretKey,
 		Bucket: "clickhouse", Prefix: "through-gateway", Region: region})
 	t.Logf("MinIO direct: %d queries in %v; through the gateway: %v", len(ref.Results), ref.Elapsed, got.Elapsed)
 	chdbtest.RequireSame(t, "MinIO direct", ref.Results, "gateway", got.Results)

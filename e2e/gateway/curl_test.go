@@ -41,14 +41,14 @@ func TestCurl(t *testing.T) {
 	must(t, os.WriteFile(file, body, 0o600))
 	for _, path := range []string{"/bucket-a/curl/plain.bin", "/bucket-a/curl/sp%20ace%2Bplus(1).bin"} {
 		t.Run(path, func(t *testing.T) {
-			ok(t, "-X", "PUT", "-H", "Content-Type: application/octet-stream", "--data-binary", "@"+file, e.srv.URL+path)
-			if got := ok(t, e.srv.URL+path); !bytes.Equal(got, body) {
+			ok(t, "-X", "PUT", "-H", "Content-Type: application/octet-stream", "--data-binary", "@"+file, e.srv.URL()+path)
+			if got := ok(t, e.srv.URL()+path); !bytes.Equal(got, body) {
 				t.Errorf("GET returned %d bytes, want the %d PUT", len(got), len(body))
 			}
-			if got := ok(t, "-H", "Range: bytes=100-199", e.srv.URL+path); !bytes.Equal(got, body[100:200]) {
+			if got := ok(t, "-H", "Range: bytes=100-199", e.srv.URL()+path); !bytes.Equal(got, body[100:200]) {
 				t.Error("ranged GET differs")
 			}
-			if got := ok(t, "-H", "Range: bytes=-5", e.srv.URL+path); !bytes.Equal(got, body[len(body)-5:]) {
+			if got := ok(t, "-H", "Range: bytes=-5", e.srv.URL()+path); !bytes.Equal(got, body[len(body)-5:]) {
 				t.Error("suffix GET differs")
 			}
 		})
@@ -57,20 +57,20 @@ func TestCurl(t *testing.T) {
 		t.Error("S3 does not hold the object under the decoded key")
 	}
 	t.Run("list", func(t *testing.T) {
-		out := ok(t, e.srv.URL+"/bucket-a?list-type=2&prefix=curl%2Fsp&delimiter=%2F")
+		out := ok(t, e.srv.URL()+"/bucket-a?list-type=2&prefix=curl%2Fsp&delimiter=%2F")
 		if !bytes.Contains(out, []byte("<Key>curl/sp ace+plus(1).bin</Key>")) {
 			t.Errorf("listing: %s", out)
 		}
 	})
 	t.Run("delete", func(t *testing.T) {
-		ok(t, "-X", "DELETE", e.srv.URL+"/bucket-a/curl/plain.bin")
-		out, err := run(t, secretKey, e.srv.URL+"/bucket-a/curl/plain.bin")
+		ok(t, "-X", "DELETE", e.srv.URL()+"/bucket-a/curl/plain.bin")
+		out, err := run(t, secretKey, e.srv.URL()+"/bucket-a/curl/plain.bin")
 		if err == nil || !bytes.Contains(out, []byte("<Code>NoSuchKey</Code>")) {
 			t.Errorf("GET after DELETE: %v %s", err, out)
 		}
 	})
 	t.Run("wrong secret", func(t *testing.T) {
-		out, err := run(t, "wrong", e.srv.URL+"/bucket-a/curl/sp%20ace%2Bplus(1).bin")
+		out, err := run(t, "wrong", e.srv.URL()+"/bucket-a/curl/sp%20ace%2Bplus(1).bin")
 		if err == nil || !bytes.Contains(out, []byte("<Code>SignatureDoesNotMatch</Code>")) {
 			t.Errorf("got %v %s", err, out)
 		}

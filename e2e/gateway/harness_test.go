@@ -1,8 +1,9 @@
 // Package gateway_test runs the S3 gateway against real servers: MinIO,
-// three cache nodes over real mTLS (internal/testutil/nodecluster), the
-// distcache client and the gateway on loopback, and talks to it with real S3
-// clients: aws-sdk-go-v2 (path-style), curl --aws-sigv4 and the
-// `cachenode gateway` binary.
+// three cache nodes over real mTLS and a gateway in front of them
+// (internal/testutil/nodecluster, which assembles both as `cachenode serve`
+// and `cachenode gateway` do: internal/embed) on loopback, and talks to it
+// with real S3 clients: aws-sdk-go-v2 (path-style), curl --aws-sigv4 and
+// the `cachenode gateway` binary.
 //
 // Run: go test ./e2e/gateway/ (needs bin/minio: make bin/minio).
 package gateway_test
@@ -15,7 +16,6 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"strings"
 	"testing"
@@ -28,9 +28,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/distcache/distcache/internal/client"
-	"github.com/distcache/distcache/internal/gateway"
+	"github.com/distcache/distcache/internal/embed"
 	"github.com/distcache/distcache/internal/node"
-	"github.com/distcache/distcache/internal/sigv4"
+	"github.com/distcache/distcache/internal/pki"
 	"github.com/distcache/distcache/internal/testutil/nodecluster"
 )
 
@@ -58,10 +58,9 @@ var buckets = []string{"bucket-a", "bucket-b", "shared", "clickhouse"}
 type env struct {
 	t        testing.TB
 	cluster  *nodecluster.Cluster
-	cache    *client.Client
-	gw       *gateway.Gateway
-	srv      *httptest.Server
-	s3       *s3.Client // through the gateway
+	srv      *embed.Gateway
+	cache    *client.Client // the gateway's
+	s3       *s3.Client     // through the gateway
 	registry *prometheus.Registry
 }
 
@@ -71,7 +70,7 @@ type envOptions struct {
 	pageCache int64
 	immutable bool // nodes started with --immutable
 	logger    *slog.Logger
-	configure func(*gateway.Config) // changes to the gateway's configuration
+	configure func(*embed.GatewayConfig) // changes to the gateway's configuration
 	// zones, when set, spread the cache over these zones (nodes in each);
 	// the gateway reads in zone, the others being its fallback zones, and
 	// the nodes do crossZone.
@@ -99,57 +98,34 @@ func newEnv(t testing.TB, opts envOptions) *env {
 func gatewayOn(t testing.TB, c *nodecluster.Cluster, opts envOptions) *env {
 	t.Helper()
 	e := &env{t: t, cluster: c, registry: prometheus.NewRegistry()}
-	seeds, zone, fallback := c.Seeds(), "", []client.ZoneSeeds(nil)
-	if opts.zones != nil {
-		seeds, zone = c.ZoneSeeds(opts.zone), opts.zone
-		for _, z := range opts.zones {
-			if z != opts.zone {
-				fallback = append(fallback, client.ZoneSeeds{Zone: z, Seeds: c.ZoneSeeds(z)})
-			}
-		}
-	}
-	tlsA, actFor := c.TenantTLS("team-a"), ""
-	if opts.peer {
-		tlsA, actFor = c.PeerTLS("gateway-1"), "team-a"
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	var err error
-	e.cache, err = client.New(ctx, client.Config{
-		Seeds: seeds, TLS: tlsA, Tenant: actFor, Parallelism: 4, PageCacheBytes: opts.pageCache,
-		Registerer: e.registry, Timeout: 10 * time.Second, Zone: zone, Fallback: fallback,
-		Now: c.Clock.Now, // kept metadata ages with the nodes' clock
-	})
-	must(t, err)
-	t.Cleanup(func() { _ = e.cache.Close() })
 	logger := opts.logger
 	if logger == nil {
 		logger = testLogger(t)
 	}
-	cfg := gateway.Config{
-		Verifier: &sigv4.Verifier{
-			Store:  sigv4.NewStaticStore(sigv4.Credentials{AccessKeyID: accessKey, SecretAccessKey: secretKey}),
-			Region: region, Service: "s3",
-		},
-		Cache: e.cache,
-		Upstream: &gateway.Upstream{
-			Client: gateway.NewUpstreamClient(tlsA, nil, time.Minute), Nodes: gateway.RingNodes(e.cache, seeds),
-			Owners: gateway.RingOwners(e.cache, "team-a"), Tenant: actFor,
-			Fallback: e.cache.FallbackNodes, CrossZone: e.cache.CountCrossZone,
-		},
-		Domains:        []string{"localhost"},
-		ReadPieceBytes: chunkSize, ReadAhead: 4,
-		Metrics: gateway.NewMetrics(e.registry),
-		Logger:  logger,
+	cfg := embed.GatewayConfig{
+		Nodes: c.Seeds(), AccessKey: accessKey, SecretKey: secretKey, Region: region,
+		Parallelism: 4, PageCacheBytes: opts.pageCache, Timeout: 10 * time.Second, PassthroughTimeout: time.Minute,
+		Registry: e.registry, Logger: logger,
+		Now: c.Clock.Now, // kept metadata ages with the nodes' clock
+	}
+	if opts.zones != nil {
+		cfg.Nodes, cfg.Zone = c.ZoneSeeds(opts.zone), opts.zone
+		for _, z := range opts.zones {
+			if z != opts.zone {
+				cfg.Fallback = append(cfg.Fallback, client.ZoneSeeds{Zone: z, Seeds: c.ZoneSeeds(z)})
+			}
+		}
+	}
+	id := pki.Identity{Kind: pki.KindTenant, Name: "team-a"}
+	if opts.peer {
+		id, cfg.Tenant = pki.Identity{Kind: pki.KindPeer, Name: "gateway-1"}, "team-a"
 	}
 	if opts.configure != nil {
 		opts.configure(&cfg)
 	}
-	e.gw, err = gateway.New(cfg)
-	must(t, err)
-	e.srv = httptest.NewServer(e.gw)
-	t.Cleanup(e.srv.Close)
-	e.s3 = newS3Client(e.srv.URL, accessKey, secretKey)
+	e.srv = c.StartGateway(id, cfg)
+	e.cache = e.srv.Client()
+	e.s3 = newS3Client(e.srv.URL(), accessKey, secretKey)
 	return e
 }
 

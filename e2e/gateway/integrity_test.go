@@ -28,7 +28,7 @@ func TestBodyThatFailsVerificationNeverReachesS3(t *testing.T) {
 			signed := bytes.Clone(body)
 			signed[len(signed)-1] ^= 1 // differs in the very last byte
 			key := "tampered/" + name
-			req, _ := http.NewRequest(http.MethodPut, e.srv.URL+"/bucket-a/"+key, nil)
+			req, _ := http.NewRequest(http.MethodPut, e.srv.URL()+"/bucket-a/"+key, nil)
 			resp := signedDo(t, req, body, accessKey, secretKey, signed)
 			if resp.status != http.StatusBadRequest || xmlCode(resp.body) != "XAmzContentSHA256Mismatch" {
 				t.Errorf("status %d: %s", resp.status, resp.body)
@@ -38,7 +38,7 @@ func TestBodyThatFailsVerificationNeverReachesS3(t *testing.T) {
 			}
 			// The same request with the right hash works: the failure was
 			// the body's.
-			req, _ = http.NewRequest(http.MethodPut, e.srv.URL+"/bucket-a/"+key, nil)
+			req, _ = http.NewRequest(http.MethodPut, e.srv.URL()+"/bucket-a/"+key, nil)
 			if resp := signedDo(t, req, body, accessKey, secretKey); resp.status != http.StatusOK {
 				t.Fatalf("honest PUT: %d %s", resp.status, resp.body)
 			}
@@ -53,7 +53,7 @@ func TestBodyThatFailsVerificationNeverReachesS3(t *testing.T) {
 			body := randomBytes(r, size)
 			signed := bytes.Clone(body)
 			signed[len(signed)-1] ^= 1
-			url := fmt.Sprintf("%s/bucket-a/%s?partNumber=1&uploadId=%s", e.srv.URL, key, aws.ToString(mp.UploadId))
+			url := fmt.Sprintf("%s/bucket-a/%s?partNumber=1&uploadId=%s", e.srv.URL(), key, aws.ToString(mp.UploadId))
 			req, _ := http.NewRequest(http.MethodPut, url, nil)
 			resp := signedDo(t, req, body, accessKey, secretKey, signed)
 			if resp.status != http.StatusBadRequest || xmlCode(resp.body) != "XAmzContentSHA256Mismatch" {
@@ -72,7 +72,7 @@ func TestBodyThatFailsVerificationNeverReachesS3(t *testing.T) {
 	t.Run("DeleteObjects with a forged body", func(t *testing.T) {
 		e.cluster.PutDirect("bucket-a", "keep-me", []byte("x"))
 		doc := []byte(`<Delete><Object><Key>keep-me</Key></Object></Delete>`)
-		req, _ := http.NewRequest(http.MethodPost, e.srv.URL+"/bucket-a?delete", nil)
+		req, _ := http.NewRequest(http.MethodPost, e.srv.URL()+"/bucket-a?delete", nil)
 		resp := signedDo(t, req, doc, accessKey, secretKey, []byte(`<Delete><Object><Key>other</Key></Object></Delete>`))
 		var d struct{ Code string }
 		_ = xml.Unmarshal(resp.body, &d)

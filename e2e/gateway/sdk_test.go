@@ -63,7 +63,7 @@ func TestGetObjectRanges(t *testing.T) {
 		}
 		for _, c := range cases {
 			want := rawGet(t, e.cluster.MinIO.Endpoint, c.key, c.rng, e.cluster.MinIO.AccessKey, e.cluster.MinIO.SecretKey)
-			got := rawGet(t, e.srv.URL, c.key, c.rng, accessKey, secretKey)
+			got := rawGet(t, e.srv.URL(), c.key, c.rng, accessKey, secretKey)
 			if got.status != want.status || !bytes.Equal(got.body, want.body) && got.status < 300 {
 				t.Errorf("%s %q: gateway %d (%d bytes), MinIO %d (%d bytes)", c.key, c.rng, got.status, len(got.body), want.status, len(want.body))
 				continue
@@ -175,7 +175,7 @@ func TestConditionalGets(t *testing.T) {
 		t.Errorf("HEAD If-None-Match match: %v, want 304", err)
 	}
 	// 304 carries the validators, no body.
-	req, _ := http.NewRequest(http.MethodGet, e.srv.URL+"/bucket-a/cond.txt", nil)
+	req, _ := http.NewRequest(http.MethodGet, e.srv.URL()+"/bucket-a/cond.txt", nil)
 	req.Header.Set("If-None-Match", etag)
 	resp := signedDo(t, req, nil, accessKey, secretKey)
 	if resp.status != http.StatusNotModified || resp.header.Get("ETag") != etag || len(resp.body) != 0 {
@@ -538,18 +538,18 @@ func TestErrorCodes(t *testing.T) {
 		t.Error("team-b's object is gone")
 	}
 
-	wrong := newS3Client(e.srv.URL, accessKey, "not-the-secret")
+	wrong := newS3Client(e.srv.URL(), accessKey, "not-the-secret")
 	wantCode(t, "wrong secret", getErr(wrong, "bucket-a", "missing"), "SignatureDoesNotMatch", http.StatusForbidden)
 	_, err = wrong.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String("bucket-a"), Key: aws.String("forged"), Body: strings.NewReader("x")})
 	wantCode(t, "put with the wrong secret", err, "SignatureDoesNotMatch", http.StatusForbidden)
 	if e.existsInS3("bucket-a", "forged") {
 		t.Error("a forged PUT reached S3")
 	}
-	unknown := newS3Client(e.srv.URL, "NOSUCHKEY", secretKey)
+	unknown := newS3Client(e.srv.URL(), "NOSUCHKEY", secretKey)
 	wantCode(t, "unknown access key", getErr(unknown, "bucket-a", "missing"), "InvalidAccessKeyId", http.StatusForbidden)
 
 	// MinIO's own credentials are not the gateway's.
-	minioCreds := newS3Client(e.srv.URL, e.cluster.MinIO.AccessKey, e.cluster.MinIO.SecretKey)
+	minioCreds := newS3Client(e.srv.URL(), e.cluster.MinIO.AccessKey, e.cluster.MinIO.SecretKey)
 	wantCode(t, "S3 credentials", getErr(minioCreds, "bucket-a", "missing"), "InvalidAccessKeyId", http.StatusForbidden)
 
 	_, err = e.s3.ListBuckets(ctx, &s3.ListBucketsInput{})
@@ -563,20 +563,20 @@ func TestErrorCodes(t *testing.T) {
 	wantCode(t, "GetObject partNumber", err, "NotImplemented", http.StatusNotImplemented)
 
 	// Unsigned requests, virtual-hosted style, and the shape of an error.
-	resp, err := http.Get(e.srv.URL + "/bucket-a/missing")
+	resp, err := http.Get(e.srv.URL() + "/bucket-a/missing")
 	must(t, err)
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusForbidden || xmlCode(body) != "AccessDenied" {
 		t.Errorf("anonymous GET: %d %s", resp.StatusCode, body)
 	}
-	req, _ := http.NewRequest(http.MethodGet, e.srv.URL+"/missing", nil)
+	req, _ := http.NewRequest(http.MethodGet, e.srv.URL()+"/missing", nil)
 	req.Host = "bucket-a.localhost"
 	vh := signedDo(t, req, nil, accessKey, secretKey)
 	if vh.status != http.StatusBadRequest || xmlCode(vh.body) != "InvalidRequest" || !strings.Contains(string(vh.body), "path-style") {
 		t.Errorf("virtual-hosted GET: %d %s", vh.status, vh.body)
 	}
-	req, _ = http.NewRequest(http.MethodGet, e.srv.URL+"/bucket-a/missing", nil)
+	req, _ = http.NewRequest(http.MethodGet, e.srv.URL()+"/bucket-a/missing", nil)
 	nsk := signedDo(t, req, nil, accessKey, secretKey)
 	var doc struct {
 		Code, Message, Resource, RequestId string

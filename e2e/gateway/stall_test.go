@@ -15,7 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
-	"github.com/distcache/distcache/internal/gateway"
+	"github.com/distcache/distcache/internal/embed"
 )
 
 // A client that stops reading mid-body is dropped after ClientWriteTimeout,
@@ -23,7 +23,7 @@ import (
 // GetObject whose first chunks are the whole budget, which can only start
 // once the stalled one has let go of everything.
 func TestStalledClientReleasesReadBuffers(t *testing.T) {
-	e := newEnv(t, envOptions{nodes: 1, configure: func(c *gateway.Config) {
+	e := newEnv(t, envOptions{nodes: 1, configure: func(c *embed.GatewayConfig) {
 		c.ReadBufferBytes = 1 // the least: one reader's window, ReadAhead chunks
 		c.ClientWriteTimeout = 2 * time.Second
 	}})
@@ -97,5 +97,5 @@ func smallWindowClient(e *env) *s3.Client {
 		return errors.Join(err, serr)
 	}}
 	hc := &http.Client{Transport: &http.Transport{DialContext: dialer.DialContext}}
-	return newS3Client(e.srv.URL, accessKey, secretKey, func(o *s3.Options) { o.HTTPClient = hc })
+	return newS3Client(e.srv.URL(), accessKey, secretKey, func(o *s3.Options) { o.HTTPClient = hc })
 }

@@ -56,7 +56,7 @@ func TestPutObjectStreamsOnToS3(t *testing.T) {
 		_, _ = pw.Write(body[4<<20:])
 		_ = pw.Close()
 	}()
-	req, err := http.NewRequest(http.MethodPut, e.srv.URL+"/bucket-a/"+key, pr)
+	req, err := http.NewRequest(http.MethodPut, e.srv.URL()+"/bucket-a/"+key, pr)
 	must(t, err)
 	req.ContentLength = int64(len(body))
 	req.Header.Set("X-Amz-Content-Sha256", declared)

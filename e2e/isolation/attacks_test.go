@@ -467,25 +467,25 @@ func gatewayAttacks(e *env) []attack {
 	out = append(out,
 		attack{door: "presigned URL", name: "B's presigned URL replayed at A's gateway", want: forbidden, do: func() answer {
 			target := e.presign(e.gwB, gatewayCredsB, "/bucket-b/secret.bin")
-			return rawRoundTrip(e.gwA.Listener.Addr().String(), nil, rawRequest("GET", target, e.gwA.Listener.Addr().String(), nil, nil))
+			return rawRoundTrip(e.gwA.Addr(), nil, rawRequest("GET", target, e.gwA.Addr(), nil, nil))
 		}},
 		attack{door: "presigned URL", name: "B's presigned URL at A's peer-cert gateway (same signing keys)", want: forbidden, do: func() answer {
 			target := e.presign(e.gwB, gatewayCredsB, "/bucket-b/secret.bin")
-			return rawRoundTrip(e.gwAPeer.Listener.Addr().String(), nil, rawRequest("GET", target, e.gwB.Listener.Addr().String(), nil, nil))
+			return rawRoundTrip(e.gwAPeer.Addr(), nil, rawRequest("GET", target, e.gwB.Addr(), nil, nil))
 		}},
 		attack{door: "presigned URL", name: "B's presigned URL for one object, path changed to another", want: forbidden, do: func() answer {
 			target := e.presign(e.gwB, gatewayCredsB, "/bucket-b/public.txt")
 			target = strings.Replace(target, "/bucket-b/public.txt", "/bucket-b/secret.bin", 1)
-			return rawRoundTrip(e.gwB.Listener.Addr().String(), nil, rawRequest("GET", target, e.gwB.Listener.Addr().String(), nil, nil))
+			return rawRoundTrip(e.gwB.Addr(), nil, rawRequest("GET", target, e.gwB.Addr(), nil, nil))
 		}},
 		attack{door: "presigned URL", name: "B's presigned URL, key changed to its NFD twin", want: forbidden, do: func() answer {
 			target := e.presign(e.gwB, gatewayCredsB, "/bucket-b/"+pathEscape(cafeNFC))
 			target = strings.Replace(target, pathEscape(cafeNFC), pathEscape(cafeNFD), 1)
-			return rawRoundTrip(e.gwB.Listener.Addr().String(), nil, rawRequest("GET", target, e.gwB.Listener.Addr().String(), nil, nil))
+			return rawRoundTrip(e.gwB.Addr(), nil, rawRequest("GET", target, e.gwB.Addr(), nil, nil))
 		}},
 		attack{door: "presigned URL", name: "A's own presigned URL for B's object", want: forbidden, do: func() answer {
 			target := e.presign(e.gwA, gatewayCredsA, "/bucket-b/secret.bin")
-			return rawRoundTrip(e.gwA.Listener.Addr().String(), nil, rawRequest("GET", target, e.gwA.Listener.Addr().String(), nil, nil))
+			return rawRoundTrip(e.gwA.Addr(), nil, rawRequest("GET", target, e.gwA.Addr(), nil, nil))
 		}},
 	)
 	return out

@@ -2,14 +2,15 @@
 // real cache: two tenants, team-a (the attacker) and team-b (the victim),
 // each with its own client certificate, buckets, S3 credentials and
 // gateway, on three cache nodes over real mTLS in front of a real MinIO
-// (internal/testutil/nodecluster). team-b's secret objects are written and
-// read through the cache first, so a leak could come from the cache, not
-// only from S3. Then team-a tries to read them every way we could think of:
-// the node API, the peer protocol, the S3 gateway, certificates, presigned
-// URLs, path and key tricks. Every attack must end in an error AND leave no
-// byte of team-b's data in the body (team-b's objects are a marker repeated,
-// so any 12 bytes of them are recognised) AND put nothing into team-a's
-// cache entries.
+// (internal/testutil/nodecluster, which assembles nodes and gateways as
+// the binaries do: internal/embed). team-b's secret objects are written
+// and read through the cache first, so a leak could come from the cache,
+// not only from S3. Then team-a tries to read them every way we could
+// think of: the node API, the peer protocol, the S3 gateway, certificates,
+// presigned URLs, path and key tricks. Every attack must end in an error
+// AND leave no byte of team-b's data in the body (team-b's objects are a
+// marker repeated, so any 12 bytes of them are recognised) AND put nothing
+// into team-a's cache entries.
 //
 // team-a's S3 credentials are deliberately strong: an STS session of
 // MinIO's root user that may do anything except read shared/b/*. So S3
@@ -32,10 +33,8 @@ import (
 	"encoding/xml"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -45,14 +44,11 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
-	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/distcache/distcache/internal/chunk"
-	"github.com/distcache/distcache/internal/client"
-	"github.com/distcache/distcache/internal/gateway"
+	"github.com/distcache/distcache/internal/embed"
 	"github.com/distcache/distcache/internal/nodeapi"
 	"github.com/distcache/distcache/internal/pki"
-	"github.com/distcache/distcache/internal/sigv4"
 	"github.com/distcache/distcache/internal/testutil/nodecluster"
 )
 
@@ -110,10 +106,10 @@ type env struct {
 	etags            map[string]string
 	secretSize       int
 
-	gwA     *httptest.Server // team-a's gateway, team-a's certificate
-	gwAPeer *httptest.Server // team-a's gateway holding a peer certificate, signing keys shared with team-b's
-	gwB     *httptest.Server // team-b's gateway
-	credsA  string           // tenants-file credentials block of team-a
+	gwA     *embed.Gateway // team-a's gateway, team-a's certificate
+	gwAPeer *embed.Gateway // team-a's gateway holding a peer certificate, signing keys shared with team-b's
+	gwB     *embed.Gateway // team-b's gateway
+	credsA  string         // tenants-file credentials block of team-a
 	credsB  string
 }
 
@@ -149,9 +145,9 @@ func newEnv(t *testing.T) *env {
 		e.etags[objName("bucket-a", k)] = e.putVia(clientA, 1, "bucket-a", k, repeatTo(e.markerA, chunkSize+77))
 	}
 
-	e.gwA = e.startGateway(c.TenantTLS(tenantA), "", tenantA, gatewayCredsA)
-	e.gwAPeer = e.startGateway(c.PeerTLS("gateway-a"), tenantA, tenantA, gatewayCredsB)
-	e.gwB = e.startGateway(c.TenantTLS(tenantB), "", tenantB, gatewayCredsB)
+	e.gwA = e.startGateway(pki.Identity{Kind: pki.KindTenant, Name: tenantA}, "", gatewayCredsA)
+	e.gwAPeer = e.startGateway(pki.Identity{Kind: pki.KindPeer, Name: "gateway-a"}, tenantA, gatewayCredsB)
+	e.gwB = e.startGateway(pki.Identity{Kind: pki.KindTenant, Name: tenantB}, "", gatewayCredsB)
 	for _, s := range secretKeys { // into team-b's gateway page cache too
 		r := e.s3Do(e.gwB, gatewayCredsB, s3Req{method: "GET", path: "/" + s.bucket + "/" + pathEscape(s.key)})
 		if r.status != http.StatusOK || !bytes.Equal(r.body, repeatTo(e.markerB, e.secretSize)) {
@@ -364,32 +360,14 @@ func (e *env) heldAs(tenant string, names [][2]string) int {
 	return n
 }
 
-// startGateway runs a gateway for tenant with the given node certificate;
-// actFor is sent as X-Distcache-Tenant (for a peer certificate).
-func (e *env) startGateway(tlsCfg *tls.Config, actFor, tenant string, creds aws.Credentials) *httptest.Server {
-	t := e.t
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	cl, err := client.New(ctx, client.Config{Seeds: e.c.Seeds(), TLS: tlsCfg, Tenant: actFor, Parallelism: 4,
-		PageCacheBytes: 16 << 20, Registerer: prometheus.NewRegistry(), Timeout: 20 * time.Second})
-	must(t, err)
-	t.Cleanup(func() { _ = cl.Close() })
-	gw, err := gateway.New(gateway.Config{
-		Verifier: &sigv4.Verifier{
-			Store:  sigv4.NewStaticStore(sigv4.Credentials{AccessKeyID: creds.AccessKeyID, SecretAccessKey: creds.SecretAccessKey}),
-			Region: region, Service: "s3",
-		},
-		Cache: cl,
-		Upstream: &gateway.Upstream{Client: gateway.NewUpstreamClient(tlsCfg, nil, time.Minute),
-			Nodes: gateway.RingNodes(cl, e.c.Seeds()), Owners: gateway.RingOwners(cl, tenant), Tenant: actFor},
-		Domains: []string{"localhost"}, ReadPieceBytes: chunkSize, ReadAhead: 4,
-		Metrics: gateway.NewMetrics(prometheus.NewRegistry()), Logger: slog.New(slog.DiscardHandler),
+// startGateway runs a gateway holding id's node certificate; actFor is
+// sent as X-Distcache-Tenant (for a peer certificate).
+func (e *env) startGateway(id pki.Identity, actFor string, creds aws.Credentials) *embed.Gateway {
+	e.t.Helper()
+	return e.c.StartGateway(id, embed.GatewayConfig{
+		Tenant: actFor, AccessKey: creds.AccessKeyID, SecretKey: creds.SecretAccessKey, Region: region,
+		Parallelism: 4, PageCacheBytes: 16 << 20, Timeout: 20 * time.Second, PassthroughTimeout: time.Minute,
 	})
-	must(t, err)
-	srv := httptest.NewServer(gw)
-	t.Cleanup(srv.Close)
-	return srv
 }
 
 // answer is what came back from one raw request.
@@ -508,15 +486,15 @@ type s3Req struct {
 
 // s3Do signs r with creds (SigV4 as the SDKs do, path as sent) and sends
 // it raw to the gateway.
-func (e *env) s3Do(gw *httptest.Server, creds aws.Credentials, r s3Req) answer {
-	return rawRoundTrip(gw.Listener.Addr().String(), nil, e.signS3(gw, creds, r))
+func (e *env) s3Do(gw *embed.Gateway, creds aws.Credentials, r s3Req) answer {
+	return rawRoundTrip(gw.Addr(), nil, e.signS3(gw, creds, r))
 }
 
-func (e *env) signS3(gw *httptest.Server, creds aws.Credentials, r s3Req) []byte {
+func (e *env) signS3(gw *embed.Gateway, creds aws.Credentials, r s3Req) []byte {
 	e.t.Helper()
 	host := r.host
 	if host == "" {
-		host = gw.Listener.Addr().String()
+		host = gw.Addr()
 	}
 	req := &http.Request{Method: r.method, Host: host, Header: http.Header{},
 		URL: &url.URL{Scheme: "http", Host: host, Opaque: "//" + host + r.path, RawQuery: r.query}}
@@ -534,9 +512,9 @@ func (e *env) signS3(gw *httptest.Server, creds aws.Credentials, r s3Req) []byte
 }
 
 // presign returns a presigned GET target (path?query) for the gateway.
-func (e *env) presign(gw *httptest.Server, creds aws.Credentials, path string) string {
+func (e *env) presign(gw *embed.Gateway, creds aws.Credentials, path string) string {
 	e.t.Helper()
-	host := gw.Listener.Addr().String()
+	host := gw.Addr()
 	req := &http.Request{Method: http.MethodGet, Host: host, Header: http.Header{},
 		URL: &url.URL{Scheme: "http", Host: host, Opaque: "//" + host + path, RawQuery: "X-Amz-Expires=600"}}
 	signer := v4.NewSigner(func(o *v4.SignerOptions) { o.DisableURIPathEscaping = true })

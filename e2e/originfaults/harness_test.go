@@ -1,7 +1,8 @@
 // Package originfaults_test puts faults between the cache nodes and S3 and
 // checks what clients see. The whole read path is real: an aws-sdk-go-v2
 // client (as ClickHouse's S3 disk would be) -> the distcache gateway -> the
-// Go client -> three cache nodes over mTLS (internal/testutil/nodecluster)
+// Go client -> three cache nodes over mTLS (internal/testutil/nodecluster,
+// which assembles nodes and gateway as the binaries do: internal/embed)
 // -> a fault-injecting proxy (internal/testutil/s3proxy) -> MinIO.
 //
 // The faults: latency spikes, 503 SlowDown storms, 500 InternalError,
@@ -34,10 +35,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"math/rand/v2"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"sort"
 	"strconv"
@@ -54,8 +53,8 @@ import (
 
 	"github.com/distcache/distcache/internal/chunk"
 	"github.com/distcache/distcache/internal/client"
-	"github.com/distcache/distcache/internal/gateway"
-	"github.com/distcache/distcache/internal/sigv4"
+	"github.com/distcache/distcache/internal/embed"
+	"github.com/distcache/distcache/internal/pki"
 	"github.com/distcache/distcache/internal/testutil/nodecluster"
 )
 
@@ -78,9 +77,9 @@ type envOptions struct {
 type env struct {
 	t        *testing.T
 	cluster  *nodecluster.Cluster
-	cache    *client.Client
-	srv      *httptest.Server
-	s3       *s3.Client // through the gateway; one attempt per call, so every error is seen
+	srv      *embed.Gateway
+	cache    *client.Client // the gateway's
+	s3       *s3.Client     // through the gateway; one attempt per call, so every error is seen
 	registry *prometheus.Registry
 
 	mu       sync.Mutex
@@ -95,37 +94,15 @@ func newEnv(t *testing.T, opts envOptions) *env {
 		S3MaxBackoff: opts.s3MaxBackoff,
 	})
 	e := &env{t: t, cluster: c, registry: prometheus.NewRegistry(), versions: map[string][][]byte{}, etags: map[string][]string{}}
-	tlsA := c.TenantTLS("team-a")
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	var err error
-	e.cache, err = client.New(ctx, client.Config{
-		Seeds: c.Seeds(), TLS: tlsA, Parallelism: 4, PageCacheBytes: opts.pageCache,
-		Registerer: e.registry, Timeout: 20 * time.Second, Logger: slog.New(slog.DiscardHandler),
-		Now: c.Clock.Now, // kept metadata ages with the nodes' clock
+	e.srv = c.StartGateway(pki.Identity{Kind: pki.KindTenant, Name: "team-a"}, embed.GatewayConfig{
+		AccessKey: accessKey, SecretKey: secretKey, Region: region,
+		Parallelism: 4, PageCacheBytes: opts.pageCache, Timeout: 20 * time.Second, PassthroughTimeout: time.Minute,
+		Registry: e.registry,
+		Now:      c.Clock.Now, // kept metadata ages with the nodes' clock
 	})
-	must(t, err)
-	t.Cleanup(func() { _ = e.cache.Close() })
-	gw, err := gateway.New(gateway.Config{
-		Verifier: &sigv4.Verifier{
-			Store:  sigv4.NewStaticStore(sigv4.Credentials{AccessKeyID: accessKey, SecretAccessKey: secretKey}),
-			Region: region, Service: "s3",
-		},
-		Cache: e.cache,
-		Upstream: &gateway.Upstream{
-			Client: gateway.NewUpstreamClient(tlsA, nil, time.Minute), Nodes: gateway.RingNodes(e.cache, c.Seeds()),
-			Owners: gateway.RingOwners(e.cache, "team-a"),
-		},
-		Domains:        []string{"localhost"},
-		ReadPieceBytes: chunkSize, ReadAhead: 4,
-		Metrics: gateway.NewMetrics(e.registry),
-		Logger:  slog.New(slog.DiscardHandler),
-	})
-	must(t, err)
-	e.srv = httptest.NewServer(gw)
-	t.Cleanup(e.srv.Close)
+	e.cache = e.srv.Client()
 	e.s3 = s3.New(s3.Options{
-		Region: region, BaseEndpoint: aws.String(e.srv.URL), UsePathStyle: true,
+		Region: region, BaseEndpoint: aws.String(e.srv.URL()), UsePathStyle: true,
 		Credentials:      credentials.NewStaticCredentialsProvider(accessKey, secretKey, ""),
 		RetryMaxAttempts: 1,
 	})
