@@ -134,6 +134,8 @@ func TestParseInvalid(t *testing.T) {
 		{"mode in lower case", pol("{bucket: bkt, mode: readonly}"), []string{`policies[0].mode`}},
 		{"duplicate policy", pol("{bucket: bkt, prefix: a/, mode: ReadOnly}, {bucket: bkt, prefix: a/, mode: NoCache}"), []string{"policies[1]: duplicate of policies[0]"}},
 		{"unknown policy field", pol("{bucket: bkt, mode: ReadOnly, ttl: 1h}"), []string{`unknown field "ttl"`}},
+		{"replicas of a read-only policy", pol("{bucket: bkt, mode: ReadOnly, replicas: 2}"), []string{"policies[0].replicas: only WriteBack and Transient policies have replicas"}},
+		{"expiry of a read-only policy", pol("{bucket: bkt, mode: NoCache, expiry: 1h}"), []string{"policies[0].expiry: only Transient policies expire"}},
 		{"policy field case", pol("{bucket: bkt, Mode: ReadOnly}"), []string{`policies[0]: field "Mode": field names are case-sensitive`}},
 	}
 	for _, tt := range tests {

@@ -3,6 +3,7 @@ package tenancy
 import (
 	"fmt"
 	"strings"
+	"time"
 )
 
 // Mode is how the cache treats an object's writes and reads (a write
@@ -38,10 +39,38 @@ type Policy struct {
 	Bucket string `json:"bucket"`
 	Prefix string `json:"prefix,omitempty"`
 	Mode   Mode   `json:"mode"`
+	// Replicas is how many cache nodes of the zone hold a WriteBack or
+	// Transient write on disk before it is acknowledged (1 to
+	// MaxReplicas; 0: DefaultReplicas).
+	Replicas int `json:"replicas,omitempty"`
+	// Expiry ends a Transient object this long after it was written: a
+	// Go duration ("24h"); empty: never.
+	Expiry string `json:"expiry,omitempty"`
 }
 
+// Replica counts of WriteBack and Transient policies.
+const (
+	DefaultReplicas = 2
+	MaxReplicas     = 3
+)
+
 // policyFields are the keys of a policy in the file.
-var policyFields = []string{"bucket", "prefix", "mode"}
+var policyFields = []string{"bucket", "prefix", "mode", "replicas", "expiry"}
+
+// ReplicaCount is how many nodes hold a write of the policy's keys
+// (WriteBack, Transient).
+func (p Policy) ReplicaCount() int {
+	if p.Replicas <= 0 {
+		return DefaultReplicas
+	}
+	return p.Replicas
+}
+
+// ExpiryAfter is the policy's Expiry (0: none; the file was validated).
+func (p Policy) ExpiryAfter() time.Duration {
+	d, _ := time.ParseDuration(p.Expiry)
+	return d
+}
 
 // String names the policy in errors users see: "ReadOnly (bucket b,
 // prefix "tmp/")".
@@ -89,10 +118,26 @@ func validatePolicies(t *Tenant, fail func(field, format string, args ...any)) {
 			known = known || p.Mode == m
 		}
 		switch {
-		case p.Mode == WriteBack || p.Mode == Transient:
+		case !known && (p.Mode == WriteBack || p.Mode == Transient):
 			fail(at+".mode", "%s is not implemented by this version (one of %s)", p.Mode, joinModes())
 		case !known:
 			fail(at+".mode", "%q is not one of %s", p.Mode, joinModes())
+		}
+		held := p.Mode == WriteBack || p.Mode == Transient
+		switch {
+		case p.Replicas != 0 && !held:
+			fail(at+".replicas", "only WriteBack and Transient policies have replicas")
+		case p.Replicas < 0 || p.Replicas > MaxReplicas:
+			fail(at+".replicas", "%d is not between 1 and %d", p.Replicas, MaxReplicas)
+		}
+		if p.Expiry != "" {
+			d, err := time.ParseDuration(p.Expiry)
+			switch {
+			case p.Mode != Transient:
+				fail(at+".expiry", "only Transient policies expire")
+			case err != nil || d <= 0:
+				fail(at+".expiry", "%q is not a positive duration (e.g. 24h)", p.Expiry)
+			}
 		}
 	}
 }
