@@ -25,7 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	cachev1alpha1 "github.com/distcache/distcache/api/v1alpha1"
-	"github.com/distcache/distcache/internal/testutil/freeport"
+	"github.com/distcache/distcache/internal/freeport"
 )
 
 func freeAddr() string {

@@ -22,7 +22,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
-	"github.com/distcache/distcache/internal/testutil/freeport"
+	"github.com/distcache/distcache/internal/freeport"
 )
 
 // ReadyTimeout bounds how long Start and Restart wait for MinIO to report

@@ -14,8 +14,8 @@ import (
 	"time"
 
 	"github.com/distcache/distcache/internal/bench/benchkit"
+	"github.com/distcache/distcache/internal/freeport"
 	"github.com/distcache/distcache/internal/gateway"
-	"github.com/distcache/distcache/internal/testutil/freeport"
 )
 
 // cacheConfig sizes the cache.

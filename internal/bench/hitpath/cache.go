@@ -22,6 +22,7 @@ import (
 
 	"github.com/distcache/distcache/internal/bench/benchkit"
 	"github.com/distcache/distcache/internal/client"
+	"github.com/distcache/distcache/internal/freeport"
 	"github.com/distcache/distcache/internal/gateway"
 	"github.com/distcache/distcache/internal/metrics"
 	"github.com/distcache/distcache/internal/node"
@@ -31,7 +32,6 @@ import (
 	"github.com/distcache/distcache/internal/sigv4"
 	"github.com/distcache/distcache/internal/store"
 	"github.com/distcache/distcache/internal/tenancy"
-	"github.com/distcache/distcache/internal/testutil/freeport"
 )
 
 // This file assembles a cache in this process, as `cachenode serve` and

@@ -17,7 +17,7 @@ import (
 	"text/template"
 	"time"
 
-	"github.com/distcache/distcache/internal/testutil/freeport"
+	"github.com/distcache/distcache/internal/freeport"
 )
 
 // nginxParams fill nginxConf.
