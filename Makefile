@@ -116,7 +116,7 @@ BENCH_PARTS ?=
 
 .PHONY: bench
 bench: bin/minio bin/nginx chdb build ## Every benchmark side by side in one run; writes docs/benchmarks.md and docs/img/ (BENCH_PARTS=b1,b2 for some).
-	$(GO) run ./hack/bench $(if $(BENCH_PARTS),-parts $(BENCH_PARTS))
+	$(GO) run ./tools/benchmark $(if $(BENCH_PARTS),-parts $(BENCH_PARTS))
 
 .PHONY: bench-go
 bench-go: ## Go micro-benchmarks only, printed (store tiers, node hit path, client, ring, SigV4).

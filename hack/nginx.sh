@@ -2,7 +2,7 @@
 # Puts a real nginx into bin/, from Debian's `nginx` package (bookworm:
 # 1.22, built --with-http_ssl_module --with-http_slice_module), without
 # installing the package: no system service, no user, nothing outside bin/.
-# The B1 hit-path benchmark (internal/bench/hitpath) runs it as an
+# The B1 hit-path benchmark (tools/benchmark/hitpath) runs it as an
 # mTLS-terminating proxy_cache in front of MinIO, the comparison column for
 # cache hits. The binary needs only libc, libcrypt, libpcre2-8, libssl3 and
 # zlib, which every bookworm system has; nginx-common (config files, the

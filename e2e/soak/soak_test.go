@@ -30,7 +30,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/smithy-go"
 
-	"github.com/distcache/distcache/internal/bench/benchkit"
+	"github.com/distcache/distcache/tools/benchmark/benchkit"
 )
 
 // Sizes of the short form; make soak changes only the duration.

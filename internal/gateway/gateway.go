@@ -80,7 +80,7 @@ const DefaultClientWriteTimeout = time.Minute
 // cache where it divides the chunk size (--page-bytes): ClickHouse reads a
 // few hundred KiB of most ranges of a selective query, and a 1 MiB page
 // costs the nodes a quarter of a 4 MiB chunk for them, while a scan's
-// reads still go 32 pages ahead (hack/bench/profiling.md, ninth pass).
+// reads still go 32 pages ahead (tools/benchmark/profiling.md, ninth pass).
 const DefaultPageBytes = 1 << 20
 
 // ReadGeometry is what GetObject reads in for a cache of chunkBytes chunks

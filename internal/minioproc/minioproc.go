@@ -1,5 +1,5 @@
 // Package minioproc runs a MinIO server process on loopback: the S3 backend of
-// the tests (through miniotest), of `make bench` (internal/bench) and of local stacks.
+// the tests (through miniotest), of `make bench` (tools/benchmark) and of local stacks.
 // The binary is built from MinIO's Go module by hack/build-minio.sh.
 package minioproc
 

@@ -1,0 +1,188 @@
+package writepath
+
+import (
+	"fmt"
+	"runtime"
+	"strings"
+	"time"
+
+	"github.com/distcache/distcache/tools/benchmark/benchkit"
+)
+
+// report is what a run measured: every row's columns, rounds pooled.
+type report struct {
+	cfg     config
+	columns []column
+	nodes   int
+	cells   map[string]*sample // row id + "/" + column id
+}
+
+func (r *report) cell(row row, col string) *sample { return r.cells[row.id+"/"+col] }
+
+// Goals of issue #24 for write-through.
+const (
+	goalSmallP50 = 1.1 // small PUTs' p50 through the gateway, at most this times S3's
+	goalBigMBps  = 0.9 // 16 MiB PUTs' throughput through the gateway, at least this share of S3's
+)
+
+func (r *report) markdown() string {
+	var b strings.Builder
+	p := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
+	c := r.cfg
+	p("Writes through the cache against writes straight to S3: the same aws-sdk-go-v2 client (path-style, SigV4, ")
+	p("`PutObject` with a seekable body of known length, the SDK's defaults otherwise: it signs the payload's SHA-256 over plain HTTP ")
+	p("and sends `Expect: 100-continue` above 2 MiB) PUTs fresh keys, each client one PUT at a time, ")
+	p("for %s per cell and round, %d round(s) pooled; the first PUT of every client in a cell only warms its connections. ", c.cell, c.rounds)
+	p("The two columns of a row run back to back, S3 first in odd rounds, the gateway first in even ones. ")
+	p("After each cell the objects are compared with what was PUT (%s) in MinIO directly; ",
+		map[bool]string{true: "all of them", false: "each client's last"}[c.verifyAll])
+	p("after each row they are removed and MinIO gets %s to finish its work on them.\n\n", c.settle)
+	p("```sh\nmake bench BENCH_PARTS=b5        # this section (tools/benchmark/writepath)\n")
+	p("BENCH_PROFILE_DIR=/tmp/b5 BENCH_B5_ROWS=big make bench BENCH_PARTS=b5   # CPU and block profiles of the gateway cells\n```\n\n")
+	if len(c.knobs) > 0 {
+		p("**This run was narrowed with %s.**\n\n", strings.Join(c.knobs, ", "))
+	}
+	p("- **S3** is MinIO on this machine behind B2's link (toxiproxy, embedded): every request reaches MinIO %s later",
+		c.link.Latency)
+	if c.link.Bandwidth > 0 {
+		p(", answers at most %.0f MB/s per connection", float64(c.link.Bandwidth)/1e6)
+	}
+	p(". A counting proxy behind the link counts what reaches S3.\n")
+	p("- **S3 directly**: the client against the link, with MinIO's credentials.\n")
+	p("- **through the gateway**: the client against an in-process gateway in its default configuration (plain HTTP on loopback, ")
+	p("256 MiB page cache of 1 MiB pages), in front of %d in-process cache node(s) in one ring over mTLS, in `cachenode serve`'s ", r.nodes)
+	p("default TTL mode with its default write cache (64 MiB per upload) and S3 settings, %s chunks, reading and writing S3 through the same link. ",
+		sizeName(c.chunkSize))
+	p("A PUT is answered once S3 has the object; the nodes keep its chunks and metadata, so the GET right after it is a hit.\n\n")
+
+	t := benchkit.Table{Header: []string{"write", "S3 directly", "through the gateway", "gateway / S3"}}
+	for _, row := range c.rows {
+		s3, gw := r.cell(row, "s3"), r.cell(row, "gateway")
+		if s3 == nil || gw == nil {
+			continue
+		}
+		ratio := fmt.Sprintf("p50 %s, p99 %s", benchkit.Ratio(ms(gw.lat.Quantile(0.5)), ms(s3.lat.Quantile(0.5))),
+			benchkit.Ratio(ms(gw.lat.Quantile(0.99)), ms(s3.lat.Quantile(0.99))))
+		if !row.getAfter {
+			ratio += ", throughput " + benchkit.Ratio(gw.mbps(), s3.mbps())
+		}
+		t.Rows = append(t.Rows, []string{row.name(), r.figures(row, s3), r.figures(row, gw), ratio})
+	}
+	b.WriteString(t.Markdown())
+	b.WriteString("\n")
+
+	p("What each operation cost (per PUT, or per GET on the last row): the requests that reached S3, and the CPU time of this process ")
+	p("(clients, gateway, nodes) and MinIO together.\n\n")
+	t = benchkit.Table{Header: []string{"write", "column", "S3 PUT/POST", "S3 HEAD", "S3 GET", "CPU ms"}}
+	for _, row := range c.rows {
+		for _, col := range r.columns {
+			s := r.cell(row, col.id)
+			if s == nil {
+				continue
+			}
+			t.Rows = append(t.Rows, []string{row.name(), col.name, fmt.Sprintf("%.2f", s.perOp(float64(s.s3.Others))),
+				fmt.Sprintf("%.2f", s.perOp(float64(s.s3.HEADs))), fmt.Sprintf("%.2f", s.perOp(float64(s.s3.GETs))),
+				fmt.Sprintf("%.1f", s.perOp(ms(s.cpu)))})
+		}
+	}
+	b.WriteString(t.Markdown())
+	b.WriteString("\n")
+
+	p("Where a PUT's time goes through the gateway (means): the client's whole PUT, the gateway's PutObject from arrival to answer ")
+	p("(its duration histogram), the node's write-through (its PUT handler, timed around it), and in it the upload to S3 ")
+	p("(all of its requests, the node's S3 duration histogram); the mean of a PUT straight to S3 for comparison.\n\n")
+	t = benchkit.Table{Header: []string{"write", "S3 directly", "client", "gateway", "node", "upload to S3"}}
+	for _, row := range c.rows {
+		s3, gw := r.cell(row, "s3"), r.cell(row, "gateway")
+		if row.getAfter || s3 == nil || gw == nil {
+			continue
+		}
+		t.Rows = append(t.Rows, []string{row.name(), benchkit.Millis(s3.mean()), benchkit.Millis(gw.mean()),
+			benchkit.Millis(gw.hops.gateway.mean()), benchkit.Millis(gw.hops.node.mean()), benchkit.Millis(gw.hops.upload.mean())})
+	}
+	b.WriteString(t.Markdown())
+	b.WriteString("\n")
+	b.WriteString(r.goals())
+	if reading := r.reading(); reading != "" {
+		b.WriteString("\n**Reading it.** " + reading + "\n")
+	}
+	return b.String()
+}
+
+// reading explains the rows that miss their goal from the figures.
+func (r *report) reading() string {
+	var parts []string
+	for _, row := range r.cfg.rows {
+		s3, gw := r.cell(row, "s3"), r.cell(row, "gateway")
+		if s3 == nil || gw == nil || s3.ops == 0 || gw.ops == 0 {
+			continue
+		}
+		switch {
+		case row.getAfter && gw.s3.GETs > 0:
+			parts = append(parts, fmt.Sprintf("%d of the %d GETs right after their PUT read S3 (at p99: %s): a write-through "+
+				"hands the chunks that other members own to them in the background (peer POSTs started as the PUT is answered), "+
+				"and a GET that reaches the chunk's owner before its chunk misses.",
+				gw.s3.GETs, gw.ops, benchkit.Millis(gw.lat.Quantile(0.99))))
+		case !row.getAfter && row.size >= 1<<20 && gw.mbps() < goalBigMBps*s3.mbps():
+			cpuS3, cpuGW := s3.perOp(ms(s3.cpu)), gw.perOp(ms(gw.cpu))
+			text := fmt.Sprintf("A %s PUT through the gateway cost %.0f ms of CPU (this process and MinIO) against %.0f "+
+				"straight to S3 (%.1fx): the gateway verifies the body's SHA-256 and passes it over TLS to a node, which sends it on "+
+				"to S3 and keeps it (its disk tier; the chunks other members own go to them over TLS).",
+				sizeName(row.size), cpuGW, cpuS3, cpuGW/cpuS3)
+			if tput, inverse := gw.mbps()/s3.mbps(), cpuS3/cpuGW; tput < inverse*1.15 && tput > inverse*0.85 {
+				text += fmt.Sprintf(" With %d writers on this machine's %d cores the CPU is what runs out: the gateway's throughput "+
+					"was %.2fx S3's, about the inverse of its CPU per PUT (1/%.1f = %.2f).", row.clients, runtime.NumCPU(),
+					tput, cpuGW/cpuS3, inverse)
+			}
+			parts = append(parts, text)
+		}
+	}
+	return strings.Join(parts, " ")
+}
+
+// figures is one cell of the main table.
+func (r *report) figures(row row, s *sample) string {
+	f := fmt.Sprintf("p50 %s, p99 %s", benchkit.Millis(s.lat.Quantile(0.5)), benchkit.Millis(s.lat.Quantile(0.99)))
+	if row.getAfter {
+		return f + fmt.Sprintf("; %.0f GETs/s", s.perSecond())
+	}
+	return f + fmt.Sprintf("; %.1f PUTs/s, %.1f MB/s", s.perSecond(), s.mbps())
+}
+
+// goals judges the run against issue #24's write-through goals.
+func (r *report) goals() string {
+	var lines []string
+	verdict := func(ok bool) string {
+		if ok {
+			return "**met**"
+		}
+		return "**not met**"
+	}
+	for _, row := range r.cfg.rows {
+		s3, gw := r.cell(row, "s3"), r.cell(row, "gateway")
+		if s3 == nil || gw == nil {
+			continue
+		}
+		switch {
+		case row.getAfter:
+			// A write-through may confirm its metadata with one HEAD
+			// afterwards; more would be the GETs asking S3.
+			hit := gw.s3.GETs == 0 && gw.misses == 0 && gw.s3.HEADs <= gw.s3.Others
+			lines = append(lines, fmt.Sprintf("- %s is a hit: %s (%d S3 GETs, %d HEADs for %d PUTs, %.0f chunk misses on the nodes for %d GETs through the gateway; p50 %s against %s from S3).",
+				row.name(), verdict(hit), gw.s3.GETs, gw.s3.HEADs, gw.s3.Others, gw.misses, gw.ops,
+				benchkit.Millis(gw.lat.Quantile(0.5)), benchkit.Millis(s3.lat.Quantile(0.5))))
+		case row.size < 1<<20:
+			ratio := ms(gw.lat.Quantile(0.5)) / ms(s3.lat.Quantile(0.5))
+			lines = append(lines, fmt.Sprintf("- %s: p50 at most %.1fx S3's: %s (%.2fx).", row.name(), goalSmallP50, verdict(ratio <= goalSmallP50), ratio))
+		default:
+			ratio := gw.mbps() / s3.mbps()
+			lines = append(lines, fmt.Sprintf("- %s: throughput at least %.1fx S3's: %s (%.2fx).", row.name(), goalBigMBps, verdict(ratio >= goalBigMBps), ratio))
+		}
+	}
+	if len(lines) == 0 {
+		return ""
+	}
+	return "**Goals** (issue #24, write-through):\n\n" + strings.Join(lines, "\n") + "\n"
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

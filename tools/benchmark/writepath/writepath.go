@@ -1,0 +1,168 @@
+// Package writepath is part B5 of `make bench`, its write-through part:
+// PUTs with the same aws-sdk-go-v2 client (path-style, SigV4) straight to
+// S3 and through the gateway, side by side, and a GET right after each
+// small PUT. S3 is MinIO behind B2's link (toxiproxy: 30 ms added to every
+// request, tools/benchmark/clickhouse.Link); the cache nodes write through
+// to it and read it through the same link, and the gateway, in its default
+// configuration, is in front of them on plain HTTP loopback, as S3
+// clients next to compute reach it.
+//
+// The nodes and the gateway run in this process (hitpath.StartCache), so
+// a profile of a cell shows them; MinIO is a child process whose CPU is
+// read from /proc. Rounds run the whole table again, the two columns of a
+// row back to back, and every round's PUTs are pooled.
+//
+// Knobs for profiling work (each one set is named in the section):
+//
+//	BENCH_PROFILE_DIR=dir      CPU and block profiles of every gateway cell
+//	BENCH_B5_ROWS=small1,big   only these rows (small1, small16, big, getafter)
+//	BENCH_B5_SECONDS=5         measuring time per cell and round
+//	BENCH_B5_ROUNDS=2          rounds
+//	BENCH_B5_NODES=1           cache nodes
+package writepath
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/distcache/distcache/tools/benchmark/benchkit"
+	"github.com/distcache/distcache/tools/benchmark/clickhouse"
+)
+
+// config sizes a run.
+type config struct {
+	rows       []row
+	nodes      int
+	chunkSize  int64
+	cell       time.Duration // per cell and round
+	settle     time.Duration // after a row's objects are removed
+	rounds     int
+	link       clickhouse.LinkConfig
+	verifyAll  bool // compare every object S3 holds after a cell with what was PUT (else one per client)
+	profileDir string
+	knobs      []string // the BENCH_* variables that changed the defaults
+}
+
+// row is one line of the table: a PUT size and a number of clients each
+// PUTting one object at a time; getAfter rows GET every key right after
+// its PUT and report the GETs.
+type row struct {
+	id       string
+	size     int64
+	clients  int
+	getAfter bool
+}
+
+func (r row) name() string {
+	if r.getAfter {
+		return "GET right after a " + sizeName(r.size) + " PUT"
+	}
+	return fmt.Sprintf("%s PUT, %d client%s", sizeName(r.size), r.clients, plural(r.clients))
+}
+
+func defaultConfig(quick bool) config {
+	if quick {
+		// The big row still goes above S3's 5 MiB minimum part and the
+		// chunk size, so multipart uploads and several chunks are exercised.
+		return config{
+			rows: []row{{id: "small1", size: 10 << 10, clients: 1}, {id: "small16", size: 10 << 10, clients: 4},
+				{id: "big", size: 6<<20 + 123, clients: 2}, {id: "getafter", size: 10 << 10, clients: 1, getAfter: true}},
+			nodes: 3, chunkSize: 1 << 20, cell: 300 * time.Millisecond, rounds: 1,
+			link: clickhouse.LinkConfig{Latency: 5 * time.Millisecond}, verifyAll: true,
+		}
+	}
+	return config{
+		rows: []row{{id: "small1", size: 10 << 10, clients: 1}, {id: "small16", size: 10 << 10, clients: 16},
+			{id: "big", size: 16 << 20, clients: 4}, {id: "getafter", size: 10 << 10, clients: 1, getAfter: true}},
+		nodes: 3, chunkSize: 4 << 20, cell: 8 * time.Second, settle: 3 * time.Second, rounds: 3, link: clickhouse.DefaultLink,
+	}
+}
+
+// applyKnobs reads the BENCH_* variables.
+func (c *config) applyKnobs() error {
+	if v := os.Getenv("BENCH_PROFILE_DIR"); v != "" {
+		if err := os.MkdirAll(v, 0o755); err != nil {
+			return err
+		}
+		c.profileDir = v
+		c.knobs = append(c.knobs, "BENCH_PROFILE_DIR="+v)
+	}
+	if v := os.Getenv("BENCH_B5_ROWS"); v != "" {
+		want := strings.Split(v, ",")
+		c.rows = slices.DeleteFunc(c.rows, func(r row) bool { return !slices.Contains(want, r.id) })
+		if len(c.rows) == 0 {
+			return fmt.Errorf("BENCH_B5_ROWS=%s selects no row (small1, small16, big, getafter)", v)
+		}
+		c.knobs = append(c.knobs, "BENCH_B5_ROWS="+v)
+	}
+	positive := func(name string, set func(float64)) error {
+		v := os.Getenv(name)
+		if v == "" {
+			return nil
+		}
+		f, err := strconv.ParseFloat(v, 64)
+		if err != nil || f <= 0 {
+			return fmt.Errorf("%s: %q is not a positive number", name, v)
+		}
+		set(f)
+		c.knobs = append(c.knobs, name+"="+v)
+		return nil
+	}
+	for name, set := range map[string]func(float64){
+		"BENCH_B5_SECONDS": func(f float64) { c.cell = time.Duration(f * float64(time.Second)) },
+		"BENCH_B5_ROUNDS":  func(f float64) { c.rounds = max(1, int(f)) },
+		"BENCH_B5_NODES":   func(f float64) { c.nodes = max(1, int(f)) },
+	} {
+		if err := positive(name, set); err != nil {
+			return err
+		}
+	}
+	slices.Sort(c.knobs)
+	return nil
+}
+
+// Run is part B5 (write-through).
+func Run(ctx context.Context, env benchkit.Env) (benchkit.Section, error) {
+	_, sec, err := run(ctx, env)
+	return sec, err
+}
+
+// run is Run, also returning the measurements (for the test).
+func run(ctx context.Context, env benchkit.Env) (*report, benchkit.Section, error) {
+	cfg := defaultConfig(env.Quick)
+	if err := cfg.applyKnobs(); err != nil {
+		return nil, benchkit.Section{}, err
+	}
+	w, err := startWorld(ctx, env, cfg)
+	if err != nil {
+		return nil, benchkit.Section{}, err
+	}
+	defer w.close()
+	rep, err := w.measureAll(ctx, env)
+	if err != nil {
+		return nil, benchkit.Section{}, err
+	}
+	return rep, benchkit.Section{Title: "B5 — write-through", Markdown: rep.markdown()}, nil
+}
+
+func sizeName(n int64) string {
+	switch {
+	case n >= 1<<20 && n%(1<<20) == 0:
+		return strconv.FormatInt(n>>20, 10) + " MiB"
+	case n >= 1<<10 && n%(1<<10) == 0:
+		return strconv.FormatInt(n>>10, 10) + " KiB"
+	}
+	return strconv.FormatInt(n, 10) + " B"
+}
+
+func plural(n int) string {
+	if n == 1 {
+		return ""
+	}
+	return "s"
+}
