@@ -44,6 +44,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/distcache/distcache/internal/failover"
 	"github.com/distcache/distcache/internal/pki"
 	"github.com/distcache/distcache/internal/ring"
 	"github.com/distcache/distcache/internal/slab"
@@ -195,8 +196,9 @@ type Client struct {
 	pollsCtx    context.Context
 	pollsCancel context.CancelFunc
 
-	downMu sync.Mutex
-	down   map[string]time.Time // address -> skipped until
+	// down holds the nodes that failed a moment ago, by address: tried
+	// last, or skipped while another zone is left (request.go).
+	down failover.Set
 
 	// fallback are the other zones (Config.Fallback), tried in order;
 	// fallbackAddrs maps their members' and seeds' addresses to their zone.
@@ -243,8 +245,9 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	c := &Client{cfg: cfg, log: cfg.Logger, down: map[string]time.Time{}, refreshNow: make(chan struct{}, 1),
+	c := &Client{cfg: cfg, log: cfg.Logger, refreshNow: make(chan struct{}, 1),
 		fallbackNow: make(chan struct{}, 1), fills: map[string]*pageFill{}, watcherID: newWatcherID()}
+	c.down.For, c.down.OnDown = downFor, c.refreshAfterFailure
 	c.pollsCtx, c.pollsCancel = context.WithCancel(context.Background())
 	c.metas.now = cfg.Now
 	c.chunkSize.Store(cfg.ChunkSize)
@@ -441,44 +444,17 @@ func certIdentity(cfg *tls.Config) (pki.Identity, error) {
 	return pki.Identity{}, fmt.Errorf("the client certificate has no %s://%s/ identity", pki.Scheme, pki.TrustDomain)
 }
 
-// isDown reports whether addr failed less than downFor ago.
-func (c *Client) isDown(addr string, now time.Time) bool {
-	c.downMu.Lock()
-	defer c.downMu.Unlock()
-	return now.Before(c.down[addr])
-}
+// skipped counts the members marked down now.
+func (c *Client) skipped() float64 { return float64(c.down.Count(time.Now())) }
 
-// skipped counts the members isDown skips now.
-func (c *Client) skipped() float64 {
-	now := time.Now()
-	c.downMu.Lock()
-	defer c.downMu.Unlock()
-	n := 0
-	for _, until := range c.down {
-		if now.Before(until) {
-			n++
-		}
-	}
-	return float64(n)
-}
-
-func (c *Client) markDown(addr string) {
-	c.downMu.Lock()
-	c.down[addr] = time.Now().Add(downFor)
-	c.downMu.Unlock()
+// refreshAfterFailure refreshes the ring that the node at addr, which just
+// failed, was a member of.
+func (c *Client) refreshAfterFailure(addr string) {
 	if c.fallbackZoneOf(addr) != nil {
 		c.triggerFallbackRefresh()
 		return
 	}
 	c.triggerRefresh()
-}
-
-func (c *Client) markUp(addr string) {
-	c.downMu.Lock()
-	defer c.downMu.Unlock()
-	if _, ok := c.down[addr]; ok {
-		delete(c.down, addr)
-	}
 }
 
 // shuffled returns a copy of s in random order (spreads ring fetches).

@@ -7,9 +7,9 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
-	"time"
 
 	"github.com/distcache/distcache/internal/chunk"
+	"github.com/distcache/distcache/internal/failover"
 	"github.com/distcache/distcache/internal/nodeapi"
 	"github.com/distcache/distcache/internal/ring"
 )
@@ -104,54 +104,59 @@ func (c *Client) tryZone(ctx context.Context, op string, members []ring.Member, 
 	var (
 		last      *Error
 		upstreams int
-		now       time.Time
 	)
-	if skipDown {
-		now = time.Now()
-	}
-	for _, m := range members {
-		if skipDown && c.isDown(m.Address, now) {
-			continue
-		}
+	// ask makes one attempt at addr. It returns ok when the attempt
+	// succeeded, stop when the request ends with err whatever the node
+	// (the caller gave up, a finalError), an answer, or the failure.
+	ask := func(addr string) (ok, stop bool, answer *Error, failure error) {
 		if *tries > 0 {
 			c.metrics.failovers.Inc()
 		}
 		*tries++
 		actx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
-		err := attempt(actx, m.Address)
+		aerr := attempt(actx, addr)
 		cancel()
-		if err == nil {
+		if aerr == nil {
 			c.metrics.requests.WithLabelValues(op, resultOK).Inc()
-			c.markUp(m.Address)
-			return true, nil
+			return true, false, nil, nil
 		}
-		if ctx.Err() != nil {
-			return true, ctx.Err() // the caller gave up; not the member's fault
+		var final error
+		if final, answer = c.attemptFailed(ctx, op, aerr); final != nil {
+			err = final
+			return false, true, nil, aerr
 		}
-		var fe *finalError
-		if errors.As(err, &fe) {
-			return true, fe.err
+		return false, false, answer, aerr
+	}
+	memberAddr := func(m ring.Member) string { return m.Address }
+	answered = failover.Try(&c.down, members, memberAddr, func(m ring.Member, down bool) failover.Verdict {
+		if skipDown && down {
+			return failover.Skip
 		}
-		var e *Error
-		if errors.As(err, &e) {
-			c.metrics.requests.WithLabelValues(op, resultOf(e)).Inc()
-			switch classify(e) {
-			case done:
-				return true, e
-			case upstream:
-				upstreams++
-				last = e
-				if upstreams >= c.cfg.Candidates {
-					return true, e
-				}
-				continue
+		ok, stop, e, failure := ask(m.Address)
+		switch {
+		case ok:
+			return failover.Done
+		case stop:
+			return failover.Stop
+		case e != nil && classify(e) == done:
+			err = e
+			return failover.Stop
+		case e != nil && classify(e) == upstream:
+			// Healthy: its S3 failed. The next may have the data cached.
+			upstreams++
+			last = e
+			if upstreams >= c.cfg.Candidates {
+				err = e
+				return failover.Stop
 			}
-		} else {
-			c.metrics.requests.WithLabelValues(op, resultUnreachable).Inc()
+			return failover.Next
 		}
-		c.log.Warn("cache node failed; trying the next member", "node", m.Address, "member", m.Name, "op", op, "err", err)
-		c.markDown(m.Address)
-		*errs = append(*errs, fmt.Errorf("%s: %w", m.Address, err))
+		c.log.Warn("cache node failed; trying the next member", "node", m.Address, "member", m.Name, "op", op, "err", failure)
+		*errs = append(*errs, fmt.Errorf("%s: %w", m.Address, failure))
+		return failover.Failed
+	})
+	if answered {
+		return true, err
 	}
 	if last != nil {
 		return true, last
@@ -160,72 +165,61 @@ func (c *Client) tryZone(ctx context.Context, op string, members []ring.Member, 
 	// pods replaced faster than a new ring reaches everyone (a rolling
 	// update). The seeds (a Service, in Kubernetes) lead to whichever nodes
 	// are up now, and any node serves any chunk (forwarding it or reading
-	// S3 itself).
+	// S3 itself). Seeds are marked down only with skipDown: skipped for a
+	// while, another zone answers meanwhile.
 	tried := make(map[string]bool, len(members))
 	for _, m := range members {
 		tried[m.Address] = true
 	}
-	for _, addr := range seeds {
-		if tried[addr] || skipDown && c.isDown(addr, now) {
-			continue
+	seedAddr := func(addr string) string { return addr }
+	answered = failover.Try(&c.down, seeds, seedAddr, func(addr string, down bool) failover.Verdict {
+		if tried[addr] || skipDown && down {
+			return failover.Skip
 		}
 		tried[addr] = true
-		if *tries > 0 {
-			c.metrics.failovers.Inc()
+		ok, stop, e, failure := ask(addr)
+		switch {
+		case ok && skipDown:
+			return failover.Done
+		case ok || stop:
+			return failover.Stop
+		case e != nil:
+			err = e // an answer: the seed's node is up and said this
+			return failover.Stop
 		}
-		*tries++
-		actx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
-		err := attempt(actx, addr)
-		cancel()
-		if err == nil {
-			c.metrics.requests.WithLabelValues(op, resultOK).Inc()
-			if skipDown {
-				c.markUp(addr)
-			}
-			return true, nil
-		}
-		if ctx.Err() != nil {
-			return true, ctx.Err()
-		}
-		var fe *finalError
-		if errors.As(err, &fe) {
-			return true, fe.err
-		}
-		var e *Error
-		if errors.As(err, &e) {
-			c.metrics.requests.WithLabelValues(op, resultOf(e)).Inc()
-			return true, e // an answer: the seed's node is up and said this
-		}
-		c.metrics.requests.WithLabelValues(op, resultUnreachable).Inc()
+		*errs = append(*errs, fmt.Errorf("seed %s: %w", addr, failure))
 		if skipDown {
-			c.markDown(addr) // skipped for a while: another zone answers meanwhile
+			return failover.Failed
 		}
-		*errs = append(*errs, fmt.Errorf("seed %s: %w", addr, err))
+		return failover.Next
+	})
+	return answered, err
+}
+
+// attemptFailed sorts out a failed attempt: final is the error the request
+// ends with whatever the node (the caller gave up, a finalError); answer is
+// the node's error answer, if it gave one. It counts the attempt unless
+// final.
+func (c *Client) attemptFailed(ctx context.Context, op string, aerr error) (final error, answer *Error) {
+	if ctx.Err() != nil {
+		return ctx.Err(), nil // the caller gave up; not the node's fault
 	}
-	return false, nil
+	var fe *finalError
+	if errors.As(aerr, &fe) {
+		return fe.err, nil
+	}
+	if errors.As(aerr, &answer) {
+		c.metrics.requests.WithLabelValues(op, resultOf(answer)).Inc()
+		return nil, answer
+	}
+	c.metrics.requests.WithLabelValues(op, resultUnreachable).Inc()
+	return nil, nil
 }
 
 // route lists the active members in placement order for id (owner first),
 // with the members marked down moved to the end.
 func (c *Client) route(r *ring.Ring, id chunk.ID, dst []ring.Member) []ring.Member {
-	all := r.AppendCandidates(dst, id, 0)
-	now := time.Now()
-	c.downMu.Lock()
-	anyDown := len(c.down) > 0
-	c.downMu.Unlock()
-	if !anyDown {
-		return all
-	}
-	var downs []ring.Member
-	up := all[:0]
-	for _, m := range all {
-		if c.isDown(m.Address, now) {
-			downs = append(downs, m)
-		} else {
-			up = append(up, m)
-		}
-	}
-	return append(up, downs...)
+	return failover.DownLast(&c.down, r.AppendCandidates(dst, id, 0), func(m ring.Member) string { return m.Address })
 }
 
 // chunkID names chunk idx of version m, as the nodes place it.

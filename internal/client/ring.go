@@ -159,7 +159,7 @@ func (c *Client) fetchZoneRing(ctx context.Context, zone string, cur *ring.Ring,
 	now := time.Now()
 	if cur != nil {
 		for _, m := range cur.Members() {
-			if c.isDown(m.Address, now) {
+			if c.down.Down(m.Address, now) {
 				down = append(down, m.Address)
 			} else {
 				up = append(up, m.Address)

@@ -21,6 +21,7 @@ import (
 
 	"github.com/distcache/distcache/internal/chunk"
 	"github.com/distcache/distcache/internal/client"
+	"github.com/distcache/distcache/internal/failover"
 	"github.com/distcache/distcache/internal/nodeapi"
 	"github.com/distcache/distcache/internal/pki"
 	"github.com/distcache/distcache/internal/ring"
@@ -76,8 +77,10 @@ type Upstream struct {
 	// (direction out) and the response body read (in).
 	CrossZone func(peerZone, direction string, n int64)
 
-	mu   sync.Mutex
-	down map[string]time.Time
+	// down holds the nodes that failed a moment ago, by base URL
+	// (downNodes sets its For to DownFor).
+	down     failover.Set
+	downOnce sync.Once
 
 	bufOnce sync.Once
 	buffers *semaphore.Weighted
@@ -182,8 +185,17 @@ func (u *Upstream) roundTrip(ctx context.Context, nodes []string, method, bucket
 		return nil, &upstreamError{errNoNodes}
 	}
 	path := passthroughURLPath(bucket, key)
-	var errs []error
-	for i, base := range nodes {
+	var (
+		resp  *http.Response
+		err   error
+		errs  []error
+		asked int
+	)
+	failover.Try(u.downNodes(), nodes, baseURL, func(base string, _ bool) failover.Verdict {
+		if asked > 0 {
+			u.count("failover")
+		}
+		asked++
 		var reqBody io.Reader
 		switch {
 		case replay != nil:
@@ -191,9 +203,10 @@ func (u *Upstream) roundTrip(ctx context.Context, nodes []string, method, bucket
 		case stream != nil:
 			reqBody = stream
 		}
-		req, err := http.NewRequestWithContext(ctx, method, base+path, reqBody)
-		if err != nil {
-			return nil, &upstreamError{err}
+		req, rerr := http.NewRequestWithContext(ctx, method, base+path, reqBody)
+		if rerr != nil {
+			err = &upstreamError{rerr}
+			return failover.Stop
 		}
 		req.URL.RawPath = path
 		req.URL.RawQuery = rawQuery
@@ -205,9 +218,8 @@ func (u *Upstream) roundTrip(ctx context.Context, nodes []string, method, bucket
 		if size == 0 {
 			req.Body = http.NoBody
 		}
-		resp, err := u.Client.Do(req)
-		if err == nil {
-			u.markUp(base)
+		r, derr := u.Client.Do(req)
+		if derr == nil {
 			u.count("ok")
 			if zone := zones[base]; zone != "" && u.CrossZone != nil {
 				sent := size
@@ -215,25 +227,39 @@ func (u *Upstream) roundTrip(ctx context.Context, nodes []string, method, bucket
 					sent = stream.n
 				}
 				u.CrossZone(zone, client.DirectionOut, sent)
-				resp.Body = &crossZoneBody{ReadCloser: resp.Body, count: func(n int64) { u.CrossZone(zone, client.DirectionIn, n) }}
+				r.Body = &crossZoneBody{ReadCloser: r.Body, count: func(n int64) { u.CrossZone(zone, client.DirectionIn, n) }}
 			}
-			return resp, nil
+			resp = r
+			return failover.Done
 		}
 		if stream != nil && stream.err != nil && !errors.Is(stream.err, io.EOF) {
-			return nil, &bodyReadError{stream.err}
+			err = &bodyReadError{stream.err}
+			return failover.Stop
 		}
 		if ctx.Err() != nil {
-			return nil, &upstreamError{ctx.Err()}
+			err = &upstreamError{ctx.Err()}
+			return failover.Stop
 		}
-		u.markDown(base)
-		errs = append(errs, fmt.Errorf("%s: %w", base, err))
-		if stream != nil && stream.n > 0 || i == len(nodes)-1 {
-			break // the body cannot be sent again
+		errs = append(errs, fmt.Errorf("%s: %w", base, derr))
+		if stream != nil && stream.n > 0 {
+			return failover.FailedLast // the body cannot be sent again
 		}
-		u.count("failover")
+		return failover.Failed
+	})
+	if resp != nil || err != nil {
+		return resp, err
 	}
 	u.count("failed")
 	return nil, &upstreamError{errors.Join(errs...)}
+}
+
+// baseURL keys nodes in Upstream.down.
+func baseURL(base string) string { return base }
+
+// downNodes is the set of nodes marked down.
+func (u *Upstream) downNodes() *failover.Set {
+	u.downOnce.Do(func() { u.down.For = u.DownFor })
+	return &u.down
 }
 
 // withFallback appends the Fallback nodes that are not among nodes, and
@@ -284,35 +310,13 @@ func (u *Upstream) order() []string {
 		return nil
 	}
 	start := rand.IntN(len(all))
-	now := time.Now()
-	var up, down []string
-	u.mu.Lock()
-	for i := range all {
-		n := all[(start+i)%len(all)]
-		if t, ok := u.down[n]; ok && now.Before(t) {
-			down = append(down, n)
-		} else {
-			up = append(up, n)
-		}
-	}
-	u.mu.Unlock()
-	return append(up, down...)
+	rotated := append(slices.Clone(all[start:]), all[:start]...)
+	return failover.DownLast(u.downNodes(), rotated, baseURL)
 }
 
 // moveDownLast keeps the order of nodes, those recently down last.
 func (u *Upstream) moveDownLast(nodes []string) []string {
-	now := time.Now()
-	var up, down []string
-	u.mu.Lock()
-	for _, n := range nodes {
-		if t, ok := u.down[n]; ok && now.Before(t) {
-			down = append(down, n)
-		} else {
-			up = append(up, n)
-		}
-	}
-	u.mu.Unlock()
-	return append(up, down...)
+	return failover.DownLast(u.downNodes(), nodes, baseURL)
 }
 
 // changesObject reports whether a key-scoped request replaces or deletes
@@ -327,25 +331,6 @@ func changesObject(method, rawQuery string) bool {
 		return q.Has("uploadId")
 	}
 	return false
-}
-
-func (u *Upstream) markDown(base string) {
-	d := u.DownFor
-	if d <= 0 {
-		d = 5 * time.Second
-	}
-	u.mu.Lock()
-	if u.down == nil {
-		u.down = map[string]time.Time{}
-	}
-	u.down[base] = time.Now().Add(d)
-	u.mu.Unlock()
-}
-
-func (u *Upstream) markUp(base string) {
-	u.mu.Lock()
-	delete(u.down, base)
-	u.mu.Unlock()
 }
 
 // trackingBody is a request body that records how much was read and the

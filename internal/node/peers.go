@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/distcache/distcache/internal/chunk"
+	"github.com/distcache/distcache/internal/failover"
 	"github.com/distcache/distcache/internal/nodeapi"
 	"github.com/distcache/distcache/internal/ring"
 	"github.com/distcache/distcache/internal/s3backend"
@@ -45,30 +46,13 @@ type Peers struct {
 	// a dead member costs one failed connection, not one per request.
 	DownFor time.Duration
 
-	mu   sync.Mutex
-	down map[string]time.Time
+	// down holds the members that failed a moment ago, by name (by
+	// zone/name for other zones' members); New sets its For to DownFor.
+	down failover.Set
 }
 
-func (p *Peers) isDown(name string, now time.Time) bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return now.Before(p.down[name])
-}
-
-func (p *Peers) markDown(name string, now time.Time) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.down == nil {
-		p.down = map[string]time.Time{}
-	}
-	p.down[name] = now.Add(p.DownFor)
-}
-
-func (p *Peers) markUp(name string) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	delete(p.down, name)
-}
+// memberName keys ring members in Peers.down.
+func memberName(m ring.Member) string { return m.Name }
 
 // get fetches a whole chunk of version id.ETag from member, acting for the
 // caller's tenant. The member checks that tenant's bucket list itself.
@@ -146,50 +130,50 @@ func peerIsHealthy(err error) bool {
 // fromOwners asks the chunk's owner, then the next candidates, for a chunk
 // this node does not own. ok=false means no member could answer (all down):
 // the caller then reads S3 itself, so a dead member never fails a read.
-func (s *Server) fromOwners(ctx context.Context, r *ring.Ring, c caller, id chunk.ID, objectSize int64) ([]byte, bool, error) {
-	for _, m := range r.Candidates(id, s.cfg.Candidates) {
+func (s *Server) fromOwners(ctx context.Context, r *ring.Ring, c caller, id chunk.ID, objectSize int64) (data []byte, ok bool, err error) {
+	failover.Try(&s.peers.down, r.Candidates(id, s.cfg.Candidates), memberName, func(m ring.Member, down bool) failover.Verdict {
 		if m.Name == s.cfg.Self {
-			return nil, false, nil // we are a candidate: read it ourselves
+			return failover.Stop // we are a candidate: read it ourselves
 		}
-		now := time.Now()
-		if s.peers.isDown(m.Name, now) {
+		if down {
 			s.metrics.PeerRequests.WithLabelValues("forward", "skipped_down").Inc()
-			continue
+			return failover.Skip
 		}
-		data, err := s.peers.get(ctx, m, c.tenant.Name, id, objectSize, false)
+		got, gerr := s.peers.get(ctx, m, c.tenant.Name, id, objectSize, false)
 		switch {
-		case err == nil:
-			s.peers.markUp(m.Name)
+		case gerr == nil:
 			s.metrics.PeerRequests.WithLabelValues("forward", "ok").Inc()
-			return data, true, nil
-		case errors.Is(err, s3backend.ErrPreconditionFailed):
+			data, ok = got, true
+			return failover.Done
+		case errors.Is(gerr, s3backend.ErrPreconditionFailed):
 			s.metrics.PeerRequests.WithLabelValues("forward", "changed").Inc()
-			return nil, true, err
-		case isSlowDown(err):
+			ok, err = true, gerr
+			return failover.Stop
+		case isSlowDown(gerr):
 			// The owner is up and S3 told it to slow down: asking S3
 			// again from here (or from the next candidate) would
 			// multiply the load S3 just refused.
 			s.metrics.PeerRequests.WithLabelValues("forward", "error").Inc()
-			return nil, true, err
-		case peerIsHealthy(err):
+			ok, err = true, gerr
+			return failover.Stop
+		case peerIsHealthy(gerr):
 			// The owner answered with an error about the request itself;
 			// asking others would give the same answer.
 			s.metrics.PeerRequests.WithLabelValues("forward", "error").Inc()
-			return nil, false, nil
-		default:
-			s.log.Warn("peer unreachable; trying the next candidate", "peer", m.Name, "err", err)
-			s.peers.markDown(m.Name, now)
-			s.metrics.PeerRequests.WithLabelValues("forward", "unreachable").Inc()
+			return failover.Stop
 		}
-	}
-	return nil, false, nil
+		s.log.Warn("peer unreachable; trying the next candidate", "peer", m.Name, "err", gerr)
+		s.metrics.PeerRequests.WithLabelValues("forward", "unreachable").Inc()
+		return failover.Failed
+	})
+	return data, ok, err
 }
 
 // fromPrevious is the warm handoff: after a ring change, the new owner asks
 // the chunk's owner of the previous epoch before going to S3.
 func (s *Server) fromPrevious(ctx context.Context, r *ring.Ring, c caller, id chunk.ID, objectSize int64) ([]byte, bool) {
 	prev, ok := r.PreviousOwner(id)
-	if !ok || prev.Name == s.cfg.Self || s.peers.isDown(prev.Name, time.Now()) {
+	if !ok || prev.Name == s.cfg.Self || s.peers.down.Down(prev.Name, time.Now()) {
 		return nil, false
 	}
 	data, err := s.peers.get(ctx, prev, c.tenant.Name, id, objectSize, true)
@@ -202,7 +186,7 @@ func (s *Server) fromPrevious(ctx context.Context, r *ring.Ring, c caller, id ch
 	case peerIsHealthy(err):
 		s.metrics.PeerRequests.WithLabelValues("handoff", "error").Inc()
 	default:
-		s.peers.markDown(prev.Name, time.Now())
+		s.peers.down.MarkDown(prev.Name)
 		s.metrics.PeerRequests.WithLabelValues("handoff", "unreachable").Inc()
 	}
 	return nil, false
@@ -243,7 +227,7 @@ func (s *Server) handOut(ctx context.Context, r *ring.Ring, c caller, ids []chun
 	var wg sync.WaitGroup
 	for i, id := range ids {
 		owner := r.Owner(id)
-		if s.peers.isDown(owner.Name, time.Now()) {
+		if s.peers.down.Down(owner.Name, time.Now()) {
 			if s.shouldStore(r, id) { // standing in for the owner
 				if err := s.store.PutChunk(id, chunks[i]); err != nil {
 					s.storeFailed("put_chunk", err)
@@ -342,7 +326,7 @@ func (s *Server) metaOwner(c caller, o chunk.Object) (ring.Member, bool) {
 		return ring.Member{}, false
 	}
 	owner := r.Owner(nodeapi.MetaID(o))
-	if owner.Name == s.cfg.Self || s.peers.isDown(owner.Name, time.Now()) {
+	if owner.Name == s.cfg.Self || s.peers.down.Down(owner.Name, time.Now()) {
 		return ring.Member{}, false
 	}
 	return owner, true
@@ -366,7 +350,7 @@ func (s *Server) remoteMeta(ctx context.Context, c caller, o chunk.Object, force
 		s.metrics.PeerRequests.WithLabelValues("meta", "error").Inc()
 		return m, true, err
 	default:
-		s.peers.markDown(owner.Name, time.Now())
+		s.peers.down.MarkDown(owner.Name)
 		s.metrics.PeerRequests.WithLabelValues("meta", "unreachable").Inc()
 		return m, false, nil
 	}

@@ -18,6 +18,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/distcache/distcache/internal/chunk"
+	"github.com/distcache/distcache/internal/failover"
 	"github.com/distcache/distcache/internal/metalease"
 	"github.com/distcache/distcache/internal/metrics"
 	"github.com/distcache/distcache/internal/nodeapi"
@@ -191,8 +192,9 @@ func New(cfg Config, st Store, be Backend, tenants Tenants, m *metrics.Node, log
 			cfg.Peers.Timeout = 10 * time.Second
 		}
 		if cfg.Peers.DownFor <= 0 {
-			cfg.Peers.DownFor = 5 * time.Second
+			cfg.Peers.DownFor = failover.DefaultDownFor
 		}
+		cfg.Peers.down.For = cfg.Peers.DownFor
 		// A redirect from a peer would mean a path it cleaned: a different key.
 		client := *cfg.Peers.Client
 		client.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }

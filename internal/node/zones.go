@@ -6,9 +6,9 @@ import (
 	"fmt"
 	"slices"
 	"sync"
-	"time"
 
 	"github.com/distcache/distcache/internal/chunk"
+	"github.com/distcache/distcache/internal/failover"
 	"github.com/distcache/distcache/internal/ring"
 )
 
@@ -88,42 +88,54 @@ func (s *Server) fromOtherZones(ctx context.Context, own *ring.Ring, c caller, i
 	if !inObject {
 		return nil, false
 	}
+	var owners []zoneOwner
 	for _, zr := range s.cfg.Zones.Rings() {
-		zone := zr.Zone()
-		if zone == own.Zone() {
-			continue
+		if zone := zr.Zone(); zone != own.Zone() {
+			owners = append(owners, zoneOwner{zone: zone, Member: zr.Owner(id)})
 		}
-		owner := zr.Owner(id)
-		key := zone + "/" + owner.Name // names are unique within a zone only
-		if s.peers.isDown(key, time.Now()) {
+	}
+	failover.Try(&s.peers.down, owners, zoneOwner.key, func(owner zoneOwner, down bool) failover.Verdict {
+		zone := owner.zone
+		if down {
 			s.metrics.PeerRequests.WithLabelValues(peerCrossZone, "skipped_down").Inc()
-			continue
+			return failover.Skip
 		}
-		data, err := s.peers.get(ctx, owner, c.tenant.Name, id, objectSize, true)
-		if err == nil && int64(len(data)) != length {
+		got, err := s.peers.get(ctx, owner.Member, c.tenant.Name, id, objectSize, true)
+		if err == nil && int64(len(got)) != length {
 			// Another chunk layout (a zone with another chunk size): not
 			// this chunk's bytes.
-			err = &peerError{status: 200, code: "ChunkSize", msg: fmt.Sprintf("sent %d bytes for a chunk of %d", len(data), length)}
+			err = &peerError{status: 200, code: "ChunkSize", msg: fmt.Sprintf("sent %d bytes for a chunk of %d", len(got), length)}
 		}
 		switch {
 		case err == nil:
-			s.peers.markUp(key)
 			s.metrics.PeerRequests.WithLabelValues(peerCrossZone, "ok").Inc()
-			s.metrics.CrossZoneBytes.WithLabelValues(zone, directionIn).Add(float64(len(data)))
-			return data, true
+			s.metrics.CrossZoneBytes.WithLabelValues(zone, directionIn).Add(float64(len(got)))
+			data, ok = got, true
+			return failover.Done
 		case errors.Is(err, errNotCached):
 			s.metrics.PeerRequests.WithLabelValues(peerCrossZone, "miss").Inc()
+			return failover.Next
 		case peerIsHealthy(err):
 			s.metrics.PeerRequests.WithLabelValues(peerCrossZone, "error").Inc()
 			s.log.Debug("another zone's owner could not answer a chunk", "zone", zone, "peer", owner.Name, "err", err)
-		default:
-			s.peers.markDown(key, time.Now())
-			s.metrics.PeerRequests.WithLabelValues(peerCrossZone, "unreachable").Inc()
-			s.log.Debug("another zone's owner unreachable", "zone", zone, "peer", owner.Name, "err", err)
+			return failover.Next
 		}
-	}
-	return nil, false
+		s.metrics.PeerRequests.WithLabelValues(peerCrossZone, "unreachable").Inc()
+		s.log.Debug("another zone's owner unreachable", "zone", zone, "peer", owner.Name, "err", err)
+		return failover.Failed
+	})
+	return data, ok
 }
+
+// zoneOwner is a chunk's owner in another zone.
+type zoneOwner struct {
+	zone string
+	ring.Member
+}
+
+// key names the owner in Peers.down: member names are unique within a zone
+// only.
+func (z zoneOwner) key() string { return z.zone + "/" + z.Name }
 
 // peerCrossZone is the kind label of fromOtherZones' requests, and
 // directionIn the direction of the bytes they bring.
