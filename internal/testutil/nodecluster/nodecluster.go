@@ -25,9 +25,8 @@
 // Tests never assert on time: nodes use Clock (Advance moves it past the
 // metadata TTL).
 //
-// Programs (the bench) use Open instead of Start: they run the S3 side
-// themselves and call the methods that return errors (AddMember,
-// PublishRing, ClientTLSConfig, Total).
+// It is a test harness: programs never import it (the benchmarks run
+// their caches with tools/benchmark/benchcache, on internal/embed too).
 package nodecluster
 
 import (
@@ -158,10 +157,9 @@ func (m *Member) Holds(id chunk.ID) bool {
 
 // Cluster is a running set of cache nodes.
 type Cluster struct {
-	// T is the test the cluster belongs to; nil for a cluster made by Open.
-	T    testing.TB
-	Opts Options
-	// MinIO, Direct and Proxy are nil for a cluster made by Open.
+	// T is the test the cluster belongs to.
+	T     testing.TB
+	Opts  Options
 	MinIO *miniotest.Server
 	// Direct talks to MinIO itself (root credentials), bypassing the cache.
 	Direct *s3.Client
@@ -212,22 +210,6 @@ func StartWith(t testing.TB, n int, opts Options) *Cluster {
 	t.Cleanup(c.Close)
 	must(t, c.start(n, S3{Endpoint: proxy.URL(), Region: minio.Region, AccessKey: minio.AccessKey, SecretKey: minio.SecretKey}))
 	return c
-}
-
-// Open is StartWith for programs rather than tests (the bench): the nodes
-// read s3, which the caller runs (MinIO with opts.Buckets created, any proxy
-// in front of it); certificates, the tenants file and the nodes' data live
-// under dir (created); errors are returned, and Close stops everything.
-func Open(n int, opts Options, s3 S3, dir string) (*Cluster, error) {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, err
-	}
-	c := newCluster(opts.withDefaults(), dir)
-	if err := c.start(n, s3); err != nil {
-		c.Close()
-		return nil, err
-	}
-	return c, nil
 }
 
 func (o Options) withDefaults() Options {
@@ -350,7 +332,7 @@ func (c *Cluster) onClose(f func()) {
 }
 
 // Close stops every node and what the cluster started, newest first. It is
-// idempotent; a cluster made by StartWith is closed when its test ends.
+// idempotent; the cluster is closed when its test ends.
 func (c *Cluster) Close() {
 	c.mu.Lock()
 	closers := c.closers

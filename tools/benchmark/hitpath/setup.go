@@ -21,7 +21,7 @@ import (
 	"github.com/distcache/distcache/internal/client"
 	"github.com/distcache/distcache/internal/minioproc"
 	"github.com/distcache/distcache/internal/s3backend"
-	"github.com/distcache/distcache/internal/store"
+	"github.com/distcache/distcache/tools/benchmark/benchcache"
 	"github.com/distcache/distcache/tools/benchmark/benchkit"
 )
 
@@ -47,16 +47,15 @@ type world struct {
 	tenantTL *tls.Config // the tenant's client certificate
 
 	minio      *minioproc.Server
-	minioS3    *s3.Client // aws-sdk-go-v2 to MinIO, signed with its keys
-	cache      *Cache     // --immutable: the node columns, the immutable gateway
-	ttlCache   *Cache     // the default TTL mode: the other gateways
-	store      *store.Store
+	minioS3    *s3.Client        // aws-sdk-go-v2 to MinIO, signed with its keys
+	cache      *benchcache.Cache // --immutable: the node columns, the immutable gateway
+	ttlCache   *benchcache.Cache // the default TTL mode: the other gateways
 	nodeReg    *prometheus.Registry
 	nodeAddr   string
 	meta       client.Meta // the version the Go client reads (one Stat, as a user would)
 	goClient   *client.Client
 	nodeHTTP   *http.Client
-	gateways   [3]*Gateway // TTL mode: page cache off, on (the default); --immutable: on
+	gateways   [3]*benchcache.Gateway // TTL mode: page cache off, on (the default); --immutable: on
 	nginx      *nginxProc
 	nginxHTTP  *http.Client // mTLS
 	nginxS3    *s3.Client   // aws-sdk-go-v2, plain HTTP
@@ -90,7 +89,7 @@ func startWorld(ctx context.Context, env envInfo, cfg config) (_ *world, err err
 		return nil, err
 	}
 	env.logf("starting the cache node")
-	if w.cache, err = StartCache(ctx, CacheConfig{Dir: w.dir, Nodes: 1, Tenant: benchTenant, Buckets: []string{benchBucket},
+	if w.cache, err = benchcache.Start(ctx, benchcache.Config{Dir: w.dir, Nodes: 1, Tenant: benchTenant, Buckets: []string{benchBucket},
 		ChunkSize: cfg.chunkSize, RAMBytes: 2 * cfg.objectSize, DiskBytes: max(4*cfg.objectSize, 64<<20), Immutable: true,
 		S3: s3backend.Config{Endpoint: w.minio.Endpoint, Region: w.minio.Region, UsePathStyle: true,
 			Default: s3backend.Credentials{AccessKeyID: w.minio.AccessKey, SecretAccessKey: w.minio.SecretKey}},
@@ -99,9 +98,9 @@ func startWorld(ctx context.Context, env envInfo, cfg config) (_ *world, err err
 	}
 	w.onClose(w.cache.Close)
 	w.caFile, w.serverTL, w.tenantTL = w.cache.PKI.CAFile, w.cache.PKI.ServerTLS, w.cache.PKI.TenantTLS
-	nd := w.cache.Nodes[0]
-	w.store, w.nodeReg, w.nodeAddr = nd.Store, nd.Reg, nd.Addr
-	if w.goClient, err = client.New(ctx, client.Config{Seeds: w.cache.Seeds, TLS: w.tenantTL, ChunkSize: cfg.chunkSize}); err != nil {
+	nd := w.cache.Nodes()[0]
+	w.nodeReg, w.nodeAddr = nd.Reg, nd.Addr
+	if w.goClient, err = client.New(ctx, client.Config{Seeds: w.cache.Seeds(), TLS: w.tenantTL, ChunkSize: cfg.chunkSize}); err != nil {
 		return nil, fmt.Errorf("Go client: %w", err)
 	}
 	w.onClose(func() { _ = w.goClient.Close() })
@@ -114,7 +113,7 @@ func startWorld(ctx context.Context, env envInfo, cfg config) (_ *world, err err
 	w.nodeHTTP = newHTTPClient(w.tenantTL)
 	w.onClose(w.nodeHTTP.CloseIdleConnections)
 	env.logf("starting the TTL-mode cache node")
-	if w.ttlCache, err = StartCache(ctx, CacheConfig{Dir: filepath.Join(w.dir, "ttl"), Nodes: 1, Tenant: benchTenant,
+	if w.ttlCache, err = benchcache.Start(ctx, benchcache.Config{Dir: filepath.Join(w.dir, "ttl"), Nodes: 1, Tenant: benchTenant,
 		Buckets: []string{benchBucket}, ChunkSize: cfg.chunkSize, RAMBytes: 2 * cfg.objectSize, DiskBytes: max(4*cfg.objectSize, 64<<20),
 		S3: s3backend.Config{Endpoint: w.minio.Endpoint, Region: w.minio.Region, UsePathStyle: true,
 			Default: s3backend.Credentials{AccessKeyID: w.minio.AccessKey, SecretAccessKey: w.minio.SecretKey}},
@@ -130,20 +129,25 @@ func startWorld(ctx context.Context, env envInfo, cfg config) (_ *world, err err
 		}
 	}
 	for i, gw := range []struct {
-		cache     *Cache
+		cache     *benchcache.Cache
 		pageCache int64
 	}{{w.ttlCache, 0}, {w.ttlCache, 2 * cfg.objectSize}, {w.cache, 2 * cfg.objectSize}} {
 		env.logf("starting gateway %d (page cache %d bytes)", i, gw.pageCache)
 		if cfg.gatewayInProcess {
 			w.gateways[i], err = gw.cache.StartGateway(ctx, gw.pageCache)
 		} else {
-			w.gateways[i], err = gw.cache.StartGatewayProcess(ctx, cachenode, gw.pageCache)
+			name := fmt.Sprintf("gateway-%d", i+1)
+			var profile string
+			if cfg.profileDir != "" { // a profile of the process's whole life
+				profile = filepath.Join(cfg.profileDir, "b1-"+name+".cpu.pprof")
+			}
+			w.gateways[i], err = gw.cache.StartGatewayProcess(ctx, cachenode, name, gw.pageCache, profile)
 		}
 		if err != nil {
 			return nil, err
 		}
 	}
-	w.minioS3 = NewS3Client(w.minio.Endpoint, w.minio.Region, w.minio.AccessKey, w.minio.SecretKey)
+	w.minioS3 = benchcache.NewS3Client(w.minio.Endpoint, w.minio.Region, w.minio.AccessKey, w.minio.SecretKey)
 	env.logf("starting nginx")
 	if w.nginx, err = startNginx(ctx, env.nginxBin, filepath.Join(w.dir, "nginx"), nginxParams{
 		ServerCert: filepath.Join(w.dir, "server.crt"), ServerKey: filepath.Join(w.dir, "server.key"), CA: w.caFile,
@@ -155,7 +159,7 @@ func startWorld(ctx context.Context, env envInfo, cfg config) (_ *world, err err
 	w.nginxHTTP = newHTTPClient(w.tenantTL)
 	w.onClose(w.nginxHTTP.CloseIdleConnections)
 	// Any keys: nginx verifies no signature (it drops it).
-	w.nginxS3 = NewS3Client("http://"+w.nginx.plainAddr, w.minio.Region, GatewayAccessKey, GatewaySecretKey)
+	w.nginxS3 = benchcache.NewS3Client("http://"+w.nginx.plainAddr, w.minio.Region, benchcache.GatewayAccessKey, benchcache.GatewaySecretKey)
 	if err := w.startRaw(); err != nil {
 		return nil, err
 	}

@@ -16,16 +16,11 @@ import (
 	"github.com/distcache/distcache/internal/chunk"
 	"github.com/distcache/distcache/internal/client"
 	"github.com/distcache/distcache/internal/minioproc"
-	"github.com/distcache/distcache/internal/pki"
 	"github.com/distcache/distcache/internal/ring"
-	"github.com/distcache/distcache/internal/testutil/nodecluster"
+	"github.com/distcache/distcache/internal/s3backend"
+	"github.com/distcache/distcache/tools/benchmark/benchcache"
 	"github.com/distcache/distcache/tools/benchmark/benchkit"
 )
-
-const tenantsYAML = `tenants:
-  - name: ` + tenant + `
-    buckets: [` + bucket + `]
-`
 
 // Generous bounds on waits, so a loaded machine slows the part down rather
 // than failing it; they only stop a run that hangs.
@@ -81,20 +76,17 @@ func runCase(ctx context.Context, env benchkit.Env, cfg config, data [][]byte, h
 		return res, err
 	}
 	defer counter.Close()
-	cluster, err := nodecluster.Open(3, nodecluster.Options{
-		ChunkSize: cfg.chunkSize, Immutable: true, Tenants: tenantsYAML, Buckets: []string{bucket},
-		RAMBytes: cfg.ramBytes, DiskBytes: cfg.diskBytes,
-	}, nodecluster.S3{Endpoint: counter.URL, Region: minio.Region, AccessKey: minio.AccessKey, SecretKey: minio.SecretKey},
-		filepath.Join(dir, "nodes"))
+	cache, err := benchcache.Start(ctx, benchcache.Config{
+		Dir: filepath.Join(dir, "nodes"), Nodes: 3, Tenant: tenant, Buckets: []string{bucket},
+		ChunkSize: cfg.chunkSize, Immutable: true, RAMBytes: cfg.ramBytes, DiskBytes: cfg.diskBytes,
+		S3: s3backend.Config{Endpoint: counter.URL, Region: minio.Region, UsePathStyle: true,
+			Default: s3backend.Credentials{AccessKeyID: minio.AccessKey, SecretAccessKey: minio.SecretKey}},
+	})
 	if err != nil {
 		return res, err
 	}
-	defer cluster.Close()
-	tlsCfg, err := cluster.ClientTLSConfig(pki.Identity{Kind: pki.KindTenant, Name: tenant})
-	if err != nil {
-		return res, err
-	}
-	c, err := client.New(ctx, client.Config{Seeds: cluster.Seeds(), TLS: tlsCfg, ChunkSize: cfg.chunkSize})
+	defer cache.Close()
+	c, err := client.New(ctx, client.Config{Seeds: cache.Seeds(), TLS: cache.PKI.TenantTLS, ChunkSize: cfg.chunkSize})
 	if err != nil {
 		return res, err
 	}
@@ -107,14 +99,14 @@ func runCase(ctx context.Context, env benchkit.Env, cfg config, data [][]byte, h
 	}
 	res.Warm = counter.Counts()
 
-	if err := grow(ctx, env, cfg, cluster, c, rd, counter, handoff, &res); err != nil {
+	if err := grow(ctx, env, cfg, cache, c, rd, counter, handoff, &res); err != nil {
 		return res, err
 	}
 	res.Reads, res.Failed, res.Wrong = rd.reads.Load(), rd.failed.Load(), rd.wrong.Load()
 	if rd.firstErr != nil {
 		res.FirstError = rd.firstErr.Error()
 	}
-	if err := nodeCounters(cluster, &res); err != nil {
+	if err := nodeCounters(cache, &res); err != nil {
 		return res, err
 	}
 	return res, nil
@@ -123,7 +115,7 @@ func runCase(ctx context.Context, env benchkit.Env, cfg config, data [][]byte, h
 // grow reads the warm cache steadily, adds a member and publishes the new
 // ring while the readers run, waits for the client to route by it and for a
 // whole re-read, and reads on to the end of the window.
-func grow(ctx context.Context, env benchkit.Env, cfg config, cluster *nodecluster.Cluster, c *client.Client,
+func grow(ctx context.Context, env benchkit.Env, cfg config, cache *benchcache.Cache, c *client.Client,
 	rd *readers, counter *benchkit.S3Counter, handoff bool, res *caseResult) error {
 	stop := rd.start(ctx, cfg.readers)
 	defer stop()
@@ -135,12 +127,12 @@ func grow(ctx context.Context, env benchkit.Env, cfg config, cluster *nodecluste
 	}
 
 	env.Logf("adding a 4th node (handoff %v)", handoff)
-	before := cluster.Ring()
-	m, err := cluster.AddMember()
+	before := cache.Ring()
+	m, err := cache.AddNode()
 	if err != nil {
 		return err
 	}
-	after, err := cluster.PublishRing(handoff)
+	after, err := cache.Publish(handoff)
 	if err != nil {
 		return err
 	}
@@ -211,23 +203,23 @@ func placement(rd *readers, cfg config, before, after *ring.Ring, newMember stri
 	}
 }
 
-func nodeCounters(cluster *nodecluster.Cluster, res *caseResult) error {
+func nodeCounters(cache *benchcache.Cache, res *caseResult) error {
 	for _, q := range []struct {
 		dst    *float64
 		name   string
-		labels []map[string]string
+		labels [][]string // label, value pairs; their sums add up
 	}{
-		{&res.HandedOff, "distcache_peer_requests_total", []map[string]string{{"kind": "handoff", "result": "ok"}}},
-		{&res.HandoffMisses, "distcache_peer_requests_total", []map[string]string{{"kind": "handoff", "result": "miss"}}},
-		{&res.Hits, "distcache_chunk_reads_total", []map[string]string{{"result": "hit_ram"}, {"result": "hit_disk"}}},
-		{&res.Misses, "distcache_chunk_reads_total", []map[string]string{{"result": "miss"}}},
-		{&res.NoSpace, "distcache_store_failures_total", []map[string]string{{"reason": "no_space"}}},
+		{&res.HandedOff, "distcache_peer_requests_total", [][]string{{"kind", "handoff", "result", "ok"}}},
+		{&res.HandoffMisses, "distcache_peer_requests_total", [][]string{{"kind", "handoff", "result", "miss"}}},
+		{&res.Hits, "distcache_chunk_reads_total", [][]string{{"result", "hit_ram"}, {"result", "hit_disk"}}},
+		{&res.Misses, "distcache_chunk_reads_total", [][]string{{"result", "miss"}}},
+		{&res.NoSpace, "distcache_store_failures_total", [][]string{{"reason", "no_space"}}},
 	} {
-		for _, m := range cluster.Members() {
+		for _, n := range cache.Nodes() {
 			for _, l := range q.labels {
-				v, err := nodecluster.Total(m.Registry, q.name, l)
-				if err != nil {
-					return err
+				v := benchkit.Counter(n.Reg, q.name, l...)
+				if v < 0 {
+					return fmt.Errorf("node %s: cannot gather its metrics", n.Name)
 				}
 				*q.dst += v
 			}

@@ -1,7 +1,6 @@
 package scaleout
 
 import (
-	"cmp"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -38,12 +37,13 @@ func render(res results, env benchkit.Env) (benchkit.Section, error) {
 		"chunk's previous owner before S3) and **without** (no previous ring: a new owner that misses reads S3).\n\n",
 		cfg.readers, client.DefaultParallelism, cfg.after, cfg.tail)
 	fmt.Fprintf(&b, "Each run has its own MinIO on loopback behind a counting proxy, so S3 GETs and bytes are counted at the S3 side; "+
-		"the nodes are real `node.Server`s over mTLS with RAM and badger tiers (`internal/testutil/nodecluster`).\n\n")
+		"the nodes are real `node.Server`s over mTLS with RAM and badger tiers, assembled as `cachenode serve` assembles them "+
+		"(`internal/embed`), each with its own S3 backend at `cachenode serve`'s defaults.\n\n")
 	b.WriteString(benchkit.Table{Header: []string{"setup", ""}, Rows: [][]string{
 		{"dataset", fmt.Sprintf("%d objects × %s = %s", cfg.objects, size(cfg.objectSize), size(int64(cfg.objects)*cfg.objectSize))},
 		{"chunk size", size(cfg.chunkSize)},
 		{"chunks", fmt.Sprint(h.Chunks)},
-		{"per node: RAM tier / disk bound", fmt.Sprintf("%s / %s", size(cmp.Or(cfg.ramBytes, 64<<20)), size(cmp.Or(cfg.diskBytes, 256<<20)))},
+		{"per node: RAM tier / disk bound", fmt.Sprintf("%s / %s", size(cfg.ramBytes), size(cfg.diskBytes))},
 		{"S3", fmt.Sprintf("MinIO on loopback behind the counting proxy, which waits %s before passing on each GET and HEAD (S3's first-byte latency)", cfg.s3Latency)},
 		{"readers", fmt.Sprint(cfg.readers)},
 		{"throughput buckets", cfg.bucket.String()},

@@ -5,7 +5,8 @@
 //
 // Each run starts its own MinIO, a counting proxy in front of it (S3 GETs
 // and bytes are counted at the S3 side), three real cache nodes over mTLS
-// (internal/testutil/nodecluster.Open) and one ring-aware Go client
+// (benchcache: internal/embed's StartNode, as `cachenode serve`) and one
+// ring-aware Go client
 // (internal/client, page cache off) shared by a fixed number of readers that
 // read the whole dataset in a loop and check every byte. The dataset is
 // read once to warm the cache; then, while the readers run, a fourth node
@@ -37,8 +38,8 @@ type config struct {
 	after      time.Duration // reading goes on at least this long after the change
 	tail       time.Duration // and at least this long after the re-read
 	bucket     time.Duration // throughput sampling period
-	ramBytes   int64         // per node; 0 is nodecluster's default
-	diskBytes  int64         // per node; 0 is nodecluster's default
+	ramBytes   int64         // per node
+	diskBytes  int64         // per node
 	s3Latency  time.Duration // added before every S3 GET and HEAD: S3's first-byte latency
 }
 
@@ -46,7 +47,7 @@ func configFor(quick bool) config {
 	if quick {
 		return config{objects: 16, objectSize: 1 << 20, chunkSize: 256 << 10, readers: 4,
 			before: 750 * time.Millisecond, after: 1500 * time.Millisecond, tail: 500 * time.Millisecond, bucket: 250 * time.Millisecond,
-			s3Latency: 5 * time.Millisecond}
+			ramBytes: 64 << 20, diskBytes: 256 << 20, s3Latency: 5 * time.Millisecond}
 	}
 	return config{objects: 64, objectSize: 16 << 20, chunkSize: 4 << 20, readers: 4,
 		before: 3 * time.Second, after: 8 * time.Second, tail: 2 * time.Second, bucket: 250 * time.Millisecond,

@@ -128,7 +128,7 @@ func (w *world) snapshot() snapshot {
 	s := snapshot{at: time.Now(), cpu: benchkit.ProcessCPU() + benchkit.PidCPU(w.minio.Pid()), s3: w.link.Counts()}
 	s.hops.gateway.sum, s.hops.gateway.n = benchkit.Histogram(w.gateway.Reg, "distcache_gateway_request_duration_seconds", "operation", gateway.OpPutObject)
 	s.hops.node = w.nodePuts.get()
-	for _, nd := range w.cache.Nodes {
+	for _, nd := range w.cache.Nodes() {
 		var upload hop
 		upload.sum, upload.n = benchkit.Histogram(nd.Reg, "distcache_s3_request_duration_seconds", "op", "put")
 		s.hops = s.hops.plus(hops{upload: upload})
@@ -348,7 +348,7 @@ func (w *world) startProfile(col column, r row, round int) (func(), error) {
 
 // measureAll runs every row's columns back to back, round after round.
 func (w *world) measureAll(ctx context.Context, env benchkit.Env) (*report, error) {
-	rep := &report{cfg: w.cfg, columns: w.columns(), nodes: len(w.cache.Nodes)}
+	rep := &report{cfg: w.cfg, columns: w.columns(), nodes: len(w.cache.Nodes())}
 	rep.cells = make(map[string]*sample)
 	for round := 1; round <= w.cfg.rounds; round++ {
 		for _, r := range w.cfg.rows {

@@ -12,9 +12,9 @@ import (
 
 	"github.com/distcache/distcache/internal/minioproc"
 	"github.com/distcache/distcache/internal/s3backend"
+	"github.com/distcache/distcache/tools/benchmark/benchcache"
 	"github.com/distcache/distcache/tools/benchmark/benchkit"
 	"github.com/distcache/distcache/tools/benchmark/clickhouse"
-	"github.com/distcache/distcache/tools/benchmark/hitpath"
 )
 
 const (
@@ -31,8 +31,8 @@ type world struct {
 	cfg     config
 	minio   *minioproc.Server
 	link    *clickhouse.Link
-	cache   *hitpath.Cache
-	gateway *hitpath.Gateway
+	cache   *benchcache.Cache
+	gateway *benchcache.Gateway
 	direct  *s3.Client // S3 through the link, with MinIO's credentials
 	plain   *s3.Client // MinIO without the link: checks and clean-up, never measured
 	// nodePuts times the nodes' PUT handlers (write-throughs; the
@@ -70,12 +70,12 @@ func startWorld(ctx context.Context, env benchkit.Env, cfg config) (_ *world, er
 		return nil, err
 	}
 	w.onClose(w.link.Close)
-	w.direct = hitpath.NewS3Client(w.link.URL, w.minio.Region, w.minio.AccessKey, w.minio.SecretKey)
+	w.direct = benchcache.NewS3Client(w.link.URL, w.minio.Region, w.minio.AccessKey, w.minio.SecretKey)
 
 	env.Logf("starting %d cache node(s) and the gateway", cfg.nodes)
 	// The nodes as `cachenode serve` runs them by default (TTL mode, its
 	// chunk size, write cache and S3 settings), smaller tiers.
-	if w.cache, err = hitpath.StartCache(ctx, hitpath.CacheConfig{
+	if w.cache, err = benchcache.Start(ctx, benchcache.Config{
 		Dir: filepath.Join(env.WorkDir, "cache"), Nodes: cfg.nodes, Tenant: benchTenant, Buckets: []string{benchBucket},
 		ChunkSize: cfg.chunkSize, RAMBytes: 256 << 20, DiskBytes: 2 << 30,
 		S3: s3backend.Config{Endpoint: w.link.URL, Region: w.minio.Region, UsePathStyle: true,

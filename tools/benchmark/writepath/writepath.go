@@ -7,9 +7,10 @@
 // configuration, is in front of them on plain HTTP loopback, as S3
 // clients next to compute reach it.
 //
-// The nodes and the gateway run in this process (hitpath.StartCache), so
-// a profile of a cell shows them; MinIO is a child process whose CPU is
-// read from /proc. Rounds run the whole table again, the two columns of a
+// The nodes and the gateway run in this process (benchcache, which
+// assembles them with internal/embed as the binary does), so a profile of
+// a cell shows them; MinIO is a child process whose CPU is read from
+// /proc. Rounds run the whole table again, the two columns of a
 // row back to back, and every round's PUTs are pooled.
 //
 // Knobs for profiling work (each one set is named in the section):
