@@ -104,6 +104,7 @@ tools: bin/minio envtest-assets chdb prometheus nginx cluster-build
 .PHONY: test
 test: tools verify-generated verify-helm-chart ## Run the whole suite against real MinIO, TLS and kube-apiserver/etcd.
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "gofmt needed:"; gofmt -l $$(git ls-files '*.go'); exit 1; }
+	GO="$(GO)" hack/check-test-deps.sh
 	$(GO) vet ./...
 	KUBEBUILDER_ASSETS="$$(hack/envtest-assets.sh)" MINIO_BIN=$(BIN)/minio \
 		$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $(GOTEST_FLAGS) ./...
