@@ -14,6 +14,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -21,38 +22,34 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
+	"github.com/distcache/distcache/internal/gobuild"
 	"github.com/distcache/distcache/internal/pki"
 	"github.com/distcache/distcache/internal/testutil/freeport"
+	"github.com/distcache/distcache/internal/testutil/gobin"
 	"github.com/distcache/distcache/internal/testutil/miniotest"
 )
-
-var binary string
 
 // testVersion is the version the binary under test is built as.
 const testVersion = "v0.0.0-e2e"
 
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "cachenode-e2e-")
-	if err != nil {
-		panic(err)
-	}
-	binary = filepath.Join(dir, "cachenode")
-	// Stamped with a version as make build stamps it, so the spec below
-	// sees it where users will: cachenode version and distcache_build_info.
+// stampFlags are the -ldflags of testVersion, as make build stamps a
+// version.
+var stampFlags = sync.OnceValues(func() ([]byte, error) {
 	stamp := exec.Command("../../hack/version-ldflags.sh")
 	stamp.Env = append(os.Environ(), "VERSION="+testVersion)
-	ldflags, err := stamp.Output()
+	return stamp.Output()
+})
+
+// cachenode is the binary under test, stamped with testVersion, so the
+// spec below sees it where users will: cachenode version and
+// distcache_build_info.
+func cachenode(t *testing.T) string {
+	t.Helper()
+	ldflags, err := stampFlags()
 	if err != nil {
-		panic("hack/version-ldflags.sh: " + err.Error())
+		t.Fatalf("hack/version-ldflags.sh: %v", err)
 	}
-	build := exec.Command("go", "build", "-ldflags", strings.TrimSpace(string(ldflags)), "-o", binary, "github.com/distcache/distcache/cachenode")
-	build.Stdout, build.Stderr = os.Stdout, os.Stderr
-	if err := build.Run(); err != nil {
-		panic("building cachenode: " + err.Error())
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
+	return gobin.Build(t, gobuild.Cachenode, strings.TrimSpace(string(ldflags)))
 }
 
 func waitFor(t *testing.T, url string, want int) {
@@ -109,7 +106,7 @@ func TestServeProcess(t *testing.T) {
 	}
 
 	api, ops := freeport.Addr(t), freeport.Addr(t)
-	cmd := exec.Command(binary, "serve",
+	cmd := exec.Command(cachenode(t), "serve",
 		"--listen", api, "--metrics-listen", ops,
 		"--tls-cert", filepath.Join(dir, "server.crt"), "--tls-key", filepath.Join(dir, "server.key"),
 		"--client-ca", filepath.Join(dir, "ca.crt"), "--tenants-file", tenants,
@@ -197,7 +194,7 @@ func TestServeRefusesBadFlags(t *testing.T) {
 		"bad size":             {"serve", "--disk-bytes", "lots"},
 	} {
 		t.Run(name, func(t *testing.T) {
-			out, err := exec.Command(binary, args...).CombinedOutput()
+			out, err := exec.Command(cachenode(t), args...).CombinedOutput()
 			if err == nil {
 				t.Fatalf("cachenode accepted %v", args)
 			}
@@ -210,7 +207,7 @@ func TestServeRefusesBadFlags(t *testing.T) {
 
 func TestVersion(t *testing.T) {
 	for _, args := range [][]string{{"version"}, {"--version"}} {
-		out, err := exec.Command(binary, args...).CombinedOutput()
+		out, err := exec.Command(cachenode(t), args...).CombinedOutput()
 		if err != nil {
 			t.Fatalf("cachenode %s: %v\n%s", args[0], err, out)
 		}

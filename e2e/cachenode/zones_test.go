@@ -122,7 +122,7 @@ func TestServeCrossZoneOnMiss(t *testing.T) {
 	ops := map[string]string{}
 	for zone, other := range map[string]string{"a": "b", "b": "a"} {
 		ops[zone] = freeport.Addr(t)
-		cmd := exec.Command(binary, "serve", "--listen", api[zone], "--metrics-listen", ops[zone],
+		cmd := exec.Command(cachenode(t), "serve", "--listen", api[zone], "--metrics-listen", ops[zone],
 			"--tls-cert", filepath.Join(dir, "server.crt"), "--tls-key", filepath.Join(dir, "server.key"),
 			"--peer-cert", filepath.Join(dir, "peer-"+zone+".crt"), "--peer-key", filepath.Join(dir, "peer-"+zone+".key"),
 			"--client-ca", filepath.Join(dir, "ca.crt"), "--tenants-file", tenants,

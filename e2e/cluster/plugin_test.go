@@ -10,26 +10,26 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+
+	"github.com/distcache/distcache/internal/testutil/gobin"
 )
 
-// pluginDir holds the kubectl-distcache binary the suite built (once, in
-// bin/, which git ignores), so that `kubectl distcache` finds it on PATH as
-// a user's kubectl would.
+// pluginDir holds the kubectl-distcache binary the suite built (gobin:
+// once per state of the tree, alone in its directory), so that `kubectl
+// distcache` finds it on PATH as a user's kubectl would.
 var pluginDir string
 
-// buildPlugin builds cmd/kubectl-distcache into pluginDir, as make plugin
-// does.
+// buildPlugin builds cmd/kubectl-distcache, stamped as make plugin
+// stamps it, and sets pluginDir.
 func buildPlugin(ctx context.Context) {
 	GinkgoHelper()
 	if pluginDir != "" {
 		return
 	}
-	dir := filepath.Join(root, "bin", ".build", "e2e-cluster-plugin")
-	Expect(os.MkdirAll(dir, 0o755)).To(Succeed())
 	ldflags := strings.TrimSpace(runHack(ctx, "version-ldflags.sh"))
-	_, err := run(ctx, nil, nil, "go", "build", "-ldflags", ldflags, "-o", filepath.Join(dir, "kubectl-distcache"), "./cmd/kubectl-distcache")
+	bin, err := gobin.Path("github.com/distcache/distcache/cmd/kubectl-distcache", ldflags)
 	Expect(err).NotTo(HaveOccurred())
-	pluginDir = dir
+	pluginDir = filepath.Dir(bin)
 }
 
 // kubectlDistcache runs `kubectl distcache ARGS` through bin/kubectl's

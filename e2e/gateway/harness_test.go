@@ -16,7 +16,6 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -242,12 +241,4 @@ func wantCode(t *testing.T, what string, err error, code string, status int) {
 // counter sums a gateway-side counter.
 func (e *env) counter(name string, labels map[string]string) float64 {
 	return nodecluster.Gather(e.t, e.registry, name, labels)
-}
-
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if binaryDir != "" {
-		_ = os.RemoveAll(binaryDir)
-	}
-	os.Exit(code)
 }

@@ -12,7 +12,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -21,37 +20,10 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/distcache/distcache/internal/testutil/freeport"
+	"github.com/distcache/distcache/internal/testutil/gobin"
 	"github.com/distcache/distcache/internal/testutil/logbuf"
 	"github.com/distcache/distcache/internal/testutil/nodecluster"
 )
-
-var (
-	binaryOnce sync.Once
-	binaryDir  string
-	binaryPath string
-	binaryErr  error
-)
-
-// cachenodeBinary builds the real binary once per test run.
-func cachenodeBinary(t *testing.T) string {
-	t.Helper()
-	binaryOnce.Do(func() {
-		binaryDir, binaryErr = os.MkdirTemp("", "gateway-e2e-")
-		if binaryErr != nil {
-			return
-		}
-		binaryPath = filepath.Join(binaryDir, "cachenode")
-		out, err := exec.Command("go", "build", "-o", binaryPath, "github.com/distcache/distcache/cachenode").CombinedOutput()
-		if err != nil {
-			binaryErr = err
-			t.Logf("go build: %s", out)
-		}
-	})
-	if binaryErr != nil {
-		t.Fatalf("building cachenode: %v", binaryErr)
-	}
-	return binaryPath
-}
 
 // TestGatewayProcess runs `cachenode gateway` as the operator would (flags
 // plus DISTCACHE_* environment, credentials from a file) in front of a
@@ -60,7 +32,7 @@ func TestGatewayProcess(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the cachenode binary")
 	}
-	bin := cachenodeBinary(t)
+	bin := gobin.Cachenode(t)
 	c := nodecluster.StartWith(t, 3, nodecluster.Options{ChunkSize: chunkSize, Tenants: tenants})
 	c.TenantTLS("team-a") // writes tenant-team-a.crt/.key into c.Dir
 	creds := filepath.Join(t.TempDir(), "creds.yaml")
@@ -151,7 +123,7 @@ func TestGatewayProcessWaitsForTheCache(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the cachenode binary")
 	}
-	bin := cachenodeBinary(t)
+	bin := gobin.Cachenode(t)
 	c := nodecluster.StartWith(t, 1, nodecluster.Options{ChunkSize: chunkSize, Tenants: tenants})
 	c.TenantTLS("team-a")
 	listen, metricsAddr := freeport.Addr(t), freeport.Addr(t)
@@ -254,7 +226,7 @@ func TestGatewayProcessRefusesBadFlags(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the cachenode binary")
 	}
-	bin := cachenodeBinary(t)
+	bin := gobin.Cachenode(t)
 	c := nodecluster.StartWith(t, 1, nodecluster.Options{ChunkSize: chunkSize, Tenants: tenants})
 	c.TenantTLS("team-a")
 	c.PeerTLS("gw-1")

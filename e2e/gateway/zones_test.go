@@ -20,6 +20,7 @@ import (
 	"github.com/distcache/distcache/internal/client"
 	"github.com/distcache/distcache/internal/node"
 	"github.com/distcache/distcache/internal/testutil/freeport"
+	"github.com/distcache/distcache/internal/testutil/gobin"
 	"github.com/distcache/distcache/internal/testutil/logbuf"
 	"github.com/distcache/distcache/internal/testutil/nodecluster"
 )
@@ -199,7 +200,7 @@ func TestZoneOnMissReadsOtherZoneBeforeS3(t *testing.T) {
 // that gets its exit.
 func gatewayProcess(t *testing.T, c *nodecluster.Cluster, args ...string) (listen, metricsAddr string, logs *logbuf.Buffer, exited chan error) {
 	t.Helper()
-	bin := cachenodeBinary(t)
+	bin := gobin.Cachenode(t)
 	c.TenantTLS("team-a") // writes tenant-team-a.crt/.key into c.Dir
 	listen, metricsAddr = freeport.Addr(t), freeport.Addr(t)
 	cmd := exec.Command(bin, append([]string{"gateway", "--listen", listen, "--metrics-listen", metricsAddr,

@@ -150,41 +150,6 @@ func (p *process) stop() {
 	})
 }
 
-var (
-	cachenodeOnce sync.Once
-	cachenodePath string
-	cachenodeErr  error
-)
-
-// cachenodeBinary builds the real cachenode binary once per test run.
-func cachenodeBinary(t *testing.T) string {
-	t.Helper()
-	cachenodeOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "monitoring-e2e-")
-		if err != nil {
-			cachenodeErr = err
-			return
-		}
-		cachenodePath = filepath.Join(dir, "cachenode")
-		out, err := exec.Command("go", "build", "-o", cachenodePath, "github.com/distcache/distcache/cachenode").CombinedOutput()
-		if err != nil {
-			cachenodeErr = fmt.Errorf("%v: %s", err, out)
-		}
-	})
-	if cachenodeErr != nil {
-		t.Fatalf("building cachenode: %v", cachenodeErr)
-	}
-	return cachenodePath
-}
-
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if cachenodePath != "" {
-		os.RemoveAll(filepath.Dir(cachenodePath))
-	}
-	os.Exit(code)
-}
-
 // promClient talks to Prometheus's HTTP API.
 type promClient struct {
 	base string

@@ -29,6 +29,7 @@ import (
 	"github.com/distcache/distcache/internal/pki"
 	"github.com/distcache/distcache/internal/ring"
 	"github.com/distcache/distcache/internal/testutil/freeport"
+	"github.com/distcache/distcache/internal/testutil/gobin"
 	"github.com/distcache/distcache/internal/testutil/miniotest"
 )
 
@@ -82,7 +83,7 @@ func (g *gatewayProc) metricsURL() string { return "http://" + g.ops + "/metrics
 // configured as the operator configures pods.
 func startCluster(t *testing.T, n int, objects ...string) *testCluster {
 	t.Helper()
-	bin := cachenodeBinary(t)
+	bin := gobin.Cachenode(t)
 	minio := miniotest.Start(t)
 	minio.CreateBucket(t, testBucket)
 	c := &testCluster{data: map[string][]byte{}, dir: t.TempDir()}
@@ -154,7 +155,7 @@ func (c *testCluster) startGateway(t *testing.T) *gatewayProc {
 	for _, n := range c.nodes {
 		seeds = append(seeds, "https://"+n.api)
 	}
-	cmd := exec.Command(cachenodeBinary(t), "gateway", "--listen", g.listen, "--metrics-listen", g.ops,
+	cmd := exec.Command(gobin.Cachenode(t), "gateway", "--listen", g.listen, "--metrics-listen", g.ops,
 		"--nodes", strings.Join(seeds, ","), "--access-key", gatewayKey,
 		"--tls-cert", filepath.Join(c.dir, "tenant.crt"), "--tls-key", filepath.Join(c.dir, "tenant.key"),
 		"--ca", filepath.Join(c.dir, "ca.crt"), "--page-cache-bytes", "4Mi", "--log-level", "warn")

@@ -46,6 +46,7 @@ import (
 
 	"github.com/distcache/distcache/internal/pki"
 	"github.com/distcache/distcache/internal/testutil/freeport"
+	"github.com/distcache/distcache/internal/testutil/gobin"
 	"github.com/distcache/distcache/internal/testutil/logbuf"
 	"github.com/distcache/distcache/internal/testutil/miniotest"
 )
@@ -58,24 +59,6 @@ const (
 	readyTimeout = 90 * time.Second // a loaded 2-core machine, a store to replay
 	exitTimeout  = 60 * time.Second
 )
-
-var binary string
-
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "processfaults-")
-	if err != nil {
-		panic(err)
-	}
-	binary = filepath.Join(dir, "cachenode")
-	build := exec.Command("go", "build", "-o", binary, "github.com/distcache/distcache/cachenode")
-	build.Stdout, build.Stderr = os.Stdout, os.Stderr
-	if err := build.Run(); err != nil {
-		panic("building cachenode: " + err.Error())
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
-}
 
 // cycles is the number of kill/restart cycles of each kill test.
 func cycles(t *testing.T) int {
@@ -277,7 +260,7 @@ func (n *node) launch(t *testing.T) error {
 		"--s3-endpoint", n.e.minio.Endpoint, "--s3-path-style",
 		"--data-dir", n.dataDir, "--chunk-size", "1Mi", "--log-level", "info",
 	}, n.args...)
-	n.cmd = exec.Command(binary, args...)
+	n.cmd = exec.Command(gobin.Cachenode(t), args...)
 	n.cmd.Env = append(os.Environ(), "AWS_ACCESS_KEY_ID="+n.e.minio.AccessKey, "AWS_SECRET_ACCESS_KEY="+n.e.minio.SecretKey)
 	fmt.Fprintf(n.logs, "=== start %d: %s\n", n.starts, strings.Join(n.cmd.Args, " "))
 	n.cmd.Stdout, n.cmd.Stderr = n.logs, n.logs

@@ -20,6 +20,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/distcache/distcache/internal/testutil/freeport"
+	"github.com/distcache/distcache/internal/testutil/gobin"
 	"github.com/distcache/distcache/internal/testutil/miniotest"
 )
 
@@ -55,10 +56,7 @@ const (
 func startStack(t *testing.T, opts stackOptions) *stack {
 	t.Helper()
 	dir := t.TempDir()
-	bin := filepath.Join(dir, "cachenode")
-	if out, err := exec.Command("go", "build", "-o", bin, "github.com/distcache/distcache/cachenode").CombinedOutput(); err != nil {
-		t.Fatalf("go build cachenode: %v\n%s", err, out)
-	}
+	bin := gobin.Cachenode(t)
 	st := &stack{minio: miniotest.Start(t)}
 	st.minio.CreateBucket(t, bucket)
 

@@ -7,26 +7,12 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
 )
-
-// BuildCachenode builds the cachenode binary of the tree at root into dir,
-// so a bench measures the code it sits next to (never a stale
-// bin/cachenode).
-func BuildCachenode(ctx context.Context, root, dir string) (string, error) {
-	out := filepath.Join(dir, "cachenode")
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", out, "./cachenode")
-	cmd.Dir = root
-	if b, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("go build ./cachenode: %v\n%s", err, b)
-	}
-	return out, nil
-}
 
 // Process is a server a bench runs as a child process (cachenode serve or
 // gateway), its output in a log file.

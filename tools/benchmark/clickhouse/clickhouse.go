@@ -23,6 +23,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/distcache/distcache/internal/gobuild"
 	"github.com/distcache/distcache/internal/minioproc"
 	"github.com/distcache/distcache/tools/benchmark/benchkit"
 )
@@ -159,7 +160,7 @@ func measure(ctx context.Context, env benchkit.Env) (*results, error) {
 		return nil, err
 	}
 	env.Logf("building cachenode")
-	bin, err := benchkit.BuildCachenode(ctx, root, env.WorkDir)
+	bin, err := gobuild.Build(ctx, root, gobuild.Cachenode, "")
 	if err != nil {
 		return nil, err
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/distcache/distcache/internal/client"
+	"github.com/distcache/distcache/internal/gobuild"
 	"github.com/distcache/distcache/internal/minioproc"
 	"github.com/distcache/distcache/internal/s3backend"
 	"github.com/distcache/distcache/tools/benchmark/benchcache"
@@ -124,7 +125,7 @@ func startWorld(ctx context.Context, env envInfo, cfg config) (_ *world, err err
 	var cachenode string
 	if !cfg.gatewayInProcess {
 		env.logf("building cachenode")
-		if cachenode, err = benchkit.BuildCachenode(ctx, env.root, w.dir); err != nil {
+		if cachenode, err = gobuild.Build(ctx, env.root, gobuild.Cachenode, ""); err != nil {
 			return nil, err
 		}
 	}
