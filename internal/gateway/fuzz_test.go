@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/distcache/distcache/internal/httprange"
 	"github.com/distcache/distcache/internal/nodeapi"
 )
 
@@ -46,13 +47,13 @@ func FuzzParseRange(f *testing.F) {
 		if !partial {
 			return
 		}
-		if r.off < 0 || r.n < 1 || r.off > size-r.n {
+		if r.Off < 0 || r.Len < 1 || r.Off > size-r.Len {
 			t.Fatalf("range %+v outside a %d-byte object", r, size)
 		}
 		var first, last, total int64
-		if n, _ := fmtSscanContentRange(r.contentRange(size), &first, &last, &total); n != 3 ||
-			first != r.off || last != r.off+r.n-1 || total != size {
-			t.Fatalf("Content-Range %q does not describe %+v of %d", r.contentRange(size), r, size)
+		if n, _ := fmtSscanContentRange(r.ContentRange(size), &first, &last, &total); n != 3 ||
+			first != r.Off || last != r.Off+r.Len-1 || total != size {
+			t.Fatalf("Content-Range %q does not describe %+v of %d", r.ContentRange(size), r, size)
 		}
 	})
 }
@@ -80,11 +81,11 @@ func fmtSscanContentRange(s string, first, last, total *int64) (int, error) {
 }
 
 // refRange resolves a Range header by the rules, without saturating.
-func refRange(header string, size int64) (byteRange, bool, bool) {
+func refRange(header string, size int64) (httprange.Range, bool, bool) {
 	header = strings.TrimSpace(header)
 	unit, spec, found := strings.Cut(header, "=")
 	if header == "" || !found || strings.ToLower(strings.TrimSpace(unit)) != "bytes" || strings.Contains(spec, ",") {
-		return byteRange{}, false, false
+		return httprange.Range{}, false, false
 	}
 	a, b, found := strings.Cut(strings.TrimSpace(spec), "-")
 	a, b = strings.TrimSpace(a), strings.TrimSpace(b)
@@ -97,39 +98,39 @@ func refRange(header string, size int64) (byteRange, bool, bool) {
 	}
 	sz := big.NewInt(size)
 	if !found {
-		return byteRange{}, false, false
+		return httprange.Range{}, false, false
 	}
 	if a == "" {
 		n, ok := num(b)
 		if !ok {
-			return byteRange{}, false, false
+			return httprange.Range{}, false, false
 		}
 		if n.Sign() == 0 || size == 0 {
-			return byteRange{}, false, true
+			return httprange.Range{}, false, true
 		}
 		if n.Cmp(sz) > 0 {
 			n = sz
 		}
-		return byteRange{off: size - n.Int64(), n: n.Int64()}, true, false
+		return httprange.Range{Off: size - n.Int64(), Len: n.Int64()}, true, false
 	}
 	first, ok := num(a)
 	if !ok {
-		return byteRange{}, false, false
+		return httprange.Range{}, false, false
 	}
 	last := new(big.Int).Sub(sz, big.NewInt(1))
 	if b != "" {
 		l, ok := num(b)
 		if !ok || l.Cmp(first) < 0 {
-			return byteRange{}, false, false
+			return httprange.Range{}, false, false
 		}
 		if l.Cmp(last) < 0 {
 			last = l
 		}
 	}
 	if first.Cmp(sz) >= 0 {
-		return byteRange{}, false, true
+		return httprange.Range{}, false, true
 	}
-	return byteRange{off: first.Int64(), n: last.Int64() - first.Int64() + 1}, true, false
+	return httprange.Range{Off: first.Int64(), Len: last.Int64() - first.Int64() + 1}, true, false
 }
 
 // FuzzParseRoute reads arbitrary request lines and headers the way Go's

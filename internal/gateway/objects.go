@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/distcache/distcache/internal/client"
+	"github.com/distcache/distcache/internal/httprange"
 	"github.com/distcache/distcache/internal/sigv4"
 )
 
@@ -93,7 +94,7 @@ func (g *Gateway) serveVersion(x *exchange, m client.Meta) (retry bool) {
 		return false
 	}
 	if !partial {
-		rng = byteRange{off: 0, n: m.Size}
+		rng = httprange.Range{Off: 0, Len: m.Size}
 	}
 	q := r.URL.Query()
 	for _, o := range responseOverrides {
@@ -101,13 +102,13 @@ func (g *Gateway) serveVersion(x *exchange, m client.Meta) (retry bool) {
 			h.Set(o[1], v)
 		}
 	}
-	h.Set("Content-Length", strconv.FormatInt(rng.n, 10))
+	h.Set("Content-Length", strconv.FormatInt(rng.Len, 10))
 	status := http.StatusOK
 	if partial {
-		h.Set("Content-Range", rng.contentRange(m.Size))
+		h.Set("Content-Range", rng.ContentRange(m.Size))
 		status = http.StatusPartialContent
 	}
-	if r.Method == http.MethodHead || rng.n == 0 {
+	if r.Method == http.MethodHead || rng.Len == 0 {
 		x.w.WriteHeader(status)
 		return false
 	}
@@ -120,10 +121,10 @@ func (g *Gateway) serveVersion(x *exchange, m client.Meta) (retry bool) {
 	if canView {
 		// The range is one read for the cache's read-ahead, not one per
 		// piece (a range of a few chunks is not a scan by itself).
-		v.NoteRead(ctx, x.rt.bucket, x.rt.key, m, rng.off, rng.n)
+		v.NoteRead(ctx, x.rt.bucket, x.rt.key, m, rng.Off, rng.Len)
 		ctx = client.WithoutReadAhead(ctx)
 	}
-	body := newRangeReader(ctx, readAt, &g.pieces, g.buffers, g.cfg.ReadPieceBytes, g.cfg.ReadAhead, rng.off, rng.n, m.Size)
+	body := newRangeReader(ctx, readAt, &g.pieces, g.buffers, g.cfg.ReadPieceBytes, g.cfg.ReadAhead, rng.Off, rng.Len, m.Size)
 	if canView {
 		body.view = func(ctx context.Context, off, n int64) (client.PageView, bool, error) {
 			return v.View(ctx, x.rt.bucket, x.rt.key, m, off, n)

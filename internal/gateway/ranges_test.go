@@ -3,6 +3,8 @@ package gateway
 import (
 	"net/http"
 	"testing"
+
+	"github.com/distcache/distcache/internal/httprange"
 )
 
 func TestParseRange(t *testing.T) {
@@ -47,7 +49,7 @@ func TestParseRange(t *testing.T) {
 			}
 			continue
 		}
-		if err != nil || partial != tt.partial || (partial && (r.off != tt.off || r.n != tt.n)) {
+		if err != nil || partial != tt.partial || (partial && (r.Off != tt.off || r.Len != tt.n)) {
 			t.Errorf("%q on %d bytes: got %+v partial=%v err=%v; want off=%d n=%d partial=%v",
 				tt.header, tt.size, r, partial, err, tt.off, tt.n, tt.partial)
 		}
@@ -55,7 +57,7 @@ func TestParseRange(t *testing.T) {
 }
 
 func TestContentRange(t *testing.T) {
-	if got := (byteRange{off: 10, n: 5}).contentRange(100); got != "bytes 10-14/100" {
+	if got := (httprange.Range{Off: 10, Len: 5}).ContentRange(100); got != "bytes 10-14/100" {
 		t.Errorf("got %q", got)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/distcache/distcache/internal/httprange"
 	"github.com/distcache/distcache/internal/tenancy"
 )
 
@@ -26,7 +27,7 @@ func FuzzParseRange(f *testing.F) {
 		if size < 0 {
 			return
 		}
-		check := func(h string) (byteRange, bool, *apiError) {
+		check := func(h string) (httprange.Range, bool, *apiError) {
 			r, ok, err := parseRange(h, size)
 			switch {
 			case err != nil && (ok || err.Status != http.StatusBadRequest && err.Status != http.StatusRequestedRangeNotSatisfiable || err.Code == ""):
@@ -34,9 +35,9 @@ func FuzzParseRange(f *testing.F) {
 			case ok && (r.Off < 0 || r.Len < 1 || r.Off > size-r.Len):
 				t.Fatalf("parseRange(%q, %d) = %+v: outside the content", h, size, r)
 			case ok:
-				first, last, total, perr := parseContentRange(contentRange(r, size))
+				first, last, total, perr := parseContentRange(r.ContentRange(size))
 				if perr != nil || first != r.Off || last != r.Off+r.Len-1 || total != size {
-					t.Fatalf("Content-Range %q does not describe %+v", contentRange(r, size), r)
+					t.Fatalf("Content-Range %q does not describe %+v", r.ContentRange(size), r)
 				}
 			}
 			return r, ok, err

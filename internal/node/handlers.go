@@ -9,6 +9,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/distcache/distcache/internal/chunk"
+	"github.com/distcache/distcache/internal/httprange"
 	"github.com/distcache/distcache/internal/metrics"
 	"github.com/distcache/distcache/internal/nodeapi"
 	"github.com/distcache/distcache/internal/s3backend"
@@ -97,6 +98,9 @@ func (s *Server) handleGet(w http.ResponseWriter, r *http.Request) {
 }
 
 // get serves GET /v1/objects/{bucket}/{key...}: one chunk or the object.
+// It is the one HTTP entry of reads: routeReads calls it for plain paths,
+// the mux (handleGet) for the others, on read connections as on any other;
+// both kinds of read go on to readChunk.
 func (s *Server) get(w http.ResponseWriter, r *http.Request, bucket, key string) {
 	// Parsed once, and only for the parameters a read uses.
 	query := parseReadQuery(r.URL.RawQuery)
@@ -120,7 +124,13 @@ func (s *Server) getChunk(w http.ResponseWriter, r *http.Request, bucket, key st
 		s.fail(w, opGetChunk, tenant, q.start, newError(http.StatusBadRequest, CodeBadRequest, "chunk must be a non-negative integer"))
 		return
 	}
-	m, data, result, err := s.readPinned(r, query, q, idx)
+	v := version{etag: query.etag, size: -1}
+	if query.size != "" && q.peer { // a peer's hint; tenants' are not trusted
+		if size, err := strconv.ParseInt(query.size, 10, 64); err == nil && size >= 0 {
+			v.size = size
+		}
+	}
+	m, data, result, err := s.readChunk(r.Context(), q.caller, q.obj, idx, v)
 	if err != nil {
 		s.countChunk(tenant, metrics.ResultError)
 		s.fail(w, opGetChunk, tenant, q.start, asAPIError(err))
@@ -149,37 +159,13 @@ func (s *Server) getChunk(w http.ResponseWriter, r *http.Request, bucket, key st
 	status := http.StatusOK
 	if partial {
 		body = data[rng.Off : rng.Off+rng.Len]
-		h[hkContentRange] = one(vals, 1, contentRange(rng, int64(len(data))))
+		h[hkContentRange] = one(vals, 1, rng.ContentRange(int64(len(data))))
 		status = http.StatusPartialContent
 	}
 	h[hkContentLength] = one(vals, 2, strconv.Itoa(len(body)))
 	w.WriteHeader(status)
 	n, _ := w.Write(body)
 	s.observe(opGetChunk, tenant, result, n, q.start)
-}
-
-// readPinned reads one chunk. A read pinned to an ETag (as gateways and
-// peers send) is answered from the store without resolving metadata when the
-// chunk is there; a peer also passes the object size, so even its misses
-// need no HEAD. Size -1 in the returned Meta means metadata was not needed.
-func (s *Server) readPinned(r *http.Request, query readQuery, q request, idx int64) (chunk.Meta, []byte, string, error) {
-	pinned := query.etag
-	if pinned == "" {
-		return s.readVersion(r.Context(), q.caller, q.obj, "", idx)
-	}
-	id := chunk.ID{Object: q.obj, ETag: pinned, Size: s.cfg.ChunkSize, Index: idx}
-	if q.noCache(q.obj) {
-		return s.readVersion(r.Context(), q.caller, q.obj, pinned, idx) // from S3, kept nowhere
-	}
-	if data, tier, err := s.lookup(id); err == nil {
-		return chunk.Meta{Size: -1, ETag: pinned}, data, hitResult(tier), nil
-	}
-	if size, err := strconv.ParseInt(query.size, 10, 64); err == nil && q.peer && size >= 0 {
-		m := chunk.Meta{Size: size, ETag: pinned}
-		data, result, err := s.readChunk(r.Context(), q.caller, q.obj, m, idx)
-		return m, data, result, err
-	}
-	return s.readVersion(r.Context(), q.caller, q.obj, pinned, idx)
 }
 
 // getObject streams a whole object (or a Range of it) chunk by chunk, for
@@ -206,7 +192,7 @@ func (s *Server) getObject(w http.ResponseWriter, r *http.Request, bucket, key s
 		return
 	}
 	if !partial {
-		rng = byteRange{Off: 0, Len: m.Size}
+		rng = httprange.Range{Off: 0, Len: m.Size}
 	}
 	h := w.Header()
 	// Headers go out with the first chunk: an error before it must not
@@ -216,7 +202,7 @@ func (s *Server) getObject(w http.ResponseWriter, r *http.Request, bucket, key s
 		h.Set("Content-Length", strconv.FormatInt(rng.Len, 10))
 		h.Set(HeaderChunkSize, strconv.FormatInt(s.cfg.ChunkSize, 10))
 		if partial {
-			h.Set("Content-Range", contentRange(rng, m.Size))
+			h.Set("Content-Range", rng.ContentRange(m.Size))
 		}
 	}
 	if rng.Len == 0 {
@@ -228,7 +214,7 @@ func (s *Server) getObject(w http.ResponseWriter, r *http.Request, bucket, key s
 	first, last := chunk.Span(rng.Off, rng.Len, s.cfg.ChunkSize)
 	overall := metrics.ResultHitRAM
 	for idx := first; idx <= last; idx++ {
-		data, result, err := s.readChunk(r.Context(), q.caller, q.obj, m, idx)
+		_, data, result, err := s.readChunk(r.Context(), q.caller, q.obj, idx, version{meta: m, known: true})
 		if err != nil {
 			s.countChunk(tenant, metrics.ResultError)
 			if idx == first {

@@ -91,31 +91,94 @@ func (s *Server) resolveMeta(ctx context.Context, c caller, o chunk.Object, forc
 	return v.(chunk.Meta), owned, nil
 }
 
-// readChunk returns chunk idx of the object version m, and which tier (or a
-// miss, or the owner when forwarded) answered. A miss asks, in turn, the
-// previous owner (warm handoff), the owners in the other zones (with
-// CrossZoneOnMiss), then S3. The payload must not be
-// modified.
-func (s *Server) readChunk(ctx context.Context, c caller, o chunk.Object, m chunk.Meta, idx int64) ([]byte, string, error) {
+// version says which version of an object a chunk read is for.
+type version struct {
+	// etag is the ETag the reader pinned ("" for the current version).
+	etag string
+	// size is the object's size when a peer passed it with etag, else -1:
+	// then even a miss needs no metadata.
+	size int64
+	// meta is the version when the reader resolved it (known): the
+	// chunks of an object stream after its metadata.
+	meta  chunk.Meta
+	known bool
+}
+
+// readChunk is the node's one chunk read: every lane that reads a chunk
+// (getChunk, which the mux, routeReads and read connections all reach
+// through get, and getObject for each chunk of a stream) comes here. It
+// returns the version read (Size -1 when a pinned hit needed no metadata),
+// the payload, which must not be modified, and which tier answered (or a
+// miss, or the owner when relayed).
+//
+// A read pinned to an ETag (as gateways and peers send) is answered from
+// the store without resolving metadata when the chunk is there. Otherwise
+// the version is resolved (metadata, checked against the pinned ETag) and
+// the chunk loaded (loadChunk). When S3 says that version is gone (412 on
+// If-Match), a read of the current version learns the new one and reads
+// it once more; any other read fails with the 412, and the metadata is
+// refreshed if this node's own S3 GET found it, so the next Stat sees the
+// new version rather than at the TTL.
+func (s *Server) readChunk(ctx context.Context, c caller, o chunk.Object, idx int64, v version) (chunk.Meta, []byte, string, error) {
+	m := v.meta
+	if !v.known && v.etag != "" && !c.noCache(o) {
+		id := chunk.ID{Object: o, ETag: v.etag, Size: s.cfg.ChunkSize, Index: idx}
+		if data, tier, err := s.lookup(id); err == nil {
+			return chunk.Meta{Size: -1, ETag: v.etag}, data, hitResult(tier), nil
+		}
+		if v.size >= 0 {
+			m, v.known = chunk.Meta{Size: v.size, ETag: v.etag}, true
+		}
+	}
+	current := !v.known && v.etag == ""
+	if !v.known {
+		var err error
+		if m, err = s.pinnedMeta(ctx, c, o, v.etag); err != nil {
+			return m, nil, metrics.ResultError, err
+		}
+	}
+	data, result, gone, err := s.loadChunk(ctx, c, o, m, idx)
+	if current && errors.Is(err, s3backend.ErrPreconditionFailed) {
+		// The version the metadata named is gone: learn the new one
+		// (dropping the old chunks) and read that.
+		if m, err = s.meta(ctx, c, o, true); err != nil {
+			return m, nil, metrics.ResultError, err
+		}
+		data, result, gone, err = s.loadChunk(ctx, c, o, m, idx)
+	}
+	if gone {
+		_, _ = s.meta(context.WithoutCancel(ctx), c, o, true)
+	}
+	return m, data, result, err
+}
+
+// loadChunk returns chunk idx of the object version m, and which tier (or a
+// miss, or the owner when relayed) answered: the store, else the owner when
+// this node is not one of the chunk's candidates, else, in one flight per
+// chunk, in turn the previous owner (warm handoff), the owners in the other
+// zones (with CrossZoneOnMiss), then S3. gone reports that this node's S3
+// GET found version m gone (412): the flight ran here.
+func (s *Server) loadChunk(ctx context.Context, c caller, o chunk.Object, m chunk.Meta, idx int64) (data []byte, result string, gone bool, err error) {
 	if c.noCache(o) {
-		return s.readNoCache(ctx, c, o, m, idx)
+		data, result, err = s.readNoCache(ctx, c, o, m, idx)
+		return data, result, false, err
 	}
 	off, length, ok := chunk.Bounds(m.Size, s.cfg.ChunkSize, idx)
 	if !ok {
-		return nil, metrics.ResultError, newError(http.StatusRequestedRangeNotSatisfiable, CodeInvalidRange,
+		return nil, metrics.ResultError, false, newError(http.StatusRequestedRangeNotSatisfiable, CodeInvalidRange,
 			"chunk index is outside the object")
 	}
 	id := chunk.ID{Object: o, ETag: m.ETag, Size: s.cfg.ChunkSize, Index: idx}
 	if data, tier, err := s.lookup(id); err == nil {
-		return data, hitResult(tier), nil
+		return data, hitResult(tier), false, nil
 	}
 	if c.localOnly {
-		return nil, metrics.ResultMiss, newError(http.StatusNotFound, CodeNotCached, "chunk not cached on this node")
+		return nil, metrics.ResultMiss, false, newError(http.StatusNotFound, CodeNotCached, "chunk not cached on this node")
 	}
 	r := s.currentRing()
 	if r != nil && !c.hop && r.Owner(id).Name != s.cfg.Self {
 		if data, forwarded, err := s.forward(ctx, r, c, id, m.Size); forwarded {
-			return data, metrics.ResultForwarded, err
+			return data, metrics.ResultForwarded, false, err
 		}
 		// No owner could answer: read S3 here, so a read never fails
 		// because members are down.
@@ -146,12 +209,6 @@ func (s *Server) readChunk(ctx context.Context, c caller, o chunk.Object, m chun
 		// Read S3 straight into the buffer the store keeps.
 		v := store.NewValue(int(length))
 		if err := s.s3.GetRangeInto(bg, c.creds, o.Bucket, o.Key, m.ETag, off, v.Payload()); err != nil {
-			if errors.Is(err, s3backend.ErrPreconditionFailed) {
-				// The version this read was pinned to is gone: learn the
-				// new one now (dropping the old chunks) rather than at
-				// the TTL, so the next Stat sees it.
-				_, _ = s.meta(bg, c, o, true)
-			}
 			return nil, err
 		}
 		if s.shouldStore(r, id) {
@@ -165,9 +222,9 @@ func (s *Server) readChunk(ctx context.Context, c caller, o chunk.Object, m chun
 		s.metrics.SingleflightJoins.Inc()
 	}
 	if err != nil {
-		return nil, metrics.ResultError, err
+		return nil, metrics.ResultError, ran && errors.Is(err, s3backend.ErrPreconditionFailed), err
 	}
-	return v.([]byte), metrics.ResultMiss, nil
+	return v.([]byte), metrics.ResultMiss, false, nil
 }
 
 // forward reads a chunk this node does not own from its owner (or the next
@@ -237,24 +294,6 @@ func hitResult(t store.Tier) string {
 		return metrics.ResultHitRAM
 	}
 	return metrics.ResultHitDisk
-}
-
-// readVersion resolves metadata and reads one chunk. If S3 says the object
-// changed since the metadata was cached (a 412 on If-Match), the metadata is
-// refreshed and the read retried once, unless the caller pinned an ETag.
-func (s *Server) readVersion(ctx context.Context, c caller, o chunk.Object, pinned string, idx int64) (chunk.Meta, []byte, string, error) {
-	m, err := s.pinnedMeta(ctx, c, o, pinned)
-	if err != nil {
-		return m, nil, metrics.ResultError, err
-	}
-	data, result, err := s.readChunk(ctx, c, o, m, idx)
-	if errors.Is(err, s3backend.ErrPreconditionFailed) && pinned == "" {
-		if m, err = s.meta(ctx, c, o, true); err != nil {
-			return m, nil, metrics.ResultError, err
-		}
-		data, result, err = s.readChunk(ctx, c, o, m, idx)
-	}
-	return m, data, result, err
 }
 
 // pinnedMeta is meta, checked against an ETag the client pinned (the gateway

@@ -33,8 +33,11 @@ func (s *Server) ServeReads(hs *http.Server) {
 	if hs.TLSNextProto == nil {
 		hs.TLSNextProto = map[string]func(*http.Server, *tls.Conn, http.Handler){}
 	}
-	s.readMux = http.NewServeMux()
-	s.readMux.HandleFunc(patternGetObject, s.handleGet)
+	// Chunk reads only: a path the fast route leaves goes to a mux that
+	// knows nothing else.
+	reads := http.NewServeMux()
+	reads.HandleFunc(patternGetObject, s.handleGet)
+	s.readConnHandler = s.withRingEpoch(s.routeReads(reads))
 	rs := &readServer{s: s, hs: hs, conns: map[*readConn]struct{}{}}
 	hs.TLSNextProto[nodeapi.ProtoRead] = rs.serve
 	hs.RegisterOnShutdown(rs.shutdown)
@@ -227,16 +230,7 @@ func (s *Server) serveRead(w *readResponse, r *http.Request) {
 			"a "+nodeapi.ProtoRead+" connection carries chunk reads only (GET /v1/objects/{bucket}/{key}?chunk=N)"))
 		return
 	}
-	if rg := s.currentRing(); rg != nil {
-		w.header[hkRingEpoch] = s.ringEpochValue(rg)
-	}
-	if bucket, key, ok := objectReadPath(r); ok {
-		s.get(w, r, bucket, key)
-		return
-	}
-	// Escaped keys, and paths the mux cleans (a redirect) or does not
-	// know (404): routed as Handler routes them.
-	s.readMux.ServeHTTP(w, r)
+	s.readConnHandler.ServeHTTP(w, r) // routed as Handler routes reads
 }
 
 // readResponse is the http.ResponseWriter of a read connection: the status

@@ -112,10 +112,11 @@ type Server struct {
 	chunkSizeValue []string
 	// epochValue caches the X-Distcache-Ring-Epoch value of the ring in force.
 	epochValue atomic.Pointer[epochHeader]
-	// readMux routes the chunk reads of read connections (ServeReads)
-	// whose path objectReadPath leaves to a mux.
-	readMux *http.ServeMux
-	log     *slog.Logger
+	// readConnHandler serves the chunk reads of read connections
+	// (ServeReads): Handler's read route, without the identity
+	// middleware (a read connection reads the identity once).
+	readConnHandler http.Handler
+	log             *slog.Logger
 	// storeWarn and storeWarnings rate-limit the warning of a failing
 	// store (storeFailed).
 	storeWarn     rate.Sometimes
@@ -251,7 +252,9 @@ const patternGetObject = "GET /v1/objects/{bucket}/{key...}"
 // routeReads sends object reads whose path the mux would take as it is
 // (see objectReadPath) straight to the read handler, and everything else
 // through mux: routing a path costs the mux several allocations, and this
-// is every chunk read.
+// is every chunk read. It is the read route of Handler and of read
+// connections (ServeReads) alike: get, which both it and the mux's
+// handleGet call, is the one HTTP entry of reads.
 func (s *Server) routeReads(mux *http.ServeMux) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if bucket, key, ok := objectReadPath(r); ok {
