@@ -265,7 +265,14 @@ func tenantEntry(d tenantDecision, creds *tenancy.Credentials) tenancy.Tenant {
 		t.QuotaBytes = q.Value()
 	}
 	for _, p := range d.Tenant.Spec.Policies {
-		t.Policies = append(t.Policies, tenancy.Policy{Bucket: p.Bucket, Prefix: p.Prefix, Mode: tenancy.Mode(p.Mode)})
+		tp := tenancy.Policy{Bucket: p.Bucket, Prefix: p.Prefix, Mode: tenancy.Mode(p.Mode)}
+		if p.Replicas != nil {
+			tp.Replicas = int(*p.Replicas)
+		}
+		if p.Expiry != nil {
+			tp.Expiry = p.Expiry.Duration.String()
+		}
+		t.Policies = append(t.Policies, tp)
 	}
 	return t
 }

@@ -7,6 +7,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 
 	cachev1alpha1 "github.com/distcache/distcache/api/v1alpha1"
 	"github.com/distcache/distcache/internal/pki"
@@ -137,6 +138,8 @@ func TestTenantEntryPolicies(t *testing.T) {
 		Policies: []cachev1alpha1.WritePolicy{
 			{Bucket: "data", Prefix: "tmp/", Mode: cachev1alpha1.WriteModeNoCache},
 			{Bucket: "logs", Mode: cachev1alpha1.WriteModeReadOnly},
+			{Bucket: "data", Prefix: "wb/", Mode: cachev1alpha1.WriteModeWriteBack, Replicas: ptr.To[int32](3)},
+			{Bucket: "data", Prefix: "spill/", Mode: cachev1alpha1.WriteModeTransient, Expiry: &metav1.Duration{Duration: 90 * time.Minute}},
 		}}}
 	entry := tenantEntry(tenantDecision{Name: "team-a", Tenant: &ct}, nil)
 	doc, err := renderTenantsFile(&tenancy.Config{Tenants: []tenancy.Tenant{entry}})
@@ -151,9 +154,16 @@ func TestTenantEntryPolicies(t *testing.T) {
 	for _, tc := range []struct {
 		bucket, key string
 		want        tenancy.Mode
-	}{{"data", "tmp/x", tenancy.NoCache}, {"data", "x", tenancy.WriteThrough}, {"logs", "x", tenancy.ReadOnly}} {
+	}{{"data", "tmp/x", tenancy.NoCache}, {"data", "x", tenancy.WriteThrough}, {"logs", "x", tenancy.ReadOnly},
+		{"data", "wb/x", tenancy.WriteBack}, {"data", "spill/x", tenancy.Transient}} {
 		if got := tn.PolicyFor(tc.bucket, tc.key).Mode; got != tc.want {
 			t.Errorf("%s/%s: %s, want %s", tc.bucket, tc.key, got, tc.want)
 		}
+	}
+	if p := tn.PolicyFor("data", "wb/x"); p.ReplicaCount() != 3 {
+		t.Errorf("write-back replicas %d, want 3", p.ReplicaCount())
+	}
+	if p := tn.PolicyFor("data", "spill/x"); p.ReplicaCount() != tenancy.DefaultReplicas || p.ExpiryAfter() != 90*time.Minute {
+		t.Errorf("transient replicas %d, expiry %v; want the default and 1h30m", p.ReplicaCount(), p.ExpiryAfter())
 	}
 }

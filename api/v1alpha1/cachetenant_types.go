@@ -32,10 +32,13 @@ type CacheTenantSpec struct {
 
 	// Policies choose how the cache treats writes (and reads) of a bucket
 	// or of the keys under a prefix in it: WriteThrough (the default: a
-	// write is acknowledged once S3 has it, and cached), ReadOnly (writes
-	// refused with S3 AccessDenied naming the policy) or NoCache (reads and
-	// writes go straight to S3; nothing is cached). The longest matching
-	// prefix wins; keys no policy matches are WriteThrough.
+	// write is acknowledged once S3 has it, and cached), WriteBack (a
+	// write is acknowledged once replicas cache nodes keep it on disk, and
+	// sent to S3 in the background), Transient (kept on replicas cache
+	// nodes only, never sent to S3, until deleted or expired), ReadOnly
+	// (writes refused with S3 AccessDenied naming the policy) or NoCache
+	// (reads and writes go straight to S3; nothing is cached). The longest
+	// matching prefix wins; keys no policy matches are WriteThrough.
 	// +listType=map
 	// +listMapKey=bucket
 	// +listMapKey=prefix
@@ -289,18 +292,22 @@ func init() {
 
 // WriteMode is how the cache treats the writes and reads of a bucket or
 // prefix (tenancy.Mode).
-// +kubebuilder:validation:Enum=WriteThrough;ReadOnly;NoCache
+// +kubebuilder:validation:Enum=WriteThrough;WriteBack;Transient;ReadOnly;NoCache
 type WriteMode string
 
 // Write modes.
 const (
 	WriteModeWriteThrough WriteMode = "WriteThrough"
+	WriteModeWriteBack    WriteMode = "WriteBack"
+	WriteModeTransient    WriteMode = "Transient"
 	WriteModeReadOnly     WriteMode = "ReadOnly"
 	WriteModeNoCache      WriteMode = "NoCache"
 )
 
 // WritePolicy applies a WriteMode to a bucket, or to the keys under a
 // prefix in it.
+// +kubebuilder:validation:XValidation:rule="!has(self.replicas) || self.mode in ['WriteBack', 'Transient']",message="only WriteBack and Transient policies have replicas",fieldPath=".replicas",reason="FieldValueForbidden"
+// +kubebuilder:validation:XValidation:rule="!has(self.expiry) || self.mode == 'Transient'",message="only Transient policies expire",fieldPath=".expiry",reason="FieldValueForbidden"
 type WritePolicy struct {
 	// Bucket is one of spec.buckets.
 	// +kubebuilder:validation:MinLength=3
@@ -319,4 +326,17 @@ type WritePolicy struct {
 	// Mode of the bucket or prefix.
 	// +required
 	Mode WriteMode `json:"mode"`
+
+	// Replicas is how many cache nodes of the zone keep a WriteBack or
+	// Transient write on disk before it is acknowledged (default 2).
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=3
+	// +optional
+	Replicas *int32 `json:"replicas,omitempty"`
+
+	// Expiry ends a Transient object this long after it was written;
+	// omitted: it stays until deleted.
+	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s')",message="must be a positive duration"
+	// +optional
+	Expiry *metav1.Duration `json:"expiry,omitempty"`
 }

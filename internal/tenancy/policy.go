@@ -14,11 +14,11 @@ type Mode string
 const (
 	// WriteThrough acknowledges a write once S3 has it, and caches it.
 	WriteThrough Mode = "WriteThrough"
-	// WriteBack will acknowledge a write once several cache nodes hold it
-	// on disk, and persist it to S3 in the background (not implemented).
+	// WriteBack acknowledges a write once Replicas cache nodes hold it on
+	// disk, and persists it to S3 in the background.
 	WriteBack Mode = "WriteBack"
-	// Transient will keep writes on cache nodes only, never in S3, until
-	// deleted or expired (not implemented).
+	// Transient keeps writes on Replicas cache nodes only, never in S3,
+	// until deleted or expired.
 	Transient Mode = "Transient"
 	// ReadOnly refuses writes (S3 AccessDenied naming the policy).
 	ReadOnly Mode = "ReadOnly"
@@ -27,10 +27,7 @@ const (
 )
 
 // Modes lists the modes this version implements, in documentation order.
-// WriteBack and Transient are named (issue 27) but refused until the nodes
-// keep and persist such data: taken for WriteThrough, a Transient prefix
-// would send to S3 what its owner wanted kept out of it.
-var Modes = []Mode{WriteThrough, ReadOnly, NoCache}
+var Modes = []Mode{WriteThrough, WriteBack, Transient, ReadOnly, NoCache}
 
 // Policy applies a Mode to a bucket's keys under Prefix ("" for all). The
 // longest Prefix that matches a key wins; keys no policy matches are

@@ -65,6 +65,9 @@ type Entry struct {
 	// Transient entries never go to S3; Expires, when set, ends them.
 	Transient bool      `json:"transient,omitempty"`
 	Expires   time.Time `json:"expires,omitzero"`
+	// Holders are the nodes that keep this version (by member name), the
+	// one that took the write first.
+	Holders []string `json:"holders,omitempty"`
 }
 
 // Errors of Write.
@@ -361,6 +364,14 @@ func (j *Journal) release(n int64) {
 	j.mu.Unlock()
 }
 
+// Used is the bytes of bodies on disk (and being written): what the
+// journal takes of the node's disk bound.
+func (j *Journal) Used() int64 {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.used
+}
+
 // Get is the newest version of n held here: a put, or a delete (S3 may
 // still hold an older object; the cache serves it as gone).
 func (j *Journal) Get(n Name) (Entry, bool) {
@@ -515,6 +526,33 @@ func (j *Journal) Stats() Stats {
 		}
 	}
 	return s
+}
+
+// TenantStats is Stats per tenant (Limit is the journal's, in each).
+func (j *Journal) TenantStats() map[string]Stats {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	out := map[string]Stats{}
+	for _, ks := range j.keys {
+		e := ks.latest
+		if e == nil {
+			continue
+		}
+		s := out[e.Tenant]
+		s.Limit = j.limit
+		s.Objects++
+		if e.Op == OpPut {
+			s.Bytes += e.Size
+		}
+		if !e.Transient {
+			s.Dirty++
+			if s.OldestDirty.IsZero() || e.LastModified.Before(s.OldestDirty) {
+				s.OldestDirty = e.LastModified
+			}
+		}
+		out[e.Tenant] = s
+	}
+	return out
 }
 
 // String names a version in logs.

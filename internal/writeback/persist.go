@@ -25,11 +25,11 @@ type S3 interface {
 type Persister struct {
 	Journal *Journal
 	S3      S3
-	// Owns reports whether this node persists n now (of the nodes holding
-	// a copy, the first in the ring's order); the others keep their copy
+	// Owns reports whether this node persists version e now (of its
+	// holders, the first in the ring's order); the others keep their copy
 	// until told it is in S3, and take over when the ring makes them
-	// first.
-	Owns func(Name) bool
+	// first. Nil: this node persists everything it holds.
+	Owns func(e Entry) bool
 	// Persisted is called once S3 has version e (etag: S3's, for a put),
 	// before the journal drops it: the node caches it as an ordinary
 	// object and tells the other holders.
@@ -80,7 +80,7 @@ func (p *Persister) work(ctx context.Context) {
 	}
 }
 
-func (p *Persister) owns(n Name) bool { return p.Owns == nil || p.Owns(n) }
+func (p *Persister) owns(e Entry) bool { return p.Owns == nil || p.Owns(e) }
 
 // persist sends one version to S3 and reports the outcome to the journal.
 func (p *Persister) persist(ctx context.Context, e *Entry) {
@@ -133,7 +133,7 @@ func (p *Persister) backoff(n int) time.Duration {
 
 // next picks the oldest newest-version to persist: not transient, owned,
 // not under way, not waiting out a backoff. It marks it under way.
-func (j *Journal) next(owns func(Name) bool) (*Entry, bool) {
+func (j *Journal) next(owns func(Entry) bool) (*Entry, bool) {
 	j.mu.Lock()
 	var cands []*Entry
 	now := j.now()
@@ -147,7 +147,7 @@ func (j *Journal) next(owns func(Name) bool) (*Entry, bool) {
 	j.mu.Unlock()
 	sortByVersion(cands)
 	for _, e := range cands {
-		if !owns(e.Name) {
+		if !owns(*e) {
 			continue
 		}
 		j.mu.Lock()
