@@ -3,7 +3,7 @@
 //
 // A Client fetches the ring from any cache node (GET /v1/ring) and keeps it
 // fresh, so it can send every chunk request straight to the chunk's owner:
-// the node that holds it, so no node has to forward. Reads are pinned to one
+// the node that holds it, so no node has to relay it. Reads are pinned to one
 // object version (the ETag of the Meta that Stat returned), cut into the
 // cache's fixed-size chunks and fetched in parallel; a member that fails is
 // skipped for a few seconds and its chunks are read from the next
@@ -12,7 +12,7 @@
 // keyed by the version, so repeated reads do not cross the network and a
 // chunk of another version is never served.
 //
-// Routing is an optimisation: any node answers any request (it forwards to
+// Routing is an optimisation: any node answers any request (it relays it to
 // the owner), so a stale ring costs an extra hop, never a wrong answer.
 //
 // A client of one zone (Config.Zone) routes by that zone's ring only: a
@@ -252,7 +252,7 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 	c.metas.now = cfg.Now
 	c.chunkSize.Store(cfg.ChunkSize)
 	var err error
-	if c.tenant, err = placementTenant(cfg.TLS, cfg.Tenant); err != nil {
+	if c.tenant, err = certTenant(cfg.TLS, cfg.Tenant); err != nil {
 		return nil, err
 	}
 	for _, s := range cfg.Seeds {
@@ -386,11 +386,12 @@ func seedAddress(s string) (string, error) {
 	return s, nil
 }
 
-// placementTenant is the tenant chunks are placed for: the tenant of a
-// tenant certificate, or Tenant for a peer certificate. The ring hashes the
+// certTenant is the tenant chunks are placed for, given the client
+// certificate: the tenant of a tenant certificate, or Tenant for a peer
+// certificate. The ring hashes the
 // tenant into every chunk id, so routing needs it even though the nodes
 // take it from the certificate.
-func placementTenant(cfg *tls.Config, tenant string) (string, error) {
+func certTenant(cfg *tls.Config, tenant string) (string, error) {
 	id, err := certIdentity(cfg)
 	if err != nil {
 		return "", fmt.Errorf("client: %w", err)

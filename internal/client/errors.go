@@ -90,8 +90,8 @@ func (e *Error) Unwrap() []error {
 	return errs
 }
 
-// kindOf maps a node's HTTP status to a sentinel.
-func kindOf(status int) error {
+// statusKind maps a node's HTTP status to a sentinel.
+func statusKind(status int) error {
 	switch status {
 	case http.StatusNotFound:
 		return ErrNotFound
@@ -118,7 +118,7 @@ const codeSlowDown = "SlowDown"
 // answers carry the code in a header only) into an *Error.
 func answerError(op, bucket, key, addr string, resp *http.Response) *Error {
 	e := &Error{Op: op, Bucket: bucket, Key: key, Node: addr, Status: resp.StatusCode,
-		Code: resp.Header.Get(headerError), Kind: kindOf(resp.StatusCode)}
+		Code: resp.Header.Get(headerError), Kind: statusKind(resp.StatusCode)}
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<10))
 	var wire struct {
 		Code    string `json:"code"`

@@ -47,7 +47,7 @@ func FuzzNodeAnswer(f *testing.F) {
 		if !errors.As(error(e), &target) || e.Status != status || e.Message == "" && http.StatusText(status) != "" {
 			t.Fatalf("answer %d %q became %+v", status, body, e)
 		}
-		if want := kindOf(status); want != nil && !errors.Is(e, want) {
+		if want := statusKind(status); want != nil && !errors.Is(e, want) {
 			t.Fatalf("answer %d is not %v: %+v", status, want, e)
 		}
 		switch cls := classify(e); {

@@ -164,7 +164,7 @@ func (c *Client) tryZone(ctx context.Context, op string, members []ring.Member, 
 	// Every member of the ring in force failed. That ring may be stale:
 	// pods replaced faster than a new ring reaches everyone (a rolling
 	// update). The seeds (a Service, in Kubernetes) lead to whichever nodes
-	// are up now, and any node serves any chunk (forwarding it or reading
+	// are up now, and any node serves any chunk (relaying it or reading
 	// S3 itself). Seeds are marked down only with skipDown: skipped for a
 	// while, another zone answers meanwhile.
 	tried := make(map[string]bool, len(members))

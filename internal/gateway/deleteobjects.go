@@ -67,13 +67,13 @@ func (g *Gateway) deleteObjects(x *exchange) {
 		if len(groups) == 1 {
 			owner = groups[0].owner
 		}
-		g.forwardBody(x, forwardHeaders(r.Header), body, owner)
+		g.passthroughBody(x, passthroughHeaders(r.Header), body, owner)
 		return
 	}
 	var merged strings.Builder
 	for _, grp := range groups {
 		sub := buildDeleteBody(req.Quiet, grp.objects)
-		h := forwardHeaders(r.Header)
+		h := passthroughHeaders(r.Header)
 		for k := range h {
 			if hasPrefixFold(k, "X-Amz-Checksum-") || k == "X-Amz-Sdk-Checksum-Algorithm" || k == "Content-Md5" {
 				delete(h, k)
@@ -81,9 +81,9 @@ func (g *Gateway) deleteObjects(x *exchange) {
 		}
 		sum := md5.Sum(sub)
 		h.Set("Content-Md5", base64.StdEncoding.EncodeToString(sum[:]))
-		resp, err := g.up.send(r.Context(), r.Method, x.rt.bucket, "", forwardQuery(r.URL.RawQuery), h, sub, grp.owner)
+		resp, err := g.up.passthroughTo(r.Context(), r.Method, x.rt.bucket, "", passthroughQuery(r.URL.RawQuery), h, sub, grp.owner)
 		if err != nil {
-			x.fail(g.forwardError(x, err))
+			x.fail(g.passthroughError(x, err))
 			return
 		}
 		if resp.StatusCode != http.StatusOK || resp.Header.Get(headerNodeError) != "" {
@@ -93,7 +93,7 @@ func (g *Gateway) deleteObjects(x *exchange) {
 			if resp.Header.Get(headerNodeError) != "" {
 				x.fail(nodeError(resp))
 			} else {
-				g.relay(x, resp)
+				g.copyAnswer(x, resp)
 			}
 			resp.Body.Close()
 			return

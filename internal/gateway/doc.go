@@ -60,8 +60,8 @@
 // until then (small bodies are read whole first), so a body that fails
 // verification never reaches S3 complete. Checksums that come as aws-chunked
 // trailers are verified by the gateway but not stored in S3 (the
-// pass-through cannot forward them ahead of the body); checksums sent as
-// headers are forwarded on pass-through operations. Write-through PutObject
+// pass-through cannot pass them on ahead of the body); checksums sent as
+// headers are passed through on pass-through operations. Write-through PutObject
 // stores the body and its Content-Type only.
 //
 // HeadObject and GetObject answer the metadata the cache keeps: ETag,

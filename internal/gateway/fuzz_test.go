@@ -230,7 +230,7 @@ func FuzzParseRoute(f *testing.F) {
 			if b, k := routeOnNode(mux, got, method, p); b != rt.bucket || k != rt.key {
 				t.Fatalf("pass-through path %q routes to %q / %q, want %q / %q", p, b, k, rt.bucket, rt.key)
 			}
-			fq, _ := url.ParseQuery(forwardQuery(r.URL.RawQuery))
+			fq, _ := url.ParseQuery(passthroughQuery(r.URL.RawQuery))
 			for k := range presignParams {
 				q.Del(k)
 			}

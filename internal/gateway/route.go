@@ -36,7 +36,7 @@ const (
 type handling int
 
 const (
-	// viaPassthrough forwards the request to a cache node's /v1/s3 API,
+	// viaPassthrough passes the request through to a cache node's /v1/s3 API,
 	// which signs it again and sends it to S3.
 	viaPassthrough handling = iota
 	// viaCacheRead serves GetObject and HeadObject from the cache.

@@ -20,10 +20,11 @@ const (
 	ResultHitDisk = "hit_disk"
 	ResultMiss    = "miss"
 	ResultError   = "error"
-	// ResultForwarded is a chunk this node does not own, served by asking
-	// its owner; the owner counts the hit or miss, so cluster hit ratios
-	// leave forwarded reads out.
-	ResultForwarded = "forwarded"
+	// ResultRelayed is a chunk this node does not own, served by asking
+	// its owner (relayed); the owner counts the hit or miss, so cluster
+	// hit ratios leave relayed reads out. The value, "forwarded", is what
+	// dashboards, alerts and X-Distcache-Cache have always said.
+	ResultRelayed = "forwarded"
 )
 
 // Node holds a cache node's request-path metrics.

@@ -16,7 +16,7 @@ const HeaderTenant = "X-Distcache-Tenant"
 type caller struct {
 	tenant *tenancy.Tenant
 	creds  s3backend.Credentials
-	// hop: another node sent this; serve it here, never forward again.
+	// hop: another node sent this; serve it here, never relay it again.
 	hop bool
 	// localOnly: answer from this node's store only (handoff probe).
 	localOnly bool
@@ -52,7 +52,7 @@ func (s *Server) identify(r *http.Request) (caller, *apiError) {
 			return caller{}, newError(http.StatusForbidden, CodeAccessDenied, "a tenant certificate cannot act for another tenant")
 		}
 		// Hop and Local-Only steer how nodes serve each other (no
-		// forwarding, no metadata owner, store-only answers); they are
+		// relaying, no metadata owner, store-only answers); they are
 		// the peer protocol, not the tenant API.
 		if r.Header.Get(HeaderHop) != "" || r.Header.Get(HeaderLocalOnly) != "" {
 			return caller{}, newError(http.StatusForbidden, CodeAccessDenied,

@@ -14,7 +14,7 @@ import (
 )
 
 // readResults are the results a chunk read can have.
-var readResults = []string{metrics.ResultHitRAM, metrics.ResultHitDisk, metrics.ResultMiss, metrics.ResultForwarded}
+var readResults = []string{metrics.ResultHitRAM, metrics.ResultHitDisk, metrics.ResultMiss, metrics.ResultRelayed}
 
 // tally is one node's request and response-byte counters of chunk and
 // object reads, by operation and result.

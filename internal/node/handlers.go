@@ -21,7 +21,7 @@ import (
 const (
 	HeaderObjectSize = "X-Distcache-Object-Size"
 	HeaderChunkSize  = "X-Distcache-Chunk-Size"
-	HeaderCache      = "X-Distcache-Cache" // hit_ram, hit_disk, miss or forwarded
+	HeaderCache      = "X-Distcache-Cache" // hit_ram, hit_disk, miss or forwarded (relayed to the owner)
 	HeaderRingEpoch  = "X-Distcache-Ring-Epoch"
 )
 
@@ -174,7 +174,8 @@ func (s *Server) getChunk(w http.ResponseWriter, r *http.Request, bucket, key st
 //
 // The request is counted once, under objectResult of its chunks; the body
 // bytes are counted chunk by chunk under each chunk's own result, so bytes
-// a chunk's owner served (and counted) are forwarded here, never a hit.
+// a chunk's owner served (and counted) are relayed here (result
+// "forwarded"), never a hit.
 func (s *Server) getObject(w http.ResponseWriter, r *http.Request, bucket, key string, query readQuery) {
 	q, ok := s.beginAt(w, r, opGetObject, bucket, key)
 	if !ok {
@@ -253,15 +254,16 @@ func (s *Server) getObject(w http.ResponseWriter, r *http.Request, bucket, key s
 //
 //	hit_ram < hit_disk < miss < forwarded
 //
-// Local outcomes rank by the slowest tier that answered. Forwarded ranks
-// above them all: the owners counted those chunks as their own requests, so
-// a read that forwarded any chunk is left out of cluster-wide sums that
-// leave result="forwarded" out, and no chunk is counted twice there.
+// Local outcomes rank by the slowest tier that answered. Relayed chunks
+// ("forwarded") rank above them all: the owners counted those chunks as
+// their own requests, so a read that relayed any chunk is left out of
+// cluster-wide sums that leave result="forwarded" out, and no chunk is
+// counted twice there.
 var objectResults = map[string]int{
-	metrics.ResultHitRAM:    0,
-	metrics.ResultHitDisk:   1,
-	metrics.ResultMiss:      2,
-	metrics.ResultForwarded: 3,
+	metrics.ResultHitRAM:  0,
+	metrics.ResultHitDisk: 1,
+	metrics.ResultMiss:    2,
+	metrics.ResultRelayed: 3,
 }
 
 // objectResult is the result of an object read whose chunks so far add up
@@ -292,7 +294,7 @@ var (
 	octetStream = []string{"application/octet-stream"}
 	cacheValues = map[string][]string{
 		metrics.ResultHitRAM: {metrics.ResultHitRAM}, metrics.ResultHitDisk: {metrics.ResultHitDisk},
-		metrics.ResultMiss: {metrics.ResultMiss}, metrics.ResultForwarded: {metrics.ResultForwarded},
+		metrics.ResultMiss: {metrics.ResultMiss}, metrics.ResultRelayed: {metrics.ResultRelayed},
 	}
 )
 

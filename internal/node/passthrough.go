@@ -19,22 +19,22 @@ const opPassthrough = "passthrough"
 // to invalidate (S3 allows 1000 keys of at most 1 KiB each).
 const maxDeleteBody = 2 << 20
 
-// requestHeadersNotForwarded are the client's signature, transport and
+// requestHeadersNotPassed are the client's signature, transport and
 // distcache headers: the node signs the request again with the tenant's
 // backend credentials.
-var requestHeadersNotForwarded = map[string]bool{
+var requestHeadersNotPassed = map[string]bool{
 	"Authorization": true, "X-Amz-Date": true, "X-Amz-Content-Sha256": true, "X-Amz-Security-Token": true,
 	"Connection": true, "Keep-Alive": true, "Proxy-Connection": true, "Te": true, "Trailer": true,
 	"Transfer-Encoding": true, "Upgrade": true, "Host": true, "Content-Length": true, "Accept-Encoding": true,
 	"Expect": true,
 }
 
-var responseHeadersNotForwarded = map[string]bool{
+var responseHeadersNotPassed = map[string]bool{
 	"Connection": true, "Keep-Alive": true, "Transfer-Encoding": true, "Trailer": true, "Upgrade": true,
 	"Content-Length": true,
 }
 
-// handlePassthrough forwards an S3 operation the cache does not interpret
+// handlePassthrough passes an S3 operation the cache does not interpret
 // (listings, multipart uploads, copies, batch deletes, attributes) to S3 with
 // the tenant's credentials, after the same bucket checks as every other
 // request, and streams S3's answer back unchanged. Errors of the node itself
@@ -92,18 +92,18 @@ func (s *Server) handlePassthrough(w http.ResponseWriter, r *http.Request) {
 	}
 	header := http.Header{}
 	for k, v := range r.Header {
-		if !requestHeadersNotForwarded[k] && !strings.HasPrefix(k, "X-Distcache-") {
+		if !requestHeadersNotPassed[k] && !strings.HasPrefix(k, "X-Distcache-") {
 			header[k] = v
 		}
 	}
-	resp, err := s.s3Forward(r, c, bucket, key, header, body)
+	resp, err := s.s3.Passthrough(r.Context(), c.creds, r.Method, bucket, key, r.URL.RawQuery, header, body, r.ContentLength)
 	if err != nil {
 		s.fail(w, opPassthrough, tenant, start, asAPIError(err))
 		return
 	}
 	defer resp.Body.Close()
 	for k, v := range resp.Header {
-		if !responseHeadersNotForwarded[k] {
+		if !responseHeadersNotPassed[k] {
 			w.Header()[k] = v
 		}
 	}
@@ -119,10 +119,6 @@ func (s *Server) handlePassthrough(w http.ResponseWriter, r *http.Request) {
 		s.invalidateAfter(r, c, bucket, key, deleteBody)
 	}
 	s.observe(opPassthrough, tenant, result, int(n), start)
-}
-
-func (s *Server) s3Forward(r *http.Request, c caller, bucket, key string, header http.Header, body io.Reader) (*http.Response, error) {
-	return s.s3.Forward(r.Context(), c.creds, r.Method, bucket, key, r.URL.RawQuery, header, body, r.ContentLength)
 }
 
 // invalidateAfter drops cached data of objects a successful pass-through

@@ -23,7 +23,7 @@ import (
 // Headers of node-to-node requests.
 const (
 	// HeaderHop marks a request another node sent: it is answered from this
-	// node's store or S3 and never forwarded again (no loops).
+	// node's store or S3 and never relayed again (no loops).
 	HeaderHop = "X-Distcache-Hop"
 	// HeaderLocalOnly asks for the chunk only if this node has it (warm
 	// handoff probes): a miss is 404 NotCached, never an S3 fetch.
@@ -127,6 +127,10 @@ func peerIsHealthy(err error) bool {
 		(errors.As(err, &pe) && (pe.status < 500 || pe.code != ""))
 }
 
+// peerRelay is the kind label of fromOwners' requests: "forward", the value
+// dashboards and alerts know.
+const peerRelay = "forward"
+
 // fromOwners asks the chunk's owner, then the next candidates, for a chunk
 // this node does not own. ok=false means no member could answer (all down):
 // the caller then reads S3 itself, so a dead member never fails a read.
@@ -136,34 +140,34 @@ func (s *Server) fromOwners(ctx context.Context, r *ring.Ring, c caller, id chun
 			return failover.Stop // we are a candidate: read it ourselves
 		}
 		if down {
-			s.metrics.PeerRequests.WithLabelValues("forward", "skipped_down").Inc()
+			s.metrics.PeerRequests.WithLabelValues(peerRelay, "skipped_down").Inc()
 			return failover.Skip
 		}
 		got, gerr := s.peers.get(ctx, m, c.tenant.Name, id, objectSize, false)
 		switch {
 		case gerr == nil:
-			s.metrics.PeerRequests.WithLabelValues("forward", "ok").Inc()
+			s.metrics.PeerRequests.WithLabelValues(peerRelay, "ok").Inc()
 			data, ok = got, true
 			return failover.Done
 		case errors.Is(gerr, s3backend.ErrPreconditionFailed):
-			s.metrics.PeerRequests.WithLabelValues("forward", "changed").Inc()
+			s.metrics.PeerRequests.WithLabelValues(peerRelay, "changed").Inc()
 			ok, err = true, gerr
 			return failover.Stop
 		case isSlowDown(gerr):
 			// The owner is up and S3 told it to slow down: asking S3
 			// again from here (or from the next candidate) would
 			// multiply the load S3 just refused.
-			s.metrics.PeerRequests.WithLabelValues("forward", "error").Inc()
+			s.metrics.PeerRequests.WithLabelValues(peerRelay, "error").Inc()
 			ok, err = true, gerr
 			return failover.Stop
 		case peerIsHealthy(gerr):
 			// The owner answered with an error about the request itself;
 			// asking others would give the same answer.
-			s.metrics.PeerRequests.WithLabelValues("forward", "error").Inc()
+			s.metrics.PeerRequests.WithLabelValues(peerRelay, "error").Inc()
 			return failover.Stop
 		}
 		s.log.Warn("peer unreachable; trying the next candidate", "peer", m.Name, "err", gerr)
-		s.metrics.PeerRequests.WithLabelValues("forward", "unreachable").Inc()
+		s.metrics.PeerRequests.WithLabelValues(peerRelay, "unreachable").Inc()
 		return failover.Failed
 	})
 	return data, ok, err

@@ -177,8 +177,8 @@ func (s *Server) loadChunk(ctx context.Context, c caller, o chunk.Object, m chun
 	}
 	r := s.currentRing()
 	if r != nil && !c.hop && r.Owner(id).Name != s.cfg.Self {
-		if data, forwarded, err := s.forward(ctx, r, c, id, m.Size); forwarded {
-			return data, metrics.ResultForwarded, false, err
+		if data, relayed, err := s.relayChunk(ctx, r, c, id, m.Size); relayed {
+			return data, metrics.ResultRelayed, false, err
 		}
 		// No owner could answer: read S3 here, so a read never fails
 		// because members are down.
@@ -227,16 +227,16 @@ func (s *Server) loadChunk(ctx context.Context, c caller, o chunk.Object, m chun
 	return v.([]byte), metrics.ResultMiss, false, nil
 }
 
-// forward reads a chunk this node does not own from its owner (or the next
-// candidates). Concurrent reads of one chunk make one forwarded request.
-// forwarded=false means no member answered.
-func (s *Server) forward(ctx context.Context, r *ring.Ring, c caller, id chunk.ID, objectSize int64) (data []byte, forwarded bool, err error) {
+// relayChunk reads a chunk this node does not own from its owner (or the
+// next candidates: fromOwners). Concurrent reads of one chunk make one
+// relayed request. relayed=false means no member answered.
+func (s *Server) relayChunk(ctx context.Context, r *ring.Ring, c caller, id chunk.ID, objectSize int64) (data []byte, relayed bool, err error) {
 	type result struct {
 		data []byte
 		ok   bool
 	}
 	ran := false
-	v, err, _ := s.chunks.Do("forward "+id.String(), func() (any, error) {
+	v, err, _ := s.chunks.Do("relay "+id.String(), func() (any, error) {
 		ran = true
 		data, ok, err := s.fromOwners(context.WithoutCancel(ctx), r, c, id, objectSize)
 		return result{data, ok}, err

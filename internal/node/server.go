@@ -49,7 +49,7 @@ type Backend interface {
 	GetRangeInto(ctx context.Context, cr s3backend.Credentials, bucket, key, etag string, off int64, dst []byte) error
 	Put(ctx context.Context, cr s3backend.Credentials, bucket, key string, body io.Reader, size int64, contentType string) (chunk.Meta, error)
 	Delete(ctx context.Context, cr s3backend.Credentials, bucket, key string) error
-	Forward(ctx context.Context, cr s3backend.Credentials, method, bucket, key, rawQuery string,
+	Passthrough(ctx context.Context, cr s3backend.Credentials, method, bucket, key, rawQuery string,
 		header http.Header, body io.Reader, contentLength int64) (*http.Response, error)
 }
 

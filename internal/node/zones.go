@@ -81,7 +81,7 @@ func (z *ZoneRings) Rings() []*ring.Ring {
 
 // fromOtherZones asks the chunk's owner in each other zone, in zone order,
 // for the chunk from its store only (X-Distcache-Local-Only: never an S3
-// fetch, never forwarded), and returns the first answer. own is this node's
+// fetch, never relayed), and returns the first answer. own is this node's
 // ring, whose zone is skipped. ok is false when no zone had it.
 func (s *Server) fromOtherZones(ctx context.Context, own *ring.Ring, c caller, id chunk.ID, objectSize int64) (data []byte, ok bool) {
 	_, length, inObject := chunk.Bounds(objectSize, id.Size, id.Index)

@@ -108,7 +108,7 @@ func wrapError(ctx context.Context, op, bucket, key string, err error) error {
 		}
 		return &Error{Op: op, Bucket: bucket, Key: key, Err: err}
 	}
-	return &Error{Op: op, Bucket: bucket, Key: key, Kind: kindOf(err), Err: err}
+	return &Error{Op: op, Bucket: bucket, Key: key, Kind: errorKind(err), Err: err}
 }
 
 var errorCodeKinds = map[string]error{
@@ -155,8 +155,8 @@ func Throttled(err error) bool {
 		(respErr.HTTPStatusCode() == http.StatusServiceUnavailable || respErr.HTTPStatusCode() == http.StatusTooManyRequests)
 }
 
-// kindOf classifies an error that was not caused by the caller's context.
-func kindOf(err error) error {
+// errorKind classifies an error that was not caused by the caller's context.
+func errorKind(err error) error {
 	if be := (*BodyError)(nil); errors.As(err, &be) {
 		return nil
 	}

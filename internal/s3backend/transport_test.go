@@ -85,7 +85,7 @@ func TestLimitedClientTimeout(t *testing.T) {
 		}))
 		defer srv.Close()
 		_, err := get(t, newLimitedClient(1, 100*time.Millisecond), context.Background(), srv.URL)
-		if !errors.As(err, new(attemptTimeoutError)) || kindOf(err) != ErrUnavailable {
+		if !errors.As(err, new(attemptTimeoutError)) || errorKind(err) != ErrUnavailable {
 			t.Fatalf("stalled server: %v; want an attempt timeout, classified ErrUnavailable", err)
 		}
 	})
@@ -98,7 +98,7 @@ func TestLimitedClientTimeout(t *testing.T) {
 		}
 		defer resp.Body.Close()
 		_, err = io.ReadAll(resp.Body)
-		if !errors.As(err, new(attemptTimeoutError)) || kindOf(err) != ErrUnavailable {
+		if !errors.As(err, new(attemptTimeoutError)) || errorKind(err) != ErrUnavailable {
 			t.Fatalf("stalled body: %v; want an attempt timeout, classified ErrUnavailable", err)
 		}
 	})

@@ -25,6 +25,12 @@ func unreserved(c byte) bool {
 		c == '-' || c == '_' || c == '.' || c == '~'
 }
 
+// EscapePath encodes a bucket or key for a request path as S3 and SigV4
+// expect (UriEncode with '/' kept): every byte except unreserved characters
+// and '/' percent-encoded. The gateway escapes the paths it sends nodes
+// with it, and a node the paths it sends S3.
+func EscapePath(s string) string { return uriEncode(s, true) }
+
 // uriEncode is the SigV4 UriEncode function. With keepSlash, '/' is left as
 // is (for the path); otherwise it becomes %2F (for query names and values).
 func uriEncode(s string, keepSlash bool) string {

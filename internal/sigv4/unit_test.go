@@ -180,3 +180,13 @@ func TestHeaderValueBehindServer(t *testing.T) {
 		t.Errorf("sized request: %q, want %q", m, want)
 	}
 }
+
+func TestEscapePath(t *testing.T) {
+	for in, want := range map[string]string{
+		"a/b c+d(1).bin": "a/b%20c%2Bd%281%29.bin", "日本": "%E6%97%A5%E6%9C%AC", "a//b/": "a//b/", "~x-_.": "~x-_.",
+	} {
+		if got := EscapePath(in); got != want {
+			t.Errorf("EscapePath(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

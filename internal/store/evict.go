@@ -4,7 +4,7 @@ package store
 // fit: first the tenant's own chunks while it is over its quota, then the
 // policy's victims while live bytes are over the live target. ok is false
 // if the room is held by puts in flight. The victims are for drop.
-func (s *Store) makeRoomLocked(t *tenantState, quota int64) (victims []*entry, ok bool) {
+func (s *Store) makeRoomLocked(t *tenantUsage, quota int64) (victims []*entry, ok bool) {
 	if quota > 0 {
 		victims = s.evictTenantLocked(t, quota, victims)
 		if t.bytes+t.reserved > quota {
@@ -23,7 +23,7 @@ func (s *Store) makeRoomLocked(t *tenantState, quota int64) (victims []*entry, o
 
 // evictTenantLocked unindexes t's chunks chosen by the policy while t is
 // over quota, appending them to victims.
-func (s *Store) evictTenantLocked(t *tenantState, quota int64, victims []*entry) []*entry {
+func (s *Store) evictTenantLocked(t *tenantUsage, quota int64, victims []*entry) []*entry {
 	for t.bytes+t.reserved > quota {
 		v := s.idx.tenantVictim(t)
 		if v == nil {

@@ -70,7 +70,7 @@ type links struct{ prev, next *entry }
 type entry struct {
 	key   string // badger key
 	obj   string // chunk prefix of the object (a prefix of key, shares its memory)
-	t     *tenantState
+	t     *tenantUsage
 	size  int64  // payload bytes
 	gen   uint64 // incarnation, so a slow reader never acts on a newer entry
 	parts int    // part entries on disk besides the chunk key's (value.go)
@@ -123,7 +123,9 @@ func (l *list) moveToFront(e *entry) {
 	}
 }
 
-type tenantState struct {
+// tenantUsage is what one tenant's chunks take in the store (for its
+// quota) and the queue its quota evicts from.
+type tenantUsage struct {
 	name     string
 	bytes    int64 // payload bytes of indexed chunks
 	chunks   int64
@@ -137,7 +139,7 @@ type index struct {
 
 	entries  map[string]*entry
 	objects  map[string]*list
-	tenants  map[string]*tenantState
+	tenants  map[string]*tenantUsage
 	small    list // S3-FIFO only
 	main     list // every entry under EvictLRU
 	ghost    ghost
@@ -155,24 +157,24 @@ func newIndex(policy Eviction, capacity int64) *index {
 		smallCap: small,
 		entries:  make(map[string]*entry),
 		objects:  make(map[string]*list),
-		tenants:  make(map[string]*tenantState),
+		tenants:  make(map[string]*tenantUsage),
 		small:    list{which: linkQueue},
 		main:     list{which: linkQueue},
 		ghost:    ghost{seed: maphash.MakeSeed(), capacity: capacity - small, live: make(map[uint64]uint64)},
 	}
 }
 
-func (x *index) tenant(name string) *tenantState {
+func (x *index) tenant(name string) *tenantUsage {
 	t := x.tenants[name]
 	if t == nil {
-		t = &tenantState{name: name, chunksQ: list{which: linkTenant}}
+		t = &tenantUsage{name: name, chunksQ: list{which: linkTenant}}
 		x.tenants[name] = t
 	}
 	return t
 }
 
 // dropTenantIfEmpty forgets a tenant with nothing indexed or reserved.
-func (x *index) dropTenantIfEmpty(t *tenantState) {
+func (x *index) dropTenantIfEmpty(t *tenantUsage) {
 	if t.chunks == 0 && t.reserved == 0 {
 		delete(x.tenants, t.name)
 	}
@@ -281,7 +283,7 @@ func (x *index) victim() *entry {
 
 // tenantVictim picks the next chunk of t to evict for its quota, nil if it
 // has none. The caller must remove it.
-func (x *index) tenantVictim(t *tenantState) *entry {
+func (x *index) tenantVictim(t *tenantUsage) *entry {
 	for {
 		e := t.chunksQ.tail
 		if e == nil || e.tfreq == 0 {

@@ -62,7 +62,7 @@ type put struct {
 	entries []*badger.Entry
 	cost    int64        // what the entries can add on disk (putCost)
 	largest int          // the longest value among the entries
-	t       *tenantState // the tenant, from claimPut on: it holds the put's reservation
+	t       *tenantUsage // the tenant, from claimPut on: it holds the put's reservation
 }
 
 // newPut prepares the put of v as id, or refuses a chunk that could never

@@ -9,22 +9,25 @@ import (
 	"time"
 
 	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
+
+	"github.com/distcache/distcache/internal/sigv4"
 )
 
-// OpForward names pass-through requests in metrics.
-const OpForward = "forward"
+// OpPassthrough names pass-through requests in metrics (op="forward", the
+// label value dashboards know).
+const OpPassthrough = "forward"
 
-// unsignedPayload lets a streamed body be forwarded without hashing it first.
+// unsignedPayload lets a streamed body be sent without hashing it first.
 const unsignedPayload = "UNSIGNED-PAYLOAD"
 
-// Forward sends one S3 request the cache does not interpret (listings,
+// Passthrough sends one S3 request the cache does not interpret (listings,
 // multipart uploads, copies, batch deletes...) to the backend, path-style,
 // signed with cr (the default credentials when cr is zero). header holds the
 // S3 headers to send; the caller must have removed the client's own
 // Authorization, X-Amz-Date, X-Amz-Content-Sha256 and security token. The
 // request is sent once, never retried (the body is a stream), and shares the
 // backend's in-flight cap: the response body holds a slot until closed.
-func (b *Backend) Forward(ctx context.Context, cr Credentials, method, bucket, key, rawQuery string,
+func (b *Backend) Passthrough(ctx context.Context, cr Credentials, method, bucket, key, rawQuery string,
 	header http.Header, body io.Reader, contentLength int64) (*http.Response, error) {
 	start := time.Now()
 	endpoint := b.cfg.Endpoint
@@ -39,9 +42,9 @@ func (b *Backend) Forward(ctx context.Context, cr Credentials, method, bucket, k
 	if key != "" {
 		path += "/" + key
 	}
-	u.Path, u.RawPath, u.RawQuery = path, strings.TrimSuffix(u.EscapedPath(), "/")+"/"+escapePath(bucket), rawQuery
+	u.Path, u.RawPath, u.RawQuery = path, strings.TrimSuffix(u.EscapedPath(), "/")+"/"+sigv4.EscapePath(bucket), rawQuery
 	if key != "" {
-		u.RawPath += "/" + escapePath(key)
+		u.RawPath += "/" + sigv4.EscapePath(key)
 	}
 	req, err := http.NewRequestWithContext(ctx, method, u.String(), body)
 	if err != nil {
@@ -68,7 +71,7 @@ func (b *Backend) Forward(ctx context.Context, cr Credentials, method, bucket, k
 	status := StatusOK
 	switch {
 	case err != nil:
-		err = wrapError(ctx, OpForward, bucket, key, err)
+		err = wrapError(ctx, OpPassthrough, bucket, key, err)
 		status = Class(err)
 	case resp.StatusCode >= 500:
 		status = StatusUnavailable
@@ -76,26 +79,7 @@ func (b *Backend) Forward(ctx context.Context, cr Credentials, method, bucket, k
 		status = StatusError
 	}
 	if b.cfg.Observer != nil {
-		b.cfg.Observer.ObserveS3(OpForward, status, time.Since(start))
+		b.cfg.Observer.ObserveS3(OpPassthrough, status, time.Since(start))
 	}
 	return resp, err
-}
-
-// escapePath encodes an S3 key for a request path the way SigV4 canonical
-// URIs are: every byte but unreserved characters and '/' percent-encoded.
-func escapePath(s string) string {
-	var sb strings.Builder
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case 'A' <= c && c <= 'Z', 'a' <= c && c <= 'z', '0' <= c && c <= '9', c == '-', c == '_', c == '.', c == '~', c == '/':
-			sb.WriteByte(c)
-		default:
-			const hex = "0123456789ABCDEF"
-			sb.WriteByte('%')
-			sb.WriteByte(hex[c>>4])
-			sb.WriteByte(hex[c&15])
-		}
-	}
-	return sb.String()
 }
