@@ -30,6 +30,7 @@ type serveFlags struct {
 	dataDir                        string
 	diskBytes, ramBytes, chunkSize byteSize
 	writeCacheBytes                byteSize
+	writeBackFraction              float64
 	metaTTL                        time.Duration
 	immutable                      bool
 	metaLease                      time.Duration
@@ -67,6 +68,8 @@ func parseServeFlags(args []string) (f *serveFlags, err error) {
 	fs.Var(&f.ramBytes, "ram-bytes", "size of the RAM tier, e.g. 8Gi (0 disables it)")
 	fs.Var(&f.chunkSize, "chunk-size", "chunk size; the same on every node of a cache, e.g. 4Mi")
 	fs.Var(&f.writeCacheBytes, "write-cache-bytes", "how much of one write-through upload is kept to be cached")
+	fs.Float64Var(&f.writeBackFraction, "writeback-fraction", embed.DefaultWriteBackFraction,
+		"share of --disk-bytes that objects of WriteBack and Transient policies may pin until S3 has them (never evicted; writes past it get SlowDown); 0 keeps none and refuses such policies' writes")
 	fs.DurationVar(&f.metaTTL, "meta-ttl", 30*time.Second, "how long object metadata is trusted before revalidation")
 	fs.BoolVar(&f.immutable, "immutable", false, "never revalidate metadata (object keys are never overwritten, as with ClickHouse)")
 	fs.DurationVar(&f.metaLease, "meta-lease", metalease.DefaultLease,
@@ -135,6 +138,12 @@ func parseServeFlags(args []string) (f *serveFlags, err error) {
 	if f.diskBytes < 4*f.chunkSize || f.diskBytes < store.MinDiskBytes {
 		return nil, fmt.Errorf("--disk-bytes %s must hold at least four chunks and %s", f.diskBytes, byteSize(store.MinDiskBytes))
 	}
+	if f.writeBackFraction == 0 {
+		f.writeBackFraction = -1 // none (NodeConfig's zero is the default)
+	}
+	if f.writeBackFraction > 0.9 {
+		return nil, fmt.Errorf("--writeback-fraction %v leaves the cache too little of --disk-bytes (at most 0.9)", f.writeBackFraction)
+	}
 	return f, nil
 }
 
@@ -145,8 +154,8 @@ func (f *serveFlags) nodeConfig(reg *prometheus.Registry, log *slog.Logger) embe
 		Listen: f.listen, TLSCert: f.tlsCert, TLSKey: f.tlsKey, ClientCA: f.clientCA, MetricsListen: f.metricsListen,
 		DataDir: f.dataDir, DiskBytes: int64(f.diskBytes), RAMBytes: int64(f.ramBytes),
 		ChunkSize: int64(f.chunkSize), MetaTTL: f.metaTTL, Immutable: f.immutable, MetaLease: f.metaLease,
-		WriteCacheBytes: int64(f.writeCacheBytes),
-		TenantsFile:     f.tenantsFile, TenantsSecret: f.tenantsRef,
+		WriteCacheBytes: int64(f.writeCacheBytes), WriteBackFraction: f.writeBackFraction,
+		TenantsFile: f.tenantsFile, TenantsSecret: f.tenantsRef,
 		S3: s3backend.Config{
 			Endpoint: f.s3Endpoint, Region: f.s3Region, UsePathStyle: f.s3PathStyle,
 			Default:       s3backend.Credentials{AccessKeyID: os.Getenv("AWS_ACCESS_KEY_ID"), SecretAccessKey: os.Getenv("AWS_SECRET_ACCESS_KEY"), SessionToken: os.Getenv("AWS_SESSION_TOKEN")},

@@ -42,6 +42,10 @@ type Meta struct {
 	// FetchedAt is when S3 last confirmed this metadata; revalidation is due
 	// once FetchedAt+TTL has passed (never in immutable mode).
 	FetchedAt time.Time `json:"fetchedAt"`
+	// Held names the nodes that hold this version until S3 has it
+	// (WriteBack) or for good (Transient), comma-separated; empty for an
+	// object S3 holds. Never stored: it comes from the nodes' journals.
+	Held string `json:"-"`
 }
 
 // Count is the number of chunks of an object of the given size.

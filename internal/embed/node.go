@@ -30,6 +30,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -45,6 +46,7 @@ import (
 	"github.com/distcache/distcache/internal/s3backend"
 	"github.com/distcache/distcache/internal/store"
 	"github.com/distcache/distcache/internal/tenancy"
+	"github.com/distcache/distcache/internal/writeback"
 )
 
 // NodeConfig is everything a cache node is made of. The zero value of a
@@ -77,6 +79,11 @@ type NodeConfig struct {
 	Immutable       bool
 	MetaLease       time.Duration
 	WriteCacheBytes int64
+	// WriteBackFraction is the share of DiskBytes the objects of WriteBack
+	// and Transient policies may pin (never evicted; writes past it get
+	// SlowDown); 0: DefaultWriteBackFraction, negative: none (such
+	// policies are refused).
+	WriteBackFraction float64
 
 	// TenantsFile is the tenants configuration, watched; TenantsSecret,
 	// when set, is followed through the API server and wins over it.
@@ -137,6 +144,7 @@ type Node struct {
 	kube    *rest.Config
 
 	tenants *tenancy.Watcher
+	journal *writeback.Journal
 	store   *store.Store
 	backend *s3backend.Backend
 	ring    *ring.Holder
@@ -176,7 +184,7 @@ func StartNode(ctx context.Context, cfg NodeConfig) (_ *Node, err error) {
 		}
 	}()
 	n.metrics = metrics.NewNode(n.reg)
-	for _, step := range []func() error{n.openTenants, n.openStore, n.openBackend, n.joinRing, n.newServer, n.serve} {
+	for _, step := range []func() error{n.openTenants, n.openJournal, n.openStore, n.openBackend, n.joinRing, n.newServer, n.serve} {
 		if err := step(); err != nil {
 			return nil, err
 		}
@@ -222,10 +230,41 @@ func (n *Node) openTenants() error {
 	return watchTenantsSecret(n.ctx, kube, n.cfg.TenantsSecret, n.tenants, n.cfg.TenantsFile, n.reg, n.log)
 }
 
+// DefaultWriteBackFraction is NodeConfig.WriteBackFraction's default.
+const DefaultWriteBackFraction = 0.3
+
+// heldDir is the journal's directory in DataDir.
+const heldDir = "writeback"
+
+// openJournal opens the write-back journal in DataDir, bounded by
+// WriteBackFraction of DiskBytes, and what a previous process held.
+func (n *Node) openJournal() error {
+	f := n.cfg.WriteBackFraction
+	if f == 0 {
+		f = DefaultWriteBackFraction
+	}
+	if f < 0 {
+		return nil
+	}
+	var err error
+	if n.journal, err = writeback.Open(filepath.Join(n.cfg.DataDir, heldDir), int64(f*float64(n.cfg.DiskBytes))); err != nil {
+		return fmt.Errorf("opening the write-back journal: %w", err)
+	}
+	if s := n.journal.Stats(); s.Objects > 0 {
+		n.log.Info("write-back journal: resuming what was held", "objects", s.Objects, "dirty", s.Dirty, "bytes", s.Bytes)
+	}
+	return nil
+}
+
 // openStore opens the store, with each tenant's quota from the tenants
-// configuration in force.
+// configuration in force, around the journal's pinned bytes.
 func (n *Node) openStore() error {
+	var pinned func() int64
+	if n.journal != nil {
+		pinned = n.journal.Used
+	}
 	st, err := store.Open(store.Options{
+		Pinned: pinned, PinnedDir: heldDir,
 		Dir: n.cfg.DataDir, DiskBytes: n.cfg.DiskBytes, RAMBytes: n.cfg.RAMBytes, Logger: n.log,
 		MaintenanceInterval: n.cfg.MaintenanceInterval,
 		TenantQuota: func(name string) int64 {
@@ -318,7 +357,10 @@ func (n *Node) joinRing() error {
 func (n *Node) newServer() error {
 	cfg := node.Config{
 		ChunkSize: n.cfg.ChunkSize, MetaTTL: n.cfg.MetaTTL, Immutable: n.cfg.Immutable, MetaLease: n.cfg.MetaLease,
-		WriteCacheBytes: n.cfg.WriteCacheBytes, Now: n.cfg.Now,
+		WriteCacheBytes: n.cfg.WriteCacheBytes, Now: n.cfg.Now, Journal: n.journal,
+	}
+	if n.journal != nil {
+		cfg.HeldMetrics = metrics.NewHeld(n.reg, n.heldStats, n.journal.Stats().Limit)
 	}
 	if n.ring != nil {
 		peerTLS, err := pki.NewClientTLS(n.cfg.PeerCert, n.cfg.PeerKey, n.cfg.ClientCA)
@@ -333,8 +375,24 @@ func (n *Node) newServer() error {
 		}}, Timeout: n.cfg.PeerTimeout}
 	}
 	var err error
-	n.srv, err = node.New(cfg, n.store, n.backend, n.tenants, n.metrics, n.log)
-	return err
+	if n.srv, err = node.New(cfg, n.store, n.backend, n.tenants, n.metrics, n.log); err != nil {
+		return err
+	}
+	if n.journal != nil {
+		held := make(chan struct{})
+		go func() { defer close(held); n.srv.RunHeld(n.ctx) }()
+		n.onClose(func() { <-held }) // before the store closes
+	}
+	return nil
+}
+
+// heldStats is the journal's content per tenant, for the metrics.
+func (n *Node) heldStats() map[string]metrics.HeldStats {
+	out := map[string]metrics.HeldStats{}
+	for t, s := range n.journal.TenantStats() {
+		out[t] = metrics.HeldStats{Objects: s.Objects, Dirty: s.Dirty, Bytes: s.Bytes, OldestDirty: s.OldestDirty}
+	}
+	return out
 }
 
 // serve listens: the node API over mTLS, HTTP/1.1 (an empty, non-nil

@@ -72,12 +72,6 @@ func (s *Server) identify(r *http.Request) (caller, *apiError) {
 	}
 	c := caller{tenant: t, hop: r.Header.Get(HeaderHop) != "", localOnly: r.Header.Get(HeaderLocalOnly) != "",
 		peer: id.Kind == pki.KindPeer}
-	if t.Credentials != nil {
-		c.creds = s3backend.Credentials{
-			AccessKeyID:     t.Credentials.AccessKeyID,
-			SecretAccessKey: t.Credentials.SecretAccessKey,
-			SessionToken:    t.Credentials.SessionToken,
-		}
-	}
+	c.creds = tenantCredentials(t)
 	return c, nil
 }

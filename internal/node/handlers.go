@@ -356,6 +356,9 @@ func (s *Server) handleHead(w http.ResponseWriter, r *http.Request) {
 	if p := q.policy(q.obj.Bucket, q.obj.Key); p.Mode != tenancy.WriteThrough {
 		h.Set(nodeapi.HeaderPolicy, string(p.Mode))
 	}
+	if m.Held != "" {
+		h.Set(HeaderHeld, m.Held)
+	}
 	switch {
 	case q.noCache(q.obj): // clients keep nothing of it either
 	case lease != "":
@@ -415,6 +418,10 @@ func (s *Server) handlePut(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, opPut, tenant, q.start, e)
 		return
 	}
+	if p, ok := s.heldPolicy(q.caller, q.obj); ok {
+		s.putHeld(w, r, q, p)
+		return
+	}
 	noCache := q.noCache(q.obj)
 	since := s.leases.Seq() // the object's changes from here on are this write's or overlap it
 	col := newCollector(s.cfg.ChunkSize, s.cfg.WriteCacheBytes, r.ContentLength)
@@ -470,6 +477,10 @@ func (s *Server) handleDelete(w http.ResponseWriter, r *http.Request) {
 	}
 	if e := checkWritable(q.caller, q.obj.Bucket, q.obj.Key); e != nil {
 		s.fail(w, opDelete, q.tenant.Name, q.start, e)
+		return
+	}
+	if p, ok := s.heldPolicy(q.caller, q.obj); ok {
+		s.deleteHeld(w, r, q, p)
 		return
 	}
 	if err := s.s3.Delete(r.Context(), q.creds, q.obj.Bucket, q.obj.Key); err != nil {

@@ -81,6 +81,18 @@ func (s *Server) handlePassthrough(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, opPassthrough, tenant, start, perr)
 		return
 	}
+	var deleteKeys []string // of a DeleteObjects that may name held keys
+	if key == "" && isDeleteObjects(r) && s.mayHold(c, bucket) {
+		var data []byte
+		if data, deleteKeys, perr = readDeleteObjects(body); perr != nil {
+			s.fail(w, opPassthrough, tenant, start, perr)
+			return
+		}
+		body = bytes.NewReader(data)
+	}
+	if s.passthroughHeld(w, r, c, bucket, key, start, deleteKeys) {
+		return
+	}
 	var deleteBody *bytes.Buffer
 	if r.Method == http.MethodPost && r.URL.Query().Has("delete") {
 		if r.ContentLength > maxDeleteBody {

@@ -293,7 +293,8 @@ func (p *Peers) head(ctx context.Context, m ring.Member, tenant string, o chunk.
 	if err != nil {
 		return chunk.Meta{}, fmt.Errorf("metadata owner %s sent no object size", m.Name)
 	}
-	meta := chunk.Meta{Size: size, ETag: h.Get("ETag"), ContentType: h.Get("X-Distcache-Content-Type"), FetchedAt: time.Now()}
+	meta := chunk.Meta{Size: size, ETag: h.Get("ETag"), ContentType: h.Get("X-Distcache-Content-Type"), FetchedAt: time.Now(),
+		Held: h.Get(HeaderHeld)}
 	if lm, err := http.ParseTime(h.Get("Last-Modified")); err == nil {
 		meta.LastModified = lm
 	}

@@ -63,21 +63,35 @@ func checkPassthroughWrite(r *http.Request, c caller, bucket, key string, body i
 	if key != "" {
 		return body, checkWritable(c, bucket, key)
 	}
-	if r.Method != http.MethodPost || !r.URL.Query().Has("delete") || !hasReadOnly(c, bucket) {
+	if !isDeleteObjects(r) || !hasReadOnly(c, bucket) {
 		return body, nil
 	}
+	data, keys, aerr := readDeleteObjects(body)
+	if aerr != nil {
+		return nil, aerr
+	}
+	return bytes.NewReader(data), checkWritable(c, bucket, keys...)
+}
+
+func isDeleteObjects(r *http.Request) bool {
+	return r.Method == http.MethodPost && r.URL.Query().Has("delete")
+}
+
+// readDeleteObjects reads a DeleteObjects body whole (at most
+// maxDeleteBody) and the keys it names.
+func readDeleteObjects(body io.Reader) ([]byte, []string, *apiError) {
 	data, err := io.ReadAll(io.LimitReader(body, maxDeleteBody+1))
 	switch {
 	case err != nil:
-		return nil, newError(http.StatusBadRequest, CodeBadRequest, "reading the DeleteObjects body: "+err.Error())
+		return nil, nil, newError(http.StatusBadRequest, CodeBadRequest, "reading the DeleteObjects body: "+err.Error())
 	case len(data) > maxDeleteBody:
-		return nil, newError(http.StatusBadRequest, CodeBadRequest, "DeleteObjects body too large")
+		return nil, nil, newError(http.StatusBadRequest, CodeBadRequest, "DeleteObjects body too large")
 	}
 	keys, err := deleteObjectsKeys(data)
 	if err != nil {
-		return nil, newError(http.StatusBadRequest, CodeBadRequest, "malformed DeleteObjects body: "+err.Error())
+		return nil, nil, newError(http.StatusBadRequest, CodeBadRequest, "malformed DeleteObjects body: "+err.Error())
 	}
-	return bytes.NewReader(data), checkWritable(c, bucket, keys...)
+	return data, keys, nil
 }
 
 // headNoCache is the metadata of a NoCache object: S3's, asked every time,

@@ -39,6 +39,9 @@ func (s *Server) resolveMeta(ctx context.Context, c caller, o chunk.Object, forc
 		return m, false, err
 	}
 	owned := s.ownsMeta(o)
+	if m, ok, err := s.heldMetaOf(o); ok {
+		return m, owned, err
+	}
 	cached, err := s.store.GetMeta(o)
 	have := err == nil
 	if err != nil && !errors.Is(err, store.ErrNotFound) {
@@ -177,7 +180,7 @@ func (s *Server) loadChunk(ctx context.Context, c caller, o chunk.Object, m chun
 	}
 	r := s.currentRing()
 	if r != nil && !c.hop && r.Owner(id).Name != s.cfg.Self {
-		if data, relayed, err := s.relayChunk(ctx, r, c, id, m.Size); relayed {
+		if data, relayed, err := s.relayChunk(ctx, r, c, id, peerSize(m)); relayed {
 			return data, metrics.ResultRelayed, false, err
 		}
 		// No owner could answer: read S3 here, so a read never fails
@@ -193,10 +196,10 @@ func (s *Server) loadChunk(ctx context.Context, c caller, o chunk.Object, m chun
 		bg := context.WithoutCancel(ctx)
 		data, handedOff := []byte(nil), false
 		if r != nil {
-			data, handedOff = s.fromPrevious(bg, r, c, id, m.Size)
+			data, handedOff = s.fromPrevious(bg, r, c, id, peerSize(m))
 		}
 		if !handedOff && r != nil && s.cfg.CrossZone == CrossZoneOnMiss {
-			data, handedOff = s.fromOtherZones(bg, r, c, id, m.Size)
+			data, handedOff = s.fromOtherZones(bg, r, c, id, peerSize(m))
 		}
 		if handedOff {
 			if s.shouldStore(r, id) {
@@ -206,9 +209,14 @@ func (s *Server) loadChunk(ctx context.Context, c caller, o chunk.Object, m chun
 			}
 			return data, nil
 		}
-		// Read S3 straight into the buffer the store keeps.
+		// Read S3 (or, for a version S3 does not have yet, its holders)
+		// straight into the buffer the store keeps.
 		v := store.NewValue(int(length))
-		if err := s.s3.GetRangeInto(bg, c.creds, o.Bucket, o.Key, m.ETag, off, v.Payload()); err != nil {
+		if m.Held != "" {
+			if err := s.fromHolders(bg, c, o, m, off, v.Payload()); err != nil {
+				return nil, err
+			}
+		} else if err := s.s3.GetRangeInto(bg, c.creds, o.Bucket, o.Key, m.ETag, off, v.Payload()); err != nil {
 			return nil, err
 		}
 		if s.shouldStore(r, id) {

@@ -27,6 +27,7 @@ import (
 	"github.com/distcache/distcache/internal/s3backend"
 	"github.com/distcache/distcache/internal/store"
 	"github.com/distcache/distcache/internal/tenancy"
+	"github.com/distcache/distcache/internal/writeback"
 )
 
 // Store is the local cache the node reads and fills (store.Store).
@@ -97,6 +98,11 @@ type Config struct {
 	CrossZone CrossZone
 	// Zones are the rings of the cache's other zones (CrossZoneOnMiss).
 	Zones *ZoneRings
+
+	// Journal keeps the objects of WriteBack and Transient policies
+	// (held.go); nil: such writes are refused. HeldMetrics are its series.
+	Journal     *writeback.Journal
+	HeldMetrics *metrics.Held
 }
 
 // Server serves the node API. Create it with New and mount Handler behind a
@@ -241,6 +247,9 @@ func (s *Server) mux() *http.ServeMux {
 	mux.HandleFunc("DELETE /v1/objects/{bucket}/{key...}", s.handleDelete)
 	mux.HandleFunc("GET /v1/ring", s.handleRing)
 	mux.HandleFunc("GET "+nodeapi.PathInvalidations, s.handleInvalidations)
+	mux.HandleFunc("PUT "+nodeapi.PathHeld+"/{bucket}/{key...}", s.handleHeldPut)
+	mux.HandleFunc("GET "+nodeapi.PathHeld+"/{bucket}/{key...}", s.handleHeldGet)
+	mux.HandleFunc("DELETE "+nodeapi.PathHeld+"/{bucket}/{key...}", s.handleHeldDrop)
 	mux.HandleFunc("/v1/s3/{bucket}", s.handlePassthrough)
 	mux.HandleFunc("/v1/s3/{bucket}/{key...}", s.handlePassthrough)
 	return mux

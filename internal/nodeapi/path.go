@@ -14,10 +14,19 @@ import (
 // "." or ".." segment is written %2E so it is not cleaned away, and the
 // slash after an empty segment is written %2F so "a//b" and "/a" are not
 // collapsed.
-func ObjectPath(bucket, key string) string {
+func ObjectPath(bucket, key string) string { return pathOf("/v1/objects/", bucket, key) }
+
+// HeldPath is /v1/held/{bucket}/{key}, escaped as ObjectPath: the copies
+// of WriteBack and Transient objects that nodes keep for each other.
+func HeldPath(bucket, key string) string { return pathOf(PathHeld+"/", bucket, key) }
+
+// PathHeld is the root of the held objects' API between nodes.
+const PathHeld = "/v1/held"
+
+func pathOf(prefix, bucket, key string) string {
 	var b strings.Builder
-	b.Grow(len("/v1/objects//") + len(bucket) + 3*len(key))
-	b.WriteString("/v1/objects/")
+	b.Grow(len(prefix) + 1 + len(bucket) + 3*len(key))
+	b.WriteString(prefix)
 	b.WriteString(url.PathEscape(bucket))
 	b.WriteByte('/')
 	prevEmpty := false

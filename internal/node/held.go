@@ -1,0 +1,445 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/distcache/distcache/internal/chunk"
+	"github.com/distcache/distcache/internal/metrics"
+	"github.com/distcache/distcache/internal/nodeapi"
+	"github.com/distcache/distcache/internal/ring"
+	"github.com/distcache/distcache/internal/store"
+	"github.com/distcache/distcache/internal/tenancy"
+	"github.com/distcache/distcache/internal/writeback"
+)
+
+// Held objects: the writes of WriteBack and Transient policies, which the
+// nodes keep in their journals (internal/writeback) instead of sending to
+// S3 before they answer.
+//
+//   - The key's metadata owner takes the write (another node answers 503
+//     SlowDown, and the writer retries at the owner): it numbers the
+//     version, writes it to its journal (fsync'd), copies it to the next
+//     replicas-1 nodes in the key's placement order, which write it to
+//     theirs, and answers once all have it. A node that cannot be reached
+//     fails the write (SlowDown) rather than leaving fewer copies.
+//   - Reads: the owner (or, when it cannot be reached, the next holder)
+//     answers the key's metadata from its journal, with HeaderHeld naming
+//     the holders; a chunk read that misses the store fills from a holder
+//     instead of S3. Written chunks are handed to their owners as in a
+//     write-through, so reads after the write are hits.
+//   - Persistence (WriteBack): the first holder in placement order that is
+//     still in the ring sends the newest version to S3 in the background
+//     (writeback.Persister), then caches S3's metadata, and the holders
+//     drop their copies. Transient objects never go to S3.
+//   - DELETE of a held key: the holders record the delete (WriteBack: S3
+//     deletes it in turn; Transient: the copies go).
+
+// transientTombstoneLife is how long the delete of a Transient key is
+// kept, so that a copy of the version it deleted arriving late is refused.
+const transientTombstoneLife = 10 * time.Minute
+
+// HeaderHeld names the holders of a held version in metadata answers.
+const HeaderHeld = "X-Distcache-Held"
+
+// holds reports whether writes of the policy are held by the nodes.
+func holds(p tenancy.Policy) bool {
+	return p.Mode == tenancy.WriteBack || p.Mode == tenancy.Transient
+}
+
+func heldName(o chunk.Object) writeback.Name {
+	return writeback.Name{Tenant: o.Tenant, Bucket: o.Bucket, Key: o.Key}
+}
+
+func heldObject(n writeback.Name) chunk.Object {
+	return chunk.Object{Tenant: n.Tenant, Bucket: n.Bucket, Key: n.Key}
+}
+
+// errNoJournal answers held writes on a node started without a journal.
+var errNoJournal = newError(http.StatusNotImplemented, CodeBadRequest,
+	"this node keeps no write-back journal (--writeback-fraction 0): WriteBack and Transient policies cannot be served")
+
+// heldPolicy reports whether a write of o is held by the nodes, and under
+// which policy: its policy is WriteBack or Transient, or this node still
+// holds a version of o (the policy changed meanwhile: the write must come
+// after it, in order, so it is held too, with the default replicas).
+func (s *Server) heldPolicy(c caller, o chunk.Object) (tenancy.Policy, bool) {
+	p := c.policy(o.Bucket, o.Key)
+	if holds(p) {
+		return p, true
+	}
+	if s.cfg.Journal != nil {
+		if _, ok := s.cfg.Journal.Get(heldName(o)); ok {
+			return tenancy.Policy{Bucket: o.Bucket, Mode: tenancy.WriteBack}, true
+		}
+	}
+	return p, false
+}
+
+// holdersFor chooses the nodes that hold a write of o: this node, which
+// must be o's metadata owner, then the next n-1 members in o's placement
+// order that are not marked down.
+func (s *Server) holdersFor(o chunk.Object, n int) ([]string, *apiError) {
+	r := s.currentRing()
+	if r == nil {
+		if n > 1 {
+			return nil, newError(http.StatusServiceUnavailable, CodeSlowDown,
+				"a node running alone cannot keep the policy's copies on several nodes")
+		}
+		return []string{s.cfg.Self}, nil
+	}
+	cands := r.Candidates(nodeapi.MetaID(o), 0)
+	if cands[0].Name != s.cfg.Self {
+		return nil, newError(http.StatusServiceUnavailable, CodeSlowDown,
+			"held writes of this key are taken by its metadata owner "+cands[0].Name)
+	}
+	holders := []string{s.cfg.Self}
+	now := time.Now()
+	for _, m := range cands[1:] {
+		if len(holders) == n {
+			break
+		}
+		if !s.peers.down.Down(m.Name, now) {
+			holders = append(holders, m.Name)
+		}
+	}
+	if len(holders) < n {
+		return nil, newError(http.StatusServiceUnavailable, CodeSlowDown,
+			"too few cache nodes can be reached to keep the policy's copies")
+	}
+	return holders, nil
+}
+
+// putHeld takes a PUT of a held key.
+func (s *Server) putHeld(w http.ResponseWriter, r *http.Request, q request, p tenancy.Policy) {
+	tenant := q.tenant.Name
+	if s.cfg.Journal == nil {
+		s.fail(w, opPut, tenant, q.start, errNoJournal)
+		return
+	}
+	if r.ContentLength < 0 {
+		s.fail(w, opPut, tenant, q.start, newError(http.StatusLengthRequired, CodeBadRequest, "a held write needs a Content-Length"))
+		return
+	}
+	holders, aerr := s.holdersFor(q.obj, p.ReplicaCount())
+	if aerr != nil {
+		s.fail(w, opPut, tenant, q.start, aerr)
+		return
+	}
+	now := s.cfg.Now()
+	e := writeback.Entry{Name: heldName(q.obj), Version: s.cfg.Journal.NextVersion(), Op: writeback.OpPut,
+		Size: r.ContentLength, ContentType: r.Header.Get("Content-Type"), LastModified: now.UTC().Truncate(time.Second),
+		Transient: p.Mode == tenancy.Transient, Holders: holders}
+	if d := p.ExpiryAfter(); e.Transient && d > 0 {
+		e.Expires = now.Add(d)
+	}
+	stored, aerr := s.holdVersion(r.Context(), q.caller, e, r.Body)
+	if aerr != nil {
+		s.fail(w, opPut, tenant, q.start, aerr)
+		return
+	}
+	// The old version, wherever cached, is stale now; gateways learn it
+	// before the answer.
+	s.invalidateObjects(r.Context(), q.caller, q.obj)
+	m := heldMeta(stored, s.cfg.Now())
+	s.handOutHeld(r.Context(), q.caller, stored, m)
+	writeJSON(w, http.StatusOK, s.metaResponse(q.obj, m))
+	s.observe(opPut, tenant, metrics.ResultHeld, 0, q.start)
+}
+
+// deleteHeld takes a DELETE of a held key: a WriteBack key's delete is
+// held like a write (S3 deletes it in turn); a Transient key's copies go.
+func (s *Server) deleteHeld(w http.ResponseWriter, r *http.Request, q request, p tenancy.Policy) {
+	tenant := q.tenant.Name
+	if s.cfg.Journal == nil {
+		s.fail(w, opDelete, tenant, q.start, errNoJournal)
+		return
+	}
+	holders, aerr := s.holdersFor(q.obj, p.ReplicaCount())
+	if aerr != nil {
+		s.fail(w, opDelete, tenant, q.start, aerr)
+		return
+	}
+	if _, aerr := s.holdVersion(r.Context(), q.caller, s.heldDelete(q.obj, p, holders), http.NoBody); aerr != nil {
+		s.fail(w, opDelete, tenant, q.start, aerr)
+		return
+	}
+	s.invalidateObjects(r.Context(), q.caller, q.obj)
+	w.WriteHeader(http.StatusNoContent)
+	s.observe(opDelete, tenant, metrics.ResultHeld, 0, q.start)
+}
+
+// holdVersion writes version e to this node's journal and copies it to the
+// other holders; it returns once every holder has it on disk. If one
+// cannot take it, the copies made are dropped and the write fails.
+func (s *Server) holdVersion(ctx context.Context, c caller, e writeback.Entry, body io.Reader) (writeback.Entry, *apiError) {
+	stored, err := s.cfg.Journal.Write(e, body)
+	switch {
+	case errors.Is(err, writeback.ErrFull):
+		s.countHeldFull()
+		s.log.Warn("write-back space is full: held writes get SlowDown until S3 has caught up",
+			"tenant", e.Tenant, "bucket", e.Bucket, "limitBytes", s.cfg.Journal.Stats().Limit)
+		return stored, newError(http.StatusServiceUnavailable, CodeSlowDown,
+			"the cache's write-back space is full until S3 has caught up; retry")
+	case errors.Is(err, writeback.ErrBadBody):
+		return stored, newError(http.StatusBadRequest, CodeBadRequest, "the body is not Content-Length bytes")
+	case err != nil:
+		s.storeFailed("held_write", err)
+		return stored, newError(http.StatusInternalServerError, CodeInternal, "writing the journal: "+err.Error())
+	}
+	if stored.Version != e.Version {
+		return stored, nil // a newer version came first (cannot happen at the owner, which numbers them)
+	}
+	r := s.currentRing()
+	others := slices.DeleteFunc(slices.Clone(stored.Holders), func(n string) bool { return n == s.cfg.Self })
+	errs := make([]error, len(others))
+	var wg sync.WaitGroup
+	for i, name := range others {
+		wg.Go(func() { errs[i] = s.copyHeld(ctx, r, c, name, stored) })
+	}
+	wg.Wait()
+	var failed []string
+	for i, err := range errs {
+		if err != nil {
+			failed = append(failed, others[i])
+			s.peers.down.MarkDown(others[i])
+			s.log.Warn("a holder could not take a held write", "peer", others[i], "object", stored.String(), "err", err)
+		}
+	}
+	if len(failed) == 0 {
+		return stored, nil
+	}
+	s.cfg.Journal.Drop(stored)
+	for i, name := range others {
+		if errs[i] == nil {
+			s.dropHeldAt(ctx, r, c, name, stored)
+		}
+	}
+	return stored, newError(http.StatusServiceUnavailable, CodeSlowDown,
+		"cache node "+strings.Join(failed, ", ")+" could not keep a copy of the write; retry")
+}
+
+// copyHeld sends version e to holder name, from this node's journal.
+func (s *Server) copyHeld(ctx context.Context, r *ring.Ring, c caller, name string, e writeback.Entry) error {
+	m, ok := r.Member(name)
+	if !ok {
+		return errors.New("not in the ring")
+	}
+	var body io.ReadCloser = http.NoBody
+	if e.Op == writeback.OpPut {
+		f, err := s.cfg.Journal.OpenBody(e)
+		if err != nil {
+			return err
+		}
+		body = f
+	}
+	defer body.Close()
+	err := s.peers.putHeld(ctx, m, c.tenant.Name, e, body)
+	result := "ok"
+	if err != nil {
+		result = "error"
+	}
+	s.metrics.PeerRequests.WithLabelValues("held_copy", result).Inc()
+	return err
+}
+
+// dropHeldAt tells holder name that version e is no longer to be kept.
+func (s *Server) dropHeldAt(ctx context.Context, r *ring.Ring, c caller, name string, e writeback.Entry) {
+	m, ok := r.Member(name)
+	if !ok {
+		return
+	}
+	result := "ok"
+	if err := s.peers.dropHeld(context.WithoutCancel(ctx), m, c.tenant.Name, e); err != nil {
+		result = "error"
+		s.log.Debug("telling a holder to drop its copy failed", "peer", name, "object", e.String(), "err", err)
+	}
+	s.metrics.PeerRequests.WithLabelValues("held_drop", result).Inc()
+}
+
+// countHeldFull counts a held write refused for want of pinned space.
+func (s *Server) countHeldFull() {
+	if s.cfg.HeldMetrics != nil {
+		s.cfg.HeldMetrics.Full.Inc()
+	}
+}
+
+// peerSize is the object size a chunk read passes to another node with the
+// ETag, so that it needs no metadata; -1 for a held version, whose holders
+// the other node learns with the metadata.
+func peerSize(m chunk.Meta) int64 {
+	if m.Held != "" {
+		return -1
+	}
+	return m.Size
+}
+
+// heldMeta is the metadata of a held version.
+func heldMeta(e writeback.Entry, now time.Time) chunk.Meta {
+	return chunk.Meta{Size: e.Size, ETag: e.ETag, ContentType: e.ContentType, LastModified: e.LastModified,
+		FetchedAt: now, Held: strings.Join(e.Holders, ",")}
+}
+
+// heldMetaOf answers o's metadata from this node's journal: ok=false when
+// it holds no version of o.
+func (s *Server) heldMetaOf(o chunk.Object) (m chunk.Meta, ok bool, err error) {
+	if s.cfg.Journal == nil {
+		return m, false, nil
+	}
+	e, ok := s.cfg.Journal.Get(heldName(o))
+	if !ok {
+		return m, false, nil
+	}
+	if e.Op == writeback.OpDelete {
+		return m, true, newError(http.StatusNotFound, CodeNoSuchKey, "object deleted (the delete is held by the cache)")
+	}
+	return heldMeta(e, s.cfg.Now()), true, nil
+}
+
+// handOutHeld caches a held write's leading chunks at their owners (up to
+// WriteCacheBytes), read back from the journal, so reads after the write
+// are hits.
+func (s *Server) handOutHeld(ctx context.Context, c caller, e writeback.Entry, m chunk.Meta) {
+	f, err := s.cfg.Journal.OpenBody(e)
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	r := s.currentRing()
+	var ids []chunk.ID
+	var chunks [][]byte
+	for i := int64(0); i < chunk.Count(m.Size, s.cfg.ChunkSize) && (i+1)*s.cfg.ChunkSize <= max(s.cfg.WriteCacheBytes, s.cfg.ChunkSize); i++ {
+		off, n, _ := chunk.Bounds(m.Size, s.cfg.ChunkSize, i)
+		v := store.NewValue(int(n))
+		if _, err := f.ReadAt(v.Payload(), off); err != nil && !errors.Is(err, io.EOF) {
+			return
+		}
+		id := chunk.ID{Object: heldObject(e.Name), ETag: m.ETag, Size: s.cfg.ChunkSize, Index: i}
+		if r == nil || r.Owner(id).Name == s.cfg.Self {
+			if err := s.store.PutValue(id, v); err != nil {
+				s.storeFailed("put_chunk", err)
+			}
+			continue
+		}
+		ids, chunks = append(ids, id), append(chunks, v.Payload())
+	}
+	if len(ids) > 0 {
+		s.handOut(ctx, r, c, ids, chunks)
+	}
+}
+
+// fromHolders reads [off, off+n) of held version m: from this node's
+// journal when it is a holder, else from the holders in turn.
+func (s *Server) fromHolders(ctx context.Context, c caller, o chunk.Object, m chunk.Meta, off int64, dst []byte) error {
+	if s.cfg.Journal != nil {
+		if e, ok := s.cfg.Journal.Get(heldName(o)); ok && e.Op == writeback.OpPut && e.ETag == m.ETag {
+			f, err := s.cfg.Journal.OpenBody(e)
+			if err == nil {
+				defer f.Close()
+				if _, err := f.ReadAt(dst, off); err == nil || errors.Is(err, io.EOF) {
+					return nil
+				}
+			}
+		}
+	}
+	r := s.currentRing()
+	if r == nil {
+		return newError(http.StatusServiceUnavailable, CodeServiceUnavailable, "no holder of the held object can be reached")
+	}
+	var last error = errors.New("no holder named")
+	for _, name := range strings.Split(m.Held, ",") {
+		if name == s.cfg.Self || name == "" {
+			continue
+		}
+		mem, ok := r.Member(name)
+		if !ok {
+			continue
+		}
+		err := s.peers.getHeld(ctx, mem, c.tenant.Name, o, m.ETag, off, dst)
+		result := "ok"
+		if err != nil {
+			result = "error"
+			last = err
+		}
+		s.metrics.PeerRequests.WithLabelValues("held_read", result).Inc()
+		if err == nil {
+			return nil
+		}
+	}
+	return newError(http.StatusServiceUnavailable, CodeServiceUnavailable,
+		"no holder of the held object could serve it: "+last.Error())
+}
+
+// passthroughHeld takes the pass-through writes of held keys before they
+// reach S3: a DeleteObject is held like a DELETE; the keys a DeleteObjects
+// names that are held get a held delete too (newer than any held write of
+// them, so S3 ends without them), and the request then goes on to S3 as
+// usual; copies and multipart uploads into a held key are refused (not
+// supported yet). It reports whether it answered.
+func (s *Server) passthroughHeld(w http.ResponseWriter, r *http.Request, c caller, bucket, key string, start time.Time, deleteKeys []string) bool {
+	q := r.URL.Query()
+	if key != "" {
+		o := chunk.Object{Tenant: c.tenant.Name, Bucket: bucket, Key: key}
+		p, held := s.heldPolicy(c, o)
+		switch {
+		case !held || r.Method == http.MethodGet || r.Method == http.MethodHead:
+			return false
+		case r.Method == http.MethodDelete && !q.Has("uploadId"):
+			s.deleteHeld(w, r, request{caller: c, obj: o, start: start}, p)
+			return true
+		}
+		s.fail(w, opPassthrough, c.tenant.Name, start, newError(http.StatusNotImplemented, "NotImplemented",
+			"copies and multipart uploads into a "+string(p.Mode)+" prefix are not supported yet ("+p.String()+"): upload with one PutObject"))
+		return true
+	}
+	for _, k := range deleteKeys {
+		o := chunk.Object{Tenant: c.tenant.Name, Bucket: bucket, Key: k}
+		p, held := s.heldPolicy(c, o)
+		if !held {
+			continue
+		}
+		if s.cfg.Journal == nil {
+			s.fail(w, opPassthrough, c.tenant.Name, start, errNoJournal)
+			return true
+		}
+		holders, aerr := s.holdersFor(o, p.ReplicaCount())
+		if aerr == nil {
+			_, aerr = s.holdVersion(r.Context(), c, s.heldDelete(o, p, holders), http.NoBody)
+		}
+		if aerr != nil {
+			s.fail(w, opPassthrough, c.tenant.Name, start, aerr)
+			return true
+		}
+	}
+	return false
+}
+
+// heldDelete is the version that deletes o.
+func (s *Server) heldDelete(o chunk.Object, p tenancy.Policy, holders []string) writeback.Entry {
+	e := writeback.Entry{Name: heldName(o), Version: s.cfg.Journal.NextVersion(), Op: writeback.OpDelete,
+		LastModified: s.cfg.Now().UTC(), Transient: p.Mode == tenancy.Transient, Holders: holders}
+	if e.Transient {
+		// Nothing to delete in S3: the delete only has to outlive late
+		// copies of what it deletes.
+		e.Expires = s.cfg.Now().Add(transientTombstoneLife)
+	}
+	return e
+}
+
+// mayHold reports whether a DeleteObjects of bucket may name held keys:
+// the tenant has WriteBack or Transient policies there, or this node holds
+// some of the bucket's keys.
+func (s *Server) mayHold(c caller, bucket string) bool {
+	for _, p := range c.tenant.Policies {
+		if p.Bucket == bucket && holds(p) {
+			return true
+		}
+	}
+	return s.cfg.Journal != nil && len(s.cfg.Journal.List(c.tenant.Name, bucket, "")) > 0
+}

@@ -1,0 +1,267 @@
+package node
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/distcache/distcache/internal/chunk"
+	"github.com/distcache/distcache/internal/metrics"
+	"github.com/distcache/distcache/internal/nodeapi"
+	"github.com/distcache/distcache/internal/ring"
+	"github.com/distcache/distcache/internal/writeback"
+)
+
+// The held objects' API between nodes (nodeapi.HeldPath), peers only:
+//
+//	PUT    /v1/held/{bucket}/{key}?version=V   keep this copy (headers: heldHeaders)
+//	GET    /v1/held/{bucket}/{key}?etag=E      bytes of the version held (Range)
+//	DELETE /v1/held/{bucket}/{key}?version=V   drop the copy (S3 has it, or the write failed)
+
+const (
+	headerHeldEntry = "X-Distcache-Held-Entry" // the writeback.Entry, JSON
+)
+
+// handleHeldPut keeps a copy of a held version another node took.
+func (s *Server) handleHeldPut(w http.ResponseWriter, r *http.Request) {
+	q, e, ok := s.beginHeld(w, r, opPut)
+	if !ok {
+		return
+	}
+	if s.cfg.Journal == nil {
+		s.fail(w, opPut, q.tenant.Name, q.start, errNoJournal)
+		return
+	}
+	if e.Op == writeback.OpPut && r.ContentLength != e.Size {
+		s.fail(w, opPut, q.tenant.Name, q.start, newError(http.StatusBadRequest, CodeBadRequest, "body length is not the entry's size"))
+		return
+	}
+	if _, err := s.cfg.Journal.Write(e, r.Body); err != nil {
+		status, code := http.StatusInternalServerError, CodeInternal
+		switch {
+		case errors.Is(err, writeback.ErrFull):
+			s.countHeldFull()
+			status, code = http.StatusServiceUnavailable, CodeSlowDown
+		case errors.Is(err, writeback.ErrBadBody):
+			status, code = http.StatusBadRequest, CodeBadRequest
+		}
+		s.fail(w, opPut, q.tenant.Name, q.start, newError(status, code, "keeping the copy: "+err.Error()))
+		return
+	}
+	// What this node cached of the key (a replica may also be a chunk
+	// owner or a former metadata owner) is of an older version now.
+	s.awaitLeases(r.Context(), q.tenant.Name, s.invalidate(q.obj))
+	w.WriteHeader(http.StatusNoContent)
+	s.observe(opPut, q.tenant.Name, metrics.ResultHeld, 0, q.start)
+}
+
+// handleHeldGet serves bytes of the held version of the given ETag.
+func (s *Server) handleHeldGet(w http.ResponseWriter, r *http.Request) {
+	q, ok := s.beginPeer(w, r, opGetChunk)
+	if !ok {
+		return
+	}
+	var e writeback.Entry
+	if s.cfg.Journal != nil {
+		e, ok = s.cfg.Journal.Get(heldName(q.obj))
+	}
+	if !ok || e.Op != writeback.OpPut || e.ETag != r.URL.Query().Get("etag") {
+		s.fail(w, opGetChunk, q.tenant.Name, q.start, newError(http.StatusNotFound, CodeNotCached, "this node holds no such version"))
+		return
+	}
+	f, err := s.cfg.Journal.OpenBody(e)
+	if err != nil {
+		s.fail(w, opGetChunk, q.tenant.Name, q.start, newError(http.StatusNotFound, CodeNotCached, "the version is no longer held"))
+		return
+	}
+	defer f.Close()
+	w.Header().Set("ETag", e.ETag)
+	http.ServeContent(w, r, "", time.Time{}, f) // Range, from the file
+	s.observe(opGetChunk, q.tenant.Name, metrics.ResultHeld, 0, q.start)
+}
+
+// handleHeldDrop drops a held copy.
+func (s *Server) handleHeldDrop(w http.ResponseWriter, r *http.Request) {
+	q, e, ok := s.beginHeld(w, r, opDelete)
+	if !ok {
+		return
+	}
+	if s.cfg.Journal != nil {
+		s.cfg.Journal.Drop(e)
+	}
+	w.WriteHeader(http.StatusNoContent)
+	s.observe(opDelete, q.tenant.Name, metrics.ResultHeld, 0, q.start)
+}
+
+// beginPeer is begin for the calls only peers may make.
+func (s *Server) beginPeer(w http.ResponseWriter, r *http.Request, op string) (request, bool) {
+	q, ok := s.begin(w, r, op)
+	if !ok {
+		return q, false
+	}
+	if !q.peer {
+		s.fail(w, op, q.tenant.Name, q.start, newError(http.StatusForbidden, CodeAccessDenied, "only cache nodes may keep or read held copies"))
+		return q, false
+	}
+	return q, true
+}
+
+// beginHeld is beginPeer with the entry the request carries, checked to
+// name the request's object.
+func (s *Server) beginHeld(w http.ResponseWriter, r *http.Request, op string) (request, writeback.Entry, bool) {
+	q, ok := s.beginPeer(w, r, op)
+	if !ok {
+		return q, writeback.Entry{}, false
+	}
+	var e writeback.Entry
+	if err := json.Unmarshal([]byte(r.Header.Get(headerHeldEntry)), &e); err != nil || heldObject(e.Name) != q.obj || e.Version == 0 {
+		s.fail(w, op, q.tenant.Name, q.start, newError(http.StatusBadRequest, CodeBadRequest, "missing or malformed "+headerHeldEntry))
+		return q, e, false
+	}
+	return q, e, true
+}
+
+// putHeld sends a copy of version e to m.
+func (p *Peers) putHeld(ctx context.Context, m ring.Member, tenant string, e writeback.Entry, body io.Reader) error {
+	req, cancel, err := p.heldRequest(ctx, http.MethodPut, m, tenant, e, body)
+	if err != nil {
+		return err
+	}
+	defer cancel()
+	req.ContentLength = e.Size
+	return p.doNoContent(req)
+}
+
+// dropHeld tells m to drop its copy of version e.
+func (p *Peers) dropHeld(ctx context.Context, m ring.Member, tenant string, e writeback.Entry) error {
+	req, cancel, err := p.heldRequest(ctx, http.MethodDelete, m, tenant, e, http.NoBody)
+	if err != nil {
+		return err
+	}
+	defer cancel()
+	return p.doNoContent(req)
+}
+
+func (p *Peers) heldRequest(ctx context.Context, method string, m ring.Member, tenant string, e writeback.Entry, body io.Reader) (*http.Request, context.CancelFunc, error) {
+	entry, err := json.Marshal(e)
+	if err != nil {
+		return nil, nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, p.Timeout)
+	req, err := http.NewRequestWithContext(ctx, method, "https://"+m.Address+nodeapi.HeldPath(e.Bucket, e.Key), body)
+	if err != nil {
+		cancel()
+		return nil, nil, err
+	}
+	req.Header.Set(HeaderTenant, tenant)
+	req.Header.Set(HeaderHop, "1")
+	req.Header.Set(headerHeldEntry, string(entry))
+	return req, cancel, nil
+}
+
+func (p *Peers) doNoContent(req *http.Request) error {
+	resp, err := p.Client.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusNoContent {
+		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+		return &peerError{status: resp.StatusCode, code: resp.Header.Get("X-Distcache-Error"), msg: string(msg)}
+	}
+	return nil
+}
+
+// getHeld reads len(dst) bytes at off of the version etag of o that m holds.
+func (p *Peers) getHeld(ctx context.Context, m ring.Member, tenant string, o chunk.Object, etag string, off int64, dst []byte) error {
+	ctx, cancel := context.WithTimeout(ctx, p.Timeout)
+	defer cancel()
+	u := "https://" + m.Address + nodeapi.HeldPath(o.Bucket, o.Key) + "?" + url.Values{"etag": {etag}}.Encode()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return err
+	}
+	req.Header.Set(HeaderTenant, tenant)
+	req.Header.Set(HeaderHop, "1")
+	req.Header.Set("Range", "bytes="+strconv.FormatInt(off, 10)+"-"+strconv.FormatInt(off+int64(len(dst))-1, 10))
+	resp, err := p.Client.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusPartialContent && !(resp.StatusCode == http.StatusOK && off == 0) {
+		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+		return &peerError{status: resp.StatusCode, msg: string(msg)}
+	}
+	if _, err := io.ReadFull(resp.Body, dst); err != nil {
+		return fmt.Errorf("holder %s: short body: %w", m.Name, err)
+	}
+	return nil
+}
+
+// PersistsHeld reports whether this node sends held version e of n to S3:
+// of its holders, it is the first in n's placement order that is still an
+// active member (the others keep their copies until told S3 has it).
+func (s *Server) PersistsHeld(e writeback.Entry) bool {
+	r := s.currentRing()
+	if r == nil {
+		return true
+	}
+	for _, m := range r.Candidates(nodeapi.MetaID(heldObject(e.Name)), 0) {
+		for _, h := range e.Holders {
+			if h == m.Name {
+				return h == s.cfg.Self
+			}
+		}
+	}
+	return false // no holder is active: the first to come back persists it
+}
+
+// HeldPersisted is told that S3 has held version e (etag: S3's for a put):
+// the object becomes an ordinary cached one (its metadata S3's, cached at
+// its owner; its chunks, cached under the held ETag, still valid when S3
+// gave the same one), and the other holders drop their copies.
+func (s *Server) HeldPersisted(e writeback.Entry, etag string) {
+	ctx := context.Background()
+	o := heldObject(e.Name)
+	t, ok := s.tenants.Current().Tenant(e.Tenant)
+	if !ok {
+		return
+	}
+	c := caller{tenant: t}
+	if e.Op == writeback.OpDelete || etag != e.ETag {
+		// A multipart upload's ETag is not the body's MD5: the held
+		// version's chunks and what gateways keep of it go.
+		s.invalidateObjects(ctx, c, o)
+	}
+	if e.Op == writeback.OpPut && s.ownsMeta(o) {
+		m := chunk.Meta{Size: e.Size, ETag: etag, ContentType: e.ContentType, LastModified: e.LastModified, FetchedAt: s.cfg.Now()}
+		if err := s.store.PutMeta(o, m); err != nil {
+			s.storeFailed("put_meta", err)
+		}
+	}
+	r := s.currentRing()
+	if r == nil {
+		return
+	}
+	for _, h := range e.Holders {
+		if h != s.cfg.Self {
+			s.dropHeldAt(ctx, r, c, h, e)
+		}
+	}
+}
+
+// heldHolders parses the holders of a metadata answer.
+func heldHolders(v string) []string {
+	if v == "" {
+		return nil
+	}
+	return strings.Split(v, ",")
+}
