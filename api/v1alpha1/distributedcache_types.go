@@ -6,6 +6,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
+// This file is over 600 lines on purpose: kubebuilder keeps a kind's API in
+// one file, and most of it is the fields' documentation, which is the CRD's
+// and docs/api-reference.md's text.
+
 // Immutable fields (refused on update by `self == oldSelf`-style transition
 // rules), and why:
 //
