@@ -2,15 +2,13 @@ package clickhouse
 
 import (
 	"context"
-	"log"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/distcache/distcache/internal/testutil/repo"
-	"github.com/distcache/distcache/tools/benchmark/benchkit"
+	"github.com/distcache/distcache/internal/testutil/benchtest"
 )
 
 // TestRunQuick runs the whole part on a tiny table: real MinIO behind the
@@ -21,12 +19,8 @@ func TestRunQuick(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs MinIO, cachenode processes and chdb")
 	}
-	root, err := repo.Root()
-	if err != nil {
-		t.Fatal(err)
-	}
-	env := benchkit.Env{Bin: filepath.Join(root, "bin"), Root: root, WorkDir: t.TempDir(), ImgDir: t.TempDir(), Quick: true,
-		Log: log.New(testWriter{t}, "b2: ", 0)}
+	env := benchtest.Env(t, "b2")
+	env.Bin = filepath.Join(env.Root, "bin") // chdb's virtualenv is there too
 	if p := os.Getenv("MINIO_BIN"); p != "" && p != filepath.Join(env.Bin, "minio") {
 		t.Logf("MINIO_BIN=%s; the bench uses %s", p, filepath.Join(env.Bin, "minio"))
 	}
@@ -193,11 +187,4 @@ func checkCHPage(t *testing.T, res *results) {
 			t.Errorf("%s row 7: cold %+v hot %+v; want misses cold, hits hot and less from the gateway hot", q, cold, hot)
 		}
 	}
-}
-
-type testWriter struct{ t *testing.T }
-
-func (w testWriter) Write(p []byte) (int, error) {
-	w.t.Log(strings.TrimRight(string(p), "\n"))
-	return len(p), nil
 }

@@ -3,28 +3,22 @@ package hitpath
 import (
 	"context"
 	"fmt"
-	"log"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
 
-	"github.com/distcache/distcache/internal/testutil/repo"
-	"github.com/distcache/distcache/tools/benchmark/benchkit"
+	"github.com/distcache/distcache/internal/testutil/benchtest"
 )
 
-// testBin is a bin/ directory for Run: the repository's, with $MINIO_BIN
-// and $NGINX_BIN standing in for bin/minio and bin/nginx when set. A
-// missing nginx skips the test (fails it under CI), as the other tests
-// that need a tool from hack/ do; a missing MinIO fails it, as miniotest
-// does.
-func testBin(t *testing.T) string {
+// testBin is a bin/ directory for Run: the repository's (at root), with
+// $MINIO_BIN and $NGINX_BIN standing in for bin/minio and bin/nginx when
+// set. A missing nginx skips the test (fails it under CI), as the other
+// tests that need a tool from hack/ do; a missing MinIO fails it, as
+// miniotest does.
+func testBin(t *testing.T, root string) string {
 	t.Helper()
-	root, err := repo.Root()
-	if err != nil {
-		t.Fatal(err)
-	}
 	bin := filepath.Join(root, "bin")
 	minio, nginx := filepath.Join(bin, "minio"), filepath.Join(bin, "nginx")
 	if p := os.Getenv("MINIO_BIN"); p != "" {
@@ -60,12 +54,8 @@ func TestQuickRun(t *testing.T) {
 	for _, k := range []string{"BENCH_PROFILE_DIR", "BENCH_B1_COLUMNS", "BENCH_B1_CLIENTS", "BENCH_B1_WORKLOADS", "BENCH_B1_SECONDS", "BENCH_B1_ROUNDS"} {
 		t.Setenv(k, "")
 	}
-	root, err := repo.Root()
-	if err != nil {
-		t.Fatal(err)
-	}
-	env := benchkit.Env{Bin: testBin(t), Root: root, WorkDir: t.TempDir(), ImgDir: t.TempDir(), Quick: true,
-		Log: log.New(testWriter{t}, "b1: ", 0)}
+	env := benchtest.Env(t, "b1")
+	env.Bin = testBin(t, env.Root)
 	rep, sec, err := run(context.Background(), env)
 	if err != nil {
 		t.Fatal(err)
@@ -126,11 +116,4 @@ func TestCheckCatchesWrongBytes(t *testing.T) {
 	if err := w.check(wk, 2, []byte("2346"), &n); err == nil {
 		t.Fatal("a wrong last byte was accepted")
 	}
-}
-
-type testWriter struct{ t *testing.T }
-
-func (w testWriter) Write(p []byte) (int, error) {
-	w.t.Log(strings.TrimRight(string(p), "\n"))
-	return len(p), nil
 }

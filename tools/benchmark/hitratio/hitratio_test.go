@@ -9,14 +9,14 @@ import (
 	"testing"
 
 	"github.com/distcache/distcache/internal/store"
-	"github.com/distcache/distcache/tools/benchmark/benchkit"
+	"github.com/distcache/distcache/internal/testutil/benchtest"
 )
 
 // TestRunQuick runs the part in smoke mode: every trace against the real
 // store with both policies and through the simulators, and checks that the
 // numbers are real measurements and behave as they must.
 func TestRunQuick(t *testing.T) {
-	env := benchkit.Env{WorkDir: t.TempDir(), ImgDir: t.TempDir(), Quick: true}
+	env := benchtest.Env(t, "b4")
 	m, err := measure(context.Background(), env)
 	if err != nil {
 		t.Fatal(err)

@@ -2,29 +2,12 @@ package writepath
 
 import (
 	"context"
-	"log"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/distcache/distcache/internal/testutil/repo"
-	"github.com/distcache/distcache/tools/benchmark/benchkit"
+	"github.com/distcache/distcache/internal/testutil/benchtest"
 )
-
-// binDir is bin/ of the repository, or the directory of $MINIO_BIN (as
-// miniotest finds MinIO).
-func binDir(t *testing.T) string {
-	if p := os.Getenv("MINIO_BIN"); p != "" && filepath.Base(p) == "minio" {
-		return filepath.Dir(p)
-	}
-	root, err := repo.Root()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return filepath.Join(root, "bin")
-}
 
 // TestQuickRun runs the part in smoke mode: real MinIO behind the link,
 // three nodes and a gateway. It checks the harness, not speed nor the
@@ -39,8 +22,7 @@ func TestQuickRun(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	env := benchkit.Env{Bin: binDir(t), WorkDir: t.TempDir(), ImgDir: t.TempDir(), Quick: true,
-		Log: log.New(testWriter{t}, "b5: ", 0)}
+	env := benchtest.Env(t, "b5")
 	rep, sec, err := run(ctx, env)
 	if err != nil {
 		t.Fatal(err)
@@ -85,11 +67,4 @@ func TestQuickRun(t *testing.T) {
 	if t.Failed() || testing.Verbose() {
 		t.Logf("section:\n%s", sec.Markdown)
 	}
-}
-
-type testWriter struct{ t *testing.T }
-
-func (w testWriter) Write(p []byte) (int, error) {
-	w.t.Log(strings.TrimRight(string(p), "\n"))
-	return len(p), nil
 }

@@ -1,0 +1,88 @@
+// Package testutil holds the small helpers every test suite wants (Must,
+// RandomBytes, WaitFor, WaitStatus, ...), defined once; the harnesses are its
+// subpackages (miniotest, nodecluster, s3proxy, gobin, ...). Only tests
+// import it.
+package testutil
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+)
+
+// Must fails the test at once when err is not nil.
+func Must(t testing.TB, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// RandomBytes returns n bytes drawn from r: seed r for data a failure can
+// be replayed with.
+func RandomBytes(r *rand.Rand, n int) []byte {
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = byte(r.Uint32())
+	}
+	return b
+}
+
+// NewRand returns a generator seeded with seed: the same seed, the same
+// draws (log the seed to replay a failure).
+func NewRand(seed uint64) *rand.Rand {
+	return rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
+}
+
+// SeededBytes is RandomBytes of NewRand(seed).
+func SeededBytes(seed uint64, n int) []byte { return RandomBytes(NewRand(seed), n) }
+
+// WaitTimeout bounds WaitFor: generous, so a loaded 2-core machine slows
+// a test down rather than failing it (tests never assert on time).
+const WaitTimeout = 60 * time.Second
+
+// WaitFor polls cond until it holds, failing the test with what when it
+// still does not after WaitTimeout.
+func WaitFor(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(WaitTimeout); !cond(); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+	}
+}
+
+// NoProcess is WaitStatus's exited when no process is watched.
+var NoProcess <-chan struct{}
+
+// WaitStatus waits, as WaitFor, until a GET of url answers with status
+// want. exited is the process serving url: the test fails as soon as it
+// delivers (the process exited); NoProcess when there is none to watch.
+func WaitStatus[T any](t testing.TB, url string, want int, exited <-chan T) {
+	t.Helper()
+	WaitFor(t, fmt.Sprintf("%s to answer %d", url, want), func() bool {
+		select {
+		case v := <-exited:
+			t.Fatalf("the process serving %s exited (%v)", url, v)
+		default:
+		}
+		resp, err := http.Get(url)
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == want
+	})
+}
+
+// LogWriter is an io.Writer whose lines go to t.Log (a log.Logger's
+// output during a test).
+type LogWriter struct{ T testing.TB }
+
+func (w LogWriter) Write(p []byte) (int, error) {
+	w.T.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
