@@ -24,6 +24,7 @@ import (
 
 	"github.com/distcache/distcache/internal/gobuild"
 	"github.com/distcache/distcache/internal/pki"
+	"github.com/distcache/distcache/internal/testutil"
 	"github.com/distcache/distcache/internal/testutil/freeport"
 	"github.com/distcache/distcache/internal/testutil/gobin"
 	"github.com/distcache/distcache/internal/testutil/miniotest"
@@ -50,22 +51,6 @@ func cachenode(t *testing.T) string {
 		t.Fatalf("hack/version-ldflags.sh: %v", err)
 	}
 	return gobin.Build(t, gobuild.Cachenode, strings.TrimSpace(string(ldflags)))
-}
-
-func waitFor(t *testing.T, url string, want int) {
-	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for time.Now().Before(deadline) {
-		resp, err := http.Get(url)
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == want {
-				return
-			}
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	t.Fatalf("%s did not answer %d in time", url, want)
 }
 
 func TestServeProcess(t *testing.T) {
@@ -129,7 +114,7 @@ func TestServeProcess(t *testing.T) {
 			t.Logf("cachenode output:\n%s", logs.String())
 		}
 	})
-	waitFor(t, "http://"+ops+"/readyz", http.StatusOK)
+	testutil.WaitStatus(t, "http://"+ops+"/readyz", http.StatusOK, exited)
 
 	tlsConfig, err := pki.ClientTLSConfig(filepath.Join(dir, "client.crt"), filepath.Join(dir, "client.key"), filepath.Join(dir, "ca.crt"))
 	if err != nil {

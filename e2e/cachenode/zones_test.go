@@ -22,6 +22,7 @@ import (
 
 	"github.com/distcache/distcache/internal/pki"
 	"github.com/distcache/distcache/internal/ring"
+	"github.com/distcache/distcache/internal/testutil"
 	"github.com/distcache/distcache/internal/testutil/freeport"
 	"github.com/distcache/distcache/internal/testutil/logbuf"
 	"github.com/distcache/distcache/internal/testutil/miniotest"
@@ -142,7 +143,7 @@ func TestServeCrossZoneOnMiss(t *testing.T) {
 				t.Logf("zone %s's node:\n%s", zone, logs.String())
 			}
 		})
-		waitFor(t, "http://"+ops[zone]+"/readyz", http.StatusOK)
+		testutil.WaitStatus(t, "http://"+ops[zone]+"/readyz", http.StatusOK, testutil.NoProcess)
 	}
 
 	tlsConfig, err := pki.ClientTLSConfig(filepath.Join(dir, "tenant.crt"), filepath.Join(dir, "tenant.key"), filepath.Join(dir, "ca.crt"))

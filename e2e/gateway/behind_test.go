@@ -9,6 +9,8 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+
+	"github.com/distcache/distcache/internal/testutil"
 )
 
 // TestOverwriteBehindTheCache overwrites objects in S3 directly, where the
@@ -18,7 +20,7 @@ func TestOverwriteBehindTheCache(t *testing.T) {
 	e := newEnv(t, envOptions{pageCache: 8 << 20})
 	ctx := context.Background()
 	r := rand.New(rand.NewPCG(23, 24))
-	v1, v2 := randomBytes(r, 4*chunkSize), randomBytes(r, 4*chunkSize)
+	v1, v2 := testutil.RandomBytes(r, 4*chunkSize), testutil.RandomBytes(r, 4*chunkSize)
 
 	// Read before: the chunks of v1 are cached.
 	e.cluster.PutDirect("bucket-a", "behind/read", v1)
@@ -26,7 +28,7 @@ func TestOverwriteBehindTheCache(t *testing.T) {
 	// Only HEAD before: v1's metadata is cached, none of its chunks.
 	e.cluster.PutDirect("bucket-a", "behind/headed", v1)
 	_, err := e.s3.HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String("bucket-a"), Key: aws.String("behind/headed")})
-	must(t, err)
+	testutil.Must(t, err)
 
 	e.cluster.PutDirect("bucket-a", "behind/read", v2)
 	e.cluster.PutDirect("bucket-a", "behind/headed", v2)

@@ -10,6 +10,8 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+
+	"github.com/distcache/distcache/internal/testutil"
 )
 
 // BenchmarkGetObjectHit is the gateway's hit path as an S3 client sees it:
@@ -29,11 +31,11 @@ func benchGetObjectHit(b *testing.B, size int64) {
 	ctx := context.Background()
 	r := rand.New(rand.NewPCG(71, 72))
 	const objectSize = 16 * chunkSize
-	data := randomBytes(r, objectSize)
+	data := testutil.RandomBytes(r, objectSize)
 	_, err := e.s3.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String("bucket-a"), Key: aws.String("bench"), Body: bytes.NewReader(data)})
-	must(b, err)
+	testutil.Must(b, err)
 	for range 3 { // fill the page cache, and keep the metadata
-		must(b, e.readAll("bench", 0, objectSize))
+		testutil.Must(b, e.readAll("bench", 0, objectSize))
 	}
 	b.SetBytes(size)
 	b.ResetTimer()
@@ -71,11 +73,11 @@ func BenchmarkGetObjectHitParallel(b *testing.B) {
 	e := newEnv(b, envOptions{pageCache: 64 << 20})
 	ctx := context.Background()
 	const objectSize, size = 16 * chunkSize, 64 << 10
-	data := randomBytes(rand.New(rand.NewPCG(73, 74)), objectSize)
+	data := testutil.RandomBytes(rand.New(rand.NewPCG(73, 74)), objectSize)
 	_, err := e.s3.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String("bucket-a"), Key: aws.String("bench"), Body: bytes.NewReader(data)})
-	must(b, err)
+	testutil.Must(b, err)
 	for range 3 {
-		must(b, e.readAll("bench", 0, objectSize))
+		testutil.Must(b, e.readAll("bench", 0, objectSize))
 	}
 	b.SetBytes(size)
 	b.SetParallelism(16)

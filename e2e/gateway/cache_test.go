@@ -12,6 +12,8 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+
+	"github.com/distcache/distcache/internal/testutil"
 )
 
 // TestReadsComeFromTheCache checks the point of the gateway: a second read
@@ -19,7 +21,7 @@ import (
 // request either (the gateway's page cache has it), and the metrics say so.
 func TestReadsComeFromTheCache(t *testing.T) {
 	e := newEnv(t, envOptions{pageCache: 16 << 20})
-	data := randomBytes(rand.New(rand.NewPCG(15, 16)), 8*chunkSize+3)
+	data := testutil.RandomBytes(rand.New(rand.NewPCG(15, 16)), 8*chunkSize+3)
 	e.cluster.PutDirect("bucket-a", "warm.bin", data)
 	e.cluster.Proxy.Reset()
 	if got := e.mustGet("bucket-a", "warm.bin", ""); !bytes.Equal(got, data) {
@@ -66,7 +68,7 @@ func TestConcurrentReadersAndWriters(t *testing.T) {
 	r := rand.New(rand.NewPCG(17, 18))
 	var payloads [][]byte
 	for i := 0; i < 4; i++ {
-		p := randomBytes(r, 2*chunkSize+100)
+		p := testutil.RandomBytes(r, 2*chunkSize+100)
 		payloads = append(payloads, p)
 		versions[string(p)] = true
 	}
@@ -120,7 +122,7 @@ func TestConcurrentReadersAndWriters(t *testing.T) {
 func TestNodeFailure(t *testing.T) {
 	e := newEnv(t, envOptions{})
 	ctx := context.Background()
-	data := randomBytes(rand.New(rand.NewPCG(19, 20)), 6*chunkSize)
+	data := testutil.RandomBytes(rand.New(rand.NewPCG(19, 20)), 6*chunkSize)
 	e.put("bucket-a", "ha/obj", data)
 	e.cluster.Kill(1)
 	for i := 0; i < 5; i++ {
@@ -128,10 +130,10 @@ func TestNodeFailure(t *testing.T) {
 			t.Fatalf("read %d after a node died differs", i)
 		}
 		_, err := e.s3.ListObjectsV2(ctx, &s3.ListObjectsV2Input{Bucket: aws.String("bucket-a"), Prefix: aws.String("ha/")})
-		must(t, err)
+		testutil.Must(t, err)
 		e.put("bucket-a", fmt.Sprintf("ha/new-%d", i), []byte("written with a node down"))
 		_, err = e.s3.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: aws.String("bucket-a"), Key: aws.String(fmt.Sprintf("ha/new-%d", i))})
-		must(t, err)
+		testutil.Must(t, err)
 	}
 	if n := e.counter("distcache_gateway_passthrough_attempts_total", map[string]string{"result": "failed"}); n != 0 {
 		t.Errorf("%v pass-through requests failed with two nodes alive", n)
@@ -143,7 +145,7 @@ func TestNodeFailure(t *testing.T) {
 // past the range).
 func TestRangeReadsFetchOnlyTheirChunks(t *testing.T) {
 	e := newEnv(t, envOptions{pageCache: 8 << 20})
-	data := randomBytes(rand.New(rand.NewPCG(25, 26)), 12*chunkSize)
+	data := testutil.RandomBytes(rand.New(rand.NewPCG(25, 26)), 12*chunkSize)
 	e.cluster.PutDirect("bucket-a", "cold.bin", data)
 	e.cluster.Proxy.Reset()
 	s3Gets := func() int { return e.cluster.Proxy.Count(http.MethodGet, "/bucket-a/cold.bin") }
@@ -178,13 +180,13 @@ func TestRangeReadsFetchOnlyTheirChunks(t *testing.T) {
 func TestPeerCertificateActingForATenant(t *testing.T) {
 	e := newEnv(t, envOptions{peer: true})
 	ctx := context.Background()
-	data := randomBytes(rand.New(rand.NewPCG(27, 28)), 2*chunkSize+1)
+	data := testutil.RandomBytes(rand.New(rand.NewPCG(27, 28)), 2*chunkSize+1)
 	e.put("bucket-a", "peer/obj", data)
 	if got := e.mustGet("bucket-a", "peer/obj", "bytes=100-"); !bytes.Equal(got, data[100:]) {
 		t.Error("read differs")
 	}
 	list, err := e.s3.ListObjectsV2(ctx, &s3.ListObjectsV2Input{Bucket: aws.String("bucket-a"), Prefix: aws.String("peer/")})
-	must(t, err)
+	testutil.Must(t, err)
 	if len(list.Contents) != 1 {
 		t.Errorf("listing: %d objects", len(list.Contents))
 	}
@@ -199,7 +201,7 @@ func TestPeerCertificateActingForATenant(t *testing.T) {
 // read into the gateway's page cache before they are asked for.
 func TestSeparateGetsOfAScanAreReadAhead(t *testing.T) {
 	e := newEnv(t, envOptions{pageCache: 8 << 20})
-	data := randomBytes(rand.New(rand.NewPCG(27, 28)), 8*chunkSize)
+	data := testutil.RandomBytes(rand.New(rand.NewPCG(27, 28)), 8*chunkSize)
 	e.cluster.PutDirect("bucket-a", "scan.bin", data)
 	get := func(idx int) {
 		t.Helper()
@@ -227,7 +229,7 @@ func TestSeparateGetsOfAScanAreReadAhead(t *testing.T) {
 	// Chunk 3 reaches the page cache without a GET of it (a View of a few
 	// bytes only answers from RAM, joining a fill in flight).
 	m, err := e.cache.Stat(context.Background(), "bucket-a", "scan.bin")
-	must(t, err)
+	testutil.Must(t, err)
 	for {
 		if v, ok, err := e.cache.View(context.Background(), "bucket-a", "scan.bin", m, 3*chunkSize, 10); err != nil {
 			t.Fatal(err)

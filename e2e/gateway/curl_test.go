@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/distcache/distcache/internal/testutil"
 )
 
 // TestCurl uses curl --aws-sigv4 as the S3 client: it signs differently
@@ -36,9 +38,9 @@ func TestCurl(t *testing.T) {
 		}
 		return out
 	}
-	body := randomBytes(rand.New(rand.NewPCG(13, 14)), 3*chunkSize+11)
+	body := testutil.RandomBytes(rand.New(rand.NewPCG(13, 14)), 3*chunkSize+11)
 	file := filepath.Join(t.TempDir(), "body")
-	must(t, os.WriteFile(file, body, 0o600))
+	testutil.Must(t, os.WriteFile(file, body, 0o600))
 	for _, path := range []string{"/bucket-a/curl/plain.bin", "/bucket-a/curl/sp%20ace%2Bplus(1).bin"} {
 		t.Run(path, func(t *testing.T) {
 			ok(t, "-X", "PUT", "-H", "Content-Type: application/octet-stream", "--data-binary", "@"+file, e.srv.URL()+path)

@@ -14,7 +14,6 @@ import (
 	"errors"
 	"io"
 	"log/slog"
-	"math/rand/v2"
 	"net/http"
 	"strings"
 	"testing"
@@ -30,6 +29,7 @@ import (
 	"github.com/distcache/distcache/internal/embed"
 	"github.com/distcache/distcache/internal/node"
 	"github.com/distcache/distcache/internal/pki"
+	"github.com/distcache/distcache/internal/testutil"
 	"github.com/distcache/distcache/internal/testutil/nodecluster"
 )
 
@@ -149,21 +149,6 @@ func newS3Client(endpoint, key, secret string, optFns ...func(*s3.Options)) *s3.
 	}, optFns...)
 }
 
-func must(t testing.TB, err error) {
-	t.Helper()
-	if err != nil {
-		t.Fatal(err)
-	}
-}
-
-func randomBytes(r *rand.Rand, n int) []byte {
-	b := make([]byte, n)
-	for i := range b {
-		b[i] = byte(r.Uint32())
-	}
-	return b
-}
-
 // get reads an object (or a range) through the gateway.
 func (e *env) get(bucket, key, rng string) ([]byte, *s3.GetObjectOutput, error) {
 	in := &s3.GetObjectInput{Bucket: aws.String(bucket), Key: aws.String(key)}
@@ -182,7 +167,7 @@ func (e *env) get(bucket, key, rng string) ([]byte, *s3.GetObjectOutput, error) 
 func (e *env) mustGet(bucket, key, rng string) []byte {
 	e.t.Helper()
 	b, _, err := e.get(bucket, key, rng)
-	must(e.t, err)
+	testutil.Must(e.t, err)
 	return b
 }
 
@@ -191,7 +176,7 @@ func (e *env) put(bucket, key string, data []byte) *s3.PutObjectOutput {
 	out, err := e.s3.PutObject(context.Background(), &s3.PutObjectInput{
 		Bucket: aws.String(bucket), Key: aws.String(key), Body: bytes.NewReader(data),
 	})
-	must(e.t, err)
+	testutil.Must(e.t, err)
 	return out
 }
 

@@ -11,6 +11,8 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+
+	"github.com/distcache/distcache/internal/testutil"
 )
 
 // TestBodyThatFailsVerificationNeverReachesS3 sends correctly signed
@@ -24,7 +26,7 @@ func TestBodyThatFailsVerificationNeverReachesS3(t *testing.T) {
 	r := rand.New(rand.NewPCG(11, 12))
 	for name, size := range map[string]int{"small": 3000, "large": 6<<20 + 3} {
 		t.Run("PutObject "+name, func(t *testing.T) {
-			body := randomBytes(r, size)
+			body := testutil.RandomBytes(r, size)
 			signed := bytes.Clone(body)
 			signed[len(signed)-1] ^= 1 // differs in the very last byte
 			key := "tampered/" + name
@@ -49,8 +51,8 @@ func TestBodyThatFailsVerificationNeverReachesS3(t *testing.T) {
 		t.Run("UploadPart "+name, func(t *testing.T) {
 			key := "tampered/mp-" + name
 			mp, err := e.s3.CreateMultipartUpload(ctx, &s3.CreateMultipartUploadInput{Bucket: aws.String("bucket-a"), Key: aws.String(key)})
-			must(t, err)
-			body := randomBytes(r, size)
+			testutil.Must(t, err)
+			body := testutil.RandomBytes(r, size)
 			signed := bytes.Clone(body)
 			signed[len(signed)-1] ^= 1
 			url := fmt.Sprintf("%s/bucket-a/%s?partNumber=1&uploadId=%s", e.srv.URL(), key, aws.ToString(mp.UploadId))
@@ -61,12 +63,12 @@ func TestBodyThatFailsVerificationNeverReachesS3(t *testing.T) {
 			}
 			// S3 must not have the part.
 			parts, err := e.cluster.Direct.ListParts(ctx, &s3.ListPartsInput{Bucket: aws.String("bucket-a"), Key: aws.String(key), UploadId: mp.UploadId})
-			must(t, err)
+			testutil.Must(t, err)
 			if len(parts.Parts) != 0 {
 				t.Errorf("S3 has %d parts of a body that failed verification", len(parts.Parts))
 			}
 			_, err = e.s3.AbortMultipartUpload(ctx, &s3.AbortMultipartUploadInput{Bucket: aws.String("bucket-a"), Key: aws.String(key), UploadId: mp.UploadId})
-			must(t, err)
+			testutil.Must(t, err)
 		})
 	}
 	t.Run("DeleteObjects with a forged body", func(t *testing.T) {

@@ -10,6 +10,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
+
+	"github.com/distcache/distcache/internal/testutil"
 )
 
 // TestKeysNeedingEscapes writes, reads, lists, copies and deletes keys
@@ -30,21 +32,21 @@ func TestKeysNeedingEscapes(t *testing.T) {
 				t.Errorf("read %q", got)
 			}
 			list, err := e.s3.ListObjectsV2(ctx, &s3.ListObjectsV2Input{Bucket: b, Prefix: aws.String(key)})
-			must(t, err)
+			testutil.Must(t, err)
 			if len(list.Contents) == 0 || aws.ToString(list.Contents[0].Key) != key {
 				t.Errorf("listing: %v", list.Contents)
 			}
 			_, err = e.s3.CopyObject(ctx, &s3.CopyObjectInput{Bucket: b, Key: aws.String(key + ".copy"),
 				CopySource: aws.String("bucket-a/" + url.PathEscape(key))})
-			must(t, err)
+			testutil.Must(t, err)
 			if got := e.mustGet("bucket-a", key+".copy", ""); !bytes.Equal(got, data) {
 				t.Errorf("copy holds %q", got)
 			}
 			_, err = e.s3.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: b, Key: aws.String(key)})
-			must(t, err)
+			testutil.Must(t, err)
 			_, err = e.s3.DeleteObjects(ctx, &s3.DeleteObjectsInput{Bucket: b, Delete: &types.Delete{
 				Objects: []types.ObjectIdentifier{{Key: aws.String(key + ".copy")}}}})
-			must(t, err)
+			testutil.Must(t, err)
 			if e.existsInS3("bucket-a", key) || e.existsInS3("bucket-a", key+".copy") {
 				t.Error("still in S3 after the deletes")
 			}

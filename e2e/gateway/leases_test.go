@@ -14,6 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 
+	"github.com/distcache/distcache/internal/testutil"
 	"github.com/distcache/distcache/internal/testutil/nodecluster"
 )
 
@@ -63,14 +64,14 @@ func writeThroughOneReadThroughAnother(t *testing.T, opts envOptions) {
 	put := func(data []byte) {
 		t.Helper()
 		_, err := writer.s3.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String("bucket-a"), Key: aws.String(key), Body: bytes.NewReader(data)})
-		must(t, err)
+		testutil.Must(t, err)
 	}
 
-	v := randomBytes(r, 2*chunkSize+17)
+	v := testutil.RandomBytes(r, 2*chunkSize+17)
 	put(v)
 	reader.readUntilKept("bucket-a", key, v)
 	for i := range 5 {
-		v = randomBytes(r, chunkSize+i)
+		v = testutil.RandomBytes(r, chunkSize+i)
 		put(v)
 		if got := reader.mustGet("bucket-a", key, ""); !bytes.Equal(got, v) {
 			t.Fatalf("PutObject %d: the other gateway read %d bytes of another version", i, len(got))
@@ -79,22 +80,22 @@ func writeThroughOneReadThroughAnother(t *testing.T, opts envOptions) {
 	}
 
 	// CopyObject onto the key (passed through to S3 by the nodes).
-	src := randomBytes(r, 3*chunkSize)
+	src := testutil.RandomBytes(r, 3*chunkSize)
 	_, err := writer.s3.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String("bucket-a"), Key: aws.String("leases/source"), Body: bytes.NewReader(src)})
-	must(t, err)
+	testutil.Must(t, err)
 	_, err = writer.s3.CopyObject(ctx, &s3.CopyObjectInput{Bucket: aws.String("bucket-a"), Key: aws.String(key),
 		CopySource: aws.String("bucket-a/leases/source")})
-	must(t, err)
+	testutil.Must(t, err)
 	if got := reader.mustGet("bucket-a", key, ""); !bytes.Equal(got, src) {
 		t.Fatalf("CopyObject: the other gateway read %d bytes of another version", len(got))
 	}
 	reader.readUntilKept("bucket-a", key, src)
 
 	// A multipart upload (CompleteMultipartUpload passes through).
-	big := randomBytes(r, 11<<20)
+	big := testutil.RandomBytes(r, 11<<20)
 	up := manager.NewUploader(writer.s3, func(u *manager.Uploader) { u.PartSize = 5 << 20 })
 	_, err = up.Upload(ctx, &s3.PutObjectInput{Bucket: aws.String("bucket-a"), Key: aws.String(key), Body: bytes.NewReader(big)})
-	must(t, err)
+	testutil.Must(t, err)
 	if got := reader.mustGet("bucket-a", key, ""); !bytes.Equal(got, big) {
 		t.Fatalf("multipart upload: the other gateway read %d bytes of another version", len(got))
 	}
@@ -103,7 +104,7 @@ func writeThroughOneReadThroughAnother(t *testing.T, opts envOptions) {
 	// DeleteObjects.
 	_, err = writer.s3.DeleteObjects(ctx, &s3.DeleteObjectsInput{Bucket: aws.String("bucket-a"),
 		Delete: &types.Delete{Objects: []types.ObjectIdentifier{{Key: aws.String(key)}}}})
-	must(t, err)
+	testutil.Must(t, err)
 	_, _, err = reader.get("bucket-a", key, "")
 	var nsk *types.NoSuchKey
 	if !errors.As(err, &nsk) {
@@ -119,7 +120,7 @@ func TestTwoGatewaysServeAnObjectChangedBehindTheCacheAtMostTheTTL(t *testing.T)
 	b := gatewayOn(t, a.cluster, envOptions{pageCache: 8 << 20})
 	r := rand.New(rand.NewPCG(63, 64))
 	const key = "leases/behind"
-	v1, v2 := randomBytes(r, 2*chunkSize), randomBytes(r, 2*chunkSize)
+	v1, v2 := testutil.RandomBytes(r, 2*chunkSize), testutil.RandomBytes(r, 2*chunkSize)
 	a.cluster.PutDirect("bucket-a", key, v1)
 	a.readUntilKept("bucket-a", key, v1)
 	b.readUntilKept("bucket-a", key, v1)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/distcache/distcache/internal/chunk"
 	"github.com/distcache/distcache/internal/store"
+	"github.com/distcache/distcache/internal/testutil"
 	"github.com/distcache/distcache/internal/testutil/nodecluster"
 )
 
@@ -34,7 +35,7 @@ func TestReadOnlyPolicyRefusesEveryWrite(t *testing.T) {
 	e := newEnv(t, envOptions{pageCache: 8 << 20, tenants: policyTenants})
 	ctx := context.Background()
 	r := rand.New(rand.NewPCG(81, 82))
-	v := randomBytes(r, chunkSize+5)
+	v := testutil.RandomBytes(r, chunkSize+5)
 	etag := e.cluster.PutDirect("bucket-a", "ro/table", v)
 	if got := e.mustGet("bucket-a", "ro/table", ""); !bytes.Equal(got, v) {
 		t.Fatal("a ReadOnly key read other bytes")
@@ -78,12 +79,12 @@ func TestNoCachePolicyKeepsNothing(t *testing.T) {
 	e := newEnv(t, envOptions{pageCache: 8 << 20, tenants: policyTenants})
 	ctx := context.Background()
 	r := rand.New(rand.NewPCG(83, 84))
-	v1 := randomBytes(r, 3*chunkSize+11)
+	v1 := testutil.RandomBytes(r, 3*chunkSize+11)
 	etags := map[string]string{"nc/part": aws.ToString(e.put("bucket-a", "nc/part", v1).ETag)}
-	big := randomBytes(r, 11<<20)
+	big := testutil.RandomBytes(r, 11<<20)
 	up := manager.NewUploader(e.s3, func(u *manager.Uploader) { u.PartSize = 5 << 20 })
 	upOut, err := up.Upload(ctx, &s3.PutObjectInput{Bucket: aws.String("bucket-a"), Key: aws.String("nc/big"), Body: bytes.NewReader(big)})
-	must(t, err)
+	testutil.Must(t, err)
 	etags["nc/big"] = aws.ToString(upOut.ETag)
 	pagesBefore := nodecluster.Gather(t, e.registry, "distcache_client_page_cache_requests_total", nil)
 	for range 3 {
@@ -119,7 +120,7 @@ func TestNoCachePolicyKeepsNothing(t *testing.T) {
 		}
 	}
 	// Behind the cache's back: the next read has the new bytes.
-	v2 := randomBytes(r, chunkSize)
+	v2 := testutil.RandomBytes(r, chunkSize)
 	e.cluster.PutDirect("bucket-a", "nc/part", v2)
 	if got := e.mustGet("bucket-a", "nc/part", ""); !bytes.Equal(got, v2) {
 		t.Fatal("NoCache object overwritten in S3: the gateway served the old version")

@@ -19,6 +19,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
+	"github.com/distcache/distcache/internal/testutil"
 	"github.com/distcache/distcache/internal/testutil/freeport"
 	"github.com/distcache/distcache/internal/testutil/gobin"
 	"github.com/distcache/distcache/internal/testutil/logbuf"
@@ -36,7 +37,7 @@ func TestGatewayProcess(t *testing.T) {
 	c := nodecluster.StartWith(t, 3, nodecluster.Options{ChunkSize: chunkSize, Tenants: tenants})
 	c.TenantTLS("team-a") // writes tenant-team-a.crt/.key into c.Dir
 	creds := filepath.Join(t.TempDir(), "creds.yaml")
-	must(t, os.WriteFile(creds, []byte("accessKeyID: "+accessKey+"\nsecretAccessKey: "+secretKey+"\n"), 0o600))
+	testutil.Must(t, os.WriteFile(creds, []byte("accessKeyID: "+accessKey+"\nsecretAccessKey: "+secretKey+"\n"), 0o600))
 	listen, metricsAddr := freeport.Addr(t), freeport.Addr(t)
 
 	cmd := exec.Command(bin, "gateway",
@@ -51,7 +52,7 @@ func TestGatewayProcess(t *testing.T) {
 	)
 	var logs logbuf.Buffer
 	cmd.Stdout, cmd.Stderr = &logs, &logs
-	must(t, cmd.Start())
+	testutil.Must(t, cmd.Start())
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
 	t.Cleanup(func() {
@@ -66,7 +67,7 @@ func TestGatewayProcess(t *testing.T) {
 			t.Logf("gateway log:\n%s", logs.String())
 		}
 	})
-	waitFor(t, "http://"+metricsAddr+"/readyz", http.StatusOK, exited)
+	testutil.WaitStatus(t, "http://"+metricsAddr+"/readyz", http.StatusOK, exited)
 	// No --chunk-size: GetObject reads in the nodes' chunks (the default
 	// 1 MiB page does not fit 256 KiB chunks), 4 of them ahead.
 	want := fmt.Sprintf(`"readPieceBytes":%d,"readAhead":4`, chunkSize)
@@ -78,21 +79,21 @@ func TestGatewayProcess(t *testing.T) {
 
 	ctx := context.Background()
 	cl := newS3Client("http://"+listen, accessKey, secretKey)
-	data := randomBytes(rand.New(rand.NewPCG(21, 22)), 5*chunkSize+9)
+	data := testutil.RandomBytes(rand.New(rand.NewPCG(21, 22)), 5*chunkSize+9)
 	_, err := cl.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String("bucket-a"), Key: aws.String("proc/obj"), Body: bytes.NewReader(data)})
-	must(t, err)
+	testutil.Must(t, err)
 	for i := 0; i < 2; i++ {
 		out, err := cl.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String("bucket-a"), Key: aws.String("proc/obj"), Range: aws.String("bytes=1000-")})
-		must(t, err)
+		testutil.Must(t, err)
 		got, err := io.ReadAll(out.Body)
 		out.Body.Close()
-		must(t, err)
+		testutil.Must(t, err)
 		if !bytes.Equal(got, data[1000:]) {
 			t.Fatalf("read %d through the process differs", i)
 		}
 	}
 	list, err := cl.ListObjectsV2(ctx, &s3.ListObjectsV2Input{Bucket: aws.String("bucket-a"), Prefix: aws.String("proc/")})
-	must(t, err)
+	testutil.Must(t, err)
 	if len(list.Contents) != 1 {
 		t.Errorf("listing: %d objects", len(list.Contents))
 	}
@@ -100,7 +101,7 @@ func TestGatewayProcess(t *testing.T) {
 	wantCode(t, "wrong secret", err, "SignatureDoesNotMatch", http.StatusForbidden)
 
 	resp, err := http.Get("http://" + metricsAddr + "/metrics")
-	must(t, err)
+	testutil.Must(t, err)
 	metrics, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	for _, want := range []string{
@@ -134,7 +135,7 @@ func TestGatewayProcessWaitsForTheCache(t *testing.T) {
 	cmd.Env = append(os.Environ(), "DISTCACHE_SECRET_KEY="+secretKey)
 	var logs bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &logs, &logs
-	must(t, cmd.Start())
+	testutil.Must(t, cmd.Start())
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
 	t.Cleanup(func() {
@@ -144,15 +145,15 @@ func TestGatewayProcessWaitsForTheCache(t *testing.T) {
 			t.Logf("gateway log:\n%s", logs.String())
 		}
 	})
-	waitFor(t, "http://"+metricsAddr+"/healthz", http.StatusOK, exited)
+	testutil.WaitStatus(t, "http://"+metricsAddr+"/healthz", http.StatusOK, exited)
 	resp, err := http.Get("http://" + metricsAddr + "/readyz")
-	must(t, err)
+	testutil.Must(t, err)
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusServiceUnavailable {
 		t.Errorf("/readyz without a cache node: %d", resp.StatusCode)
 	}
 	resp, err = http.Get("http://" + listen + "/bucket-a/k")
-	must(t, err)
+	testutil.Must(t, err)
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusServiceUnavailable || xmlCode(body) != "ServiceUnavailable" {
@@ -161,11 +162,11 @@ func TestGatewayProcessWaitsForTheCache(t *testing.T) {
 	// The node comes up on the address the gateway was given (a TCP
 	// forwarder to the cluster's member stands in for it).
 	forwardTCP(t, nodeAddr, c.Member(0).Addr)
-	waitFor(t, "http://"+metricsAddr+"/readyz", http.StatusOK, exited)
+	testutil.WaitStatus(t, "http://"+metricsAddr+"/readyz", http.StatusOK, exited)
 	c.PutDirect("bucket-a", "late", []byte("hello"))
 	out, err := newS3Client("http://"+listen, accessKey, secretKey).GetObject(context.Background(),
 		&s3.GetObjectInput{Bucket: aws.String("bucket-a"), Key: aws.String("late")})
-	must(t, err)
+	testutil.Must(t, err)
 	got, _ := io.ReadAll(out.Body)
 	out.Body.Close()
 	if string(got) != "hello" {
@@ -177,7 +178,7 @@ func TestGatewayProcessWaitsForTheCache(t *testing.T) {
 func forwardTCP(t *testing.T, addr, target string) {
 	t.Helper()
 	ln, err := net.Listen("tcp", addr)
-	must(t, err)
+	testutil.Must(t, err)
 	t.Cleanup(func() { _ = ln.Close() })
 	go func() {
 		for {
@@ -199,27 +200,6 @@ func forwardTCP(t *testing.T, addr, target string) {
 	}()
 }
 
-func waitFor(t *testing.T, url string, want int, exited <-chan error) {
-	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for time.Now().Before(deadline) {
-		select {
-		case err := <-exited:
-			t.Fatalf("the gateway exited: %v", err)
-		default:
-		}
-		resp, err := http.Get(url)
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == want {
-				return
-			}
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	t.Fatalf("%s did not answer %d in time", url, want)
-}
-
 // TestGatewayProcessRefusesBadFlags: configuration mistakes stop the
 // process at once with a message, rather than a gateway that cannot work.
 func TestGatewayProcessRefusesBadFlags(t *testing.T) {
@@ -234,7 +214,7 @@ func TestGatewayProcessRefusesBadFlags(t *testing.T) {
 	peerCert := []string{"--tls-cert", filepath.Join(c.Dir, "peer-gw-1.crt"), "--tls-key", filepath.Join(c.Dir, "peer-gw-1.key")}
 	base := []string{"gateway", "--listen", "127.0.0.1:0", "--metrics-listen", "", "--nodes", c.Seeds()[0], "--ca", c.CAFile}
 	creds := filepath.Join(t.TempDir(), "creds.yaml")
-	must(t, os.WriteFile(creds, []byte("accessKeyID: a\nsecretKey: typo\n"), 0o600))
+	testutil.Must(t, os.WriteFile(creds, []byte("accessKeyID: a\nsecretKey: typo\n"), 0o600))
 	for name, tt := range map[string]struct {
 		args []string
 		want string

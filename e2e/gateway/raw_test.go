@@ -13,6 +13,8 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
+
+	"github.com/distcache/distcache/internal/testutil"
 )
 
 type response struct {
@@ -38,12 +40,12 @@ func signedDo(t *testing.T, req *http.Request, body []byte, key, secret string, 
 	}
 	err := v4.NewSigner().SignHTTP(context.Background(), aws.Credentials{AccessKeyID: key, SecretAccessKey: secret},
 		req, payload, "s3", region, time.Now())
-	must(t, err)
+	testutil.Must(t, err)
 	resp, err := http.DefaultClient.Do(req)
-	must(t, err)
+	testutil.Must(t, err)
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
-	must(t, err)
+	testutil.Must(t, err)
 	return response{status: resp.StatusCode, header: resp.Header, body: b}
 }
 
@@ -51,7 +53,7 @@ func signedDo(t *testing.T, req *http.Request, body []byte, key, secret string, 
 func rawGet(t *testing.T, endpoint, key, rng, ak, sk string) response {
 	t.Helper()
 	req, err := http.NewRequest(http.MethodGet, endpoint+"/bucket-a/"+key, nil)
-	must(t, err)
+	testutil.Must(t, err)
 	if rng != "" {
 		req.Header.Set("Range", rng)
 	}

@@ -17,6 +17,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/feature/s3/manager"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
+
+	"github.com/distcache/distcache/internal/testutil"
 )
 
 // TestGetObjectRanges reads random, suffix, open-ended and out-of-bounds
@@ -29,7 +31,7 @@ func TestGetObjectRanges(t *testing.T) {
 	sizes := map[string]int{"big.bin": 9*chunkSize + 12345, "one-chunk.bin": chunkSize, "tiny.bin": 7, "empty.bin": 0}
 	data := map[string][]byte{}
 	for key, n := range sizes {
-		data[key] = randomBytes(r, n)
+		data[key] = testutil.RandomBytes(r, n)
 		e.cluster.PutDirect("bucket-a", key, data[key])
 	}
 
@@ -41,7 +43,7 @@ func TestGetObjectRanges(t *testing.T) {
 			last := first + r.Int64N(min(size-first, 3*chunkSize))
 			rng := fmt.Sprintf("bytes=%d-%d", first, last)
 			got, out, err := e.get("bucket-a", "big.bin", rng)
-			must(t, err)
+			testutil.Must(t, err)
 			if !bytes.Equal(got, big[first:last+1]) {
 				t.Fatalf("%s: %d bytes, not the object's", rng, len(got))
 			}
@@ -91,16 +93,16 @@ func TestGetObjectRanges(t *testing.T) {
 
 	t.Run("HeadObject", func(t *testing.T) {
 		want, err := e.cluster.Direct.HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String("bucket-a"), Key: aws.String("big.bin")})
-		must(t, err)
+		testutil.Must(t, err)
 		got, err := e.s3.HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String("bucket-a"), Key: aws.String("big.bin")})
-		must(t, err)
+		testutil.Must(t, err)
 		if aws.ToString(got.ETag) != aws.ToString(want.ETag) || aws.ToInt64(got.ContentLength) != int64(sizes["big.bin"]) ||
 			!aws.ToTime(got.LastModified).Equal(aws.ToTime(want.LastModified)) ||
 			aws.ToString(got.ContentType) != aws.ToString(want.ContentType) || aws.ToString(got.AcceptRanges) != "bytes" {
 			t.Errorf("HeadObject: gateway %+v, MinIO %+v", *got, *want)
 		}
 		rng, err := e.s3.HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String("bucket-a"), Key: aws.String("big.bin"), Range: aws.String("bytes=10-19")})
-		must(t, err)
+		testutil.Must(t, err)
 		if aws.ToInt64(rng.ContentLength) != 10 || aws.ToString(rng.ContentRange) != fmt.Sprintf("bytes 10-19/%d", sizes["big.bin"]) {
 			t.Errorf("ranged HeadObject: length %d, range %q", aws.ToInt64(rng.ContentLength), aws.ToString(rng.ContentRange))
 		}
@@ -114,7 +116,7 @@ func TestGetObjectRanges(t *testing.T) {
 		out, err := e.s3.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String("bucket-a"), Key: aws.String("tiny.bin"),
 			ResponseContentType: aws.String("text/csv"), ResponseContentDisposition: aws.String(`attachment; filename="t.csv"`),
 			ResponseCacheControl: aws.String("no-store")})
-		must(t, err)
+		testutil.Must(t, err)
 		out.Body.Close()
 		if aws.ToString(out.ContentType) != "text/csv" || aws.ToString(out.ContentDisposition) != `attachment; filename="t.csv"` ||
 			aws.ToString(out.CacheControl) != "no-store" {
@@ -125,9 +127,9 @@ func TestGetObjectRanges(t *testing.T) {
 	t.Run("presigned GET", func(t *testing.T) {
 		ps, err := s3.NewPresignClient(e.s3).PresignGetObject(ctx, &s3.GetObjectInput{Bucket: aws.String("bucket-a"), Key: aws.String("tiny.bin")},
 			s3.WithPresignExpires(time.Minute))
-		must(t, err)
+		testutil.Must(t, err)
 		resp, err := http.Get(ps.URL)
-		must(t, err)
+		testutil.Must(t, err)
 		body, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
 		if resp.StatusCode != http.StatusOK || !bytes.Equal(body, data["tiny.bin"]) {
@@ -191,16 +193,16 @@ func TestPutObject(t *testing.T) {
 	r := rand.New(rand.NewPCG(3, 4))
 	for name, n := range map[string]int{"empty": 0, "small": 1000, "chunk-plus-one": chunkSize + 1, "large": 9<<20 + 17} {
 		t.Run(name, func(t *testing.T) {
-			data := randomBytes(r, n)
+			data := testutil.RandomBytes(r, n)
 			key := "put/" + name
 			out, err := e.s3.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String("bucket-a"), Key: aws.String(key),
 				Body: bytes.NewReader(data), ContentType: aws.String("application/x-test")})
-			must(t, err)
+			testutil.Must(t, err)
 			if direct := e.cluster.GetDirect("bucket-a", key, ""); !bytes.Equal(direct, data) {
 				t.Fatalf("S3 holds %d bytes, want the %d put", len(direct), n)
 			}
 			head, err := e.cluster.Direct.HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String("bucket-a"), Key: aws.String(key)})
-			must(t, err)
+			testutil.Must(t, err)
 			if aws.ToString(out.ETag) != aws.ToString(head.ETag) || aws.ToString(head.ContentType) != "application/x-test" {
 				t.Errorf("PutObject ETag %q / S3 %q, content type %q", aws.ToString(out.ETag), aws.ToString(head.ETag), aws.ToString(head.ContentType))
 			}
@@ -212,9 +214,9 @@ func TestPutObject(t *testing.T) {
 	t.Run("user metadata is passed through", func(t *testing.T) {
 		_, err := e.s3.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String("bucket-a"), Key: aws.String("put/meta"),
 			Body: strings.NewReader("with metadata"), Metadata: map[string]string{"owner": "team-a"}, CacheControl: aws.String("max-age=60")})
-		must(t, err)
+		testutil.Must(t, err)
 		head, err := e.cluster.Direct.HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String("bucket-a"), Key: aws.String("put/meta")})
-		must(t, err)
+		testutil.Must(t, err)
 		if head.Metadata["owner"] != "team-a" || aws.ToString(head.CacheControl) != "max-age=60" {
 			t.Errorf("metadata lost: %v, cache-control %q", head.Metadata, aws.ToString(head.CacheControl))
 		}
@@ -235,12 +237,12 @@ func TestMultipartUpload(t *testing.T) {
 	e := newEnv(t, envOptions{pageCache: 16 << 20})
 	ctx := context.Background()
 	r := rand.New(rand.NewPCG(5, 6))
-	src := randomBytes(r, 6<<20)
+	src := testutil.RandomBytes(r, 6<<20)
 	e.cluster.PutDirect("bucket-a", "mp/source", src)
-	part1, part3 := randomBytes(r, 5<<20), randomBytes(r, 1234)
+	part1, part3 := testutil.RandomBytes(r, 5<<20), testutil.RandomBytes(r, 1234)
 	const key = "mp/assembled"
 	// A cached old version under the key: completing must replace it.
-	old := randomBytes(r, 3*chunkSize)
+	old := testutil.RandomBytes(r, 3*chunkSize)
 	e.put("bucket-a", key, old)
 	if got := e.mustGet("bucket-a", key, ""); !bytes.Equal(got, old) {
 		t.Fatal("old version differs")
@@ -248,18 +250,18 @@ func TestMultipartUpload(t *testing.T) {
 
 	b, k := aws.String("bucket-a"), aws.String(key)
 	mp, err := e.s3.CreateMultipartUpload(ctx, &s3.CreateMultipartUploadInput{Bucket: b, Key: k, ContentType: aws.String("application/x-parts")})
-	must(t, err)
+	testutil.Must(t, err)
 	up1, err := e.s3.UploadPart(ctx, &s3.UploadPartInput{Bucket: b, Key: k, UploadId: mp.UploadId, PartNumber: aws.Int32(1),
 		Body: bytes.NewReader(part1)})
-	must(t, err)
+	testutil.Must(t, err)
 	up2, err := e.s3.UploadPartCopy(ctx, &s3.UploadPartCopyInput{Bucket: b, Key: k, UploadId: mp.UploadId, PartNumber: aws.Int32(2),
 		CopySource: aws.String("bucket-a/mp/source"), CopySourceRange: aws.String("bytes=1000-5243879")})
-	must(t, err)
+	testutil.Must(t, err)
 	up3, err := e.s3.UploadPart(ctx, &s3.UploadPartInput{Bucket: b, Key: k, UploadId: mp.UploadId, PartNumber: aws.Int32(3),
 		Body: bytes.NewReader(part3)})
-	must(t, err)
+	testutil.Must(t, err)
 	parts, err := e.s3.ListParts(ctx, &s3.ListPartsInput{Bucket: b, Key: k, UploadId: mp.UploadId})
-	must(t, err)
+	testutil.Must(t, err)
 	if len(parts.Parts) != 3 {
 		t.Fatalf("ListParts: %d parts, want 3", len(parts.Parts))
 	}
@@ -269,7 +271,7 @@ func TestMultipartUpload(t *testing.T) {
 			{PartNumber: aws.Int32(2), ETag: up2.CopyPartResult.ETag},
 			{PartNumber: aws.Int32(3), ETag: up3.ETag, ChecksumCRC32: up3.ChecksumCRC32},
 		}}})
-	must(t, err)
+	testutil.Must(t, err)
 	want := slices.Concat(part1, src[1000:5243880], part3)
 	if got := e.mustGet("bucket-a", key, ""); !bytes.Equal(got, want) {
 		t.Fatalf("completed object: %d bytes, want %d (stale: %v)", len(got), len(want), bytes.Equal(got, old))
@@ -280,36 +282,36 @@ func TestMultipartUpload(t *testing.T) {
 
 	t.Run("abort", func(t *testing.T) {
 		mp, err := e.s3.CreateMultipartUpload(ctx, &s3.CreateMultipartUploadInput{Bucket: b, Key: aws.String("mp/aborted")})
-		must(t, err)
+		testutil.Must(t, err)
 		_, err = e.s3.UploadPart(ctx, &s3.UploadPartInput{Bucket: b, Key: aws.String("mp/aborted"), UploadId: mp.UploadId,
 			PartNumber: aws.Int32(1), Body: bytes.NewReader(part3)})
-		must(t, err)
+		testutil.Must(t, err)
 		list, err := e.s3.ListMultipartUploads(ctx, &s3.ListMultipartUploadsInput{Bucket: b, Prefix: aws.String("mp/aborted")})
-		must(t, err)
+		testutil.Must(t, err)
 		if len(list.Uploads) != 1 {
 			t.Fatalf("ListMultipartUploads: %d uploads, want 1", len(list.Uploads))
 		}
 		_, err = e.s3.AbortMultipartUpload(ctx, &s3.AbortMultipartUploadInput{Bucket: b, Key: aws.String("mp/aborted"), UploadId: mp.UploadId})
-		must(t, err)
+		testutil.Must(t, err)
 		list, err = e.s3.ListMultipartUploads(ctx, &s3.ListMultipartUploadsInput{Bucket: b, Prefix: aws.String("mp/aborted")})
-		must(t, err)
+		testutil.Must(t, err)
 		if len(list.Uploads) != 0 || e.existsInS3("bucket-a", "mp/aborted") {
 			t.Errorf("after abort: %d uploads listed, object exists %v", len(list.Uploads), e.existsInS3("bucket-a", "mp/aborted"))
 		}
 	})
 
 	t.Run("upload manager", func(t *testing.T) {
-		data := randomBytes(r, 13<<20+5)
+		data := testutil.RandomBytes(r, 13<<20+5)
 		up := manager.NewUploader(e.s3, func(u *manager.Uploader) { u.PartSize = 5 << 20; u.Concurrency = 3 })
 		_, err := up.Upload(ctx, &s3.PutObjectInput{Bucket: b, Key: aws.String("mp/manager"), Body: bytes.NewReader(data)})
-		must(t, err)
+		testutil.Must(t, err)
 		if got := e.mustGet("bucket-a", "mp/manager", ""); !bytes.Equal(got, data) {
 			t.Errorf("uploaded with the manager: read %d bytes, want %d", len(got), len(data))
 		}
 		dl := manager.NewDownloader(e.s3, func(d *manager.Downloader) { d.PartSize = 3 << 20; d.Concurrency = 4 })
 		buf := manager.NewWriteAtBuffer(nil)
 		_, err = dl.Download(ctx, buf, &s3.GetObjectInput{Bucket: b, Key: aws.String("mp/manager")})
-		must(t, err)
+		testutil.Must(t, err)
 		if !bytes.Equal(buf.Bytes(), data) {
 			t.Error("downloaded with the manager (parallel ranges): bytes differ")
 		}
@@ -325,7 +327,7 @@ func TestCopyObject(t *testing.T) {
 			e := newEnv(t, envOptions{pageCache: 8 << 20, immutable: immutable})
 			ctx := context.Background()
 			r := rand.New(rand.NewPCG(7, 8))
-			v1, v2 := randomBytes(r, 2*chunkSize+5), randomBytes(r, 2*chunkSize+5)
+			v1, v2 := testutil.RandomBytes(r, 2*chunkSize+5), testutil.RandomBytes(r, 2*chunkSize+5)
 			e.put("bucket-a", "copy/dst", v1)
 			e.put("shared", "copy/src", v2)
 			if got := e.mustGet("bucket-a", "copy/dst", ""); !bytes.Equal(got, v1) {
@@ -333,7 +335,7 @@ func TestCopyObject(t *testing.T) {
 			}
 			out, err := e.s3.CopyObject(ctx, &s3.CopyObjectInput{Bucket: aws.String("bucket-a"), Key: aws.String("copy/dst"),
 				CopySource: aws.String("shared/copy/src")})
-			must(t, err)
+			testutil.Must(t, err)
 			if out.CopyObjectResult == nil || aws.ToString(out.CopyObjectResult.ETag) == "" {
 				t.Errorf("CopyObject result: %+v", out.CopyObjectResult)
 			}
@@ -346,7 +348,7 @@ func TestCopyObject(t *testing.T) {
 
 			_, err = e.s3.DeleteObjects(ctx, &s3.DeleteObjectsInput{Bucket: aws.String("bucket-a"), Delete: &types.Delete{
 				Objects: []types.ObjectIdentifier{{Key: aws.String("copy/dst")}}}})
-			must(t, err)
+			testutil.Must(t, err)
 			_, _, err = e.get("bucket-a", "copy/dst", "")
 			wantCode(t, "read after DeleteObjects", err, "NoSuchKey", http.StatusNotFound)
 		})
@@ -372,7 +374,7 @@ func TestListObjects(t *testing.T) {
 		p := s3.NewListObjectsV2Paginator(c, &in)
 		for p.HasMorePages() {
 			page, err := p.NextPage(ctx)
-			must(t, err)
+			testutil.Must(t, err)
 			pages++
 			for _, o := range page.Contents {
 				objs = append(objs, aws.ToString(o.Key))
@@ -403,7 +405,7 @@ func TestListObjects(t *testing.T) {
 	}
 	// ListObjects (v1) with a marker.
 	v1, err := e.s3.ListObjects(ctx, &s3.ListObjectsInput{Bucket: aws.String("bucket-a"), Prefix: aws.String("logs/2026/"), MaxKeys: aws.Int32(5)})
-	must(t, err)
+	testutil.Must(t, err)
 	if len(v1.Contents) != 5 || !aws.ToBool(v1.IsTruncated) {
 		t.Errorf("ListObjects v1: %d objects, truncated %v", len(v1.Contents), aws.ToBool(v1.IsTruncated))
 	}
@@ -416,7 +418,7 @@ func TestListObjects(t *testing.T) {
 	}
 	attrs, err := e.s3.GetObjectAttributes(ctx, &s3.GetObjectAttributesInput{Bucket: aws.String("bucket-a"), Key: aws.String("other/x"),
 		ObjectAttributes: []types.ObjectAttributes{types.ObjectAttributesEtag, types.ObjectAttributesObjectSize}})
-	must(t, err)
+	testutil.Must(t, err)
 	if aws.ToInt64(attrs.ObjectSize) != int64(len("other/x")) {
 		t.Errorf("GetObjectAttributes: size %d", aws.ToInt64(attrs.ObjectSize))
 	}
@@ -437,9 +439,9 @@ func TestDeleteObjects(t *testing.T) {
 		}
 	}
 	_, err := e.s3.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: aws.String("bucket-a"), Key: aws.String("del/0")})
-	must(t, err)
+	testutil.Must(t, err)
 	out, err := e.s3.DeleteObjects(ctx, &s3.DeleteObjectsInput{Bucket: aws.String("bucket-a"), Delete: &types.Delete{Objects: ids}})
-	must(t, err)
+	testutil.Must(t, err)
 	if len(out.Deleted) != 11 || len(out.Errors) != 0 {
 		t.Fatalf("DeleteObjects: %d deleted, %d errors", len(out.Deleted), len(out.Errors))
 	}
@@ -473,38 +475,38 @@ func TestOverwriteIsNeverStale(t *testing.T) {
 			}
 		}
 		head, err := e.s3.HeadObject(ctx, &s3.HeadObjectInput{Bucket: b, Key: k})
-		must(t, err)
+		testutil.Must(t, err)
 		direct, err := e.cluster.Direct.HeadObject(ctx, &s3.HeadObjectInput{Bucket: b, Key: k})
-		must(t, err)
+		testutil.Must(t, err)
 		if aws.ToString(head.ETag) != aws.ToString(direct.ETag) || aws.ToInt64(head.ContentLength) != int64(len(want)) {
 			t.Fatalf("%s: HEAD says %s/%d, S3 %s", step, aws.ToString(head.ETag), aws.ToInt64(head.ContentLength), aws.ToString(direct.ETag))
 		}
 	}
 	for round := 0; round < 3; round++ {
 		// Same size every time: only the version tells them apart.
-		v := randomBytes(r, 3*chunkSize+77)
+		v := testutil.RandomBytes(r, 3*chunkSize+77)
 		e.put("bucket-a", key, v)
 		check(fmt.Sprintf("round %d PutObject", round), v)
 
-		v = randomBytes(r, 3*chunkSize+77)
+		v = testutil.RandomBytes(r, 3*chunkSize+77)
 		e.put("bucket-a", "hot/src", v)
 		_, err := e.s3.CopyObject(ctx, &s3.CopyObjectInput{Bucket: b, Key: k, CopySource: aws.String("bucket-a/hot/src")})
-		must(t, err)
+		testutil.Must(t, err)
 		check(fmt.Sprintf("round %d CopyObject", round), v)
 
-		v = randomBytes(r, 3*chunkSize+77)
+		v = testutil.RandomBytes(r, 3*chunkSize+77)
 		mp, err := e.s3.CreateMultipartUpload(ctx, &s3.CreateMultipartUploadInput{Bucket: b, Key: k})
-		must(t, err)
+		testutil.Must(t, err)
 		up, err := e.s3.UploadPart(ctx, &s3.UploadPartInput{Bucket: b, Key: k, UploadId: mp.UploadId, PartNumber: aws.Int32(1), Body: bytes.NewReader(v)})
-		must(t, err)
+		testutil.Must(t, err)
 		_, err = e.s3.CompleteMultipartUpload(ctx, &s3.CompleteMultipartUploadInput{Bucket: b, Key: k, UploadId: mp.UploadId,
 			MultipartUpload: &types.CompletedMultipartUpload{Parts: []types.CompletedPart{
 				{PartNumber: aws.Int32(1), ETag: up.ETag, ChecksumCRC32: up.ChecksumCRC32}}}})
-		must(t, err)
+		testutil.Must(t, err)
 		check(fmt.Sprintf("round %d CompleteMultipartUpload", round), v)
 
 		_, err = e.s3.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: b, Key: k})
-		must(t, err)
+		testutil.Must(t, err)
 		_, _, err = e.get("bucket-a", key, "")
 		wantCode(t, fmt.Sprintf("round %d after DeleteObject", round), err, "NoSuchKey", http.StatusNotFound)
 	}
@@ -564,7 +566,7 @@ func TestErrorCodes(t *testing.T) {
 
 	// Unsigned requests, virtual-hosted style, and the shape of an error.
 	resp, err := http.Get(e.srv.URL() + "/bucket-a/missing")
-	must(t, err)
+	testutil.Must(t, err)
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusForbidden || xmlCode(body) != "AccessDenied" {

@@ -16,6 +16,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/distcache/distcache/internal/embed"
+	"github.com/distcache/distcache/internal/testutil"
 )
 
 // A client that stops reading mid-body is dropped after ClientWriteTimeout,
@@ -28,15 +29,15 @@ func TestStalledClientReleasesReadBuffers(t *testing.T) {
 		c.ClientWriteTimeout = 2 * time.Second
 	}})
 	r := rand.New(rand.NewPCG(41, 42))
-	big := randomBytes(r, 64<<20) // far more than the socket buffers take
-	small := randomBytes(r, 4*chunkSize)
+	big := testutil.RandomBytes(r, 64<<20) // far more than the socket buffers take
+	small := testutil.RandomBytes(r, 4*chunkSize)
 	e.cluster.PutDirect("bucket-a", "stall/big", big)
 	e.cluster.PutDirect("bucket-a", "stall/small", small)
 
 	// The stalling client's socket takes 64 KiB (no autotuning), so the
 	// kernel cannot take the object off the gateway's hands.
 	stalled, err := smallWindowClient(e).GetObject(context.Background(), &s3.GetObjectInput{Bucket: aws.String("bucket-a"), Key: aws.String("stall/big")})
-	must(t, err)
+	testutil.Must(t, err)
 	defer stalled.Body.Close()
 	// It reads past the 8 MiB a GetObject sends before it reads ahead (so
 	// that its read-ahead grows to the whole budget) ...

@@ -18,6 +18,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 
+	"github.com/distcache/distcache/internal/testutil"
 	"github.com/distcache/distcache/internal/testutil/nodecluster"
 	"github.com/distcache/distcache/internal/testutil/s3proxy"
 )
@@ -30,7 +31,7 @@ import (
 // read the whole body, then hashed it, then sent it.
 func TestPutObjectStreamsOnToS3(t *testing.T) {
 	e := newEnv(t, envOptions{pageCache: 16 << 20})
-	body := randomBytes(rand.New(rand.NewPCG(21, 22)), 4<<20+512<<10+5)
+	body := testutil.RandomBytes(rand.New(rand.NewPCG(21, 22)), 4<<20+512<<10+5)
 	sum := sha256.Sum256(body)
 	declared := hex.EncodeToString(sum[:])
 	const key = "streamed/object"
@@ -57,13 +58,13 @@ func TestPutObjectStreamsOnToS3(t *testing.T) {
 		_ = pw.Close()
 	}()
 	req, err := http.NewRequest(http.MethodPut, e.srv.URL()+"/bucket-a/"+key, pr)
-	must(t, err)
+	testutil.Must(t, err)
 	req.ContentLength = int64(len(body))
 	req.Header.Set("X-Amz-Content-Sha256", declared)
-	must(t, v4.NewSigner().SignHTTP(context.Background(), aws.Credentials{AccessKeyID: accessKey, SecretAccessKey: secretKey},
+	testutil.Must(t, v4.NewSigner().SignHTTP(context.Background(), aws.Credentials{AccessKeyID: accessKey, SecretAccessKey: secretKey},
 		req, declared, "s3", region, time.Now()))
 	resp, err := http.DefaultClient.Do(req)
-	must(t, err)
+	testutil.Must(t, err)
 	answer, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
@@ -94,7 +95,7 @@ func TestReadAfterWriteIsAHit(t *testing.T) {
 	r := rand.New(rand.NewPCG(91, 92))
 	getsBefore := nodecluster.Gather(t, e.cluster.S3Registry, "distcache_s3_requests_total", map[string]string{"op": "get"})
 	for i := range 20 {
-		v := randomBytes(r, 3*chunkSize+i)
+		v := testutil.RandomBytes(r, 3*chunkSize+i)
 		key := fmt.Sprintf("raw/%d", i)
 		e.put("bucket-a", key, v)
 		if got := e.mustGet("bucket-a", key, ""); !bytes.Equal(got, v) {

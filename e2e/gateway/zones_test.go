@@ -19,6 +19,7 @@ import (
 
 	"github.com/distcache/distcache/internal/client"
 	"github.com/distcache/distcache/internal/node"
+	"github.com/distcache/distcache/internal/testutil"
 	"github.com/distcache/distcache/internal/testutil/freeport"
 	"github.com/distcache/distcache/internal/testutil/gobin"
 	"github.com/distcache/distcache/internal/testutil/logbuf"
@@ -47,7 +48,7 @@ func TestZoneGatewayUsesItsZoneOnly(t *testing.T) {
 	if r := e.cache.Ring(); r.Zone() != "b" || len(r.Members()) != 2 {
 		t.Fatalf("the gateway routes by a ring of zone %q with %d members, want zone b's 2", r.Zone(), len(r.Members()))
 	}
-	data := randomBytes(rand.New(rand.NewPCG(31, 1)), 6*chunkSize+77)
+	data := testutil.RandomBytes(rand.New(rand.NewPCG(31, 1)), 6*chunkSize+77)
 	e.cluster.PutDirect("bucket-a", "zones/only-b", data)
 	for i := 0; i < 2; i++ {
 		if got := e.mustGet("bucket-a", "zones/only-b", ""); !bytes.Equal(got, data) {
@@ -57,13 +58,13 @@ func TestZoneGatewayUsesItsZoneOnly(t *testing.T) {
 	if got := e.mustGet("bucket-a", "zones/only-b", "bytes=1000-300000"); !bytes.Equal(got, data[1000:300001]) {
 		t.Fatal("ranged read differs")
 	}
-	written := randomBytes(rand.New(rand.NewPCG(31, 2)), 2*chunkSize+5)
+	written := testutil.RandomBytes(rand.New(rand.NewPCG(31, 2)), 2*chunkSize+5)
 	e.put("bucket-a", "zones/written-in-b", written)
 	if got := e.mustGet("bucket-a", "zones/written-in-b", ""); !bytes.Equal(got, written) {
 		t.Fatal("read after write differs")
 	}
 	list, err := e.s3.ListObjectsV2(context.Background(), &s3.ListObjectsV2Input{Bucket: aws.String("bucket-a"), Prefix: aws.String("zones/")})
-	must(t, err)
+	testutil.Must(t, err)
 	if len(list.Contents) != 2 {
 		t.Errorf("listed %d objects, want 2", len(list.Contents))
 	}
@@ -87,7 +88,7 @@ func TestZoneGatewayUsesItsZoneOnly(t *testing.T) {
 // bytes that crossed zones.
 func TestZoneGatewayFallsBackWhenItsZoneIsDown(t *testing.T) {
 	e := newEnv(t, envOptions{nodes: 2, zones: testZones, zone: "b", crossZone: node.CrossZoneNever})
-	data := randomBytes(rand.New(rand.NewPCG(32, 1)), 5*chunkSize+3)
+	data := testutil.RandomBytes(rand.New(rand.NewPCG(32, 1)), 5*chunkSize+3)
 	e.cluster.PutDirect("bucket-a", "zones/outage", data)
 	for _, m := range e.cluster.ZoneMembers("b") {
 		e.cluster.KillMember(m)
@@ -99,7 +100,7 @@ func TestZoneGatewayFallsBackWhenItsZoneIsDown(t *testing.T) {
 	if got := e.mustGet("bucket-a", "zones/outage", "bytes=5-262200"); !bytes.Equal(got, data[5:262201]) {
 		t.Fatal("ranged read through zone a differs")
 	}
-	written := randomBytes(rand.New(rand.NewPCG(32, 2)), chunkSize+9)
+	written := testutil.RandomBytes(rand.New(rand.NewPCG(32, 2)), chunkSize+9)
 	e.put("bucket-a", "zones/written-during-outage", written)
 	if !e.existsInS3("bucket-a", "zones/written-during-outage") {
 		t.Fatal("the write through zone a is not in S3")
@@ -108,7 +109,7 @@ func TestZoneGatewayFallsBackWhenItsZoneIsDown(t *testing.T) {
 		t.Fatal("read after write through zone a differs")
 	}
 	list, err := e.s3.ListObjectsV2(context.Background(), &s3.ListObjectsV2Input{Bucket: aws.String("bucket-a"), Prefix: aws.String("zones/")})
-	must(t, err)
+	testutil.Must(t, err)
 	if len(list.Contents) != 2 {
 		t.Errorf("listed %d objects through zone a, want 2", len(list.Contents))
 	}
@@ -141,7 +142,7 @@ func TestZoneOnMissReadsOtherZoneBeforeS3(t *testing.T) {
 	for _, mode := range []node.CrossZone{node.CrossZoneOnMiss, node.CrossZoneNever} {
 		t.Run(string(mode), func(t *testing.T) {
 			e := newEnv(t, envOptions{nodes: 2, zones: testZones, zone: "b", crossZone: mode})
-			data := randomBytes(rand.New(rand.NewPCG(33, 1)), chunks*chunkSize)
+			data := testutil.RandomBytes(rand.New(rand.NewPCG(33, 1)), chunks*chunkSize)
 			const key = "zones/warm-in-a"
 			e.cluster.PutDirect("bucket-a", key, data)
 
@@ -149,13 +150,13 @@ func TestZoneOnMissReadsOtherZoneBeforeS3(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
 			readerA, err := client.New(ctx, client.Config{Seeds: e.cluster.ZoneSeeds("a"), TLS: e.cluster.TenantTLS("team-a"), Zone: "a"})
-			must(t, err)
+			testutil.Must(t, err)
 			defer readerA.Close()
 			m, err := readerA.Stat(ctx, "bucket-a", key)
-			must(t, err)
+			testutil.Must(t, err)
 			got := make([]byte, m.Size)
 			_, err = readerA.ReadAt(ctx, "bucket-a", key, m, got, 0)
-			must(t, err)
+			testutil.Must(t, err)
 			if !bytes.Equal(got, data) {
 				t.Fatal("zone a's read differs")
 			}
@@ -209,7 +210,7 @@ func gatewayProcess(t *testing.T, c *nodecluster.Cluster, args ...string) (liste
 		"--page-cache-bytes", "0"}, args...)...)
 	logs = &logbuf.Buffer{}
 	cmd.Stdout, cmd.Stderr = logs, logs
-	must(t, cmd.Start())
+	testutil.Must(t, cmd.Start())
 	exited = make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
 	t.Cleanup(func() {
@@ -244,7 +245,7 @@ func TestZoneGatewayProcess(t *testing.T) {
 		}
 	}
 	resp, err := http.Get("http://" + wrongMetrics + "/readyz")
-	must(t, err)
+	testutil.Must(t, err)
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusServiceUnavailable {
 		t.Errorf("/readyz of the gateway with zone a's nodes: %d, want 503", resp.StatusCode)
@@ -252,21 +253,21 @@ func TestZoneGatewayProcess(t *testing.T) {
 
 	listen, metricsAddr, _, exited := gatewayProcess(t, c, "--zone", "b", "--nodes", c.ZoneSeeds("b")[0],
 		"--fallback-nodes", "a="+c.ZoneSeeds("a")[0])
-	waitFor(t, "http://"+metricsAddr+"/readyz", http.StatusOK, exited)
-	data := randomBytes(rand.New(rand.NewPCG(34, 1)), 3*chunkSize+1)
+	testutil.WaitStatus(t, "http://"+metricsAddr+"/readyz", http.StatusOK, exited)
+	data := testutil.RandomBytes(rand.New(rand.NewPCG(34, 1)), 3*chunkSize+1)
 	c.PutDirect("bucket-a", "zones/process", data)
 	c.KillMember(c.ZoneMembers("b")[0])
 	out, err := newS3Client("http://"+listen, accessKey, secretKey).GetObject(context.Background(),
 		&s3.GetObjectInput{Bucket: aws.String("bucket-a"), Key: aws.String("zones/process")})
-	must(t, err)
+	testutil.Must(t, err)
 	got, err := io.ReadAll(out.Body)
 	out.Body.Close()
-	must(t, err)
+	testutil.Must(t, err)
 	if !bytes.Equal(got, data) {
 		t.Fatal("the read through zone a differs")
 	}
 	resp, err = http.Get("http://" + metricsAddr + "/metrics")
-	must(t, err)
+	testutil.Must(t, err)
 	metrics, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	want := fmt.Sprintf(`distcache_cross_zone_bytes_total{direction="in",peer_zone="a"} %d`, len(data))

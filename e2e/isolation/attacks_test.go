@@ -14,6 +14,8 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+
+	"github.com/distcache/distcache/internal/testutil"
 )
 
 // attack is one attempt by team-a to get team-b's data.
@@ -129,7 +131,7 @@ func TestIsolationAttacks(t *testing.T) {
 	t.Run("afterwards/no byte of team-b's in team-a's bucket", func(t *testing.T) {
 		ctx := context.Background()
 		list, err := c.Direct.ListObjectsV2(ctx, &s3.ListObjectsV2Input{Bucket: aws.String("bucket-a")})
-		must(t, err)
+		testutil.Must(t, err)
 		for _, o := range list.Contents {
 			if n := leaked(c.GetDirect("bucket-a", aws.ToString(o.Key), ""), e.markerB); n > 0 {
 				t.Errorf("bucket-a/%s holds %d bytes of team-b's data", aws.ToString(o.Key), n)

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/distcache/distcache/internal/pki"
+	"github.com/distcache/distcache/internal/testutil"
 )
 
 // certSpec describes a client certificate made by hand.
@@ -36,7 +37,7 @@ type certSpec struct {
 func (e *env) handMade(t *testing.T, spec certSpec) (*tls.Config, *x509.Certificate, crypto.Signer) {
 	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	must(t, err)
+	testutil.Must(t, err)
 	if spec.issuer == nil {
 		spec.issuer, spec.issuerKey = e.c.CA.Cert, e.c.CA.Key
 	}
@@ -46,7 +47,7 @@ func (e *env) handMade(t *testing.T, spec certSpec) (*tls.Config, *x509.Certific
 	var uris []*url.URL
 	for _, s := range spec.uris {
 		u, err := url.Parse(s)
-		must(t, err)
+		testutil.Must(t, err)
 		uris = append(uris, u)
 	}
 	serial, _ := rand.Int(rand.Reader, big.NewInt(1<<62))
@@ -58,9 +59,9 @@ func (e *env) handMade(t *testing.T, spec certSpec) (*tls.Config, *x509.Certific
 		URIs: uris, DNSNames: spec.dns,
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, spec.issuer, key.Public(), spec.issuerKey)
-	must(t, err)
+	testutil.Must(t, err)
 	cert, err := x509.ParseCertificate(der)
-	must(t, err)
+	testutil.Must(t, err)
 	cfg := &tls.Config{
 		MinVersion: tls.VersionTLS13, NextProtos: []string{"http/1.1"}, RootCAs: e.c.CA.CertPool(),
 		Certificates: []tls.Certificate{{Certificate: append([][]byte{der}, spec.chain...), PrivateKey: key, Leaf: cert}},
@@ -80,7 +81,7 @@ func certificateAttacks(e *env) []attack {
 	forbidden, rejected := []int{403}, []int{refused}
 	target := "/v1/objects/bucket-b/secret.bin?chunk=0"
 	other, err := pki.NewCA("another CA", time.Hour)
-	must(t, err)
+	testutil.Must(t, err)
 	past := time.Now().Add(-48 * time.Hour)
 	_, certA, keyA := e.handMade(t, certSpec{cn: "team-a", uris: []string{uriA}})
 	// A certificate that tries to be a CA itself: team-a's, with CA rights

@@ -49,6 +49,7 @@ import (
 	"github.com/distcache/distcache/internal/embed"
 	"github.com/distcache/distcache/internal/nodeapi"
 	"github.com/distcache/distcache/internal/pki"
+	"github.com/distcache/distcache/internal/testutil"
 	"github.com/distcache/distcache/internal/testutil/nodecluster"
 )
 
@@ -177,24 +178,12 @@ func (e *env) writeTenants(content string) {
 	e.t.Helper()
 	before, _ := e.c.Tenants.Reloads()
 	tmp := e.tenants + ".tmp"
-	must(e.t, os.WriteFile(tmp, []byte(content), 0o600))
-	must(e.t, os.Rename(tmp, e.tenants))
-	waitFor(e.t, "the nodes to reload the tenants file", func() bool {
+	testutil.Must(e.t, os.WriteFile(tmp, []byte(content), 0o600))
+	testutil.Must(e.t, os.Rename(tmp, e.tenants))
+	testutil.WaitFor(e.t, "the nodes to reload the tenants file", func() bool {
 		ok, _ := e.c.Tenants.Reloads()
 		return ok > before
 	})
-}
-
-// waitFor polls cond with a generous deadline (a loaded 2-core machine).
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
 }
 
 // assumeRole asks MinIO's STS for temporary credentials of the root user
@@ -204,16 +193,16 @@ func assumeRole(t *testing.T, c *nodecluster.Cluster, policy string) string {
 	form := url.Values{"Action": {"AssumeRole"}, "Version": {"2011-06-15"}, "DurationSeconds": {"3600"}, "Policy": {policy}}
 	body := form.Encode()
 	req, err := http.NewRequest(http.MethodPost, c.MinIO.Endpoint+"/", strings.NewReader(body))
-	must(t, err)
+	testutil.Must(t, err)
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	sum := sha256.Sum256([]byte(body))
-	must(t, v4.NewSigner().SignHTTP(context.Background(), aws.Credentials{AccessKeyID: c.MinIO.AccessKey, SecretAccessKey: c.MinIO.SecretKey},
+	testutil.Must(t, v4.NewSigner().SignHTTP(context.Background(), aws.Credentials{AccessKeyID: c.MinIO.AccessKey, SecretAccessKey: c.MinIO.SecretKey},
 		req, hex.EncodeToString(sum[:]), "sts", c.MinIO.Region, time.Now()))
 	resp, err := http.DefaultClient.Do(req)
-	must(t, err)
+	testutil.Must(t, err)
 	defer resp.Body.Close()
 	raw, err := io.ReadAll(resp.Body)
-	must(t, err)
+	testutil.Must(t, err)
 	var out struct {
 		Creds struct {
 			AccessKeyID     string `xml:"AccessKeyId"`
@@ -279,9 +268,9 @@ func leaked(body, marker []byte) int {
 func (e *env) putVia(hc *http.Client, i int, bucket, key string, data []byte) string {
 	e.t.Helper()
 	req, err := http.NewRequest(http.MethodPut, e.c.Member(i).URL()+nodeapi.ObjectPath(bucket, key), bytes.NewReader(data))
-	must(e.t, err)
+	testutil.Must(e.t, err)
 	resp, err := hc.Do(req)
-	must(e.t, err)
+	testutil.Must(e.t, err)
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(resp.Body)
 	if resp.StatusCode != http.StatusOK && resp.StatusCode != http.StatusNoContent && resp.StatusCode != http.StatusCreated {
@@ -296,7 +285,7 @@ func (e *env) putVia(hc *http.Client, i int, bucket, key string, data []byte) st
 func (e *env) headVia(hc *http.Client, i int, bucket, key string) string {
 	e.t.Helper()
 	resp, err := hc.Head(e.c.Member(i).URL() + nodeapi.ObjectPath(bucket, key))
-	must(e.t, err)
+	testutil.Must(e.t, err)
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		e.t.Fatalf("HEAD %s/%s through node %d: %d", bucket, key, i, resp.StatusCode)
@@ -307,10 +296,10 @@ func (e *env) headVia(hc *http.Client, i int, bucket, key string) string {
 func (e *env) getVia(hc *http.Client, i int, bucket, key string) []byte {
 	e.t.Helper()
 	resp, err := hc.Get(e.c.Member(i).URL() + nodeapi.ObjectPath(bucket, key))
-	must(e.t, err)
+	testutil.Must(e.t, err)
 	defer resp.Body.Close()
 	body, err := io.ReadAll(resp.Body)
-	must(e.t, err)
+	testutil.Must(e.t, err)
 	if resp.StatusCode != http.StatusOK {
 		e.t.Fatalf("GET %s/%s through node %d: %d %s", bucket, key, i, resp.StatusCode, body)
 	}
@@ -505,7 +494,7 @@ func (e *env) signS3(gw *embed.Gateway, creds aws.Credentials, r s3Req) []byte {
 	payload := hex.EncodeToString(sum[:])
 	req.Header.Set("X-Amz-Content-Sha256", payload)
 	signer := v4.NewSigner(func(o *v4.SignerOptions) { o.DisableURIPathEscaping = true })
-	must(e.t, signer.SignHTTP(context.Background(), creds, req, payload, "s3", region, time.Now()))
+	testutil.Must(e.t, signer.SignHTTP(context.Background(), creds, req, payload, "s3", region, time.Now()))
 	h := req.Header.Clone()
 	h.Del("Host")
 	return rawRequest(r.method, r.path+queryPart(r.query), host, h, r.body)
@@ -519,7 +508,7 @@ func (e *env) presign(gw *embed.Gateway, creds aws.Credentials, path string) str
 		URL: &url.URL{Scheme: "http", Host: host, Opaque: "//" + host + path, RawQuery: "X-Amz-Expires=600"}}
 	signer := v4.NewSigner(func(o *v4.SignerOptions) { o.DisableURIPathEscaping = true })
 	signed, _, err := signer.PresignHTTP(context.Background(), creds, req, "UNSIGNED-PAYLOAD", "s3", region, time.Now())
-	must(e.t, err)
+	testutil.Must(e.t, err)
 	_, query, _ := strings.Cut(signed, "?")
 	return path + "?" + query
 }
@@ -545,11 +534,4 @@ func trunc(b []byte) string {
 		return string(b[:300]) + "..."
 	}
 	return string(b)
-}
-
-func must(t testing.TB, err error) {
-	t.Helper()
-	if err != nil {
-		t.Fatal(err)
-	}
 }

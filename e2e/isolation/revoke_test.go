@@ -11,6 +11,7 @@ import (
 
 	"github.com/distcache/distcache/internal/nodeapi"
 	"github.com/distcache/distcache/internal/pki"
+	"github.com/distcache/distcache/internal/testutil"
 )
 
 // probe is one read team-a made while its tenant was being deleted.
@@ -113,9 +114,9 @@ func TestDeletedTenant(t *testing.T) {
 	before, _ := c.Tenants.Reloads()
 	removed := time.Now()
 	tmp := e.tenants + ".tmp"
-	must(t, os.WriteFile(tmp, []byte(tenantsFile(e.credsA, e.credsB, false)), 0o600))
-	must(t, os.Rename(tmp, e.tenants))
-	waitFor(t, "the nodes to reload the tenants file", func() bool {
+	testutil.Must(t, os.WriteFile(tmp, []byte(tenantsFile(e.credsA, e.credsB, false)), 0o600))
+	testutil.Must(t, os.Rename(tmp, e.tenants))
+	testutil.WaitFor(t, "the nodes to reload the tenants file", func() bool {
 		ok, _ := c.Tenants.Reloads()
 		return ok > before
 	})
@@ -164,12 +165,12 @@ func TestDeletedTenant(t *testing.T) {
 	hcPeer := c.HTTPClient(pki.Identity{Kind: pki.KindPeer, Name: "gateway-a"})
 	get := func(hc *http.Client, method, u string, header http.Header) (int, []byte) {
 		req, err := http.NewRequest(method, u, nil)
-		must(t, err)
+		testutil.Must(t, err)
 		for k, v := range header {
 			req.Header[k] = v
 		}
 		resp, err := hc.Do(req)
-		must(t, err)
+		testutil.Must(t, err)
 		defer resp.Body.Close()
 		body, _ := io.ReadAll(resp.Body)
 		return resp.StatusCode, body

@@ -41,6 +41,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/distcache/distcache/internal/testutil"
 	"github.com/distcache/distcache/internal/testutil/freeport"
 	"github.com/distcache/distcache/internal/testutil/logbuf"
 	"github.com/distcache/distcache/internal/testutil/repo"
@@ -66,13 +67,6 @@ func tool(t *testing.T, name, env string) string {
 		t.Skip(msg)
 	}
 	return p
-}
-
-func must(t testing.TB, err error) {
-	t.Helper()
-	if err != nil {
-		t.Fatal(err)
-	}
 }
 
 // waitFor polls cond every 100ms until it returns nil or the timeout
@@ -126,7 +120,7 @@ func start(t *testing.T, name string, cmd *exec.Cmd) *process {
 	t.Helper()
 	p := &process{cmd: cmd, done: make(chan struct{}), logs: &logbuf.Buffer{}}
 	cmd.Stdout, cmd.Stderr = p.logs, p.logs
-	must(t, cmd.Start())
+	testutil.Must(t, cmd.Start())
 	go func() { p.err = cmd.Wait(); close(p.done) }()
 	t.Cleanup(func() {
 		p.stop()
@@ -257,7 +251,7 @@ func startPrometheus(t *testing.T, config string) *promClient {
 	bin := tool(t, "prometheus", "PROMETHEUS_BIN")
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "prometheus.yml")
-	must(t, os.WriteFile(cfg, []byte(config), 0o600))
+	testutil.Must(t, os.WriteFile(cfg, []byte(config), 0o600))
 	addr := freeport.Addr(t)
 	p := start(t, "prometheus", exec.Command(bin,
 		"--config.file="+cfg, "--storage.tsdb.path="+filepath.Join(dir, "data"),

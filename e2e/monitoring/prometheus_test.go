@@ -28,6 +28,7 @@ import (
 	"github.com/distcache/distcache/internal/monitoring"
 	"github.com/distcache/distcache/internal/pki"
 	"github.com/distcache/distcache/internal/ring"
+	"github.com/distcache/distcache/internal/testutil"
 	"github.com/distcache/distcache/internal/testutil/freeport"
 	"github.com/distcache/distcache/internal/testutil/gobin"
 	"github.com/distcache/distcache/internal/testutil/miniotest"
@@ -93,34 +94,34 @@ func startCluster(t *testing.T, n int, objects ...string) *testCluster {
 		_, err := minio.Client(t).PutObject(testContext(t), &s3.PutObjectInput{
 			Bucket: aws.String(testBucket), Key: aws.String(key), Body: bytes.NewReader(b),
 		})
-		must(t, err)
+		testutil.Must(t, err)
 		c.data[key] = b
 	}
 
 	dir := c.dir
 	ca, err := pki.NewCA("monitoring e2e CA", time.Hour)
-	must(t, err)
-	must(t, os.WriteFile(filepath.Join(dir, "ca.crt"), ca.CertPEM, 0o600))
+	testutil.Must(t, err)
+	testutil.Must(t, os.WriteFile(filepath.Join(dir, "ca.crt"), ca.CertPEM, 0o600))
 	tenant, err := ca.IssueClient(pki.Identity{Kind: pki.KindTenant, Name: testTenant}, time.Hour)
-	must(t, err)
-	must(t, pki.WriteFiles(dir, "tenant", tenant))
+	testutil.Must(t, err)
+	testutil.Must(t, pki.WriteFiles(dir, "tenant", tenant))
 	tenants := filepath.Join(dir, "tenants.yaml")
-	must(t, os.WriteFile(tenants, []byte("tenants:\n  - name: "+testTenant+"\n    buckets: ["+testBucket+"]\n"), 0o600))
+	testutil.Must(t, os.WriteFile(tenants, []byte("tenants:\n  - name: "+testTenant+"\n    buckets: ["+testBucket+"]\n"), 0o600))
 
 	spec := ring.Spec{Epoch: 1, Zone: testZone, Hash: ring.HashParams{Algorithm: ring.AlgorithmRendezvousXXHash64}}
 	for i := 0; i < n; i++ {
 		node := &cacheNode{name: fmt.Sprintf("%s-%s-%d", testCache, testZone, i), api: freeport.Addr(t), ops: freeport.Addr(t)}
 		leaf, err := ca.IssueServer(node.name, []string{"localhost"}, []net.IP{net.IPv4(127, 0, 0, 1)}, time.Hour,
 			pki.WithIdentity(pki.Identity{Kind: pki.KindPeer, Name: node.name}))
-		must(t, err)
-		must(t, pki.WriteFiles(dir, node.name, leaf))
+		testutil.Must(t, err)
+		testutil.Must(t, pki.WriteFiles(dir, node.name, leaf))
 		spec.Members = append(spec.Members, ring.Member{Name: node.name, Address: node.api, Ordinal: i, Weight: 100, State: ring.StateActive})
 		c.nodes = append(c.nodes, node)
 	}
 	doc, err := json.Marshal(spec)
-	must(t, err)
+	testutil.Must(t, err)
 	ringFile := filepath.Join(dir, "ring.json")
-	must(t, os.WriteFile(ringFile, doc, 0o600))
+	testutil.Must(t, os.WriteFile(ringFile, doc, 0o600))
 
 	// The first node has a RAM tier, the others none: their hits come from
 	// disk, so both tiers serve.
@@ -141,7 +142,7 @@ func startCluster(t *testing.T, n int, objects ...string) *testCluster {
 		waitFor(t, 60*time.Second, node.name+" ready", httpReady("http://"+node.ops+"/readyz", node.proc))
 	}
 	tlsConfig, err := pki.ClientTLSConfig(filepath.Join(dir, "tenant.crt"), filepath.Join(dir, "tenant.key"), filepath.Join(dir, "ca.crt"))
-	must(t, err)
+	testutil.Must(t, err)
 	c.client = &http.Client{Transport: &http.Transport{TLSClientConfig: tlsConfig}, Timeout: 30 * time.Second}
 	return c
 }
@@ -172,10 +173,10 @@ func (c *testCluster) readThrough(t *testing.T, g *gatewayProc, key string) {
 	s3c := s3.New(s3.Options{Region: "us-east-1", BaseEndpoint: aws.String("http://" + g.listen), UsePathStyle: true,
 		Credentials: credentials.NewStaticCredentialsProvider(gatewayKey, gatewaySecret, "")})
 	out, err := s3c.GetObject(testContext(t), &s3.GetObjectInput{Bucket: aws.String(testBucket), Key: aws.String(key)})
-	must(t, err)
+	testutil.Must(t, err)
 	body, err := io.ReadAll(out.Body)
 	out.Body.Close()
-	must(t, err)
+	testutil.Must(t, err)
 	if !bytes.Equal(body, c.data[key]) {
 		t.Fatalf("%s through the gateway: %d bytes, not the object's %d", key, len(body), len(c.data[key]))
 	}
@@ -188,10 +189,10 @@ func (c *testCluster) readChunks(t *testing.T, node *cacheNode, key string) {
 	data := c.data[key]
 	for i := 0; i*chunkSize < len(data); i++ {
 		resp, err := c.client.Get(fmt.Sprintf("https://%s/v1/objects/%s/%s?chunk=%d", node.api, testBucket, key, i))
-		must(t, err)
+		testutil.Must(t, err)
 		body, err := io.ReadAll(resp.Body)
 		resp.Body.Close()
-		must(t, err)
+		testutil.Must(t, err)
 		want := data[i*chunkSize : min((i+1)*chunkSize, len(data))]
 		if resp.StatusCode != http.StatusOK || !bytes.Equal(body, want) {
 			t.Fatalf("chunk %d of %s through %s: %s, %d bytes (want %d): %s", i, key, node.name, resp.Status, len(body), len(want), body[:min(len(body), 200)])
@@ -312,13 +313,13 @@ func parseDashboard(t *testing.T) ([]dashboardTarget, []dashboardVar) {
 			} `json:"list"`
 		} `json:"templating"`
 	}
-	must(t, json.Unmarshal(monitoring.Dashboard(), &d))
+	testutil.Must(t, json.Unmarshal(monitoring.Dashboard(), &d))
 	var targets []dashboardTarget
 	var walk func([]json.RawMessage)
 	walk = func(raw []json.RawMessage) {
 		for _, r := range raw {
 			var p panel
-			must(t, json.Unmarshal(r, &p))
+			testutil.Must(t, json.Unmarshal(r, &p))
 			for _, tg := range p.Targets {
 				targets = append(targets, dashboardTarget{p.Title, tg.RefID, tg.Expr})
 			}
@@ -450,7 +451,7 @@ func TestDashboardAndAlertsAgainstRealNodes(t *testing.T) {
 				continue
 			}
 			r, err := prom.query(grafana(tg.expr, sel))
-			must(t, err)
+			testutil.Must(t, err)
 			vals := r.values()
 			// Per node, a ratio may be NaN: a node whose reads were all
 			// forwarded served nothing itself. Overall it is a number.
@@ -467,7 +468,7 @@ func TestDashboardAndAlertsAgainstRealNodes(t *testing.T) {
 
 	// Threshold 1: the byte hit ratio (misses happened) is below it.
 	groups, err := monitoring.RuleGroups(monitoring.Target{Namespace: testNamespace, Cache: testCache}, "1")
-	must(t, err)
+	testutil.Must(t, err)
 	alerts := map[string]string{}
 	for _, r := range groups[0].Rules {
 		alerts[r.Alert] = r.Expr.String()
@@ -476,7 +477,7 @@ func TestDashboardAndAlertsAgainstRealNodes(t *testing.T) {
 	t.Run("promtool check rules", func(t *testing.T) {
 		for _, threshold := range []string{"", "0.5", "1"} {
 			g, err := monitoring.RuleGroups(monitoring.Target{Namespace: testNamespace, Cache: testCache}, threshold)
-			must(t, err)
+			testutil.Must(t, err)
 			out := checkRules(t, promtool, g)
 			if !strings.Contains(out, fmt.Sprintf("SUCCESS: %d rules found", len(g[0].Rules))) {
 				t.Errorf("promtool check rules: %s", out)
@@ -503,7 +504,7 @@ func TestDashboardAndAlertsAgainstRealNodes(t *testing.T) {
 		sort.Strings(names)
 		for _, name := range names {
 			r, err := prom.query(alerts[name])
-			must(t, err)
+			testutil.Must(t, err)
 			if r.Status != "success" || r.Error != "" {
 				t.Errorf("%s: %s: %s\n%s", name, r.Status, r.Error, alerts[name])
 				continue
@@ -527,7 +528,7 @@ func TestDashboardAndAlertsAgainstRealNodes(t *testing.T) {
 			monitoring.LabelCacheNamespace + `="` + testNamespace + `",` + monitoring.LabelCache + `="` + testCache + `"`: 1,
 		} {
 			r, err := prom.query(`distcache_tls_certificate_expiration_timestamp_seconds{` + sel + `} - time()`)
-			must(t, err)
+			testutil.Must(t, err)
 			if len(r.Data.Result) != n {
 				t.Errorf("{%s}: %d samples %v, want %d", sel, len(r.Data.Result), r.Data.Result, n)
 			}
@@ -562,9 +563,9 @@ func TestDashboardAndAlertsAgainstRealNodes(t *testing.T) {
 func checkRules(t *testing.T, promtool string, groups []monitoringv1.RuleGroup) string {
 	t.Helper()
 	b, err := yaml.Marshal(map[string]any{"groups": groups})
-	must(t, err)
+	testutil.Must(t, err)
 	file := filepath.Join(t.TempDir(), "rules.yaml")
-	must(t, os.WriteFile(file, b, 0o600))
+	testutil.Must(t, os.WriteFile(file, b, 0o600))
 	out, err := exec.Command(promtool, "check", "rules", file).CombinedOutput()
 	if err != nil {
 		t.Fatalf("promtool check rules: %v\n%s\n%s", err, out, b)

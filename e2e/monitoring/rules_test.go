@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/distcache/distcache/internal/monitoring"
+	"github.com/distcache/distcache/internal/testutil"
 )
 
 // series is one input series of a promtool rule test: labels and values in
@@ -42,7 +43,7 @@ type alertTest struct {
 func TestAlertRulesFire(t *testing.T) {
 	promtool := tool(t, "promtool", "PROMTOOL_BIN")
 	groups, err := monitoring.RuleGroups(monitoring.Target{Namespace: "ns", Cache: "c"}, "0.5")
-	must(t, err)
+	testutil.Must(t, err)
 	for i := range groups {
 		for j := range groups[i].Rules {
 			groups[i].Rules[j].Annotations = nil
@@ -193,20 +194,20 @@ func TestAlertRulesFire(t *testing.T) {
 
 	dir := t.TempDir()
 	rules, err := yaml.Marshal(map[string]any{"groups": groups})
-	must(t, err)
-	must(t, os.WriteFile(filepath.Join(dir, "rules.yaml"), rules, 0o600))
+	testutil.Must(t, err)
+	testutil.Must(t, os.WriteFile(filepath.Join(dir, "rules.yaml"), rules, 0o600))
 	// Cache d's rules too: an S3 alert for d (answers taken for failures)
 	// would show up next to c's at minute 30.
 	dGroups, err := monitoring.RuleGroups(monitoring.Target{Namespace: "ns", Cache: "d"}, "0.5")
-	must(t, err)
+	testutil.Must(t, err)
 	for i := range dGroups {
 		for j := range dGroups[i].Rules {
 			dGroups[i].Rules[j].Annotations = nil
 		}
 	}
 	dRules, err := yaml.Marshal(map[string]any{"groups": dGroups})
-	must(t, err)
-	must(t, os.WriteFile(filepath.Join(dir, "rules-d.yaml"), dRules, 0o600))
+	testutil.Must(t, err)
+	testutil.Must(t, os.WriteFile(filepath.Join(dir, "rules-d.yaml"), dRules, 0o600))
 
 	spec := map[string]any{
 		"rule_files":          []string{"rules.yaml", "rules-d.yaml"},
@@ -218,9 +219,9 @@ func TestAlertRulesFire(t *testing.T) {
 		}},
 	}
 	b, err := yaml.Marshal(spec)
-	must(t, err)
+	testutil.Must(t, err)
 	file := filepath.Join(dir, "test.yaml")
-	must(t, os.WriteFile(file, b, 0o600))
+	testutil.Must(t, os.WriteFile(file, b, 0o600))
 	out, err := exec.Command(promtool, "test", "rules", file).CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "SUCCESS") {
 		t.Fatalf("promtool test rules: %v\n%s\nrules:\n%s\ntest:\n%s", err, out, rules, b)

@@ -35,7 +35,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"net/http"
 	"os"
 	"sort"
@@ -107,21 +106,6 @@ func newEnv(t *testing.T, opts envOptions) *env {
 		RetryMaxAttempts: 1,
 	})
 	return e
-}
-
-func must(t testing.TB, err error) {
-	t.Helper()
-	if err != nil {
-		t.Fatal(err)
-	}
-}
-
-func randomBytes(r *rand.Rand, n int) []byte {
-	b := make([]byte, n)
-	for i := range b {
-		b[i] = byte(r.Uint32())
-	}
-	return b
 }
 
 // putDirect writes a new version to MinIO behind the cache's back and

@@ -13,6 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
+	"github.com/distcache/distcache/internal/testutil"
 	"github.com/distcache/distcache/internal/testutil/s3proxy"
 )
 
@@ -65,7 +66,7 @@ func TestFaultMatrix(t *testing.T) {
 		keys := make([]string, reads)
 		for i := range keys {
 			keys[i] = fmt.Sprintf("%s%d", prefix, i)
-			e.putDirect(keys[i], randomBytes(r, fc.chunks*chunkSize-1000))
+			e.putDirect(keys[i], testutil.RandomBytes(r, fc.chunks*chunkSize-1000))
 		}
 		p.Reset()
 		p.Seed(seed + uint64(ci))
@@ -80,7 +81,7 @@ func TestFaultMatrix(t *testing.T) {
 		start := time.Now()
 		for i, key := range keys {
 			if fc.overwriteAt != nil {
-				e.overwriteOnGet(key, fc.overwriteAt(i), randomBytes(r, fc.chunks*chunkSize-1000))
+				e.overwriteOnGet(key, fc.overwriteAt(i), testutil.RandomBytes(r, fc.chunks*chunkSize-1000))
 			}
 			res := e.read(key, "")
 			tl.add(res.class)

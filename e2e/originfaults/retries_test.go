@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/distcache/distcache/internal/testutil"
 	"github.com/distcache/distcache/internal/testutil/s3proxy"
 )
 
@@ -40,7 +41,7 @@ func TestRetriesBackOff(t *testing.T) {
 	e := newEnv(t, envOptions{s3MaxAttempts: attempts, s3MaxBackoff: maxBackoff})
 	r := rand.New(rand.NewPCG(5, 6))
 	const chunks = 2
-	e.putDirect("storm/obj", randomBytes(r, chunks*chunkSize))
+	e.putDirect("storm/obj", testutil.RandomBytes(r, chunks*chunkSize))
 	// The metadata is cached before the storm: the read's S3 requests are
 	// the chunk GETs.
 	if _, err := e.cache.Stat(t.Context(), bucket, "storm/obj"); err != nil {

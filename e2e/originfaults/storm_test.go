@@ -13,6 +13,7 @@ import (
 
 	"github.com/distcache/distcache/internal/nodeapi"
 	"github.com/distcache/distcache/internal/pki"
+	"github.com/distcache/distcache/internal/testutil"
 	"github.com/distcache/distcache/internal/testutil/s3proxy"
 )
 
@@ -41,14 +42,14 @@ func TestHitsKeepFlowingDuringAnOutage(t *testing.T) {
 	const cached, cold = 6, 6
 	for i := 0; i < cached; i++ {
 		key := fmt.Sprintf("hot/%d", i)
-		e.putDirect(key, randomBytes(r, 3*chunkSize+i*1000))
+		e.putDirect(key, testutil.RandomBytes(r, 3*chunkSize+i*1000))
 		if res := e.read(key, ""); res.class != outcomeOK {
 			t.Fatalf("warming %s: %s %s", key, res.class, res.detail)
 		}
 	}
 	for i := 0; i < cold; i++ {
 		key := fmt.Sprintf("cold/%d", i)
-		e.putDirect(key, randomBytes(r, 3*chunkSize))
+		e.putDirect(key, testutil.RandomBytes(r, 3*chunkSize))
 		// Metadata cached, chunks not: the outage hits the chunk GETs,
 		// and the nodes forward each other the misses.
 		if _, err := e.cache.Stat(t.Context(), bucket, key); err != nil {
@@ -171,7 +172,7 @@ func TestConcurrencyCapHoldsUnderAStorm(t *testing.T) {
 	r := rand.New(rand.NewPCG(9, 10))
 	const objects = 12
 	for i := 0; i < objects; i++ {
-		e.putDirect(fmt.Sprintf("cap/%d", i), randomBytes(r, 4*chunkSize))
+		e.putDirect(fmt.Sprintf("cap/%d", i), testutil.RandomBytes(r, 4*chunkSize))
 	}
 	p := e.cluster.Proxy
 	p.Reset()
@@ -241,7 +242,7 @@ func (e *env) randomRound(t *testing.T, seed uint64, round int) *tally {
 	for i := range names {
 		names[i] = fmt.Sprintf("%s%d", prefix, i)
 		sizes[i] = 1 + r.IntN(6*chunkSize)
-		e.putDirect(names[i], randomBytes(r, sizes[i]))
+		e.putDirect(names[i], testutil.RandomBytes(r, sizes[i]))
 	}
 	p := e.cluster.Proxy
 	p.Reset()
@@ -270,7 +271,7 @@ func (e *env) randomRound(t *testing.T, seed uint64, round int) *tally {
 	}
 	writes := make([][]byte, 3)
 	for i := range writes {
-		writes[i] = randomBytes(r, 1+r.IntN(6*chunkSize))
+		writes[i] = testutil.RandomBytes(r, 1+r.IntN(6*chunkSize))
 	}
 	var tl tally
 	var wg sync.WaitGroup

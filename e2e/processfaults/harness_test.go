@@ -45,6 +45,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/distcache/distcache/internal/pki"
+	"github.com/distcache/distcache/internal/testutil"
 	"github.com/distcache/distcache/internal/testutil/freeport"
 	"github.com/distcache/distcache/internal/testutil/gobin"
 	"github.com/distcache/distcache/internal/testutil/logbuf"
@@ -83,7 +84,7 @@ func newRand(t *testing.T) *rand.Rand {
 		}
 	}
 	t.Logf("seed %d (replay with DISTCACHE_PROCESS_FAULT_SEED=%d)", seed, seed)
-	return rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
+	return testutil.NewRand(seed)
 }
 
 // content is the deterministic payload of a key: the test never has to keep

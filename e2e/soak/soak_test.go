@@ -30,6 +30,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/smithy-go"
 
+	"github.com/distcache/distcache/internal/testutil"
 	"github.com/distcache/distcache/tools/benchmark/benchkit"
 )
 
@@ -83,7 +84,7 @@ func TestSoak(t *testing.T) {
 	sum := rec.summary(w)
 	t.Log("\n" + sum)
 	if dir := os.Getenv("DISTCACHE_SOAK_OUT"); dir != "" {
-		must(t, rec.write(dir, sum))
+		testutil.Must(t, rec.write(dir, sum))
 	}
 
 	if n := w.mismatches.Load(); n > 0 {

@@ -19,6 +19,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
+	"github.com/distcache/distcache/internal/testutil"
 	"github.com/distcache/distcache/internal/testutil/freeport"
 	"github.com/distcache/distcache/internal/testutil/gobin"
 	"github.com/distcache/distcache/internal/testutil/miniotest"
@@ -70,7 +71,7 @@ func startStack(t *testing.T, opts stackOptions) *stack {
 	}
 	certs := filepath.Join(dir, "certs")
 	tenants := filepath.Join(dir, "tenants.yaml")
-	must(t, os.WriteFile(tenants, []byte("tenants:\n  - name: soak\n    buckets: ["+bucket+"]\n"), 0o600))
+	testutil.Must(t, os.WriteFile(tenants, []byte("tenants:\n  - name: soak\n    buckets: ["+bucket+"]\n"), 0o600))
 
 	listen := make([]string, len(names))
 	var members []string
@@ -79,7 +80,7 @@ func startStack(t *testing.T, opts stackOptions) *stack {
 		members = append(members, fmt.Sprintf(`{"name":%q,"address":%q,"ordinal":%d,"weight":100,"state":"active"}`, n, listen[i], i))
 	}
 	ringFile := filepath.Join(dir, "ring.json")
-	must(t, os.WriteFile(ringFile, []byte(`{"epoch":1,"zone":"local","hash":{"algorithm":"rendezvous-xxhash64","seed":0},"members":[`+strings.Join(members, ",")+`]}`), 0o600))
+	testutil.Must(t, os.WriteFile(ringFile, []byte(`{"epoch":1,"zone":"local","hash":{"algorithm":"rendezvous-xxhash64","seed":0},"members":[`+strings.Join(members, ",")+`]}`), 0o600))
 
 	var seeds []string
 	for i, n := range names {
@@ -101,7 +102,7 @@ func startStack(t *testing.T, opts stackOptions) *stack {
 		"--ca", filepath.Join(certs, "ca.crt"), "--access-key", accessKey, "--secret-key", secretKey,
 		"--chunk-size", opts.chunkSize, "--page-cache-bytes", opts.pageCacheBytes, "--log-level", "warn")
 	for _, p := range append(st.nodes, st.gateway) {
-		waitReady(t, p)
+		testutil.WaitStatus(t, strings.TrimSuffix(p.metrics, "/metrics")+"/readyz", http.StatusOK, p.exited)
 	}
 	st.s3 = s3.New(s3.Options{
 		Region: "us-east-1", BaseEndpoint: aws.String("http://" + gw), UsePathStyle: true,
@@ -120,11 +121,11 @@ func start(t *testing.T, dir, name, bin string, env []string, args ...string) *p
 	args = append(args, "--metrics-listen", metrics)
 	logPath := filepath.Join(dir, name+".log")
 	logFile, err := os.Create(logPath)
-	must(t, err)
+	testutil.Must(t, err)
 	cmd := exec.Command(bin, args...)
 	cmd.Env = append(os.Environ(), env...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
-	must(t, cmd.Start())
+	testutil.Must(t, cmd.Start())
 	p := &proc{name: name, cmd: cmd, metrics: "http://" + metrics + "/metrics", exited: make(chan struct{})}
 	go func() { _ = cmd.Wait(); logFile.Close(); close(p.exited) }()
 	t.Cleanup(func() {
@@ -141,27 +142,6 @@ func start(t *testing.T, dir, name, bin string, env []string, args ...string) *p
 		}
 	})
 	return p
-}
-
-func waitReady(t *testing.T, p *proc) {
-	t.Helper()
-	url := strings.TrimSuffix(p.metrics, "/metrics") + "/readyz"
-	deadline := time.Now().Add(60 * time.Second)
-	for time.Now().Before(deadline) {
-		select {
-		case <-p.exited:
-			t.Fatalf("%s exited before it was ready", p.name)
-		default:
-		}
-		if resp, err := http.Get(url); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return
-			}
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	t.Fatalf("%s not ready after 60s", p.name)
 }
 
 // rssBytes is the process's resident set size, from /proc.
@@ -247,11 +227,4 @@ func tail(b []byte, n int) []byte {
 		return b[len(b)-n:]
 	}
 	return b
-}
-
-func must(t *testing.T, err error) {
-	t.Helper()
-	if err != nil {
-		t.Fatal(err)
-	}
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/distcache/distcache/internal/pki"
 	"github.com/distcache/distcache/internal/ring"
 	"github.com/distcache/distcache/internal/s3backend"
+	"github.com/distcache/distcache/internal/testutil"
 )
 
 // files are the certificates, tenants file and ring file of one node, as
@@ -29,19 +30,19 @@ func writeFiles(t *testing.T) files {
 	t.Helper()
 	f := files{dir: t.TempDir()}
 	ca, err := pki.NewCA("embed test CA", time.Hour)
-	must(t, err)
+	testutil.Must(t, err)
 	f.ca = filepath.Join(f.dir, "ca.crt")
-	must(t, os.WriteFile(f.ca, ca.CertPEM, 0o600))
+	testutil.Must(t, os.WriteFile(f.ca, ca.CertPEM, 0o600))
 	server, err := ca.IssueServer("cache-0", []string{"localhost"}, []net.IP{net.ParseIP("127.0.0.1")}, time.Hour)
-	must(t, err)
-	must(t, pki.WriteFiles(f.dir, "server", server))
+	testutil.Must(t, err)
+	testutil.Must(t, pki.WriteFiles(f.dir, "server", server))
 	for _, id := range []pki.Identity{{Kind: pki.KindPeer, Name: "cache-0"}, {Kind: pki.KindTenant, Name: "team-a"}} {
 		leaf, err := ca.IssueClient(id, time.Hour)
-		must(t, err)
-		must(t, pki.WriteFiles(f.dir, string(id.Kind), leaf))
+		testutil.Must(t, err)
+		testutil.Must(t, pki.WriteFiles(f.dir, string(id.Kind), leaf))
 	}
 	f.tenants = filepath.Join(f.dir, "tenants.yaml")
-	must(t, os.WriteFile(f.tenants, []byte("tenants:\n  - name: team-a\n    buckets: [bucket-a]\n"), 0o600))
+	testutil.Must(t, os.WriteFile(f.tenants, []byte("tenants:\n  - name: team-a\n    buckets: [bucket-a]\n"), 0o600))
 	f.ring = filepath.Join(f.dir, "ring.json")
 	return f
 }
@@ -52,11 +53,11 @@ func (f files) writeRing(t *testing.T, epoch int64, addr string) {
 	t.Helper()
 	r, err := ring.New(ring.Spec{Epoch: epoch, Zone: "z", Hash: ring.HashParams{Algorithm: ring.AlgorithmRendezvousXXHash64},
 		Members: []ring.Member{{Name: "cache-0", Address: addr, Weight: 100, State: ring.StateActive}}})
-	must(t, err)
+	testutil.Must(t, err)
 	data, err := json.Marshal(r)
-	must(t, err)
-	must(t, os.WriteFile(f.ring+".tmp", data, 0o600))
-	must(t, os.Rename(f.ring+".tmp", f.ring))
+	testutil.Must(t, err)
+	testutil.Must(t, os.WriteFile(f.ring+".tmp", data, 0o600))
+	testutil.Must(t, os.Rename(f.ring+".tmp", f.ring))
 }
 
 func (f files) nodeConfig(ln net.Listener) embed.NodeConfig {
@@ -77,10 +78,10 @@ func (f files) nodeConfig(ln net.Listener) embed.NodeConfig {
 func TestNodeFromFiles(t *testing.T) {
 	f := writeFiles(t)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	must(t, err)
+	testutil.Must(t, err)
 	f.writeRing(t, 1, ln.Addr().String())
 	n, err := embed.StartNode(t.Context(), f.nodeConfig(ln))
-	must(t, err)
+	testutil.Must(t, err)
 	t.Cleanup(n.Close)
 	if n.Addr() != ln.Addr().String() || n.Ring() == nil || n.Ring().Load().Epoch() != 1 {
 		t.Fatalf("node at %s with ring %v; want %s and epoch 1", n.Addr(), n.Ring(), ln.Addr())
@@ -91,16 +92,16 @@ func TestNodeFromFiles(t *testing.T) {
 	}
 
 	f.writeRing(t, 2, n.Addr())
-	waitFor(t, "the ring file's epoch 2 in force and on /metrics", func() bool {
+	testutil.WaitFor(t, "the ring file's epoch 2 in force and on /metrics", func() bool {
 		_, body := get(t, http.DefaultClient, ops+"/metrics")
 		return n.Ring().Load().Epoch() == 2 && strings.Contains(body, "\ndistcache_ring_epoch 2\n")
 	})
 	tlsA, err := pki.ClientTLSConfig(filepath.Join(f.dir, "tenant.crt"), filepath.Join(f.dir, "tenant.key"), f.ca)
-	must(t, err)
+	testutil.Must(t, err)
 	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: tlsA}}
 	defer hc.CloseIdleConnections()
 	resp, err := hc.Get(n.URL() + "/v1/ring")
-	must(t, err)
+	testutil.Must(t, err)
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusOK || resp.Header.Get("X-Distcache-Ring-Epoch") != "2" {
 		t.Fatalf("/v1/ring: %d, epoch %q; want 200 and 2", resp.StatusCode, resp.Header.Get("X-Distcache-Ring-Epoch"))
@@ -108,7 +109,7 @@ func TestNodeFromFiles(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	must(t, n.Shutdown(ctx))
+	testutil.Must(t, n.Shutdown(ctx))
 	if err := <-n.Err(); !errors.Is(err, http.ErrServerClosed) {
 		t.Fatalf("after Shutdown: %v, want http.ErrServerClosed", err)
 	}
@@ -120,16 +121,16 @@ func TestGatewayWaitsForACacheNode(t *testing.T) {
 	f := writeFiles(t)
 	// The node's address, free until the node starts.
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	must(t, err)
+	testutil.Must(t, err)
 	addr := ln.Addr().String()
-	must(t, ln.Close())
+	testutil.Must(t, ln.Close())
 
 	g, err := embed.StartGateway(t.Context(), embed.GatewayConfig{
 		Listen: "127.0.0.1:0", MetricsListen: "127.0.0.1:0", Nodes: []string{"https://" + addr},
 		TLSCert: filepath.Join(f.dir, "tenant.crt"), TLSKey: filepath.Join(f.dir, "tenant.key"), CA: f.ca,
 		AccessKey: "key", SecretKey: "secret", Domains: []string{"localhost"},
 	})
-	must(t, err)
+	testutil.Must(t, err)
 	t.Cleanup(g.Close)
 	if status, body := get(t, http.DefaultClient, g.URL()+"/bucket-a/k"); status != http.StatusServiceUnavailable {
 		t.Fatalf("S3 port before a node answered: %d %s, want 503", status, body)
@@ -144,13 +145,13 @@ func TestGatewayWaitsForACacheNode(t *testing.T) {
 
 	f.writeRing(t, 1, addr)
 	ln, err = net.Listen("tcp", addr)
-	must(t, err)
+	testutil.Must(t, err)
 	n, err := embed.StartNode(t.Context(), f.nodeConfig(ln))
-	must(t, err)
+	testutil.Must(t, err)
 	t.Cleanup(n.Close)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute) // a loaded machine; nothing asserts on time
 	defer cancel()
-	must(t, g.WaitReady(ctx))
+	testutil.Must(t, g.WaitReady(ctx))
 	if status, body := get(t, http.DefaultClient, "http://"+g.MetricsAddr()+"/readyz"); status != http.StatusOK {
 		t.Fatalf("/readyz once connected: %d %s", status, body)
 	}
@@ -166,26 +167,9 @@ func TestGatewayWaitsForACacheNode(t *testing.T) {
 func get(t *testing.T, hc *http.Client, url string) (int, string) {
 	t.Helper()
 	resp, err := hc.Get(url)
-	must(t, err)
+	testutil.Must(t, err)
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
-	must(t, err)
+	testutil.Must(t, err)
 	return resp.StatusCode, string(b)
-}
-
-func must(t testing.TB, err error) {
-	t.Helper()
-	if err != nil {
-		t.Fatal(err)
-	}
-}
-
-// waitFor polls cond with a deadline generous enough for a loaded machine.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(30 * time.Second); !cond(); time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-	}
 }

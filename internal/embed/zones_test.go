@@ -9,13 +9,13 @@ import (
 	"reflect"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/distcache/distcache/internal/kubewatch"
 	"github.com/distcache/distcache/internal/node"
 	"github.com/distcache/distcache/internal/ring"
+	"github.com/distcache/distcache/internal/testutil"
 	"github.com/distcache/distcache/internal/testutil/logbuf"
 )
 
@@ -80,23 +80,13 @@ func TestFollowZoneRingFile(t *testing.T) {
 	}
 	h := zones.Holder("b")
 	write("a", 5) // zone a's document where zone b's belongs
-	waitFor(t, "the refusal to be logged", func() bool { return strings.Contains(logs.String(), `names zone \"a\", not \"b\"`) })
+	testutil.WaitFor(t, "the refusal to be logged", func() bool { return strings.Contains(logs.String(), `names zone \"a\", not \"b\"`) })
 	if r := h.Load(); r != nil {
 		t.Fatalf("zone b holds a ring of zone %q", r.Zone())
 	}
 	write("b", 3)
-	waitFor(t, "zone b's ring", func() bool { r := h.Load(); return r != nil && r.Epoch() == 3 })
+	testutil.WaitFor(t, "zone b's ring", func() bool { r := h.Load(); return r != nil && r.Epoch() == 3 })
 	if rs := zones.Rings(); len(rs) != 1 || rs[0].Zone() != "b" {
 		t.Errorf("rings %v", rs)
-	}
-}
-
-// waitFor polls cond with a deadline generous enough for a loaded machine.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(30 * time.Second); !cond(); time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/distcache/distcache/internal/nodeapi"
+	"github.com/distcache/distcache/internal/testutil"
 )
 
 // newLog is a log past its start-up wait, so that only watchers hold writes.
@@ -18,19 +19,12 @@ func newLog(t *testing.T, lease time.Duration) *Log {
 	return l
 }
 
-func must(t *testing.T, err error) {
-	t.Helper()
-	if err != nil {
-		t.Fatal(err)
-	}
-}
-
 // first registers a watcher the way a client starts: a poll naming no
 // incarnation, answered at once with a reset.
 func first(t *testing.T, l *Log, tenant, id string) nodeapi.Invalidations {
 	t.Helper()
 	ans, err := l.Poll(context.Background(), tenant, id, 0, "")
-	must(t, err)
+	testutil.Must(t, err)
 	if !ans.Reset || ans.Incarnation != l.Incarnation() || ans.LeaseMillis <= 0 {
 		t.Fatalf("first poll: %+v, want a reset naming incarnation %s and a lease", ans, l.Incarnation())
 	}
@@ -69,7 +63,7 @@ func TestPollAnswersTheTenantsChangesOnly(t *testing.T) {
 	l.Changed("b", "bkt", "theirs")
 	l.Changed("a", "bkt", "ours")
 	got, err := l.Poll(context.Background(), "a", "w1", ans.Seq, ans.Incarnation)
-	must(t, err)
+	testutil.Must(t, err)
 	want := []nodeapi.ObjectName{{Bucket: "bkt", Key: "ours"}}
 	if got.Reset || !slices.Equal(got.Objects, want) || got.Seq != ans.Seq+2 {
 		t.Fatalf("poll after two changes: %+v, want objects %v at seq %d", got, want, ans.Seq+2)
@@ -104,7 +98,7 @@ func TestPollWithoutChangeEndsAfterWait(t *testing.T) {
 	l := New(Config{Lease: time.Second, Wait: 20 * time.Millisecond})
 	ans := first(t, l, "a", "w1")
 	got, err := l.Poll(context.Background(), "a", "w1", ans.Seq, ans.Incarnation)
-	must(t, err)
+	testutil.Must(t, err)
 	if got.Reset || len(got.Objects) != 0 || got.Seq != ans.Seq {
 		t.Fatalf("idle poll: %+v", got)
 	}
@@ -119,19 +113,19 @@ func TestPollResets(t *testing.T) {
 		l.Changed("a", "bkt", string(rune('a'+i)))
 	}
 	got, err := l.Poll(context.Background(), "a", "w1", ans.Seq, ans.Incarnation)
-	must(t, err)
+	testutil.Must(t, err)
 	if !got.Reset || got.Seq != 9 {
 		t.Fatalf("poll from before the remembered changes: %+v, want a reset at 9", got)
 	}
 	got, err = l.Poll(context.Background(), "a", "w1", got.Seq, "another")
-	must(t, err)
+	testutil.Must(t, err)
 	if !got.Reset {
 		t.Fatalf("poll naming another incarnation: %+v, want a reset", got)
 	}
 	// Within what is remembered: the changes.
 	l.Changed("a", "bkt", "x")
 	got, err = l.Poll(context.Background(), "a", "w1", 9, l.Incarnation())
-	must(t, err)
+	testutil.Must(t, err)
 	if got.Reset || len(got.Objects) != 1 {
 		t.Fatalf("poll from 9 after one change: %+v", got)
 	}
@@ -166,7 +160,7 @@ func TestAwaitReturnsWhenTheWatcherPolledPastTheChange(t *testing.T) {
 	case <-time.After(50 * time.Millisecond):
 	}
 	got, err := l.Poll(context.Background(), "a", "w1", ans.Seq, ans.Incarnation)
-	must(t, err)
+	testutil.Must(t, err)
 	if len(got.Objects) != 1 {
 		t.Fatalf("poll: %+v", got)
 	}
@@ -190,7 +184,7 @@ func TestAwaitWaitsOutASilentWatcher(t *testing.T) {
 	granted := time.Now()
 	seq := l.Changed("a", "bkt", "k")
 	lapsed, err := l.Await(context.Background(), "a", seq)
-	must(t, err)
+	testutil.Must(t, err)
 	if lapsed != 1 {
 		t.Fatalf("Await: %d watchers waited out, want 1", lapsed)
 	}
@@ -212,7 +206,7 @@ func TestAwaitWaitsALeaseAfterStart(t *testing.T) {
 	l := New(Config{Lease: lease})
 	seq := l.Changed("a", "bkt", "k")
 	_, err := l.Await(context.Background(), "a", seq)
-	must(t, err)
+	testutil.Must(t, err)
 	if since := time.Since(l.started); since < lease {
 		t.Fatalf("the first write was acknowledged %v after start, before a lease (%v)", since, lease)
 	}
@@ -239,7 +233,7 @@ func TestRevokeResetsTheTenantsClients(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { _, err := l.Revoke(context.Background(), "a"); done <- err }()
 	got, err := l.Poll(context.Background(), "a", "wa", a.Seq, a.Incarnation)
-	must(t, err)
+	testutil.Must(t, err)
 	if !got.Reset {
 		t.Fatalf("the revoked tenant's poll: %+v, want a reset", got)
 	}
@@ -256,9 +250,9 @@ func TestRevokeResetsTheTenantsClients(t *testing.T) {
 	case <-time.After(50 * time.Millisecond):
 	}
 	l.Acknowledge("a", "wa", got.Seq, got.Incarnation)
-	must(t, <-done)
+	testutil.Must(t, <-done)
 	other, err := l.Poll(context.Background(), "b", "wb", b.Seq, b.Incarnation)
-	must(t, err)
+	testutil.Must(t, err)
 	if other.Reset {
 		t.Fatalf("another tenant's client was reset: %+v", other)
 	}

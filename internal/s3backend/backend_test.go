@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"net/http"
 	"strings"
 	"sync"
@@ -20,6 +19,7 @@ import (
 
 	"github.com/distcache/distcache/internal/chunk"
 	"github.com/distcache/distcache/internal/s3backend"
+	"github.com/distcache/distcache/internal/testutil"
 	"github.com/distcache/distcache/internal/testutil/miniotest"
 	"github.com/distcache/distcache/internal/testutil/s3proxy"
 )
@@ -94,13 +94,6 @@ func ctx(t *testing.T) context.Context {
 	return c
 }
 
-func randomBytes(n int) []byte {
-	b := make([]byte, n)
-	r := rand.NewChaCha8([32]byte{byte(n), byte(n >> 8), byte(n >> 16)})
-	_, _ = r.Read(b)
-	return b
-}
-
 // recorder is an Observer and RetryObserver that remembers what it saw.
 type recorder struct {
 	mu      sync.Mutex
@@ -145,7 +138,7 @@ func (r *recorder) check(t *testing.T, wantOps []string, wantRetries map[string]
 
 func TestHeadReturnsMetadata(t *testing.T) {
 	e := newEnv(t, s3backend.Config{})
-	data := randomBytes(1000)
+	data := testutil.SeededBytes(1000, 1000)
 	e.put(t, "obj", data)
 	want, err := e.srv.Client(t).HeadObject(ctx(t), &s3.HeadObjectInput{Bucket: aws.String(bucket), Key: aws.String("obj")})
 	if err != nil {
@@ -177,7 +170,7 @@ func TestGetRangeChunksAreByteExact(t *testing.T) {
 	} {
 		t.Run(fmt.Sprintf("size=%d/chunk=%d", tc.size, tc.chunkSize), func(t *testing.T) {
 			key := fmt.Sprintf("obj-%d-%d", tc.size, tc.chunkSize)
-			data := randomBytes(int(tc.size))
+			data := testutil.SeededBytes(uint64(tc.size), int(tc.size))
 			e.put(t, key, data)
 			m, err := e.b.Head(ctx(t), s3backend.Credentials{}, bucket, key)
 			if err != nil {
@@ -199,7 +192,7 @@ func TestGetRangeChunksAreByteExact(t *testing.T) {
 
 func TestGetRangeOutsideObject(t *testing.T) {
 	e := newEnv(t, s3backend.Config{})
-	data := randomBytes(1000)
+	data := testutil.SeededBytes(1000, 1000)
 	e.put(t, "obj", data)
 
 	got, err := e.b.GetRange(ctx(t), s3backend.Credentials{}, bucket, "obj", "", 999, 1)
@@ -338,7 +331,7 @@ func TestPut(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			e.proxy.Reset()
 			key := "put/" + strings.ReplaceAll(tc.name, " ", "-")
-			data := randomBytes(tc.size)
+			data := testutil.SeededBytes(uint64(tc.size), tc.size)
 			size := int64(tc.size)
 			if !tc.knownSize {
 				size = -1
@@ -399,7 +392,7 @@ func TestPutBodyOfWrongSize(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			key := "wrong/" + strings.ReplaceAll(tc.name, " ", "-")
-			data := randomBytes(tc.body)
+			data := testutil.SeededBytes(uint64(tc.body), tc.body)
 			c := ctx(t)
 			if tc.declared {
 				// The SHA-256 of the bytes S3 would get: only the length
@@ -425,7 +418,7 @@ func TestPutBodyOfWrongSize(t *testing.T) {
 // SHA-256 and without waiting for a 100 Continue.
 func TestPutStreamsWithDeclaredSHA256(t *testing.T) {
 	e := newEnv(t, s3backend.Config{PartSize: 8 << 20, StreamAbove: 1 << 20})
-	data := randomBytes(3 << 20)
+	data := testutil.SeededBytes(3<<20, 3<<20)
 	sum := sha256.Sum256(data)
 	declared := hex.EncodeToString(sum[:])
 	arrived := make(chan struct{})
@@ -477,7 +470,7 @@ func TestPutDeclaredSHA256IsChecked(t *testing.T) {
 	c := s3backend.WithPayloadSHA256(ctx(t), hex.EncodeToString(other[:]))
 	for name, size := range map[string]int{"read first": 1000, "streamed": 2 << 20} {
 		key := "mismatch/" + strings.ReplaceAll(name, " ", "-")
-		_, err := e.b.Put(c, s3backend.Credentials{}, bucket, key, bytes.NewReader(randomBytes(size)), int64(size), "")
+		_, err := e.b.Put(c, s3backend.Credentials{}, bucket, key, bytes.NewReader(testutil.SeededBytes(uint64(size), size)), int64(size), "")
 		if err == nil || errors.Is(err, s3backend.ErrUnavailable) {
 			t.Errorf("%s: Put of a body that does not match its declared SHA-256 = %v; want a refusal that is not ErrUnavailable", name, err)
 		}
@@ -547,7 +540,7 @@ func TestRetriesExhaustedIsUnavailable(t *testing.T) {
 
 func TestGetRangeRetriesBrokenBody(t *testing.T) {
 	e := newEnv(t, s3backend.Config{MaxAttempts: 2})
-	data := randomBytes(64 << 10)
+	data := testutil.SeededBytes(64<<10, 64<<10)
 	e.put(t, "obj", data)
 
 	e.proxy.TruncateNext(1)

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/distcache/distcache/internal/testutil"
 )
 
 // curl --aws-sigv4 signs differently from the SDKs: before curl 8 it sends
@@ -32,7 +34,7 @@ func TestCurl(t *testing.T) {
 		return out
 	}
 
-	body := randomBytes(300<<10, 11)
+	body := testutil.SeededBytes(11, 300<<10)
 	file := filepath.Join(t.TempDir(), "body")
 	if err := os.WriteFile(file, body, 0o600); err != nil {
 		t.Fatal(err)

@@ -20,6 +20,8 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
+
+	"github.com/distcache/distcache/internal/testutil"
 )
 
 // Requests built by hand and signed with aws-sdk-go-v2's SigV4 signer (and
@@ -202,7 +204,7 @@ func TestStreamingSigned(t *testing.T) {
 	for _, trailer := range []bool{false, true} {
 		for _, size := range []int{0, 1, 8 << 10, 64 << 10, 200<<10 + 3} {
 			for _, te := range []bool{false, true} {
-				u := streamingUpload{data: randomBytes(size, uint64(size)), chunkSize: 64 << 10, trailer: trailer, chunkedTE: te}
+				u := streamingUpload{data: testutil.SeededBytes(uint64(size), size), chunkSize: 64 << 10, trailer: trailer, chunkedTE: te}
 				t.Run(fmt.Sprintf("%s/%d/chunkedTE=%v", u.mode(), size, te), func(t *testing.T) {
 					status, msg := s.do(t, u.request(t, s.URL+"/bkt/stream/a%20b+c"))
 					if status != http.StatusOK {
@@ -228,7 +230,7 @@ func TestStreamingSigned(t *testing.T) {
 }
 
 func TestStreamingTampered(t *testing.T) {
-	data := randomBytes(150<<10, 5)
+	data := testutil.SeededBytes(5, 150<<10)
 	flipAt := func(i int) func([]byte) []byte {
 		return func(b []byte) []byte { b[i] ^= 1; return b }
 	}

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"net/http"
 	"slices"
 	"sort"
@@ -22,6 +21,8 @@ import (
 	"github.com/aws/smithy-go"
 	"github.com/aws/smithy-go/middleware"
 	smithyhttp "github.com/aws/smithy-go/transport/http"
+
+	"github.com/distcache/distcache/internal/testutil"
 )
 
 // Keys that stress path canonicalisation: spaces, UTF-8, the characters
@@ -52,15 +53,6 @@ func newClient(s *s3Server, keyID, secret string, optFns ...func(*s3.Options)) *
 		RequestChecksumCalculation: aws.RequestChecksumCalculationWhenSupported,
 		ResponseChecksumValidation: aws.ResponseChecksumValidationWhenSupported,
 	}, optFns...)
-}
-
-func randomBytes(n int, seed uint64) []byte {
-	r := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
-	b := make([]byte, n)
-	for i := range b {
-		b[i] = byte(r.Uint32())
-	}
-	return b
 }
 
 // decodedHash is the X-Decoded-Sha256 the test server echoed.
@@ -135,7 +127,7 @@ func TestSDK(t *testing.T) {
 			t.Run("PutGetHead", func(t *testing.T) {
 				bodies := map[string][]byte{}
 				for i, k := range trickyKeys {
-					bodies[k] = randomBytes(100+i*37, uint64(i))
+					bodies[k] = testutil.SeededBytes(uint64(i), 100+i*37)
 					put(t, c, k, bodies[k])
 				}
 				bodies["dir/empty"] = nil
@@ -162,7 +154,7 @@ func TestSDK(t *testing.T) {
 			})
 
 			t.Run("LargeBodyAndRange", func(t *testing.T) {
-				body := randomBytes(3<<20+12345, 42)
+				body := testutil.SeededBytes(42, 3<<20+12345)
 				put(t, c, "big/object.bin", body)
 				got := get(t, c, "big/object.bin", aws.String("bytes=1048570-2097160"))
 				if !bytes.Equal(got, body[1048570:2097161]) {
@@ -179,7 +171,7 @@ func TestSDK(t *testing.T) {
 					types.ChecksumAlgorithmCrc32, types.ChecksumAlgorithmCrc32c, types.ChecksumAlgorithmCrc64nvme,
 					types.ChecksumAlgorithmSha1, types.ChecksumAlgorithmSha256,
 				} {
-					body := randomBytes(200<<10+7, uint64(len(alg)))
+					body := testutil.SeededBytes(uint64(len(alg)), 200<<10+7)
 					key := "sum/" + string(alg)
 					put(t, c, key, body, func(in *s3.PutObjectInput) { in.ChecksumAlgorithm = alg })
 					os := s.requireAllVerified(t)
@@ -195,7 +187,7 @@ func TestSDK(t *testing.T) {
 			t.Run("UnsignedPayload", func(t *testing.T) {
 				uc := newClient(s, testKeyID, testSecret, s3.WithAPIOptions(v4.SwapComputePayloadSHA256ForUnsignedPayloadMiddleware),
 					func(o *s3.Options) { o.RequestChecksumCalculation = aws.RequestChecksumCalculationWhenRequired })
-				body := randomBytes(5000, 7)
+				body := testutil.SeededBytes(7, 5000)
 				put(t, uc, "unsigned/x", body)
 				if got := get(t, uc, "unsigned/x", nil); !bytes.Equal(got, body) {
 					t.Error("GET differs")
@@ -266,7 +258,7 @@ func TestSDKPresigned(t *testing.T) {
 	pc := s3.NewPresignClient(c)
 	ctx := context.Background()
 
-	body := randomBytes(70000, 3)
+	body := testutil.SeededBytes(3, 70000)
 	for _, key := range []string{"presigned/obj", "presigned/with space+plus=ü"} {
 		preq, err := pc.PresignPutObject(ctx, &s3.PutObjectInput{Bucket: aws.String("bkt"), Key: aws.String(key)})
 		if err != nil {

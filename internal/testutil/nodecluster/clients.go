@@ -13,6 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/distcache/distcache/internal/pki"
+	"github.com/distcache/distcache/internal/testutil"
 )
 
 // TenantTLS returns a client TLS configuration holding a certificate for the
@@ -32,7 +33,7 @@ func (c *Cluster) PeerTLS(name string) *tls.Config {
 func (c *Cluster) ClientTLS(id pki.Identity) *tls.Config {
 	c.T.Helper()
 	cfg, err := c.ClientTLSConfig(id)
-	must(c.T, err)
+	testutil.Must(c.T, err)
 	return cfg
 }
 
@@ -71,7 +72,7 @@ func (c *Cluster) PutDirect(bucket, key string, data []byte) string {
 	out, err := c.Direct.PutObject(context.Background(), &s3.PutObjectInput{
 		Bucket: aws.String(bucket), Key: aws.String(key), Body: bytes.NewReader(data),
 	})
-	must(c.T, err)
+	testutil.Must(c.T, err)
 	return aws.ToString(out.ETag)
 }
 
@@ -84,9 +85,9 @@ func (c *Cluster) GetDirect(bucket, key, rng string) []byte {
 		in.Range = aws.String(rng)
 	}
 	out, err := c.Direct.GetObject(context.Background(), in)
-	must(c.T, err)
+	testutil.Must(c.T, err)
 	defer out.Body.Close()
 	b, err := io.ReadAll(out.Body)
-	must(c.T, err)
+	testutil.Must(c.T, err)
 	return b
 }

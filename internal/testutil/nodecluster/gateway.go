@@ -7,6 +7,7 @@ import (
 
 	"github.com/distcache/distcache/internal/embed"
 	"github.com/distcache/distcache/internal/pki"
+	"github.com/distcache/distcache/internal/testutil"
 )
 
 // StartGateway runs a gateway (embed.StartGateway, as `cachenode gateway`
@@ -17,7 +18,7 @@ import (
 func (c *Cluster) StartGateway(id pki.Identity, cfg embed.GatewayConfig) *embed.Gateway {
 	c.T.Helper()
 	g, err := c.OpenGateway(context.Background(), id, cfg)
-	must(c.T, err)
+	testutil.Must(c.T, err)
 	return g
 }
 

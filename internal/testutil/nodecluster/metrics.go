@@ -5,6 +5,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
+
+	"github.com/distcache/distcache/internal/testutil"
 )
 
 // Counter sums the samples of a counter family on member i whose labels
@@ -29,7 +31,7 @@ func (c *Cluster) Sum(name string, want map[string]string) float64 {
 func Gather(t testing.TB, g prometheus.Gatherer, name string, want map[string]string) float64 {
 	t.Helper()
 	sum, err := Total(g, name, want)
-	must(t, err)
+	testutil.Must(t, err)
 	return sum
 }
 

@@ -53,6 +53,7 @@ import (
 	"github.com/distcache/distcache/internal/s3backend"
 	"github.com/distcache/distcache/internal/store"
 	"github.com/distcache/distcache/internal/tenancy"
+	"github.com/distcache/distcache/internal/testutil"
 	"github.com/distcache/distcache/internal/testutil/miniotest"
 	"github.com/distcache/distcache/internal/testutil/s3proxy"
 )
@@ -208,7 +209,7 @@ func StartWith(t testing.TB, n int, opts Options) *Cluster {
 	c := newCluster(opts, t.TempDir())
 	c.T, c.MinIO, c.Direct, c.Proxy = t, minio, minio.Client(t), proxy
 	t.Cleanup(c.Close)
-	must(t, c.start(n, S3{Endpoint: proxy.URL(), Region: minio.Region, AccessKey: minio.AccessKey, SecretKey: minio.SecretKey}))
+	testutil.Must(t, c.start(n, S3{Endpoint: proxy.URL(), Region: minio.Region, AccessKey: minio.AccessKey, SecretKey: minio.SecretKey}))
 	return c
 }
 
@@ -398,7 +399,7 @@ func (c *Cluster) ZoneRing(zone string) *ring.Ring {
 func (c *Cluster) Add() *Member {
 	c.T.Helper()
 	m, err := c.AddMember()
-	must(c.T, err)
+	testutil.Must(c.T, err)
 	return m
 }
 
@@ -499,11 +500,4 @@ func (c *Cluster) KillMember(m *Member) {
 	m.dead = true
 	m.mu.Unlock()
 	_ = m.node().HTTPServer().Close()
-}
-
-func must(t testing.TB, err error) {
-	t.Helper()
-	if err != nil {
-		t.Fatal(err)
-	}
 }

@@ -5,6 +5,7 @@ import (
 	"slices"
 
 	"github.com/distcache/distcache/internal/ring"
+	"github.com/distcache/distcache/internal/testutil"
 )
 
 // Publish gives every live member a new ring epoch holding all members that
@@ -13,7 +14,7 @@ import (
 func (c *Cluster) Publish(withPrevious bool) *ring.Ring {
 	c.T.Helper()
 	r, err := c.PublishRing(withPrevious)
-	must(c.T, err)
+	testutil.Must(c.T, err)
 	return r
 }
 
@@ -34,7 +35,7 @@ func (c *Cluster) PublishWithout(withPrevious bool, names ...string) *ring.Ring 
 		}
 		return !m.Dead()
 	})
-	must(c.T, err)
+	testutil.Must(c.T, err)
 	return r
 }
 
