@@ -101,20 +101,8 @@ func TestServeProcess(t *testing.T) {
 		"AWS_ACCESS_KEY_ID="+minio.AccessKey, "AWS_SECRET_ACCESS_KEY="+minio.SecretKey,
 		"DISTCACHE_DATA_DIR="+filepath.Join(dir, "store"), "DISTCACHE_DISK_BYTES=256Mi",
 		"DISTCACHE_RAM_BYTES=64Mi", "DISTCACHE_CHUNK_SIZE=1Mi")
-	var logs bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &logs, &logs
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		if t.Failed() {
-			t.Logf("cachenode output:\n%s", logs.String())
-		}
-	})
-	testutil.WaitStatus(t, "http://"+ops+"/readyz", http.StatusOK, exited)
+	node := testutil.StartProcess(t, "cachenode", cmd)
+	testutil.WaitStatus(t, "http://"+ops+"/readyz", http.StatusOK, node.Done())
 
 	tlsConfig, err := pki.ClientTLSConfig(filepath.Join(dir, "client.crt"), filepath.Join(dir, "client.key"), filepath.Join(dir, "ca.crt"))
 	if err != nil {
@@ -163,8 +151,8 @@ func TestServeProcess(t *testing.T) {
 		t.Fatal(err)
 	}
 	select {
-	case err := <-exited:
-		if err != nil {
+	case <-node.Done():
+		if err := node.Err(); err != nil {
 			t.Fatalf("cachenode exited with %v after SIGTERM", err)
 		}
 	case <-time.After(60 * time.Second):

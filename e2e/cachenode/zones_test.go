@@ -24,7 +24,6 @@ import (
 	"github.com/distcache/distcache/internal/ring"
 	"github.com/distcache/distcache/internal/testutil"
 	"github.com/distcache/distcache/internal/testutil/freeport"
-	"github.com/distcache/distcache/internal/testutil/logbuf"
 	"github.com/distcache/distcache/internal/testutil/miniotest"
 	"github.com/distcache/distcache/internal/testutil/s3proxy"
 )
@@ -131,19 +130,8 @@ func TestServeCrossZoneOnMiss(t *testing.T) {
 			"--data-dir", filepath.Join(dir, "store-"+zone), "--node-name", "cache-"+zone+"-0", "--ring-file", ringFile[zone],
 			"--cross-zone", "OnMiss", "--zones", "a,b", "--zone-ring-files", other+"="+ringFile[other])
 		cmd.Env = append(os.Environ(), "AWS_ACCESS_KEY_ID="+minio.AccessKey, "AWS_SECRET_ACCESS_KEY="+minio.SecretKey)
-		logs := &logbuf.Buffer{}
-		cmd.Stdout, cmd.Stderr = logs, logs
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			_ = cmd.Process.Kill()
-			_ = cmd.Wait()
-			if t.Failed() {
-				t.Logf("zone %s's node:\n%s", zone, logs.String())
-			}
-		})
-		testutil.WaitStatus(t, "http://"+ops[zone]+"/readyz", http.StatusOK, testutil.NoProcess)
+		node := testutil.StartProcess(t, "zone "+zone+"'s node", cmd)
+		testutil.WaitStatus(t, "http://"+ops[zone]+"/readyz", http.StatusOK, node.Done())
 	}
 
 	tlsConfig, err := pki.ClientTLSConfig(filepath.Join(dir, "tenant.crt"), filepath.Join(dir, "tenant.key"), filepath.Join(dir, "ca.crt"))

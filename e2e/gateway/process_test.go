@@ -12,7 +12,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -22,7 +21,6 @@ import (
 	"github.com/distcache/distcache/internal/testutil"
 	"github.com/distcache/distcache/internal/testutil/freeport"
 	"github.com/distcache/distcache/internal/testutil/gobin"
-	"github.com/distcache/distcache/internal/testutil/logbuf"
 	"github.com/distcache/distcache/internal/testutil/nodecluster"
 )
 
@@ -50,24 +48,9 @@ func TestGatewayProcess(t *testing.T) {
 		"DISTCACHE_PAGE_CACHE_BYTES=16Mi",
 		"DISTCACHE_PARALLELISM=4",
 	)
-	var logs logbuf.Buffer
-	cmd.Stdout, cmd.Stderr = &logs, &logs
-	testutil.Must(t, cmd.Start())
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-exited:
-		case <-time.After(30 * time.Second):
-			_ = cmd.Process.Kill()
-			<-exited
-		}
-		if t.Failed() {
-			t.Logf("gateway log:\n%s", logs.String())
-		}
-	})
-	testutil.WaitStatus(t, "http://"+metricsAddr+"/readyz", http.StatusOK, exited)
+	gw := testutil.StartProcess(t, "gateway", cmd)
+	logs := gw.Logs
+	testutil.WaitStatus(t, "http://"+metricsAddr+"/readyz", http.StatusOK, gw.Done())
 	// No --chunk-size: GetObject reads in the nodes' chunks (the default
 	// 1 MiB page does not fit 256 KiB chunks), 4 of them ahead.
 	want := fmt.Sprintf(`"readPieceBytes":%d,"readAhead":4`, chunkSize)
@@ -133,19 +116,8 @@ func TestGatewayProcessWaitsForTheCache(t *testing.T) {
 		"--nodes", "https://"+nodeAddr, "--access-key", accessKey, "--ca", c.CAFile,
 		"--tls-cert", filepath.Join(c.Dir, "tenant-team-a.crt"), "--tls-key", filepath.Join(c.Dir, "tenant-team-a.key"))
 	cmd.Env = append(os.Environ(), "DISTCACHE_SECRET_KEY="+secretKey)
-	var logs bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &logs, &logs
-	testutil.Must(t, cmd.Start())
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		<-exited
-		if t.Failed() {
-			t.Logf("gateway log:\n%s", logs.String())
-		}
-	})
-	testutil.WaitStatus(t, "http://"+metricsAddr+"/healthz", http.StatusOK, exited)
+	gw := testutil.StartProcess(t, "gateway", cmd)
+	testutil.WaitStatus(t, "http://"+metricsAddr+"/healthz", http.StatusOK, gw.Done())
 	resp, err := http.Get("http://" + metricsAddr + "/readyz")
 	testutil.Must(t, err)
 	resp.Body.Close()
@@ -162,7 +134,7 @@ func TestGatewayProcessWaitsForTheCache(t *testing.T) {
 	// The node comes up on the address the gateway was given (a TCP
 	// forwarder to the cluster's member stands in for it).
 	forwardTCP(t, nodeAddr, c.Member(0).Addr)
-	testutil.WaitStatus(t, "http://"+metricsAddr+"/readyz", http.StatusOK, exited)
+	testutil.WaitStatus(t, "http://"+metricsAddr+"/readyz", http.StatusOK, gw.Done())
 	c.PutDirect("bucket-a", "late", []byte("hello"))
 	out, err := newS3Client("http://"+listen, accessKey, secretKey).GetObject(context.Background(),
 		&s3.GetObjectInput{Bucket: aws.String("bucket-a"), Key: aws.String("late")})

@@ -10,7 +10,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -22,7 +21,6 @@ import (
 	"github.com/distcache/distcache/internal/testutil"
 	"github.com/distcache/distcache/internal/testutil/freeport"
 	"github.com/distcache/distcache/internal/testutil/gobin"
-	"github.com/distcache/distcache/internal/testutil/logbuf"
 	"github.com/distcache/distcache/internal/testutil/nodecluster"
 )
 
@@ -197,9 +195,9 @@ func TestZoneOnMissReadsOtherZoneBeforeS3(t *testing.T) {
 }
 
 // gatewayProcess runs `cachenode gateway` for team-a against c with args
-// added, and returns its S3 and metrics addresses, its log and a channel
-// that gets its exit.
-func gatewayProcess(t *testing.T, c *nodecluster.Cluster, args ...string) (listen, metricsAddr string, logs *logbuf.Buffer, exited chan error) {
+// added, and returns its S3 and metrics addresses and the process (its
+// log, its exit).
+func gatewayProcess(t *testing.T, c *nodecluster.Cluster, args ...string) (listen, metricsAddr string, gw *testutil.Process) {
 	t.Helper()
 	bin := gobin.Cachenode(t)
 	c.TenantTLS("team-a") // writes tenant-team-a.crt/.key into c.Dir
@@ -208,24 +206,7 @@ func gatewayProcess(t *testing.T, c *nodecluster.Cluster, args ...string) (liste
 		"--access-key", accessKey, "--secret-key", secretKey, "--region", region, "--ca", c.CAFile,
 		"--tls-cert", filepath.Join(c.Dir, "tenant-team-a.crt"), "--tls-key", filepath.Join(c.Dir, "tenant-team-a.key"),
 		"--page-cache-bytes", "0"}, args...)...)
-	logs = &logbuf.Buffer{}
-	cmd.Stdout, cmd.Stderr = logs, logs
-	testutil.Must(t, cmd.Start())
-	exited = make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-exited:
-		case <-time.After(30 * time.Second):
-			_ = cmd.Process.Kill()
-			<-exited
-		}
-		if t.Failed() {
-			t.Logf("gateway log:\n%s", logs.String())
-		}
-	})
-	return listen, metricsAddr, logs, exited
+	return listen, metricsAddr, testutil.StartProcess(t, "gateway", cmd)
 }
 
 // `cachenode gateway --zone b` as the operator runs it: given zone a's
@@ -238,8 +219,8 @@ func TestZoneGatewayProcess(t *testing.T) {
 	}
 	c := nodecluster.StartWith(t, 1, nodecluster.Options{ChunkSize: chunkSize, Tenants: tenants, Buckets: buckets, Zones: testZones})
 
-	_, wrongMetrics, wrongLogs, _ := gatewayProcess(t, c, "--zone", "b", "--nodes", c.ZoneSeeds("a")[0])
-	for deadline := time.Now().Add(60 * time.Second); !strings.Contains(wrongLogs.String(), "refused a ring of another zone"); time.Sleep(20 * time.Millisecond) {
+	_, wrongMetrics, wrong := gatewayProcess(t, c, "--zone", "b", "--nodes", c.ZoneSeeds("a")[0])
+	for deadline := time.Now().Add(60 * time.Second); !strings.Contains(wrong.Logs.String(), "refused a ring of another zone"); time.Sleep(20 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatal("the gateway given zone a's nodes for zone b did not log the refusal")
 		}
@@ -251,9 +232,9 @@ func TestZoneGatewayProcess(t *testing.T) {
 		t.Errorf("/readyz of the gateway with zone a's nodes: %d, want 503", resp.StatusCode)
 	}
 
-	listen, metricsAddr, _, exited := gatewayProcess(t, c, "--zone", "b", "--nodes", c.ZoneSeeds("b")[0],
+	listen, metricsAddr, gw := gatewayProcess(t, c, "--zone", "b", "--nodes", c.ZoneSeeds("b")[0],
 		"--fallback-nodes", "a="+c.ZoneSeeds("a")[0])
-	testutil.WaitStatus(t, "http://"+metricsAddr+"/readyz", http.StatusOK, exited)
+	testutil.WaitStatus(t, "http://"+metricsAddr+"/readyz", http.StatusOK, gw.Done())
 	data := testutil.RandomBytes(rand.New(rand.NewPCG(34, 1)), 3*chunkSize+1)
 	c.PutDirect("bucket-a", "zones/process", data)
 	c.KillMember(c.ZoneMembers("b")[0])

@@ -36,14 +36,11 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/distcache/distcache/internal/testutil"
 	"github.com/distcache/distcache/internal/testutil/freeport"
-	"github.com/distcache/distcache/internal/testutil/logbuf"
 	"github.com/distcache/distcache/internal/testutil/repo"
 )
 
@@ -87,11 +84,11 @@ func waitFor(t *testing.T, timeout time.Duration, what string, cond func() error
 }
 
 // httpReady returns a condition that url answers 200, while p runs.
-func httpReady(url string, p *process) func() error {
+func httpReady(url string, p *testutil.Process) func() error {
 	return func() error {
 		select {
-		case <-p.done:
-			return fmt.Errorf("process exited: %v", p.err)
+		case <-p.Done():
+			return fmt.Errorf("process exited: %v", p.Err())
 		default:
 		}
 		resp, err := http.Get(url)
@@ -104,44 +101,6 @@ func httpReady(url string, p *process) func() error {
 		}
 		return nil
 	}
-}
-
-// process runs a command until the test ends (SIGTERM, then SIGKILL), and
-// prints its output if the test failed.
-type process struct {
-	cmd  *exec.Cmd
-	done chan struct{} // closed when the process has exited
-	err  error         // its exit status, once done
-	logs *logbuf.Buffer
-	once sync.Once
-}
-
-func start(t *testing.T, name string, cmd *exec.Cmd) *process {
-	t.Helper()
-	p := &process{cmd: cmd, done: make(chan struct{}), logs: &logbuf.Buffer{}}
-	cmd.Stdout, cmd.Stderr = p.logs, p.logs
-	testutil.Must(t, cmd.Start())
-	go func() { p.err = cmd.Wait(); close(p.done) }()
-	t.Cleanup(func() {
-		p.stop()
-		if t.Failed() {
-			t.Logf("%s output:\n%s", name, p.logs.String())
-		}
-	})
-	return p
-}
-
-// stop ends the process: SIGTERM, then SIGKILL after 10s.
-func (p *process) stop() {
-	p.once.Do(func() {
-		_ = p.cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-p.done:
-		case <-time.After(10 * time.Second):
-			_ = p.cmd.Process.Kill()
-			<-p.done
-		}
-	})
 }
 
 // promClient talks to Prometheus's HTTP API.
@@ -253,7 +212,7 @@ func startPrometheus(t *testing.T, config string) *promClient {
 	cfg := filepath.Join(dir, "prometheus.yml")
 	testutil.Must(t, os.WriteFile(cfg, []byte(config), 0o600))
 	addr := freeport.Addr(t)
-	p := start(t, "prometheus", exec.Command(bin,
+	p := testutil.StartProcess(t, "prometheus", exec.Command(bin,
 		"--config.file="+cfg, "--storage.tsdb.path="+filepath.Join(dir, "data"),
 		"--web.listen-address="+addr, "--log.level=warn"))
 	waitFor(t, 60*time.Second, "prometheus ready", httpReady("http://"+addr+"/-/ready", p))

@@ -58,7 +58,7 @@ type cacheNode struct {
 	name string
 	api  string // host:port of the mTLS API
 	ops  string // host:port of /metrics
-	proc *process
+	proc *testutil.Process
 }
 
 func (n *cacheNode) metricsURL() string { return "http://" + n.ops + "/metrics" }
@@ -75,7 +75,7 @@ type testCluster struct {
 // with the tenant's certificate.
 type gatewayProc struct {
 	listen, ops string
-	proc        *process
+	proc        *testutil.Process
 }
 
 func (g *gatewayProc) metricsURL() string { return "http://" + g.ops + "/metrics" }
@@ -136,7 +136,7 @@ func startCluster(t *testing.T, n int, objects ...string) *testCluster {
 			"AWS_ACCESS_KEY_ID="+minio.AccessKey, "AWS_SECRET_ACCESS_KEY="+minio.SecretKey,
 			"DISTCACHE_DATA_DIR="+filepath.Join(dir, node.name), "DISTCACHE_DISK_BYTES=256Mi",
 			"DISTCACHE_RAM_BYTES="+ramBytes[min(i, len(ramBytes)-1)], "DISTCACHE_CHUNK_SIZE="+strconv.Itoa(chunkSize))
-		node.proc = start(t, node.name, cmd)
+		node.proc = testutil.StartProcess(t, node.name, cmd)
 	}
 	for _, node := range c.nodes {
 		waitFor(t, 60*time.Second, node.name+" ready", httpReady("http://"+node.ops+"/readyz", node.proc))
@@ -161,7 +161,7 @@ func (c *testCluster) startGateway(t *testing.T) *gatewayProc {
 		"--tls-cert", filepath.Join(c.dir, "tenant.crt"), "--tls-key", filepath.Join(c.dir, "tenant.key"),
 		"--ca", filepath.Join(c.dir, "ca.crt"), "--page-cache-bytes", "4Mi", "--log-level", "warn")
 	cmd.Env = append(os.Environ(), "DISTCACHE_SECRET_KEY="+gatewaySecret)
-	g.proc = start(t, "gateway", cmd)
+	g.proc = testutil.StartProcess(t, "gateway", cmd)
 	waitFor(t, 60*time.Second, "gateway ready", httpReady("http://"+g.ops+"/readyz", g.proc))
 	return g
 }
@@ -542,7 +542,7 @@ func TestDashboardAndAlertsAgainstRealNodes(t *testing.T) {
 
 	t.Run("node down", func(t *testing.T) {
 		down := c.nodes[1]
-		down.proc.stop()
+		down.proc.Stop()
 		waitFor(t, 60*time.Second, monitoring.AlertNodeDown+" for "+down.name, func() error {
 			r, err := prom.query(alerts[monitoring.AlertNodeDown])
 			if err != nil {

@@ -37,11 +37,10 @@ type stack struct {
 
 // proc is one running cachenode process.
 type proc struct {
+	*testutil.Process
 	name    string
-	cmd     *exec.Cmd
 	metrics string // http://addr/metrics
 	dataDir string // "" for the gateway
-	exited  chan struct{}
 }
 
 type stackOptions struct {
@@ -102,7 +101,7 @@ func startStack(t *testing.T, opts stackOptions) *stack {
 		"--ca", filepath.Join(certs, "ca.crt"), "--access-key", accessKey, "--secret-key", secretKey,
 		"--chunk-size", opts.chunkSize, "--page-cache-bytes", opts.pageCacheBytes, "--log-level", "warn")
 	for _, p := range append(st.nodes, st.gateway) {
-		testutil.WaitStatus(t, strings.TrimSuffix(p.metrics, "/metrics")+"/readyz", http.StatusOK, p.exited)
+		testutil.WaitStatus(t, strings.TrimSuffix(p.metrics, "/metrics")+"/readyz", http.StatusOK, p.Done())
 	}
 	st.s3 = s3.New(s3.Options{
 		Region: "us-east-1", BaseEndpoint: aws.String("http://" + gw), UsePathStyle: true,
@@ -125,28 +124,19 @@ func start(t *testing.T, dir, name, bin string, env []string, args ...string) *p
 	cmd := exec.Command(bin, args...)
 	cmd.Env = append(os.Environ(), env...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
-	testutil.Must(t, cmd.Start())
-	p := &proc{name: name, cmd: cmd, metrics: "http://" + metrics + "/metrics", exited: make(chan struct{})}
-	go func() { _ = cmd.Wait(); logFile.Close(); close(p.exited) }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-p.exited:
-		case <-time.After(30 * time.Second):
-			_ = cmd.Process.Kill()
-			<-p.exited
-		}
+	t.Cleanup(func() { // after the process stopped (cleanups run last first)
+		logFile.Close()
 		if t.Failed() {
 			b, _ := os.ReadFile(logPath)
 			t.Logf("%s log (last 8 KiB):\n%s", name, tail(b, 8<<10))
 		}
 	})
-	return p
+	return &proc{Process: testutil.StartProcess(t, name, cmd), name: name, metrics: "http://" + metrics + "/metrics"}
 }
 
 // rssBytes is the process's resident set size, from /proc.
 func (p *proc) rssBytes() int64 {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p.cmd.Process.Pid))
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p.Cmd.Process.Pid))
 	if err != nil {
 		return 0
 	}

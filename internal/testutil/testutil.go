@@ -55,18 +55,15 @@ func WaitFor(t testing.TB, what string, cond func() bool) {
 	}
 }
 
-// NoProcess is WaitStatus's exited when no process is watched.
-var NoProcess <-chan struct{}
-
 // WaitStatus waits, as WaitFor, until a GET of url answers with status
-// want. exited is the process serving url: the test fails as soon as it
-// delivers (the process exited); NoProcess when there is none to watch.
-func WaitStatus[T any](t testing.TB, url string, want int, exited <-chan T) {
+// want. exited is closed when the process serving url exits (Process.Done):
+// the test fails at once then; nil when there is none to watch.
+func WaitStatus(t testing.TB, url string, want int, exited <-chan struct{}) {
 	t.Helper()
 	WaitFor(t, fmt.Sprintf("%s to answer %d", url, want), func() bool {
 		select {
-		case v := <-exited:
-			t.Fatalf("the process serving %s exited (%v)", url, v)
+		case <-exited:
+			t.Fatalf("the process serving %s exited", url)
 		default:
 		}
 		resp, err := http.Get(url)

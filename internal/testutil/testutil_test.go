@@ -30,7 +30,7 @@ func TestWaitStatusWaitsForTheStatus(t *testing.T) {
 		}
 	}))
 	defer srv.Close()
-	WaitStatus(t, srv.URL, http.StatusOK, NoProcess)
+	WaitStatus(t, srv.URL, http.StatusOK, nil)
 	if got := n.Load(); got != 3 {
 		t.Fatalf("%d requests, want 3", got)
 	}
