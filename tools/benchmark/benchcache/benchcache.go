@@ -29,6 +29,7 @@ import (
 	"github.com/distcache/distcache/internal/s3backend"
 	"github.com/distcache/distcache/internal/store"
 	"github.com/distcache/distcache/internal/tenancy"
+	"github.com/distcache/distcache/tools/benchmark/benchkit"
 )
 
 // Config is an in-process cache: Nodes cache nodes sharing one ring over
@@ -67,9 +68,10 @@ type Cache struct {
 	tenants *tenancy.Watcher
 	ring    *ring.Holder
 
-	mu      sync.Mutex
-	nodes   []*Node
-	closers []func()
+	closers benchkit.Closers
+
+	mu    sync.Mutex
+	nodes []*Node
 }
 
 // Node is one in-process cache node.
@@ -123,22 +125,10 @@ func Start(ctx context.Context, cfg Config) (_ *Cache, err error) {
 	return c, nil
 }
 
-func (c *Cache) onClose(f func()) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.closers = append(c.closers, f)
-}
+func (c *Cache) onClose(f func()) { c.closers.Add(f) }
 
 // Close stops the gateways and the nodes, last started first.
-func (c *Cache) Close() {
-	c.mu.Lock()
-	closers := c.closers
-	c.closers = nil
-	c.mu.Unlock()
-	for i := len(closers) - 1; i >= 0; i-- {
-		closers[i]()
-	}
-}
+func (c *Cache) Close() { c.closers.Close() }
 
 // Nodes are the nodes started so far, in the order they were added.
 func (c *Cache) Nodes() []*Node {

@@ -49,6 +49,9 @@ func StartProcess(bin, logPath, name string, env []string, args ...string) (*Pro
 // Pid is the process's ID.
 func (p *Process) Pid() int { return p.Cmd.Process.Pid }
 
+// Done is closed when the process has exited.
+func (p *Process) Done() <-chan struct{} { return p.done }
+
 // Stop sends SIGTERM and waits (SIGKILL after 30 s).
 func (p *Process) Stop() {
 	_ = p.Cmd.Process.Signal(syscall.SIGTERM)

@@ -8,16 +8,15 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
-	"syscall"
 	"text/template"
 	"time"
 
 	"github.com/distcache/distcache/internal/freeport"
+	"github.com/distcache/distcache/tools/benchmark/benchkit"
 )
 
 // nginxParams fill nginxConf.
@@ -105,12 +104,11 @@ http {
     }
 {{end}}`))
 
-// nginxProc is a running nginx (master and workers).
+// nginxProc is a running nginx (master and workers); Stop stops it.
 type nginxProc struct {
+	*benchkit.Process
 	addr      string // TLS with client certificates
 	plainAddr string // plain HTTP
-	cmd       *exec.Cmd
-	done      chan struct{}
 	dir       string
 }
 
@@ -142,22 +140,14 @@ func startNginx(ctx context.Context, bin, dir string, p nginxParams) (*nginxProc
 	if err := os.WriteFile(confPath, []byte(conf.String()), 0o644); err != nil {
 		return nil, err
 	}
-	logf, err := os.Create(filepath.Join(dir, "stderr.log"))
+	proc, err := benchkit.StartProcess(bin, filepath.Join(dir, "stderr.log"), "nginx", nil,
+		"-p", dir+"/", "-c", confPath, "-e", filepath.Join(dir, "error.log"))
 	if err != nil {
 		return nil, err
 	}
-	defer logf.Close()
-	cmd := exec.Command(bin, "-p", dir+"/", "-c", confPath, "-e", filepath.Join(dir, "error.log"))
-	cmd.Stdout, cmd.Stderr = logf, logf
-	setPdeathsig(cmd)
-	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("start nginx: %w", err)
-	}
-	n := &nginxProc{addr: "127.0.0.1:" + strconv.Itoa(port), plainAddr: "127.0.0.1:" + strconv.Itoa(p.PlainPort),
-		cmd: cmd, done: make(chan struct{}), dir: dir}
-	go func() { _ = cmd.Wait(); close(n.done) }()
+	n := &nginxProc{Process: proc, addr: "127.0.0.1:" + strconv.Itoa(port), plainAddr: "127.0.0.1:" + strconv.Itoa(p.PlainPort), dir: dir}
 	if err := n.waitReady(ctx, p); err != nil {
-		n.stop()
+		n.Stop()
 		return nil, err
 	}
 	return n, nil
@@ -169,7 +159,7 @@ func (n *nginxProc) waitReady(ctx context.Context, p nginxParams) error {
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		select {
-		case <-n.done:
+		case <-n.Done():
 			return fmt.Errorf("nginx exited: %s", n.log())
 		case <-ctx.Done():
 			return ctx.Err()
@@ -226,20 +216,5 @@ func (n *nginxProc) log() string {
 
 // pids are the master's and its workers' process IDs.
 func (n *nginxProc) pids() []int {
-	return append([]int{n.cmd.Process.Pid}, childrenOf(n.cmd.Process.Pid)...)
-}
-
-// stop asks the master to quit (SIGQUIT finishes the workers gracefully),
-// and kills it if it has not after 10 seconds.
-func (n *nginxProc) stop() {
-	if n == nil || n.cmd.Process == nil {
-		return
-	}
-	_ = n.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-n.done:
-	case <-time.After(10 * time.Second):
-		_ = n.cmd.Process.Kill()
-		<-n.done
-	}
+	return append([]int{n.Pid()}, childrenOf(n.Pid())...)
 }

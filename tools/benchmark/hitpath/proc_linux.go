@@ -3,20 +3,12 @@ package hitpath
 import (
 	"bytes"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
-	"syscall"
 	"time"
 
 	"github.com/distcache/distcache/tools/benchmark/benchkit"
 )
-
-// setPdeathsig makes the kernel kill the child if this process dies
-// without stopping it.
-func setPdeathsig(cmd *exec.Cmd) {
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-}
 
 // procCPU is the user+system CPU time of process pid (benchkit.PidCPU).
 func procCPU(pid int) time.Duration { return benchkit.PidCPU(pid) }

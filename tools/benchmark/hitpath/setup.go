@@ -47,32 +47,27 @@ type world struct {
 	serverTL *tls.Config // the node's (and the raw server's) TLS
 	tenantTL *tls.Config // the tenant's client certificate
 
-	minio      *minioproc.Server
-	minioS3    *s3.Client        // aws-sdk-go-v2 to MinIO, signed with its keys
-	cache      *benchcache.Cache // --immutable: the node columns, the immutable gateway
-	ttlCache   *benchcache.Cache // the default TTL mode: the other gateways
-	nodeReg    *prometheus.Registry
-	nodeAddr   string
-	meta       client.Meta // the version the Go client reads (one Stat, as a user would)
-	goClient   *client.Client
-	nodeHTTP   *http.Client
-	gateways   [3]*benchcache.Gateway // TTL mode: page cache off, on (the default); --immutable: on
-	nginx      *nginxProc
-	nginxHTTP  *http.Client // mTLS
-	nginxS3    *s3.Client   // aws-sdk-go-v2, plain HTTP
-	rawLn      net.Listener
-	rawAddr    string
-	closeFuncs []func()
+	minio     *minioproc.Server
+	minioS3   *s3.Client        // aws-sdk-go-v2 to MinIO, signed with its keys
+	cache     *benchcache.Cache // --immutable: the node columns, the immutable gateway
+	ttlCache  *benchcache.Cache // the default TTL mode: the other gateways
+	nodeReg   *prometheus.Registry
+	nodeAddr  string
+	meta      client.Meta // the version the Go client reads (one Stat, as a user would)
+	goClient  *client.Client
+	nodeHTTP  *http.Client
+	gateways  [3]*benchcache.Gateway // TTL mode: page cache off, on (the default); --immutable: on
+	nginx     *nginxProc
+	nginxHTTP *http.Client // mTLS
+	nginxS3   *s3.Client   // aws-sdk-go-v2, plain HTTP
+	rawLn     net.Listener
+	rawAddr   string
+	closers   benchkit.Closers // close stops everything, last started first
 }
 
-func (w *world) onClose(f func()) { w.closeFuncs = append(w.closeFuncs, f) }
+func (w *world) onClose(f func()) { w.closers.Add(f) }
 
-func (w *world) close() {
-	for i := len(w.closeFuncs) - 1; i >= 0; i-- {
-		w.closeFuncs[i]()
-	}
-	w.closeFuncs = nil
-}
+func (w *world) close() { w.closers.Close() }
 
 // startWorld brings everything up and warms every cache.
 func startWorld(ctx context.Context, env envInfo, cfg config) (_ *world, err error) {
@@ -156,7 +151,7 @@ func startWorld(ctx context.Context, env envInfo, cfg config) (_ *world, err err
 	}); err != nil {
 		return nil, err
 	}
-	w.onClose(w.nginx.stop)
+	w.onClose(w.nginx.Stop)
 	w.nginxHTTP = newHTTPClient(w.tenantTL)
 	w.onClose(w.nginxHTTP.CloseIdleConnections)
 	// Any keys: nginx verifies no signature (it drops it).

@@ -38,17 +38,12 @@ type world struct {
 	// nodePuts times the nodes' PUT handlers (write-throughs; the
 	// nodes' metrics count chunk handouts between them as puts too).
 	nodePuts timer
-	closers  []func()
+	closers  benchkit.Closers // close stops everything, last started first
 }
 
-func (w *world) onClose(f func()) { w.closers = append(w.closers, f) }
+func (w *world) onClose(f func()) { w.closers.Add(f) }
 
-func (w *world) close() {
-	for i := len(w.closers) - 1; i >= 0; i-- {
-		w.closers[i]()
-	}
-	w.closers = nil
-}
+func (w *world) close() { w.closers.Close() }
 
 func startWorld(ctx context.Context, env benchkit.Env, cfg config) (_ *world, err error) {
 	w := &world{cfg: cfg}
