@@ -55,9 +55,11 @@ func (s *Server) handleHeldPut(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, opPut, q.tenant.Name, q.start, newError(status, code, "keeping the copy: "+err.Error()))
 		return
 	}
-	// What this node cached of the key (a replica may also be a chunk
-	// owner or a former metadata owner) is of an older version now.
-	s.awaitLeases(r.Context(), q.tenant.Name, s.invalidate(q.obj))
+	// What this node cached of the key (it may have been the key's
+	// metadata owner before a ring change) is of an older version now.
+	// The owner waits for its gateways, as for a write-through; a copy
+	// does not wait again.
+	s.invalidate(q.obj)
 	w.WriteHeader(http.StatusNoContent)
 	s.observe(opPut, q.tenant.Name, metrics.ResultHeld, 0, q.start)
 }
@@ -154,14 +156,10 @@ func (p *Peers) heldRequest(ctx context.Context, method string, m ring.Member, t
 	if err != nil {
 		return nil, nil, err
 	}
-	ctx, cancel := context.WithTimeout(ctx, p.Timeout)
-	req, err := http.NewRequestWithContext(ctx, method, "https://"+m.Address+nodeapi.HeldPath(e.Bucket, e.Key), body)
+	req, cancel, err := p.request(ctx, method, m, tenant, nodeapi.HeldPath(e.Bucket, e.Key), nil, body)
 	if err != nil {
-		cancel()
 		return nil, nil, err
 	}
-	req.Header.Set(HeaderTenant, tenant)
-	req.Header.Set(HeaderHop, "1")
 	req.Header.Set(headerHeldEntry, string(entry))
 	return req, cancel, nil
 }
@@ -181,15 +179,11 @@ func (p *Peers) doNoContent(req *http.Request) error {
 
 // getHeld reads len(dst) bytes at off of the version etag of o that m holds.
 func (p *Peers) getHeld(ctx context.Context, m ring.Member, tenant string, o chunk.Object, etag string, off int64, dst []byte) error {
-	ctx, cancel := context.WithTimeout(ctx, p.Timeout)
-	defer cancel()
-	u := "https://" + m.Address + nodeapi.HeldPath(o.Bucket, o.Key) + "?" + url.Values{"etag": {etag}}.Encode()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	req, cancel, err := p.request(ctx, http.MethodGet, m, tenant, nodeapi.HeldPath(o.Bucket, o.Key), url.Values{"etag": {etag}}, nil)
 	if err != nil {
 		return err
 	}
-	req.Header.Set(HeaderTenant, tenant)
-	req.Header.Set(HeaderHop, "1")
+	defer cancel()
 	req.Header.Set("Range", "bytes="+strconv.FormatInt(off, 10)+"-"+strconv.FormatInt(off+int64(len(dst))-1, 10))
 	resp, err := p.Client.Do(req)
 	if err != nil {

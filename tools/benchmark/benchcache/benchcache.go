@@ -52,6 +52,8 @@ type Config struct {
 	S3 s3backend.Config
 	// Wrap, when set, wraps every node's API handler (to time requests).
 	Wrap func(node string, h http.Handler) http.Handler
+	// Policies are the tenant's write policies (WriteBack prefixes).
+	Policies []tenancy.Policy
 }
 
 // DefaultMetaTTL is `cachenode serve`'s default --meta-ttl.
@@ -107,7 +109,14 @@ func Start(ctx context.Context, cfg Config) (_ *Cache, err error) {
 		return nil, err
 	}
 	tenantsFile := filepath.Join(cfg.Dir, "tenants.yaml")
-	if err := os.WriteFile(tenantsFile, fmt.Appendf(nil, "tenants:\n  - name: %s\n    buckets: [%s]\n", cfg.Tenant, strings.Join(cfg.Buckets, ", ")), 0o600); err != nil {
+	doc := fmt.Appendf(nil, "tenants:\n  - name: %s\n    buckets: [%s]\n", cfg.Tenant, strings.Join(cfg.Buckets, ", "))
+	if len(cfg.Policies) > 0 {
+		doc = append(doc, "    policies:\n"...)
+		for _, p := range cfg.Policies {
+			doc = fmt.Appendf(doc, "      - {bucket: %s, prefix: %q, mode: %s, replicas: %d}\n", p.Bucket, p.Prefix, p.Mode, p.ReplicaCount())
+		}
+	}
+	if err := os.WriteFile(tenantsFile, doc, 0o600); err != nil {
 		return nil, err
 	}
 	if c.tenants, err = tenancy.Watch(c.ctx, tenantsFile, slog.New(slog.DiscardHandler)); err != nil {

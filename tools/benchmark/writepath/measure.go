@@ -29,14 +29,23 @@ type column struct {
 	id, name string
 	s3       *s3.Client
 	gateway  bool
+	// prefix of the column's keys: a WriteBack prefix for the write-back
+	// columns, whose objects reach S3 after the answer.
+	prefix   string
+	replicas int // of a write-back column
 }
 
 func (w *world) columns() []column {
 	return []column{
 		{id: "s3", name: "S3 directly", s3: w.direct},
 		{id: "gateway", name: "through the gateway", s3: w.gateway.S3, gateway: true},
+		{id: "writeback1", name: "write-back, 1 replica", s3: w.gateway.S3, gateway: true, prefix: writeBackPrefix(1), replicas: 1},
+		{id: "writeback2", name: "write-back, 2 replicas", s3: w.gateway.S3, gateway: true, prefix: writeBackPrefix(2), replicas: 2},
 	}
 }
+
+// writeBackPrefix is the key prefix of the WriteBack policy with n replicas.
+func writeBackPrefix(n int) string { return fmt.Sprintf("wb%d/", n) }
 
 // sample is what the rounds of one cell measured, pooled.
 type sample struct {
@@ -49,9 +58,13 @@ type sample struct {
 	cpu     time.Duration       // this process (clients, gateway, nodes) and MinIO
 	hops    hops
 	misses  float64 // the nodes' chunk reads that were not hits (getAfter rows)
+	// catchUp is, for a write-back column, how long after the cell ended
+	// S3 held every object written (the longest of the rounds).
+	catchUp time.Duration
 }
 
 func (s *sample) add(o sample) {
+	s.catchUp = max(s.catchUp, o.catchUp)
 	s.ops += o.ops
 	s.bytes += o.bytes
 	s.elapsed += o.elapsed
@@ -178,7 +191,7 @@ func (w *world) cell(ctx context.Context, col column, r row, round int) (sample,
 				if i > 0 && !time.Now().Before(deadline) {
 					return
 				}
-				key := fmt.Sprintf("b5/r%d/%s/%s/c%02d/%07d", round, r.id, col.id, ci, i)
+				key := col.prefix + fmt.Sprintf("b5/r%d/%s/%s/c%02d/%07d", round, r.id, col.id, ci, i)
 				stamp(c.body, i)
 				t0 := time.Now()
 				out, err := col.s3.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(benchBucket), Key: aws.String(key),
@@ -241,6 +254,13 @@ func (w *world) cell(ctx context.Context, col column, r row, round int) (sample,
 		keys = append(keys, c.keys...)
 	}
 	s.bytes = s.ops * r.size
+	if col.replicas > 0 && firstErr == nil {
+		// Held writes reach S3 after the answer: wait for all of them.
+		var err error
+		if s.catchUp, err = w.persisted(ctx, keys, end); err != nil {
+			firstErr = err
+		}
+	}
 	for _, c := range clients {
 		if firstErr != nil {
 			break
@@ -254,6 +274,29 @@ func (w *world) cell(ctx context.Context, col column, r row, round int) (sample,
 		}
 	}
 	return s, keys, firstErr
+}
+
+// persisted waits until MinIO holds every key (HEAD, without the link),
+// and returns how long after since that was.
+func (w *world) persisted(ctx context.Context, keys []string, since time.Time) (time.Duration, error) {
+	deadline := time.Now().Add(5 * time.Minute)
+	for _, key := range keys {
+		for {
+			_, err := w.plain.HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String(benchBucket), Key: aws.String(key)})
+			if err == nil {
+				break
+			}
+			if time.Now().After(deadline) {
+				return 0, fmt.Errorf("write-back: %s not in S3 5 minutes after the cell: %w", key, err)
+			}
+			select {
+			case <-ctx.Done():
+				return 0, ctx.Err()
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+	}
+	return time.Since(since), nil
 }
 
 // stamp makes body the i-th PUT of its client: every PUT a new version

@@ -103,6 +103,7 @@ func (r *report) markdown() string {
 	b.WriteString(t.Markdown())
 	b.WriteString("\n")
 	b.WriteString(r.goals())
+	b.WriteString(r.writeBack())
 	if reading := r.reading(); reading != "" {
 		b.WriteString("\n**Reading it.** " + reading + "\n")
 	}
@@ -147,6 +148,48 @@ func (r *report) figures(row row, s *sample) string {
 		return f + fmt.Sprintf("; %.0f GETs/s", s.perSecond())
 	}
 	return f + fmt.Sprintf("; %.1f PUTs/s, %.1f MB/s", s.perSecond(), s.mbps())
+}
+
+// Goal of issue #27 for write-back.
+const goalWriteBackSmall = 10.0 // small PUTs' p50 at least this many times lower than S3's
+
+// writeBack is the write-back part: the same rows through the gateway with
+// the keys under a WriteBack prefix (acknowledged once 1 or 2 nodes keep
+// them on disk), and how long S3 took to have them all.
+func (r *report) writeBack() string {
+	var b strings.Builder
+	t := benchkit.Table{Header: []string{"write", "S3 directly", "write-through", "write-back, 1 replica", "write-back, 2 replicas", "S3 / write-back (2)", "S3 had them all after"}}
+	var goals []string
+	for _, row := range r.cfg.rows {
+		s3, wt, wb1, wb2 := r.cell(row, "s3"), r.cell(row, "gateway"), r.cell(row, "writeback1"), r.cell(row, "writeback2")
+		if s3 == nil || wt == nil || wb1 == nil || wb2 == nil {
+			continue
+		}
+		ratio := ms(s3.lat.Quantile(0.5)) / ms(wb2.lat.Quantile(0.5))
+		t.Rows = append(t.Rows, []string{row.name(), r.figures(row, s3), r.figures(row, wt), r.figures(row, wb1), r.figures(row, wb2),
+			fmt.Sprintf("p50 %.1fx", ratio), fmt.Sprintf("%s / %s", benchkit.Millis(wb1.catchUp), benchkit.Millis(wb2.catchUp))})
+		if !row.getAfter && row.size < 1<<20 {
+			verdict := "**not met**"
+			if ratio >= goalWriteBackSmall {
+				verdict = "**met**"
+			}
+			goals = append(goals, fmt.Sprintf("- %s: write-back (2 replicas) p50 at least %.0fx lower than S3's: %s (%.1fx).",
+				row.name(), goalWriteBackSmall, verdict, ratio))
+		}
+	}
+	if len(t.Rows) == 0 {
+		return ""
+	}
+	b.WriteString("\n### Write-back\n\nThe same rows through the same gateway, the keys under a `WriteBack` prefix (docs/write-back.md): ")
+	b.WriteString("a PUT is answered once 1 or 2 cache nodes keep it on disk (fsync'd), and S3 gets it in the background. ")
+	b.WriteString("After each cell the bench waits until MinIO holds every object written, compares them as above, and reports how long after ")
+	b.WriteString("the cell's end that was (the longest of the rounds, 1 replica / 2 replicas).\n\n")
+	b.WriteString(t.Markdown())
+	b.WriteString("\n")
+	if len(goals) > 0 {
+		b.WriteString("**Goals** (issue #27, write-back):\n\n" + strings.Join(goals, "\n") + "\n")
+	}
+	return b.String()
 }
 
 // goals judges the run against issue #24's write-through goals.

@@ -12,6 +12,7 @@ import (
 
 	"github.com/distcache/distcache/internal/minioproc"
 	"github.com/distcache/distcache/internal/s3backend"
+	"github.com/distcache/distcache/internal/tenancy"
 	"github.com/distcache/distcache/tools/benchmark/benchcache"
 	"github.com/distcache/distcache/tools/benchmark/benchkit"
 	"github.com/distcache/distcache/tools/benchmark/clickhouse"
@@ -76,6 +77,10 @@ func startWorld(ctx context.Context, env benchkit.Env, cfg config) (_ *world, er
 		S3: s3backend.Config{Endpoint: w.link.URL, Region: w.minio.Region, UsePathStyle: true,
 			Default: s3backend.Credentials{AccessKeyID: w.minio.AccessKey, SecretAccessKey: w.minio.SecretKey}},
 		Wrap: w.nodePuts.wrap,
+		Policies: []tenancy.Policy{
+			{Bucket: benchBucket, Prefix: writeBackPrefix(1), Mode: tenancy.WriteBack, Replicas: 1},
+			{Bucket: benchBucket, Prefix: writeBackPrefix(2), Mode: tenancy.WriteBack, Replicas: 2},
+		},
 	}); err != nil {
 		return nil, err
 	}
