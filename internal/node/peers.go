@@ -60,16 +60,12 @@ func memberName(m ring.Member) string { return m.Name }
 // The object size travels along so the member need not HEAD the object to
 // find the chunk's bounds.
 func (p *Peers) get(ctx context.Context, m ring.Member, tenant string, id chunk.ID, objectSize int64, localOnly bool) ([]byte, error) {
-	ctx, cancel := context.WithTimeout(ctx, p.Timeout)
-	defer cancel()
 	q := url.Values{"chunk": {strconv.FormatInt(id.Index, 10)}, "etag": {id.ETag}, "size": {strconv.FormatInt(objectSize, 10)}}
-	u := "https://" + m.Address + nodeapi.ObjectPath(id.Bucket, id.Key) + "?" + q.Encode()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	req, cancel, err := p.request(ctx, http.MethodGet, m, tenant, nodeapi.ObjectPath(id.Bucket, id.Key), q, nil)
 	if err != nil {
 		return nil, err
 	}
-	req.Header.Set(HeaderTenant, tenant)
-	req.Header.Set(HeaderHop, "1")
+	defer cancel()
 	if localOnly {
 		req.Header.Set(HeaderLocalOnly, "1")
 	}
@@ -100,6 +96,25 @@ func (p *Peers) get(ctx context.Context, m ring.Member, tenant string, id chunk.
 		return nil, err
 	}
 	return data, nil
+}
+
+// request builds a node-to-node request to m for tenant's path (with query q
+// when not nil), marked as a hop and bounded by p.Timeout: the caller calls
+// cancel once done with the answer.
+func (p *Peers) request(ctx context.Context, method string, m ring.Member, tenant, path string, q url.Values, body io.Reader) (*http.Request, context.CancelFunc, error) {
+	ctx, cancel := context.WithTimeout(ctx, p.Timeout)
+	u := "https://" + m.Address + path
+	if q != nil {
+		u += "?" + q.Encode()
+	}
+	req, err := http.NewRequestWithContext(ctx, method, u, body)
+	if err != nil {
+		cancel()
+		return nil, nil, err
+	}
+	req.Header.Set(HeaderTenant, tenant)
+	req.Header.Set(HeaderHop, "1")
+	return req, cancel, nil
 }
 
 // peerError is a peer's HTTP error answer. 4xx answers are the request's
@@ -199,26 +214,13 @@ func (s *Server) fromPrevious(ctx context.Context, r *ring.Ring, c caller, id ch
 // put hands a chunk this node received in a write-through to the member that
 // serves it, so the first read after a write is a hit there too.
 func (p *Peers) put(ctx context.Context, m ring.Member, tenant string, id chunk.ID, data []byte) error {
-	ctx, cancel := context.WithTimeout(ctx, p.Timeout)
-	defer cancel()
 	q := url.Values{"chunk": {strconv.FormatInt(id.Index, 10)}, "etag": {id.ETag}}
-	u := "https://" + m.Address + nodeapi.ObjectPath(id.Bucket, id.Key) + "?" + q.Encode()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, bytes.NewReader(data))
+	req, cancel, err := p.request(ctx, http.MethodPost, m, tenant, nodeapi.ObjectPath(id.Bucket, id.Key), q, bytes.NewReader(data))
 	if err != nil {
 		return err
 	}
-	req.Header.Set(HeaderTenant, tenant)
-	req.Header.Set(HeaderHop, "1")
-	resp, err := p.Client.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusNoContent {
-		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
-		return &peerError{status: resp.StatusCode, msg: string(msg)}
-	}
-	return nil
+	defer cancel()
+	return p.doNoContent(req)
 }
 
 // handOut sends written chunks this node does not serve to their owners, a
@@ -261,14 +263,11 @@ const HeaderRevalidate = "X-Distcache-Revalidate"
 // object (not found, access denied, S3 unavailable) come back as the errors
 // the owner saw; only transport failures are errUnreachable-like errors.
 func (p *Peers) head(ctx context.Context, m ring.Member, tenant string, o chunk.Object, revalidate bool) (chunk.Meta, error) {
-	ctx, cancel := context.WithTimeout(ctx, p.Timeout)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodHead, "https://"+m.Address+nodeapi.ObjectPath(o.Bucket, o.Key), nil)
+	req, cancel, err := p.request(ctx, http.MethodHead, m, tenant, nodeapi.ObjectPath(o.Bucket, o.Key), nil, nil)
 	if err != nil {
 		return chunk.Meta{}, err
 	}
-	req.Header.Set(HeaderTenant, tenant)
-	req.Header.Set(HeaderHop, "1")
+	defer cancel()
 	if revalidate {
 		req.Header.Set(HeaderRevalidate, "1")
 	}
@@ -303,15 +302,12 @@ func (p *Peers) head(ctx context.Context, m ring.Member, tenant string, o chunk.
 
 // invalidate tells a member to drop what it cached of o.
 func (p *Peers) invalidate(ctx context.Context, m ring.Member, tenant string, o chunk.Object) error {
-	ctx, cancel := context.WithTimeout(ctx, p.Timeout)
-	defer cancel()
-	u := "https://" + m.Address + nodeapi.ObjectPath(o.Bucket, o.Key) + "?invalidate=1"
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, http.NoBody)
+	q := url.Values{"invalidate": {"1"}}
+	req, cancel, err := p.request(ctx, http.MethodPost, m, tenant, nodeapi.ObjectPath(o.Bucket, o.Key), q, http.NoBody)
 	if err != nil {
 		return err
 	}
-	req.Header.Set(HeaderTenant, tenant)
-	req.Header.Set(HeaderHop, "1")
+	defer cancel()
 	resp, err := p.Client.Do(req)
 	if err != nil {
 		return err
