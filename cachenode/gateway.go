@@ -7,9 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"os/signal"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -201,12 +199,7 @@ func runGateway(args []string) error {
 	if err != nil {
 		return err
 	}
-	log := newLogger(f.logLevel)
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	defer stop()
-	g, err := embed.StartGateway(ctx, f.gatewayConfig(newRegistry(), log))
-	if err != nil {
-		return err
-	}
-	return runUntilSignal(ctx, g, log, f.shutdownGrace)
+	return startUntilSignal(f.logLevel, f.shutdownGrace, func(ctx context.Context, reg *prometheus.Registry, log *slog.Logger) (server, error) {
+		return embed.StartGateway(ctx, f.gatewayConfig(reg, log))
+	})
 }

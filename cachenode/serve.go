@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"os/signal"
-	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -173,14 +171,9 @@ func runServe(args []string) error {
 	if err != nil {
 		return err
 	}
-	log := newLogger(f.logLevel)
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	defer stop()
-	n, err := embed.StartNode(ctx, f.nodeConfig(newRegistry(), log))
-	if err != nil {
-		return err
-	}
-	return runUntilSignal(ctx, n, log, f.shutdownGrace)
+	return startUntilSignal(f.logLevel, f.shutdownGrace, func(ctx context.Context, reg *prometheus.Registry, log *slog.Logger) (server, error) {
+		return embed.StartNode(ctx, f.nodeConfig(reg, log))
+	})
 }
 
 func newLogger(level string) *slog.Logger {
