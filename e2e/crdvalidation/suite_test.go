@@ -9,7 +9,6 @@
 package crdvalidation_test
 
 import (
-	"os"
 	"path/filepath"
 	"testing"
 
@@ -19,16 +18,15 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	cachev1alpha1 "github.com/distcache/distcache/api/v1alpha1"
-	"github.com/distcache/distcache/internal/testutil/envtestassets"
+	"github.com/distcache/distcache/internal/testutil/kubetest"
 	"github.com/distcache/distcache/internal/testutil/repo"
 )
 
 var (
-	testEnv   *envtest.Environment
+	testEnv   *kubetest.Env
 	cfg       *rest.Config
 	k8sClient client.Client
 	scheme    = runtime.NewScheme()
@@ -48,27 +46,12 @@ var _ = BeforeSuite(func() {
 	var err error
 	root, err = repo.Root()
 	Expect(err).NotTo(HaveOccurred())
-	assets, err := envtestassets.Path()
-	Expect(err).NotTo(HaveOccurred())
-	// envtest reads KUBEBUILDER_ASSETS before BinaryAssetsDirectory and takes
-	// a set-but-empty value as "", so make the environment agree.
-	Expect(os.Setenv(envtestassets.EnvVar, assets)).To(Succeed())
-
-	testEnv = &envtest.Environment{
-		BinaryAssetsDirectory: assets,
-		CRDDirectoryPaths:     []string{filepath.Join(root, "config", "crd", "bases")},
-		ErrorIfCRDPathMissing: true,
-	}
-	cfg, err = testEnv.Start()
+	testEnv, err = kubetest.Start(scheme, filepath.Join(root, "config", "crd", "bases"))
 	Expect(err).NotTo(HaveOccurred())
 	Expect(testEnv.CRDs).To(HaveLen(2), "both CRDs installed")
-
-	k8sClient, err = client.New(cfg, client.Options{Scheme: scheme})
-	Expect(err).NotTo(HaveOccurred())
+	cfg, k8sClient = testEnv.Config, testEnv.Client
 })
 
 var _ = AfterSuite(func() {
-	if testEnv != nil {
-		Expect(testEnv.Stop()).To(Succeed())
-	}
+	Expect(testEnv.Stop()).To(Succeed())
 })

@@ -39,12 +39,11 @@ import (
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/yaml"
 
 	cachev1alpha1 "github.com/distcache/distcache/api/v1alpha1"
-	"github.com/distcache/distcache/internal/testutil/envtestassets"
+	"github.com/distcache/distcache/internal/testutil/kubetest"
 	"github.com/distcache/distcache/internal/testutil/repo"
 )
 
@@ -68,7 +67,7 @@ const (
 )
 
 var (
-	testEnv    *envtest.Environment
+	testEnv    *kubetest.Env
 	k8sClient  client.Client
 	scheme     = runtime.NewScheme()
 	root       string // repository root
@@ -95,27 +94,15 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 	var err error
 	root, err = repo.Root()
 	Expect(err).NotTo(HaveOccurred())
-	assets, err := envtestassets.Path()
-	Expect(err).NotTo(HaveOccurred())
-	// envtest reads KUBEBUILDER_ASSETS before BinaryAssetsDirectory and takes
-	// a set-but-empty value as "", so make the environment agree.
-	Expect(os.Setenv(envtestassets.EnvVar, assets)).To(Succeed())
-	kubectlBin = filepath.Join(assets, "kubectl")
-
 	// The distcache CRDs come from the rendered manifests, not from envtest;
 	// the ServiceMonitor CRD is the prometheus-operator's own, for
 	// config/prometheus.
 	out, err := exec.CommandContext(ctx, filepath.Join(root, "hack", "prometheus-operator-crds.sh")).Output()
 	Expect(err).NotTo(HaveOccurred(), "hack/prometheus-operator-crds.sh: %s", stderrOf(err))
-	testEnv = &envtest.Environment{
-		BinaryAssetsDirectory: assets,
-		CRDDirectoryPaths:     []string{strings.TrimSpace(string(out))},
-		ErrorIfCRDPathMissing: true,
-	}
-	cfg, err := testEnv.Start()
+	testEnv, err = kubetest.Start(scheme, strings.TrimSpace(string(out)))
 	Expect(err).NotTo(HaveOccurred())
-	k8sClient, err = client.New(cfg, client.Options{Scheme: scheme})
-	Expect(err).NotTo(HaveOccurred())
+	k8sClient = testEnv.Client
+	kubectlBin = filepath.Join(testEnv.Assets, "kubectl")
 
 	kubeconfigDir, err = os.MkdirTemp("", "deploy-e2e-")
 	Expect(err).NotTo(HaveOccurred())
@@ -123,9 +110,7 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 }, NodeTimeout(5*time.Minute))
 
 var _ = AfterSuite(func() {
-	if testEnv != nil {
-		Expect(testEnv.Stop()).To(Succeed())
-	}
+	Expect(testEnv.Stop()).To(Succeed())
 	if kubeconfigDir != "" {
 		Expect(os.RemoveAll(kubeconfigDir)).To(Succeed())
 	}
@@ -144,16 +129,9 @@ func stderrOf(err error) string {
 // user name system:serviceaccount:NS:NAME as that ServiceAccount.
 func userKubeconfig(name string, groups ...string) string {
 	GinkgoHelper()
-	user, err := testEnv.AddUser(envtest.User{Name: name, Groups: groups}, nil)
+	path, err := testEnv.Kubeconfig(kubeconfigDir, name, groups...)
 	Expect(err).NotTo(HaveOccurred())
-	data, err := user.KubeConfig()
-	Expect(err).NotTo(HaveOccurred())
-	f, err := os.CreateTemp(kubeconfigDir, "*.kubeconfig")
-	Expect(err).NotTo(HaveOccurred())
-	_, err = f.Write(data)
-	Expect(err).NotTo(HaveOccurred())
-	Expect(f.Close()).To(Succeed())
-	return f.Name()
+	return path
 }
 
 // kubectl runs kubectl as the user of kubeconfig and returns its stdout; a

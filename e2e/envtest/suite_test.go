@@ -7,7 +7,6 @@
 package envtest_test
 
 import (
-	"os"
 	"testing"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -15,14 +14,13 @@ import (
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
-	"github.com/distcache/distcache/internal/testutil/envtestassets"
+	"github.com/distcache/distcache/internal/testutil/kubetest"
 )
 
 var (
-	testEnv   *envtest.Environment
+	testEnv   *kubetest.Env
 	cfg       *rest.Config
 	k8sClient client.Client
 )
@@ -34,30 +32,14 @@ func TestEnvtest(t *testing.T) {
 
 var _ = BeforeSuite(func() {
 	logf.SetLogger(GinkgoLogr)
-
-	assets, err := envtestassets.Path()
+	var err error
+	testEnv, err = kubetest.Start(scheme.Scheme) // no CRDs
 	Expect(err).NotTo(HaveOccurred())
-	GinkgoWriter.Printf("envtest assets: %s\n", assets)
-	// envtest looks KUBEBUILDER_ASSETS up before BinaryAssetsDirectory and takes
-	// a set-but-empty value as the directory "" (then searches $PATH), so make
-	// the environment agree with what we found.
-	Expect(os.Setenv(envtestassets.EnvVar, assets)).To(Succeed())
-
-	testEnv = &envtest.Environment{
-		BinaryAssetsDirectory: assets,
-		// No CRDs yet; when the API types exist, add CRDDirectoryPaths here.
-		ErrorIfCRDPathMissing: true,
-	}
-	cfg, err = testEnv.Start()
-	Expect(err).NotTo(HaveOccurred())
+	GinkgoWriter.Printf("envtest assets: %s\n", testEnv.Assets)
+	cfg, k8sClient = testEnv.Config, testEnv.Client
 	Expect(cfg).NotTo(BeNil())
-
-	k8sClient, err = client.New(cfg, client.Options{Scheme: scheme.Scheme})
-	Expect(err).NotTo(HaveOccurred())
 })
 
 var _ = AfterSuite(func() {
-	if testEnv != nil {
-		Expect(testEnv.Stop()).To(Succeed())
-	}
+	Expect(testEnv.Stop()).To(Succeed())
 })

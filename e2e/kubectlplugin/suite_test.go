@@ -15,8 +15,6 @@
 package kubectlplugin_test
 
 import (
-	"context"
-	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -24,15 +22,11 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	"k8s.io/apimachinery/pkg/runtime"
-	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/distcache/distcache/controllers"
-	"github.com/distcache/distcache/internal/testutil/envtestassets"
+	"github.com/distcache/distcache/internal/testutil/kubetest"
 	"github.com/distcache/distcache/internal/testutil/repo"
 )
 
@@ -44,14 +38,13 @@ const (
 )
 
 var (
-	testEnv       *envtest.Environment
+	testEnv       *kubetest.Env
 	k8sClient     client.Client
 	scheme        = runtime.NewScheme()
 	kubeconfigDir string
 	// adminKubeconfig is a kubeconfig file of a system:masters user.
 	adminKubeconfig string
-	cancel          context.CancelFunc
-	mgrDone         chan error
+	operator        *kubetest.Manager
 )
 
 func TestKubectlPlugin(t *testing.T) {
@@ -67,61 +60,34 @@ var _ = BeforeSuite(func() {
 
 	root, err := repo.Root()
 	Expect(err).NotTo(HaveOccurred())
-	assets, err := envtestassets.Path()
+	testEnv, err = kubetest.Start(scheme, filepath.Join(root, "config", "crd", "bases"))
 	Expect(err).NotTo(HaveOccurred())
-	Expect(os.Setenv(envtestassets.EnvVar, assets)).To(Succeed())
-	testEnv = &envtest.Environment{
-		BinaryAssetsDirectory: assets,
-		CRDDirectoryPaths:     []string{filepath.Join(root, "config", "crd", "bases")},
-		ErrorIfCRDPathMissing: true,
-	}
-	cfg, err := testEnv.Start()
-	Expect(err).NotTo(HaveOccurred())
-	k8sClient, err = client.New(cfg, client.Options{Scheme: scheme})
-	Expect(err).NotTo(HaveOccurred())
+	k8sClient = testEnv.Client
 
 	kubeconfigDir = GinkgoT().TempDir()
 	adminKubeconfig = userKubeconfig("plugin-admin", "system:masters")
 
-	byObject, err := controllers.ManagerCacheOptions(cfg)
+	byObject, err := controllers.ManagerCacheOptions(testEnv.Config)
 	Expect(err).NotTo(HaveOccurred())
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Scheme:  scheme,
-		Metrics: metricsserver.Options{BindAddress: "0"},
-		Cache:   cache.Options{ByObject: byObject},
+	operator, err = kubetest.StartManager(testEnv.Config, scheme, byObject, controllers.Options{
+		CacheNodeImage: testImage, DrainGrace: time.Second, Version: operatorVersion,
 	})
 	Expect(err).NotTo(HaveOccurred())
-	Expect(controllers.SetupWithManager(mgr, controllers.Options{
-		CacheNodeImage: testImage, DrainGrace: time.Second, Version: operatorVersion,
-	})).To(Succeed())
-	var ctx context.Context
-	ctx, cancel = context.WithCancel(context.Background())
-	mgrDone = make(chan error, 1)
-	go func() {
-		defer GinkgoRecover()
-		mgrDone <- mgr.Start(ctx)
-	}()
 })
 
 var _ = AfterSuite(func() {
-	if cancel != nil {
-		cancel()
-		Eventually(mgrDone).Should(Receive(BeNil()))
+	if operator != nil {
+		operator.Stop()
+		Eventually(operator.Done()).Should(Receive(BeNil()))
 	}
-	if testEnv != nil {
-		Expect(testEnv.Stop()).To(Succeed())
-	}
+	Expect(testEnv.Stop()).To(Succeed())
 })
 
 // userKubeconfig provisions a user authenticated by a client certificate
 // (CN name, O groups) and writes a kubeconfig file for it.
 func userKubeconfig(name string, groups ...string) string {
 	GinkgoHelper()
-	user, err := testEnv.AddUser(envtest.User{Name: name, Groups: groups}, nil)
+	path, err := testEnv.Kubeconfig(kubeconfigDir, name, groups...)
 	Expect(err).NotTo(HaveOccurred())
-	data, err := user.KubeConfig()
-	Expect(err).NotTo(HaveOccurred())
-	path := filepath.Join(kubeconfigDir, name+".kubeconfig")
-	Expect(os.WriteFile(path, data, 0o600)).To(Succeed())
 	return path
 }

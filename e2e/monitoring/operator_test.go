@@ -27,17 +27,14 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
-	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	cachev1alpha1 "github.com/distcache/distcache/api/v1alpha1"
 	"github.com/distcache/distcache/controllers"
 	"github.com/distcache/distcache/internal/monitoring"
-	"github.com/distcache/distcache/internal/testutil/envtestassets"
+	"github.com/distcache/distcache/internal/testutil/kubetest"
 	"github.com/distcache/distcache/internal/testutil/repo"
 )
 
@@ -45,12 +42,11 @@ import (
 // kube-apiserver that at first has no prometheus-operator CRDs, as many
 // clusters do; the specs install them later.
 var (
-	testEnv   *envtest.Environment
+	testEnv   *kubetest.Env
 	restCfg   *rest.Config
 	k8sClient client.Client
 	scheme    = runtime.NewScheme()
-	stopMgr   context.CancelFunc
-	mgrDone   chan error
+	operator  *kubetest.Manager
 	// operatorMetrics is the registry the operator's own metrics go to
 	// (controller-runtime's in main.go).
 	operatorMetrics = prometheus.NewRegistry()
@@ -97,17 +93,9 @@ var _ = BeforeSuite(func() {
 
 	root, err := repo.Root()
 	Expect(err).NotTo(HaveOccurred())
-	assets, err := envtestassets.Path()
+	testEnv, err = kubetest.Start(scheme, filepath.Join(root, "config", "crd", "bases"))
 	Expect(err).NotTo(HaveOccurred())
-	testEnv = &envtest.Environment{
-		BinaryAssetsDirectory: assets,
-		CRDDirectoryPaths:     []string{filepath.Join(root, "config", "crd", "bases")},
-		ErrorIfCRDPathMissing: true,
-	}
-	restCfg, err = testEnv.Start()
-	Expect(err).NotTo(HaveOccurred())
-	k8sClient, err = client.New(restCfg, client.Options{Scheme: scheme})
-	Expect(err).NotTo(HaveOccurred())
+	restCfg, k8sClient = testEnv.Config, testEnv.Client
 
 	// As main.go: cache options for the monitoring kinds installed at start
 	// (none here).
@@ -118,31 +106,17 @@ var _ = BeforeSuite(func() {
 	for obj, opts := range monitoringCache {
 		byObject[obj] = opts
 	}
-	mgr, err := ctrl.NewManager(restCfg, ctrl.Options{
-		Scheme:  scheme,
-		Metrics: metricsserver.Options{BindAddress: "0"},
-		Cache:   cache.Options{ByObject: byObject},
-	})
+	operator, err = kubetest.StartManager(restCfg, scheme, byObject,
+		controllers.Options{CacheNodeImage: "example.com/cachenode:test", Metrics: operatorMetrics})
 	Expect(err).NotTo(HaveOccurred())
-	Expect(controllers.SetupWithManager(mgr, controllers.Options{CacheNodeImage: "example.com/cachenode:test", Metrics: operatorMetrics})).To(Succeed())
-
-	var ctx context.Context
-	ctx, stopMgr = context.WithCancel(context.Background())
-	mgrDone = make(chan error, 1)
-	go func() {
-		defer GinkgoRecover()
-		mgrDone <- mgr.Start(ctx)
-	}()
 })
 
 var _ = AfterSuite(func() {
-	if stopMgr != nil {
-		stopMgr()
-		Eventually(mgrDone).Should(Receive(BeNil()))
+	if operator != nil {
+		operator.Stop()
+		Eventually(operator.Done()).Should(Receive(BeNil()))
 	}
-	if testEnv != nil {
-		Expect(testEnv.Stop()).To(Succeed())
-	}
+	Expect(testEnv.Stop()).To(Succeed())
 })
 
 func objKey(ns, name string) client.ObjectKey { return client.ObjectKey{Namespace: ns, Name: name} }

@@ -12,8 +12,6 @@
 package operator_test
 
 import (
-	"context"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -27,16 +25,12 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
-	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	cachev1alpha1 "github.com/distcache/distcache/api/v1alpha1"
 	"github.com/distcache/distcache/controllers"
-	"github.com/distcache/distcache/internal/testutil/envtestassets"
+	"github.com/distcache/distcache/internal/testutil/kubetest"
 	"github.com/distcache/distcache/internal/testutil/repo"
 )
 
@@ -54,13 +48,12 @@ var (
 	// clock is the reconcilers' clock; specs move it forward to reach
 	// certificate renewal.
 	clock     = &testClock{}
-	testEnv   *envtest.Environment
+	testEnv   *kubetest.Env
 	k8sClient client.Client
 	// restCfg is the admin's configuration of the API server.
-	restCfg *rest.Config
-	scheme  = runtime.NewScheme()
-	cancel  context.CancelFunc
-	mgrDone chan error
+	restCfg  *rest.Config
+	scheme   = runtime.NewScheme()
+	operator *kubetest.Manager
 )
 
 func TestOperator(t *testing.T) {
@@ -78,51 +71,26 @@ var _ = BeforeSuite(func() {
 
 	root, err := repo.Root()
 	Expect(err).NotTo(HaveOccurred())
-	assets, err := envtestassets.Path()
-	Expect(err).NotTo(HaveOccurred())
-	Expect(os.Setenv(envtestassets.EnvVar, assets)).To(Succeed())
 	// cert-manager's CRDs (not its controller): the specs check the
 	// Certificates the operator writes in cert-manager mode.
 	out, err := exec.Command(filepath.Join(root, "hack", "cert-manager-crds.sh")).Output()
 	Expect(err).NotTo(HaveOccurred(), "hack/cert-manager-crds.sh")
-	testEnv = &envtest.Environment{
-		BinaryAssetsDirectory: assets,
-		CRDDirectoryPaths:     []string{filepath.Join(root, "config", "crd", "bases"), strings.TrimSpace(string(out))},
-		ErrorIfCRDPathMissing: true,
-	}
-	cfg, err := testEnv.Start()
+	testEnv, err = kubetest.Start(scheme, filepath.Join(root, "config", "crd", "bases"), strings.TrimSpace(string(out)))
 	Expect(err).NotTo(HaveOccurred())
-	restCfg = cfg
-	k8sClient, err = client.New(cfg, client.Options{Scheme: scheme})
-	Expect(err).NotTo(HaveOccurred())
+	restCfg, k8sClient = testEnv.Config, testEnv.Client
 
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Scheme:  scheme,
-		Metrics: metricsserver.Options{BindAddress: "0"},
-		Cache:   cache.Options{ByObject: controllers.CacheOptions()},
+	operator, err = kubetest.StartManager(restCfg, scheme, controllers.CacheOptions(), controllers.Options{
+		CacheNodeImage: testImage, DrainGrace: drainGrace, Now: clock.Now, Version: operatorVersion,
 	})
 	Expect(err).NotTo(HaveOccurred())
-	Expect(controllers.SetupWithManager(mgr, controllers.Options{
-		CacheNodeImage: testImage, DrainGrace: drainGrace, Now: clock.Now, Version: operatorVersion,
-	})).To(Succeed())
-
-	var ctx context.Context
-	ctx, cancel = context.WithCancel(context.Background())
-	mgrDone = make(chan error, 1)
-	go func() {
-		defer GinkgoRecover()
-		mgrDone <- mgr.Start(ctx)
-	}()
 })
 
 var _ = AfterSuite(func() {
-	if cancel != nil {
-		cancel()
-		Eventually(mgrDone).Should(Receive(BeNil()))
+	if operator != nil {
+		operator.Stop()
+		Eventually(operator.Done()).Should(Receive(BeNil()))
 	}
-	if testEnv != nil {
-		Expect(testEnv.Stop()).To(Succeed())
-	}
+	Expect(testEnv.Stop()).To(Succeed())
 })
 
 // testClock is time.Now plus an offset the specs can move forward.

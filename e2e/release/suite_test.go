@@ -33,10 +33,9 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
-	"github.com/distcache/distcache/internal/testutil/envtestassets"
+	"github.com/distcache/distcache/internal/testutil/kubetest"
 	"github.com/distcache/distcache/internal/testutil/repo"
 )
 
@@ -48,7 +47,7 @@ const (
 )
 
 var (
-	testEnv    *envtest.Environment
+	testEnv    *kubetest.Env
 	k8sClient  client.Client
 	scheme     = runtime.NewScheme()
 	root       string // repository root
@@ -72,41 +71,25 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 	var err error
 	root, err = repo.Root()
 	Expect(err).NotTo(HaveOccurred())
-	assets, err := envtestassets.Path()
-	Expect(err).NotTo(HaveOccurred())
-	Expect(os.Setenv(envtestassets.EnvVar, assets)).To(Succeed())
-	kubectlBin = filepath.Join(assets, "kubectl")
-
 	run(ctx, nil, filepath.Join(root, "hack", "build-go-tool.sh"), "helm")
 	helmBin = filepath.Join(root, "bin", "helm")
 
 	// The ServiceMonitor CRD is the prometheus-operator's own, for the
 	// chart's prometheus.enabled; the distcache CRDs come from the chart.
 	crds := strings.TrimSpace(run(ctx, nil, filepath.Join(root, "hack", "prometheus-operator-crds.sh")))
-	testEnv = &envtest.Environment{
-		BinaryAssetsDirectory: assets,
-		CRDDirectoryPaths:     []string{crds},
-		ErrorIfCRDPathMissing: true,
-	}
-	cfg, err := testEnv.Start()
+	testEnv, err = kubetest.Start(scheme, crds)
 	Expect(err).NotTo(HaveOccurred())
-	k8sClient, err = client.New(cfg, client.Options{Scheme: scheme})
-	Expect(err).NotTo(HaveOccurred())
+	k8sClient = testEnv.Client
+	kubectlBin = filepath.Join(testEnv.Assets, "kubectl")
 
 	workDir, err = os.MkdirTemp("", "release-e2e-")
 	Expect(err).NotTo(HaveOccurred())
-	user, err := testEnv.AddUser(envtest.User{Name: "admin", Groups: []string{"system:masters"}}, nil)
+	kubeconfig, err = testEnv.Kubeconfig(workDir, "admin", "system:masters")
 	Expect(err).NotTo(HaveOccurred())
-	data, err := user.KubeConfig()
-	Expect(err).NotTo(HaveOccurred())
-	kubeconfig = filepath.Join(workDir, "admin.kubeconfig")
-	Expect(os.WriteFile(kubeconfig, data, 0o600)).To(Succeed())
 }, NodeTimeout(10*time.Minute))
 
 var _ = AfterSuite(func() {
-	if testEnv != nil {
-		Expect(testEnv.Stop()).To(Succeed())
-	}
+	Expect(testEnv.Stop()).To(Succeed())
 	if workDir != "" {
 		Expect(os.RemoveAll(workDir)).To(Succeed())
 	}
