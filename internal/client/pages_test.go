@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/distcache/distcache/internal/client"
+	"github.com/distcache/distcache/internal/testutil"
 	"github.com/distcache/distcache/internal/testutil/nodecluster"
 )
 
@@ -56,7 +57,7 @@ func TestPagesSmallerThanChunks(t *testing.T) {
 	if !cached(5) {
 		t.Fatal("page 5 is not in the page cache after a read in it")
 	}
-	waitFor(t, "the page's bytes counted", func() bool { return responseBytes(c)-before >= ps })
+	testutil.WaitFor(t, "the page's bytes counted", func() bool { return responseBytes(c)-before >= ps })
 	if got, n := responseBytes(c)-before, chunkRequests(c)-reqs; got != ps || n != 1 {
 		t.Fatalf("a 100-byte read made %v chunk requests for %v bytes, want 1 for %d (one page)", n, got, ps)
 	}
@@ -91,7 +92,7 @@ func TestPagesSmallerThanChunks(t *testing.T) {
 		read(off, min(ps/2, int64(len(data))-off))
 	}
 	pages := (int64(len(data)) + ps - 1) / ps
-	waitFor(t, "every page in the page cache", func() bool {
+	testutil.WaitFor(t, "every page in the page cache", func() bool {
 		for p := range pages {
 			if !cached(p) {
 				return false
@@ -141,11 +142,11 @@ func TestPageBytesThatDoNotDivideTheChunkSize(t *testing.T) {
 	if !bytes.Equal(p, data[cs+5:cs+15]) {
 		t.Fatal("read differs")
 	}
-	waitFor(t, "chunk 1 in the page cache", func() bool {
+	testutil.WaitFor(t, "chunk 1 in the page cache", func() bool {
 		_, ok, err := cl.View(ctx, "bucket-a", "w.bin", m, cs, 1)
 		return ok && err == nil
 	})
-	waitFor(t, "the fill's bytes counted", func() bool { return responseBytes(c)-before >= 10+cs })
+	testutil.WaitFor(t, "the fill's bytes counted", func() bool { return responseBytes(c)-before >= 10+cs })
 	if got := responseBytes(c) - before; got != 10+cs {
 		t.Fatalf("a 10-byte read sent %v bytes, want %d (the bytes and the whole chunk)", got, 10+cs)
 	}
@@ -234,7 +235,7 @@ func TestPagesReusedAfterEviction(t *testing.T) {
 		t.Fatalf("%v page fills, %d of them in fresh memory: the pool's 10 buffers were not reused", fills, refused)
 	}
 	// Fills behind the reads (and read-ahead) may still be running.
-	waitFor(t, "the fills in flight", func() bool { return cl.FillsInFlight() == 0 })
+	testutil.WaitFor(t, "the fills in flight", func() bool { return cl.FillsInFlight() == 0 })
 	cl.DropPages()
 	if inUse, _, _ := cl.PagePool(); inUse != 0 {
 		t.Fatalf("%d page buffers still held with the cache empty and no reader: a hold was never released", inUse)

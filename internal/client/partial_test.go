@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/distcache/distcache/internal/client"
+	"github.com/distcache/distcache/internal/testutil"
 	"github.com/distcache/distcache/internal/testutil/nodecluster"
 )
 
@@ -83,7 +84,7 @@ func TestSmallReadDoesNotWaitForTheWholeChunk(t *testing.T) {
 	}
 	// The background fetch starts on its own goroutine (and may first
 	// fault in a block of the page pool): wait for it to reach the gate.
-	waitFor(t, "the whole-chunk fetch behind the read", func() bool { whole, _ := g.counts(); return whole >= 1 })
+	testutil.WaitFor(t, "the whole-chunk fetch behind the read", func() bool { whole, _ := g.counts(); return whole >= 1 })
 	if whole, ranged := g.counts(); ranged != 1 || whole != 1 {
 		t.Fatalf("chunk requests: %d whole, %d ranged; want the ranged read and one whole fetch in the background", whole, ranged)
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/distcache/distcache/internal/client"
+	"github.com/distcache/distcache/internal/testutil"
 	"github.com/distcache/distcache/internal/testutil/nodecluster"
 )
 
@@ -62,7 +63,7 @@ func TestReadAheadAcrossSeparateReads(t *testing.T) {
 	// What was read ahead and filled behind the reads ends up in the page
 	// cache: once every chunk is there, reading the whole object again
 	// costs no node request.
-	waitFor(t, "every chunk in the page cache", func() bool {
+	testutil.WaitFor(t, "every chunk in the page cache", func() bool {
 		for idx := int64(0); idx < 12; idx++ {
 			v, ok, err := cl.View(ctx, "bucket-a", "column.bin", m, idx*cs, 10)
 			if !ok || err != nil {
@@ -81,18 +82,6 @@ func TestReadAheadAcrossSeparateReads(t *testing.T) {
 	}
 	if n := chunkRequests(c) - before; n != 0 {
 		t.Fatalf("re-read made %v chunk requests, want 0", n)
-	}
-}
-
-// waitFor polls cond for up to a minute.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(time.Minute)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
 	}
 }
 

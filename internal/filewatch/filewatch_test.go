@@ -12,11 +12,9 @@ import (
 	"sync"
 	"testing"
 	"time"
-)
 
-// waitTimeout bounds every wait. It is generous on purpose: tests wait for
-// behaviour and never assert on timing.
-const waitTimeout = 20 * time.Second
+	"github.com/distcache/distcache/internal/testutil"
+)
 
 // errInvalid is what recorder's Apply returns for content starting with
 // "invalid".
@@ -100,18 +98,6 @@ func renameOver(t *testing.T, path, content string) {
 	}
 }
 
-// waitFor polls cond until it holds or waitTimeout passes.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(waitTimeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 // start runs a Watcher of path until stop is called or the test ends; stop
 // returns once Run has returned.
 func start(t *testing.T, path string, opts Options) (w *Watcher, stop func()) {
@@ -130,7 +116,7 @@ func start(t *testing.T, path string, opts Options) (w *Watcher, stop func()) {
 		cancel()
 		select {
 		case <-done:
-		case <-time.After(waitTimeout):
+		case <-time.After(testutil.WaitTimeout):
 			t.Error("Run did not return after its context was canceled")
 		}
 	}
@@ -149,7 +135,7 @@ func watchV1(t *testing.T, resync time.Duration) (path string, r *recorder, w *W
 	opts := r.options()
 	opts.Resync = resync
 	w, stop = start(t, path, opts)
-	waitFor(t, "the initial read", r.is("v1"))
+	testutil.WaitFor(t, "the initial read", r.is("v1"))
 	return path, r, w, stop
 }
 
@@ -157,7 +143,7 @@ func TestInPlaceRewrite(t *testing.T) {
 	path, r, _, _ := watchV1(t, 0)
 
 	writeFile(t, path, "v2")
-	waitFor(t, "v2", r.is("v2"))
+	testutil.WaitFor(t, "v2", r.is("v2"))
 }
 
 func TestRenameOver(t *testing.T) {
@@ -165,7 +151,7 @@ func TestRenameOver(t *testing.T) {
 
 	for _, content := range []string{"v2", "v3"} {
 		renameOver(t, path, content)
-		waitFor(t, content, r.is(content))
+		testutil.WaitFor(t, content, r.is(content))
 	}
 }
 
@@ -214,12 +200,12 @@ func TestKubernetesSymlinkSwap(t *testing.T) {
 	k.publish(map[string]string{"f": "v1", "other": "x"})
 	var r recorder
 	start(t, filepath.Join(k.dir, "f"), r.options())
-	waitFor(t, "the initial read", r.is("v1"))
+	testutil.WaitFor(t, "the initial read", r.is("v1"))
 
 	for i, other := range []string{"x", "y", "z"} {
 		content := fmt.Sprintf("v%d", i+2)
 		k.publish(map[string]string{"f": content, "other": other})
-		waitFor(t, content, r.is(content))
+		testutil.WaitFor(t, content, r.is(content))
 	}
 	if got := r.appliedList(); !slices.Equal(got, []string{"v1", "v2", "v3", "v4"}) {
 		t.Errorf("applied %q", got)
@@ -269,7 +255,7 @@ func TestRunSkipsUnchangedContent(t *testing.T) {
 	renameOver(t, path, "v1")
 	// A failing content, to see that the file has been re-read since.
 	renameOver(t, path, "invalid")
-	waitFor(t, "the invalid content to be reported", func() bool { return len(r.errors()) == 1 })
+	testutil.WaitFor(t, "the invalid content to be reported", func() bool { return len(r.errors()) == 1 })
 	if got := r.appliedList(); !slices.Equal(got, []string{"v1"}) {
 		t.Errorf("applied %q, want v1 once", got)
 	}
@@ -281,7 +267,7 @@ func TestFailuresReportedOnce(t *testing.T) {
 	renameOver(t, path, "invalid 1")
 	// Failed content is handed again at each re-read, reported once.
 	tried := r.triedCount()
-	waitFor(t, "re-reads of the invalid content", func() bool { return r.triedCount() >= tried+5 })
+	testutil.WaitFor(t, "re-reads of the invalid content", func() bool { return r.triedCount() >= tried+5 })
 	if errs := r.errors(); len(errs) != 1 || !errors.Is(errs[0], errInvalid) {
 		t.Fatalf("errors %v, want one errInvalid", errs)
 	}
@@ -289,17 +275,17 @@ func TestFailuresReportedOnce(t *testing.T) {
 	if err := os.Remove(path); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the missing file to be reported", func() bool { return len(r.errors()) == 2 })
+	testutil.WaitFor(t, "the missing file to be reported", func() bool { return len(r.errors()) == 2 })
 	if err := r.errors()[1]; !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("read failure reported as %v", err)
 	}
 
 	// The same failure again after another one: reported again.
 	renameOver(t, path, "invalid 1")
-	waitFor(t, "the invalid content to be reported again", func() bool { return len(r.errors()) == 3 })
+	testutil.WaitFor(t, "the invalid content to be reported again", func() bool { return len(r.errors()) == 3 })
 
 	renameOver(t, path, "v2")
-	waitFor(t, "v2", r.is("v2"))
+	testutil.WaitFor(t, "v2", r.is("v2"))
 	if got := r.appliedList(); !slices.Equal(got, []string{"v1", "v2"}) {
 		t.Errorf("applied %q", got)
 	}

@@ -15,7 +15,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -26,13 +25,10 @@ import (
 
 	"github.com/distcache/distcache/internal/ring"
 	"github.com/distcache/distcache/internal/tenancy"
+	"github.com/distcache/distcache/internal/testutil"
 	"github.com/distcache/distcache/internal/testutil/envtestassets"
 	"github.com/distcache/distcache/internal/testutil/logbuf"
 )
-
-// waitTimeout bounds every wait: generous, the tests check behaviour and
-// never timing.
-const waitTimeout = 60 * time.Second
 
 // The tests share one real kube-apiserver (envtest), started by the first
 // test that needs it and stopped by TestMain.
@@ -136,17 +132,6 @@ func ringDoc(t *testing.T, epoch int64, n int) string {
 	return string(b)
 }
 
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(waitTimeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", waitTimeout, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 func epoch(h *ring.Holder) int64 {
 	if r := h.Load(); r != nil {
 		return r.Epoch()
@@ -184,20 +169,6 @@ func TestParseRef(t *testing.T) {
 	}
 }
 
-// recordHandler is a slog.Handler that hands each record to record while
-// it is being written.
-type recordHandler struct{ record func(slog.Record) }
-
-func (h recordHandler) Enabled(context.Context, slog.Level) bool { return true }
-
-func (h recordHandler) Handle(_ context.Context, r slog.Record) error {
-	h.record(r)
-	return nil
-}
-
-func (h recordHandler) WithAttrs([]slog.Attr) slog.Handler { return h }
-func (h recordHandler) WithGroup(string) slog.Handler      { return h }
-
 // A value handed over is counted after its log line is written, so that
 // whoever sees Updates move can read the line (issue 22). The informer is
 // left out: update is called as its handler would call it.
@@ -212,7 +183,7 @@ func TestUpdateCountedAfterItsLogLine(t *testing.T) {
 		delivered: make(chan struct{}),
 	}
 	var lines []string // each line logged, with the counts while it was written
-	w.logger = slog.New(recordHandler{func(r slog.Record) {
+	w.logger = slog.New(logbuf.RecordHandler{Record: func(r slog.Record) {
 		ok, failed := w.Updates()
 		lines = append(lines, fmt.Sprintf("%s: ok=%d failed=%d", r.Message, ok, failed))
 	}})
@@ -264,7 +235,7 @@ func TestRingFollowsConfigMap(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the first delivery", func() bool {
+	testutil.WaitFor(t, "the first delivery", func() bool {
 		select {
 		case <-w.Delivered():
 		default:
@@ -287,13 +258,13 @@ func TestRingFollowsConfigMap(t *testing.T) {
 		}
 	}
 	update(ringDoc(t, 2, 4))
-	waitFor(t, "epoch 2 in force", func() bool { return epoch(h) == 2 })
+	testutil.WaitFor(t, "epoch 2 in force", func() bool { return epoch(h) == 2 })
 	if n := len(h.Load().Members()); n != 4 {
 		t.Fatalf("ring in force has %d members, want 4", n)
 	}
 
 	update(`{"epoch": 3, "members": "truncated`)
-	waitFor(t, "the invalid document to be refused", func() bool { _, failed := w.Updates(); return failed == 1 })
+	testutil.WaitFor(t, "the invalid document to be refused", func() bool { _, failed := w.Updates(); return failed == 1 })
 	if epoch(h) != 2 {
 		t.Fatalf("after an invalid document the epoch is %d, want 2", epoch(h))
 	}
@@ -302,7 +273,7 @@ func TestRingFollowsConfigMap(t *testing.T) {
 	}
 
 	update(ringDoc(t, 1, 2))
-	waitFor(t, "the stale document to be refused", func() bool { _, failed := w.Updates(); return failed == 2 })
+	testutil.WaitFor(t, "the stale document to be refused", func() bool { _, failed := w.Updates(); return failed == 2 })
 	if epoch(h) != 2 {
 		t.Fatalf("after a stale document the epoch is %d, want 2", epoch(h))
 	}
@@ -316,7 +287,7 @@ func TestRingFollowsConfigMap(t *testing.T) {
 	if err := cms.Delete(ctx, "cache-ring", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the deletion to be seen", func() bool { return strings.Contains(logs.String(), "watched object deleted") })
+	testutil.WaitFor(t, "the deletion to be seen", func() bool { return strings.Contains(logs.String(), "watched object deleted") })
 	if epoch(h) != 2 || len(h.Load().Members()) != 4 {
 		t.Fatalf("after the deletion the ring is epoch %d, want the last good one (2)", epoch(h))
 	}
@@ -330,7 +301,7 @@ func TestRingFollowsConfigMap(t *testing.T) {
 	}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the re-created ConfigMap's epoch 5 in force", func() bool { return epoch(h) == 5 })
+	testutil.WaitFor(t, "the re-created ConfigMap's epoch 5 in force", func() bool { return epoch(h) == 5 })
 	if strings.Contains(logs.String(), "forbidden") {
 		t.Errorf("the watch was refused by RBAC at some point:\n%s", logs.String())
 	}
@@ -378,7 +349,7 @@ func TestTenantsFollowSecret(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the first delivery", func() bool { ok, _ := w.Updates(); return ok == 1 })
+	testutil.WaitFor(t, "the first delivery", func() bool { ok, _ := w.Updates(); return ok == 1 })
 	if ok, failed := tenants.Reloads(); ok != 0 || failed != 0 {
 		t.Fatalf("the Secret equal to the file reloaded the tenants (ok=%d failed=%d)", ok, failed)
 	}
@@ -392,19 +363,19 @@ func TestTenantsFollowSecret(t *testing.T) {
 		}
 	}
 	set(map[string][]byte{"tenants.yaml": one})
-	waitFor(t, "beta to be removed", func() bool { return !has("beta") })
+	testutil.WaitFor(t, "beta to be removed", func() bool { return !has("beta") })
 	if !has("alpha") {
 		t.Fatal("alpha was removed too")
 	}
 
 	set(map[string][]byte{"tenants.yaml": []byte("tenants:\n  - name: alpha\n    buckets: [NOT_A_BUCKET]\n")})
-	waitFor(t, "the invalid version to be refused", func() bool { _, failed := w.Updates(); return failed == 1 })
+	testutil.WaitFor(t, "the invalid version to be refused", func() bool { _, failed := w.Updates(); return failed == 1 })
 	if _, failed := tenants.Reloads(); failed != 1 || !has("alpha") {
 		t.Fatalf("after an invalid version: %d failed reloads, alpha present %v; want 1, true", failed, has("alpha"))
 	}
 
 	set(map[string][]byte{"other.yaml": one})
-	waitFor(t, "the missing key to be refused", func() bool { _, failed := w.Updates(); return failed == 2 })
+	testutil.WaitFor(t, "the missing key to be refused", func() bool { _, failed := w.Updates(); return failed == 2 })
 	if !has("alpha") {
 		t.Fatal("a Secret without the key emptied the tenants")
 	}
@@ -412,7 +383,7 @@ func TestTenantsFollowSecret(t *testing.T) {
 	if err := secrets.Delete(ctx, "cache-tenants", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the deletion to be seen", func() bool { return strings.Contains(logs.String(), "watched object deleted") })
+	testutil.WaitFor(t, "the deletion to be seen", func() bool { return strings.Contains(logs.String(), "watched object deleted") })
 	if !has("alpha") || len(tenants.Current().Tenants) != 1 {
 		t.Fatalf("after the deletion the tenants are %+v, want alpha only", tenants.Current().Tenants)
 	}
@@ -439,7 +410,7 @@ func TestForbiddenObjectDeliversNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the refusal to be logged", func() bool { return strings.Contains(logs.String(), "forbidden") })
+	testutil.WaitFor(t, "the refusal to be logged", func() bool { return strings.Contains(logs.String(), "forbidden") })
 	applied.Lock()
 	defer applied.Unlock()
 	select {
@@ -483,7 +454,7 @@ func TestLostConnectionKeepsConfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "epoch 1 in force", func() bool { return epoch(h) == 1 })
+	testutil.WaitFor(t, "epoch 1 in force", func() bool { return epoch(h) == 1 })
 
 	relay.cut()
 	cm.Data["ring.json"] = ringDoc(t, 2, 4)
@@ -491,14 +462,14 @@ func TestLostConnectionKeepsConfig(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The watch breaks; client-go retries and fails while the relay refuses.
-	waitFor(t, "a failed reconnection", func() bool { return relay.refusedCount() >= 1 })
+	testutil.WaitFor(t, "a failed reconnection", func() bool { return relay.refusedCount() >= 1 })
 	if epoch(h) != 1 || h.Load() == nil {
 		t.Fatalf("while the API server is unreachable the epoch is %d, want 1", epoch(h))
 	}
 	relay.restore()
 	// The holder has the new ring as Apply takes it; the counters move
 	// when Apply returns.
-	waitFor(t, "the second update after reconnecting", func() bool { ok, failed := w.Updates(); return ok+failed == 2 })
+	testutil.WaitFor(t, "the second update after reconnecting", func() bool { ok, failed := w.Updates(); return ok+failed == 2 })
 	if epoch(h) != 2 {
 		t.Fatalf("after reconnecting the epoch is %d, want 2", epoch(h))
 	}

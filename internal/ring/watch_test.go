@@ -12,12 +12,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/distcache/distcache/internal/testutil"
 	"github.com/distcache/distcache/internal/testutil/logbuf"
 )
-
-// waitTimeout bounds every wait. It is generous on purpose: tests wait for
-// behaviour and never assert on timing.
-const waitTimeout = 20 * time.Second
 
 func TestHolder(t *testing.T) {
 	var h Holder
@@ -121,23 +118,11 @@ func startWatch(t *testing.T, path string, h *Holder) *logbuf.Buffer {
 			if err != nil {
 				t.Errorf("WatchFile returned %v", err)
 			}
-		case <-time.After(waitTimeout):
+		case <-time.After(testutil.WaitTimeout):
 			t.Error("WatchFile did not return after its context was canceled")
 		}
 	})
 	return logs
-}
-
-// waitFor polls cond until it holds or waitTimeout passes.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(waitTimeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
 }
 
 func epochIs(h *Holder, epoch int64) func() bool {
@@ -166,7 +151,7 @@ func TestWatchFileLoadsAndFollowsRenames(t *testing.T) {
 	writeFile(t, path, ringJSON(t, 1, 3))
 	var h Holder
 	startWatch(t, path, &h)
-	waitFor(t, "the initial load", epochIs(&h, 1))
+	testutil.WaitFor(t, "the initial load", epochIs(&h, 1))
 
 	for epoch := int64(2); epoch <= 3; epoch++ {
 		tmp := filepath.Join(dir, fmt.Sprintf(".ring.json.tmp%d", epoch))
@@ -174,7 +159,7 @@ func TestWatchFileLoadsAndFollowsRenames(t *testing.T) {
 		if err := os.Rename(tmp, path); err != nil {
 			t.Fatal(err)
 		}
-		waitFor(t, fmt.Sprintf("epoch %d", epoch), epochIs(&h, epoch))
+		testutil.WaitFor(t, fmt.Sprintf("epoch %d", epoch), epochIs(&h, epoch))
 		if n := len(h.Load().Members()); n != int(epoch)+2 {
 			t.Errorf("epoch %d has %d members, want %d", epoch, n, epoch+2)
 		}
@@ -182,7 +167,7 @@ func TestWatchFileLoadsAndFollowsRenames(t *testing.T) {
 
 	// In-place rewrite too.
 	writeFile(t, path, ringJSON(t, 4, 3))
-	waitFor(t, "epoch 4", epochIs(&h, 4))
+	testutil.WaitFor(t, "epoch 4", epochIs(&h, 4))
 }
 
 func TestWatchFileKeepsRingOnInvalidContent(t *testing.T) {
@@ -191,11 +176,11 @@ func TestWatchFileKeepsRingOnInvalidContent(t *testing.T) {
 	writeFile(t, path, ringJSON(t, 1, 3))
 	var h Holder
 	logs := startWatch(t, path, &h)
-	waitFor(t, "the initial load", epochIs(&h, 1))
+	testutil.WaitFor(t, "the initial load", epochIs(&h, 1))
 	before := h.Load()
 
 	writeFile(t, path, []byte(`{"epoch":2,"hash":{"algorithm":"rendezvous-xxhash64"},"members":[{"name":"cache-a-0","address":"a:1","weight":0}]}`))
-	waitFor(t, "the invalid file to be reported", func() bool { return strings.Contains(logs.String(), "ring file invalid") })
+	testutil.WaitFor(t, "the invalid file to be reported", func() bool { return strings.Contains(logs.String(), "ring file invalid") })
 	if h.Load() != before {
 		t.Errorf("ring replaced by an invalid file: epoch %d", h.Load().Epoch())
 	}
@@ -206,13 +191,13 @@ func TestWatchFileKeepsRingOnInvalidContent(t *testing.T) {
 	if err := os.Remove(path); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the missing file to be reported", func() bool { return strings.Contains(logs.String(), "ring file unreadable") })
+	testutil.WaitFor(t, "the missing file to be reported", func() bool { return strings.Contains(logs.String(), "ring file unreadable") })
 	if h.Load() != before {
 		t.Error("ring replaced after the file was removed")
 	}
 
 	writeFile(t, path, ringJSON(t, 2, 4))
-	waitFor(t, "epoch 2", epochIs(&h, 2))
+	testutil.WaitFor(t, "epoch 2", epochIs(&h, 2))
 }
 
 func TestWatchFileIgnoresEpochRegression(t *testing.T) {
@@ -221,7 +206,7 @@ func TestWatchFileIgnoresEpochRegression(t *testing.T) {
 	writeFile(t, path, ringJSON(t, 5, 3))
 	var h Holder
 	logs := startWatch(t, path, &h)
-	waitFor(t, "the initial load", epochIs(&h, 5))
+	testutil.WaitFor(t, "the initial load", epochIs(&h, 5))
 	inForce := h.Load()
 	ignored := func(n int) func() bool {
 		return func() bool { return strings.Count(logs.String(), "is not higher than the ring in force") == n }
@@ -229,10 +214,10 @@ func TestWatchFileIgnoresEpochRegression(t *testing.T) {
 
 	// A lower epoch.
 	writeFile(t, path, ringJSON(t, 4, 6))
-	waitFor(t, "epoch 4 to be ignored", ignored(1))
+	testutil.WaitFor(t, "epoch 4 to be ignored", ignored(1))
 	// The same epoch with other members.
 	writeFile(t, path, ringJSON(t, 5, 7))
-	waitFor(t, "a different epoch 5 to be ignored", ignored(2))
+	testutil.WaitFor(t, "a different epoch 5 to be ignored", ignored(2))
 	if h.Load() != inForce {
 		t.Fatalf("ring replaced by epoch %d with %d members", h.Load().Epoch(), len(h.Load().Members()))
 	}
@@ -247,14 +232,14 @@ func TestWatchFileIgnoresEpochRegression(t *testing.T) {
 		t.Fatal(err)
 	}
 	writeFile(t, path, data)
-	waitFor(t, "the rewrite to be seen", func() bool { return strings.Contains(logs.String(), "ring file rewritten with the ring in force") })
+	testutil.WaitFor(t, "the rewrite to be seen", func() bool { return strings.Contains(logs.String(), "ring file rewritten with the ring in force") })
 	if !ignored(2)() || h.Load() != inForce {
 		t.Errorf("the ring in force rewritten was reported as a regression or replaced the ring: %s", logs.String())
 	}
 
 	// A higher epoch is taken.
 	writeFile(t, path, ringJSON(t, 6, 4))
-	waitFor(t, "epoch 6", epochIs(&h, 6))
+	testutil.WaitFor(t, "epoch 6", epochIs(&h, 6))
 }
 
 func TestWatchFileBadDirectory(t *testing.T) {

@@ -1,7 +1,6 @@
 package tenancy
 
 import (
-	"context"
 	"fmt"
 	"log/slog"
 	"os"
@@ -13,12 +12,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/distcache/distcache/internal/testutil"
 	"github.com/distcache/distcache/internal/testutil/logbuf"
 )
-
-// waitTimeout bounds every wait. It is generous on purpose: tests wait for
-// behaviour and never assert on timing.
-const waitTimeout = 20 * time.Second
 
 func tenantsYAML(names ...string) []byte {
 	var b strings.Builder
@@ -52,18 +48,6 @@ func hasTenant(w *Watcher, name string) bool {
 	return ok
 }
 
-// waitFor polls cond until it holds or waitTimeout passes.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(waitTimeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 func TestWatchInitialLoad(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "tenants.yaml")
@@ -95,10 +79,10 @@ func TestWatchInPlaceRewrite(t *testing.T) {
 	w, _ := startWatcher(t, path)
 
 	writeFile(t, path, tenantsYAML("a", "b"))
-	waitFor(t, "tenant b", func() bool { return hasTenant(w, "b") })
+	testutil.WaitFor(t, "tenant b", func() bool { return hasTenant(w, "b") })
 	select {
 	case <-w.Changed():
-	case <-time.After(waitTimeout):
+	case <-time.After(testutil.WaitTimeout):
 		t.Error("no Changed notification")
 	}
 	if ok, failed := w.Reloads(); ok == 0 || failed != 0 {
@@ -118,7 +102,7 @@ func TestWatchRenameOver(t *testing.T) {
 		if err := os.Rename(tmp, path); err != nil {
 			t.Fatal(err)
 		}
-		waitFor(t, "tenant "+names[0], func() bool { return hasTenant(w, names[0]) })
+		testutil.WaitFor(t, "tenant "+names[0], func() bool { return hasTenant(w, names[0]) })
 		if hasTenant(w, "a") {
 			t.Error("tenant a still present after being removed")
 		}
@@ -136,7 +120,7 @@ func TestWatchInvalidReloadKeepsPrevious(t *testing.T) {
 	writeFile(t, path, []byte("tenants:\n  - name: b\n    buckets: [bkt]\n    quota: 1\n"))
 	// A failure is counted after it is logged, so the log can be read as
 	// soon as the count moves.
-	waitFor(t, "a failed reload", func() bool { _, failed := w.Reloads(); return failed >= 1 })
+	testutil.WaitFor(t, "a failed reload", func() bool { _, failed := w.Reloads(); return failed >= 1 })
 	if w.Current() != before {
 		t.Errorf("config replaced by an invalid file: %+v", w.Current())
 	}
@@ -148,7 +132,7 @@ func TestWatchInvalidReloadKeepsPrevious(t *testing.T) {
 	if err := os.Remove(path); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "a second failed reload", func() bool { _, failed := w.Reloads(); return failed >= 2 })
+	testutil.WaitFor(t, "a second failed reload", func() bool { _, failed := w.Reloads(); return failed >= 2 })
 	if w.Current() != before {
 		t.Errorf("config replaced after the file was removed: %+v", w.Current())
 	}
@@ -156,7 +140,7 @@ func TestWatchInvalidReloadKeepsPrevious(t *testing.T) {
 	// A valid file is picked up again. The count moves after the swap, so
 	// wait for the count: Current must have tenant c by then.
 	writeFile(t, path, tenantsYAML("c"))
-	waitFor(t, "a successful reload", func() bool { ok, _ := w.Reloads(); return ok >= 1 })
+	testutil.WaitFor(t, "a successful reload", func() bool { ok, _ := w.Reloads(); return ok >= 1 })
 	if !hasTenant(w, "c") {
 		t.Errorf("counted a reload but Current() = %+v, want tenant c", w.Current())
 	}
@@ -164,20 +148,6 @@ func TestWatchInvalidReloadKeepsPrevious(t *testing.T) {
 		t.Errorf("ok reloads = %d, want 1", ok)
 	}
 }
-
-// recordHandler is a slog.Handler that hands each record to record while
-// it is being written.
-type recordHandler struct{ record func(slog.Record) }
-
-func (h recordHandler) Enabled(context.Context, slog.Level) bool { return true }
-
-func (h recordHandler) Handle(_ context.Context, r slog.Record) error {
-	h.record(r)
-	return nil
-}
-
-func (h recordHandler) WithAttrs([]slog.Attr) slog.Handler { return h }
-func (h recordHandler) WithGroup(string) slog.Handler      { return h }
 
 // A reload is counted after its effects: while its log line is written the
 // count has not moved yet, and a successful reload is already in Current.
@@ -192,7 +162,7 @@ func TestReloadCountedAfterItsEffects(t *testing.T) {
 		mu      sync.Mutex
 		lines   []string // each line logged after Watch, with the state while it was written
 	)
-	logger := slog.New(recordHandler{func(r slog.Record) {
+	logger := slog.New(logbuf.RecordHandler{Record: func(r slog.Record) {
 		w := watcher.Load()
 		if w == nil {
 			return // the initial load
