@@ -76,10 +76,7 @@ var _ = BeforeSuite(func() {
 })
 
 var _ = AfterSuite(func() {
-	if operator != nil {
-		operator.Stop()
-		Eventually(operator.Done()).Should(Receive(BeNil()))
-	}
+	Expect(operator.Stop()).To(Succeed())
 	Expect(testEnv.Stop()).To(Succeed())
 })
 

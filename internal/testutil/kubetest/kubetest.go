@@ -9,7 +9,9 @@ package kubetest
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
+	"time"
 
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
@@ -112,8 +114,21 @@ func StartManager(cfg *rest.Config, scheme *runtime.Scheme, byObject map[client.
 	return m, nil
 }
 
-// Stop asks the manager to stop; Done then gets what its Start returned.
-func (m *Manager) Stop() { m.cancel() }
+// StopTimeout bounds how long Manager.Stop waits for the manager.
+const StopTimeout = time.Minute
 
-// Done gets the error the manager's Start returned (nil after Stop), once.
-func (m *Manager) Done() <-chan error { return m.done }
+// Stop stops the manager and returns what its Start returned (nil for a
+// clean stop), or an error when it has not returned within StopTimeout. A
+// nil Manager (a suite that failed before starting one) is stopped.
+func (m *Manager) Stop() error {
+	if m == nil {
+		return nil
+	}
+	m.cancel()
+	select {
+	case err := <-m.done:
+		return err
+	case <-time.After(StopTimeout):
+		return fmt.Errorf("the manager did not stop within %s", StopTimeout)
+	}
+}
