@@ -11,22 +11,9 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/distcache/distcache/internal/testutil"
 )
-
-func must(t testing.TB, err error) {
-	t.Helper()
-	if err != nil {
-		t.Fatal(err)
-	}
-}
-
-func randomBytes(r *rand.Rand, n int) []byte {
-	b := make([]byte, n)
-	for i := range b {
-		b[i] = byte(r.Uint32())
-	}
-	return b
-}
 
 // etagOf is S3's ETag of a body sent in one PUT.
 func etagOf(b []byte) string {
@@ -38,17 +25,17 @@ func put(t testing.TB, j *Journal, key string, body []byte) Entry {
 	t.Helper()
 	e, err := j.Write(Entry{Name: Name{"team-a", "bucket-a", key}, Version: j.NextVersion(), Op: OpPut,
 		Size: int64(len(body)), LastModified: time.Now()}, bytes.NewReader(body))
-	must(t, err)
+	testutil.Must(t, err)
 	return e
 }
 
 func readBody(t testing.TB, j *Journal, e Entry) []byte {
 	t.Helper()
 	f, err := j.OpenBody(e)
-	must(t, err)
+	testutil.Must(t, err)
 	defer f.Close()
 	b, err := io.ReadAll(f)
-	must(t, err)
+	testutil.Must(t, err)
 	return b
 }
 
@@ -59,24 +46,24 @@ func TestAcknowledgedVersionsSurviveReopening(t *testing.T) {
 	dir := t.TempDir()
 	r := rand.New(rand.NewPCG(1, 2))
 	j, err := Open(dir, 1<<30)
-	must(t, err)
-	v1, v2 := randomBytes(r, 1000), randomBytes(r, 3000)
+	testutil.Must(t, err)
+	v1, v2 := testutil.RandomBytes(r, 1000), testutil.RandomBytes(r, 3000)
 	put(t, j, "a", v1)
 	put(t, j, "a", v2)
 	kept := put(t, j, "b", v1)
 	del, err := j.Write(Entry{Name: Name{"team-a", "bucket-a", "c"}, Version: j.NextVersion(), Op: OpDelete}, nil)
-	must(t, err)
+	testutil.Must(t, err)
 	if kept.ETag != etagOf(v1) {
 		t.Fatalf("ETag %s, want the body's MD5 %s", kept.ETag, etagOf(v1))
 	}
 	// What a crash mid-write leaves: a temporary file, a body without
 	// its entry.
-	must(t, os.WriteFile(filepath.Join(dir, "x.data.123.tmp"), []byte("half"), 0o600))
+	testutil.Must(t, os.WriteFile(filepath.Join(dir, "x.data.123.tmp"), []byte("half"), 0o600))
 	orphan := Entry{Name: Name{"team-a", "bucket-a", "d"}, Version: 99}
-	must(t, os.WriteFile(j.path(&orphan, ".data"), []byte("never acknowledged"), 0o600))
+	testutil.Must(t, os.WriteFile(j.path(&orphan, ".data"), []byte("never acknowledged"), 0o600))
 
 	j2, err := Open(dir, 1<<30)
-	must(t, err)
+	testutil.Must(t, err)
 	a, ok := j2.Get(Name{"team-a", "bucket-a", "a"})
 	if !ok || a.ETag != etagOf(v2) || !bytes.Equal(readBody(t, j2, a), v2) {
 		t.Fatalf("key a after reopening: %+v %v, want the second version", a, ok)
@@ -107,14 +94,14 @@ func TestAcknowledgedVersionsSurviveReopening(t *testing.T) {
 // twice (a retried copy) is held once; a newer one replaces it.
 func TestNewestVersionWins(t *testing.T) {
 	j, err := Open(t.TempDir(), 1<<30)
-	must(t, err)
+	testutil.Must(t, err)
 	r := rand.New(rand.NewPCG(3, 4))
 	n := Name{"team-a", "bucket-a", "k"}
-	old, cur := randomBytes(r, 500), randomBytes(r, 700)
+	old, cur := testutil.RandomBytes(r, 500), testutil.RandomBytes(r, 700)
 	write := func(v uint64, b []byte) {
 		t.Helper()
 		_, err := j.Write(Entry{Name: n, Version: v, Op: OpPut, Size: int64(len(b))}, bytes.NewReader(b))
-		must(t, err)
+		testutil.Must(t, err)
 	}
 	write(20, cur)
 	write(10, old)
@@ -148,10 +135,10 @@ func TestNewestVersionWins(t *testing.T) {
 // with ErrFull, and fits again once space was given back.
 func TestPinnedLimit(t *testing.T) {
 	j, err := Open(t.TempDir(), 10_000)
-	must(t, err)
+	testutil.Must(t, err)
 	r := rand.New(rand.NewPCG(5, 6))
-	a := put(t, j, "a", randomBytes(r, 6000))
-	body := randomBytes(r, 5000)
+	a := put(t, j, "a", testutil.RandomBytes(r, 6000))
+	body := testutil.RandomBytes(r, 5000)
 	_, err = j.Write(Entry{Name: Name{"team-a", "bucket-a", "b"}, Version: j.NextVersion(), Op: OpPut, Size: 5000}, bytes.NewReader(body))
 	if !errors.Is(err, ErrFull) {
 		t.Fatalf("a write past the limit: %v, want ErrFull", err)
@@ -166,13 +153,13 @@ func TestPinnedLimit(t *testing.T) {
 // Transient objects end at their expiry: no longer read, listed or held.
 func TestTransientExpiry(t *testing.T) {
 	j, err := Open(t.TempDir(), 1<<20)
-	must(t, err)
+	testutil.Must(t, err)
 	now := time.Now()
 	j.now = func() time.Time { return now }
 	n := Name{"team-a", "tmp", "spill/1"}
 	_, err = j.Write(Entry{Name: n, Version: j.NextVersion(), Op: OpPut, Size: 3, Transient: true, Expires: now.Add(time.Minute)},
 		bytes.NewReader([]byte("abc")))
-	must(t, err)
+	testutil.Must(t, err)
 	if got := j.List("team-a", "tmp", "spill/"); len(got) != 1 {
 		t.Fatalf("listed %v, want the transient object", got)
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 
 	"github.com/distcache/distcache/internal/s3backend"
+	"github.com/distcache/distcache/internal/testutil"
 	"github.com/distcache/distcache/internal/testutil/miniotest"
 )
 
@@ -30,7 +31,7 @@ func newS3(t *testing.T) *s3env {
 	srv.CreateBucket(t, "bucket-a")
 	b, err := s3backend.New(s3backend.Config{Endpoint: srv.Endpoint, Region: srv.Region, UsePathStyle: true,
 		PartSize: 5 << 20, MaxBackoff: 20 * time.Millisecond})
-	must(t, err)
+	testutil.Must(t, err)
 	creds := s3backend.Credentials{AccessKeyID: srv.AccessKey, SecretAccessKey: srv.SecretKey}
 	return &s3env{srv: srv, backend: Backend{S3: b, Credentials: func(string, string) (s3backend.Credentials, bool) { return creds, true }}}
 }
@@ -43,10 +44,10 @@ func (e *s3env) object(t *testing.T, key string) []byte {
 	if errors.As(err, &nsk) {
 		return nil
 	}
-	must(t, err)
+	testutil.Must(t, err)
 	defer out.Body.Close()
 	b, err := io.ReadAll(out.Body)
-	must(t, err)
+	testutil.Must(t, err)
 	return b
 }
 
@@ -76,15 +77,15 @@ func drained(t *testing.T, j *Journal, within time.Duration) {
 func TestPersistsToS3(t *testing.T) {
 	e := newS3(t)
 	j, err := Open(t.TempDir(), 1<<30)
-	must(t, err)
+	testutil.Must(t, err)
 	r := rand.New(rand.NewPCG(7, 8))
 	want := map[string][]byte{}
 	for i := range 20 {
 		key := fmt.Sprintf("obj/%02d", i)
-		want[key] = randomBytes(r, 1+r.IntN(64<<10))
+		want[key] = testutil.RandomBytes(r, 1+r.IntN(64<<10))
 		put(t, j, key, want[key])
 	}
-	want["big"] = randomBytes(r, 12<<20) // above the 5 MiB part size
+	want["big"] = testutil.RandomBytes(r, 12<<20) // above the 5 MiB part size
 	put(t, j, "big", want["big"])
 	var mu sync.Mutex
 	etags := map[string]string{}
@@ -106,7 +107,7 @@ func TestPersistsToS3(t *testing.T) {
 	mu.Unlock()
 
 	_, err = j.Write(Entry{Name: Name{"team-a", "bucket-a", "obj/00"}, Version: j.NextVersion(), Op: OpDelete}, nil)
-	must(t, err)
+	testutil.Must(t, err)
 	drained(t, j, time.Minute)
 	if got := e.object(t, "obj/00"); got != nil {
 		t.Fatalf("deleted key still in MinIO (%d bytes)", len(got))
@@ -121,7 +122,7 @@ func TestPersistsToS3(t *testing.T) {
 func TestS3DownThenBack(t *testing.T) {
 	e := newS3(t)
 	j, err := Open(t.TempDir(), 1<<30)
-	must(t, err)
+	testutil.Must(t, err)
 	r := rand.New(rand.NewPCG(9, 10))
 	var attempts, failures int
 	var mu sync.Mutex
@@ -138,7 +139,7 @@ func TestS3DownThenBack(t *testing.T) {
 	want := map[string][]byte{}
 	for i := range 10 {
 		key := fmt.Sprintf("down/%d", i)
-		want[key] = randomBytes(r, 1000+i)
+		want[key] = testutil.RandomBytes(r, 1000+i)
 		put(t, j, key, want[key])
 	}
 	time.Sleep(500 * time.Millisecond)
@@ -166,7 +167,7 @@ func TestS3DownThenBack(t *testing.T) {
 func TestS3EndsWithTheNewestVersion(t *testing.T) {
 	e := newS3(t)
 	j, err := Open(t.TempDir(), 1<<30)
-	must(t, err)
+	testutil.Must(t, err)
 	run(t, &Persister{Journal: j, S3: e.backend, Workers: 4})
 	keys := []string{"k0", "k1", "k2"}
 	type op struct {
@@ -188,7 +189,7 @@ func TestS3EndsWithTheNewestVersion(t *testing.T) {
 				if r.IntN(4) == 0 {
 					en.Op = OpDelete
 				} else {
-					body = randomBytes(r, 1+r.IntN(32<<10))
+					body = testutil.RandomBytes(r, 1+r.IntN(32<<10))
 					en.Size = int64(len(body))
 				}
 				if _, err := j.Write(en, bytes.NewReader(body)); err != nil {
