@@ -5,10 +5,8 @@ package cachenode_test
 
 import (
 	"bytes"
-	"context"
 	"crypto/rand"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -19,12 +17,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/s3"
-
 	"github.com/distcache/distcache/internal/gobuild"
 	"github.com/distcache/distcache/internal/pki"
 	"github.com/distcache/distcache/internal/testutil"
+	"github.com/distcache/distcache/internal/testutil/certfiles"
 	"github.com/distcache/distcache/internal/testutil/freeport"
 	"github.com/distcache/distcache/internal/testutil/gobin"
 	"github.com/distcache/distcache/internal/testutil/miniotest"
@@ -58,33 +54,10 @@ func TestServeProcess(t *testing.T) {
 	minio.CreateBucket(t, "data")
 	payload := make([]byte, 5<<20+123)
 	_, _ = rand.Read(payload)
-	if _, err := minio.Client(t).PutObject(context.Background(), &s3.PutObjectInput{
-		Bucket: aws.String("data"), Key: aws.String("dir/table.bin"), Body: bytes.NewReader(payload),
-	}); err != nil {
-		t.Fatal(err)
-	}
+	minio.PutObject(t, "data", "dir/table.bin", payload)
 
 	dir := t.TempDir()
-	ca, err := pki.NewCA("e2e CA", time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
-	server, err := ca.IssueServer("localhost", []string{"localhost"}, []net.IP{net.IPv4(127, 0, 0, 1)}, time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
-	client, err := ca.IssueClient(pki.Identity{Kind: pki.KindTenant, Name: "analytics"}, time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for name, l := range map[string]*pki.Leaf{"server": server, "client": client} {
-		if err := pki.WriteFiles(dir, name, l); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := os.WriteFile(filepath.Join(dir, "ca.crt"), ca.CertPEM, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	certfiles.Write(t, dir, "e2e CA", map[string]pki.Identity{"client": {Kind: pki.KindTenant, Name: "analytics"}})
 	tenants := filepath.Join(dir, "tenants.yaml")
 	if err := os.WriteFile(tenants, []byte("tenants:\n  - name: analytics\n    buckets: [data]\n"), 0o600); err != nil {
 		t.Fatal(err)

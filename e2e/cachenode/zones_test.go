@@ -3,11 +3,9 @@ package cachenode_test
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"crypto/rand"
 	"encoding/json"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -15,14 +13,11 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"time"
-
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/distcache/distcache/internal/pki"
 	"github.com/distcache/distcache/internal/ring"
 	"github.com/distcache/distcache/internal/testutil"
+	"github.com/distcache/distcache/internal/testutil/certfiles"
 	"github.com/distcache/distcache/internal/testutil/freeport"
 	"github.com/distcache/distcache/internal/testutil/miniotest"
 	"github.com/distcache/distcache/internal/testutil/s3proxy"
@@ -65,11 +60,7 @@ func TestServeCrossZoneOnMiss(t *testing.T) {
 	const chunkSize, chunks = 64 << 10, 5
 	payload := make([]byte, chunks*chunkSize)
 	_, _ = rand.Read(payload)
-	if _, err := minio.Client(t).PutObject(context.Background(), &s3.PutObjectInput{
-		Bucket: aws.String("data"), Key: aws.String("zones.bin"), Body: bytes.NewReader(payload),
-	}); err != nil {
-		t.Fatal(err)
-	}
+	minio.PutObject(t, "data", "zones.bin", payload)
 
 	dir := t.TempDir()
 	write := func(name string, data []byte) string {
@@ -80,29 +71,10 @@ func TestServeCrossZoneOnMiss(t *testing.T) {
 		}
 		return p
 	}
-	ca, err := pki.NewCA("e2e CA", time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
-	write("ca.crt", ca.CertPEM)
-	server, err := ca.IssueServer("localhost", []string{"localhost"}, []net.IP{net.IPv4(127, 0, 0, 1)}, time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
-	leaves := map[string]*pki.Leaf{"server": server}
-	for name, id := range map[string]pki.Identity{
+	certfiles.Write(t, dir, "e2e CA", map[string]pki.Identity{
 		"tenant": {Kind: pki.KindTenant, Name: "analytics"}, "peer-a": {Kind: pki.KindPeer, Name: "cache-a-0"},
 		"peer-b": {Kind: pki.KindPeer, Name: "cache-b-0"},
-	} {
-		if leaves[name], err = ca.IssueClient(id, time.Hour); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for name, l := range leaves {
-		if err := pki.WriteFiles(dir, name, l); err != nil {
-			t.Fatal(err)
-		}
-	}
+	})
 	tenants := write("tenants.yaml", []byte("tenants:\n  - name: analytics\n    buckets: [data]\n"))
 
 	api := map[string]string{"a": freeport.Addr(t), "b": freeport.Addr(t)}

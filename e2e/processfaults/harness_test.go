@@ -30,7 +30,6 @@ import (
 	"hash/fnv"
 	"io"
 	"math/rand/v2"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -46,6 +45,7 @@ import (
 
 	"github.com/distcache/distcache/internal/pki"
 	"github.com/distcache/distcache/internal/testutil"
+	"github.com/distcache/distcache/internal/testutil/certfiles"
 	"github.com/distcache/distcache/internal/testutil/freeport"
 	"github.com/distcache/distcache/internal/testutil/gobin"
 	"github.com/distcache/distcache/internal/testutil/logbuf"
@@ -115,26 +115,7 @@ func newEnv(t *testing.T) *env {
 	e.minio.CreateBucket(t, bucket)
 	e.s3 = e.minio.Client(t)
 
-	ca, err := pki.NewCA("processfaults CA", time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
-	server, err := ca.IssueServer("localhost", []string{"localhost"}, []net.IP{net.IPv4(127, 0, 0, 1)}, time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
-	client, err := ca.IssueClient(pki.Identity{Kind: pki.KindTenant, Name: tenant}, time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for name, l := range map[string]*pki.Leaf{"server": server, "client": client} {
-		if err := pki.WriteFiles(e.dir, name, l); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := os.WriteFile(e.path("ca.crt"), ca.CertPEM, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	certfiles.Write(t, e.dir, "processfaults CA", map[string]pki.Identity{"client": {Kind: pki.KindTenant, Name: tenant}})
 	if err := os.WriteFile(e.path("tenants.yaml"), []byte("tenants:\n  - name: "+tenant+"\n    buckets: ["+bucket+"]\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}

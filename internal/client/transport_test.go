@@ -12,7 +12,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
-	"os"
 	"path/filepath"
 	"reflect"
 	"strconv"
@@ -24,6 +23,7 @@ import (
 
 	"github.com/distcache/distcache/internal/nodeapi"
 	"github.com/distcache/distcache/internal/pki"
+	"github.com/distcache/distcache/internal/testutil/certfiles"
 )
 
 // tlsServer is an HTTP/1.1 server behind real mTLS (the node's server
@@ -38,16 +38,8 @@ type tlsServer struct {
 func newTLSServer(t *testing.T, h http.Handler) *tlsServer {
 	t.Helper()
 	dir := t.TempDir()
-	ca, err := pki.NewCA("transport test CA", time.Hour)
-	mustT(t, err)
-	server, err := ca.IssueServer("localhost", []string{"localhost"}, []net.IP{net.IPv4(127, 0, 0, 1)}, time.Hour)
-	mustT(t, err)
-	tenant, err := ca.IssueClient(pki.Identity{Kind: pki.KindTenant, Name: "team-a"}, time.Hour)
-	mustT(t, err)
-	mustT(t, pki.WriteFiles(dir, "server", server))
-	mustT(t, pki.WriteFiles(dir, "tenant", tenant))
+	certfiles.Write(t, dir, "transport test CA", map[string]pki.Identity{"tenant": {Kind: pki.KindTenant, Name: "team-a"}})
 	caFile := filepath.Join(dir, "ca.crt")
-	mustT(t, os.WriteFile(caFile, ca.CertPEM, 0o600))
 	serverTLS, err := pki.ServerTLSConfig(filepath.Join(dir, "server.crt"), filepath.Join(dir, "server.key"), caFile)
 	mustT(t, err)
 	s := &tlsServer{Server: httptest.NewUnstartedServer(h), dir: dir}
@@ -113,15 +105,7 @@ func TestTransportFollowsCARotation(t *testing.T) {
 		}
 	}
 
-	ca, err := pki.NewCA("rotated transport test CA", time.Hour)
-	mustT(t, err)
-	server, err := ca.IssueServer("localhost", []string{"localhost"}, []net.IP{net.IPv4(127, 0, 0, 1)}, time.Hour)
-	mustT(t, err)
-	tenant, err := ca.IssueClient(pki.Identity{Kind: pki.KindTenant, Name: "team-a"}, time.Hour)
-	mustT(t, err)
-	mustT(t, pki.WriteFiles(s.dir, "server", server))
-	mustT(t, pki.WriteFiles(s.dir, "tenant", tenant))
-	mustT(t, os.WriteFile(file("ca.crt"), ca.CertPEM, 0o600))
+	_, server := certfiles.Write(t, s.dir, "rotated transport test CA", map[string]pki.Identity{"tenant": {Kind: pki.KindTenant, Name: "team-a"}})
 	// New connections from here on: the kept-alive ones were verified
 	// before the rotation.
 	s.CloseClientConnections()

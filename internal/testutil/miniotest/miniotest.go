@@ -9,6 +9,7 @@
 package miniotest
 
 import (
+	"bytes"
 	"context"
 	"os"
 	"path/filepath"
@@ -57,6 +58,16 @@ func (s *Server) Restart(t testing.TB) {
 // Client returns an aws-sdk-go-v2 client that talks to the server directly
 // (path-style, root credentials).
 func (s *Server) Client(t testing.TB) *s3.Client { return s.Server.Client() }
+
+// PutObject writes data to bucket/key directly, or fails the test.
+func (s *Server) PutObject(t testing.TB, bucket, key string, data []byte) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := s.Client(t).PutObject(ctx, &s3.PutObjectInput{Bucket: &bucket, Key: &key, Body: bytes.NewReader(data)}); err != nil {
+		t.Fatalf("miniotest: put %s/%s: %v", bucket, key, err)
+	}
+}
 
 // CreateBucket creates a bucket or fails the test.
 func (s *Server) CreateBucket(t testing.TB, name string) {
