@@ -18,6 +18,7 @@ import (
 	. "github.com/onsi/gomega"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -150,6 +151,20 @@ func getCache(ctx context.Context, g Gomega) *cachev1alpha1.DistributedCache {
 	var dc cachev1alpha1.DistributedCache
 	g.Expect(k8sClient.Get(ctx, key(cacheNamespace, cacheName), &dc)).To(Succeed())
 	return &dc
+}
+
+// deleteNamespaces deletes the namespaces and waits until they are gone.
+func deleteNamespaces(ctx context.Context, namespaces ...string) {
+	GinkgoHelper()
+	for _, ns := range namespaces {
+		err := k8sClient.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
+		Expect(client.IgnoreNotFound(err)).To(Succeed())
+	}
+	for _, ns := range namespaces {
+		Eventually(ctx, func() bool {
+			return apierrors.IsNotFound(k8sClient.Get(ctx, key("", ns), &corev1.Namespace{}))
+		}).WithTimeout(timeout).Should(BeTrue(), "namespace %s deleted", ns)
+	}
 }
 
 func podReady(p *corev1.Pod) bool {

@@ -39,26 +39,13 @@ var _ = Describe("Pod Security on a real cluster", Ordered, func() {
 		"pod-security.kubernetes.io/enforce":         "restricted",
 		"pod-security.kubernetes.io/enforce-version": "latest",
 	}
-	deleteNamespaces := func(ctx context.Context) {
-		GinkgoHelper()
-		for _, ns := range []string{cacheNS, tenantNS} {
-			err := k8sClient.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
-			Expect(client.IgnoreNotFound(err)).To(Succeed())
-		}
-		for _, ns := range []string{cacheNS, tenantNS} {
-			Eventually(ctx, func() bool {
-				return apierrors.IsNotFound(k8sClient.Get(ctx, key("", ns), &corev1.Namespace{}))
-			}).WithTimeout(timeout).Should(BeTrue(), "namespace %s deleted", ns)
-		}
-	}
-
 	BeforeAll(func(ctx SpecContext) {
-		deleteNamespaces(ctx) // a previous run's
+		deleteNamespaces(ctx, cacheNS, tenantNS) // a previous run's
 		DeferCleanup(func(ctx SpecContext) {
 			if CurrentSpecReport().Failed() {
 				dumpNamespaces(ctx, cacheNS, tenantNS)
 			}
-			deleteNamespaces(ctx)
+			deleteNamespaces(ctx, cacheNS, tenantNS)
 		}, NodeTimeout(5*time.Minute))
 	}, NodeTimeout(5*time.Minute))
 

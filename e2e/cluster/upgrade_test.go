@@ -18,7 +18,6 @@ import (
 	eventsv1 "k8s.io/api/events/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -85,19 +84,6 @@ var _ = Describe("upgrading a release on a real cluster", Ordered, func() {
 		secretKey   string
 	)
 
-	deleteNamespaces := func(ctx context.Context) {
-		GinkgoHelper()
-		for _, ns := range []string{upTenantNS, upNS} {
-			err := k8sClient.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
-			Expect(client.IgnoreNotFound(err)).To(Succeed())
-		}
-		for _, ns := range []string{upTenantNS, upNS} {
-			Eventually(ctx, func() bool {
-				return apierrors.IsNotFound(k8sClient.Get(ctx, key("", ns), &corev1.Namespace{}))
-			}).WithTimeout(timeout).Should(BeTrue(), "namespace %s deleted", ns)
-		}
-	}
-
 	BeforeAll(func(ctx SpecContext) {
 		By("releases " + versionN + " and " + versionN1 + " built from this tree (bin/releases/VERSION) and imported into both nodes")
 		start := time.Now()
@@ -113,7 +99,7 @@ var _ = Describe("upgrading a release on a real cluster", Ordered, func() {
 		helmHome = GinkgoT().TempDir()
 
 		By("a previous run's cache gone, MinIO up, the suite's operator removed")
-		deleteNamespaces(ctx) // with the suite's operator still there to finalize the tenant
+		deleteNamespaces(ctx, upTenantNS, upNS) // with the suite's operator still there to finalize the tenant
 		Expect(os.RemoveAll(upHostPath)).To(Succeed())
 		ensureMinIO(ctx)
 		deleteOperator(ctx, relN)
@@ -126,7 +112,7 @@ var _ = Describe("upgrading a release on a real cluster", Ordered, func() {
 			if err := k8sClient.Get(ctx, key(operatorNamespace, operatorDeployment), &d); err != nil || d.Status.AvailableReplicas == 0 {
 				deployOperator(ctx)
 			}
-			deleteNamespaces(ctx)
+			deleteNamespaces(ctx, upTenantNS, upNS)
 			Expect(os.RemoveAll(upHostPath)).To(Succeed())
 			_, _ = helmIn(ctx, helmHome, "uninstall", helmRelease, "--namespace", operatorNamespace, "--ignore-not-found", "--wait")
 			// The CRDs the release kept (crd.keep) stop being Helm's.
