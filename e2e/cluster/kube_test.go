@@ -121,6 +121,25 @@ func renderLocal(ctx context.Context) []byte {
 	return localManifests
 }
 
+// localObjects are config/local's DistributedCache, CacheTenant and the S3
+// Secret in the cache's namespace.
+func localObjects(ctx context.Context) (dc cachev1alpha1.DistributedCache, tenant cachev1alpha1.CacheTenant, s3Secret corev1.Secret) {
+	GinkgoHelper()
+	for _, obj := range decode(renderLocal(ctx)) {
+		switch obj.GetKind() {
+		case "DistributedCache":
+			convert(obj, &dc)
+		case "CacheTenant":
+			convert(obj, &tenant)
+		case "Secret":
+			if obj.GetNamespace() == cacheNamespace {
+				convert(obj, &s3Secret)
+			}
+		}
+	}
+	return dc, tenant, s3Secret
+}
+
 func decode(manifests []byte) []*unstructured.Unstructured {
 	GinkgoHelper()
 	var objs []*unstructured.Unstructured

@@ -50,21 +50,7 @@ var _ = Describe("Pod Security on a real cluster", Ordered, func() {
 	}, NodeTimeout(5*time.Minute))
 
 	It("runs an emptyDir cache and a tenant's gateway in namespaces that enforce restricted, and refuses a hostPath cache there", func(ctx SpecContext) {
-		var local cachev1alpha1.DistributedCache
-		var localTenant cachev1alpha1.CacheTenant
-		var s3Secret corev1.Secret
-		for _, obj := range decode(renderLocal(ctx)) {
-			switch obj.GetKind() {
-			case "DistributedCache":
-				convert(obj, &local)
-			case "CacheTenant":
-				convert(obj, &localTenant)
-			case "Secret":
-				if obj.GetNamespace() == cacheNamespace {
-					convert(obj, &s3Secret)
-				}
-			}
-		}
+		local, localTenant, s3Secret := localObjects(ctx)
 		Expect(local.Name).NotTo(BeEmpty())
 		Expect(localTenant.Spec.Gateway).NotTo(BeNil())
 		Expect(s3Secret.StringData).NotTo(BeEmpty(), "config/local's S3 Secret")

@@ -445,21 +445,7 @@ var _ = Describe("upgrading a release on a real cluster", Ordered, func() {
 		operatorRolledOut(ctx, relN.operatorImage())
 
 		By("a cache over zone-a and zone-b, two nodes each on a hostPath, and a tenant with a gateway per zone")
-		var local cachev1alpha1.DistributedCache
-		var localTenant cachev1alpha1.CacheTenant
-		var s3Secret corev1.Secret
-		for _, obj := range decode(renderLocal(ctx)) {
-			switch obj.GetKind() {
-			case "DistributedCache":
-				convert(obj, &local)
-			case "CacheTenant":
-				convert(obj, &localTenant)
-			case "Secret":
-				if obj.GetNamespace() == cacheNamespace {
-					convert(obj, &s3Secret)
-				}
-			}
-		}
+		local, localTenant, s3Secret := localObjects(ctx)
 		Expect(localTenant.Spec.Gateway).NotTo(BeNil())
 		Expect(localTenant.Spec.Gateway.PageCacheSize).NotTo(BeNil())
 		Expect(localTenant.Spec.Gateway.PageCacheSize.IsZero()).To(BeTrue(), "testdata/local turns the gateway's page cache off")
