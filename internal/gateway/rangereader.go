@@ -171,16 +171,22 @@ func (r *rangeReader) prime() error {
 		return err
 	}
 	for _, f := range r.queue {
-		select {
-		case <-f.done:
-		case <-r.ctx.Done():
-			return r.ctx.Err()
-		}
-		if f.err != nil {
-			return f.err
+		if err := r.await(f); err != nil {
+			return err
 		}
 	}
 	return nil
+}
+
+// await waits for f's fetch and returns its error, or the reader's
+// context's if that ends first.
+func (r *rangeReader) await(f *pieceFetch) error {
+	select {
+	case <-f.done:
+	case <-r.ctx.Done():
+		return r.ctx.Err()
+	}
+	return f.err
 }
 
 // advance makes r.cur a piece with unread bytes, waiting for its fetch; at
@@ -202,13 +208,8 @@ func (r *rangeReader) advance() error {
 			return io.EOF
 		}
 		f := r.queue[0]
-		select {
-		case <-f.done:
-		case <-r.ctx.Done():
-			return r.ctx.Err()
-		}
-		if f.err != nil {
-			return f.err
+		if err := r.await(f); err != nil {
+			return err
 		}
 		r.queue = r.queue[1:]
 		r.cur, r.pos = f, 0
