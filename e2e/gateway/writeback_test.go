@@ -7,7 +7,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"strings"
 	"testing"
 	"time"
@@ -17,6 +16,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 
 	"github.com/distcache/distcache/internal/testutil"
+	"github.com/distcache/distcache/internal/testutil/miniotest"
 	"github.com/distcache/distcache/internal/testutil/s3proxy"
 )
 
@@ -35,16 +35,7 @@ const heldTenants = `tenants:
 // inMinIO is what MinIO itself holds at bucket-a/key (nil: nothing).
 func inMinIO(t *testing.T, e *env, key string) []byte {
 	t.Helper()
-	out, err := e.cluster.Direct.GetObject(context.Background(), &s3.GetObjectInput{Bucket: aws.String("bucket-a"), Key: aws.String(key)})
-	var nsk *types.NoSuchKey
-	if errors.As(err, &nsk) {
-		return nil
-	}
-	testutil.Must(t, err)
-	defer out.Body.Close()
-	b, err := io.ReadAll(out.Body)
-	testutil.Must(t, err)
-	return b
+	return miniotest.Object(t, e.cluster.Direct, "bucket-a", key)
 }
 
 func s3ETag(b []byte) string {

@@ -3,17 +3,11 @@ package writeback
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"math/rand/v2"
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/s3"
-	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 
 	"github.com/distcache/distcache/internal/s3backend"
 	"github.com/distcache/distcache/internal/testutil"
@@ -39,16 +33,7 @@ func newS3(t *testing.T) *s3env {
 // object is what MinIO holds at key (nil: nothing).
 func (e *s3env) object(t *testing.T, key string) []byte {
 	t.Helper()
-	out, err := e.srv.Client(t).GetObject(context.Background(), &s3.GetObjectInput{Bucket: aws.String("bucket-a"), Key: aws.String(key)})
-	var nsk *types.NoSuchKey
-	if errors.As(err, &nsk) {
-		return nil
-	}
-	testutil.Must(t, err)
-	defer out.Body.Close()
-	b, err := io.ReadAll(out.Body)
-	testutil.Must(t, err)
-	return b
+	return miniotest.Object(t, e.srv.Client(t), "bucket-a", key)
 }
 
 // run starts p until the test ends.

@@ -11,12 +11,15 @@ package miniotest
 import (
 	"bytes"
 	"context"
+	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 
 	"github.com/distcache/distcache/internal/minioproc"
 	"github.com/distcache/distcache/internal/testutil/repo"
@@ -67,6 +70,26 @@ func (s *Server) PutObject(t testing.TB, bucket, key string, data []byte) {
 	if _, err := s.Client(t).PutObject(ctx, &s3.PutObjectInput{Bucket: &bucket, Key: &key, Body: bytes.NewReader(data)}); err != nil {
 		t.Fatalf("miniotest: put %s/%s: %v", bucket, key, err)
 	}
+}
+
+// Object is what c reads at bucket/key (nil: no such key); any other error
+// fails the test.
+func Object(t testing.TB, c *s3.Client, bucket, key string) []byte {
+	t.Helper()
+	out, err := c.GetObject(context.Background(), &s3.GetObjectInput{Bucket: &bucket, Key: &key})
+	var nsk *types.NoSuchKey
+	if errors.As(err, &nsk) {
+		return nil
+	}
+	if err != nil {
+		t.Fatalf("miniotest: get %s/%s: %v", bucket, key, err)
+	}
+	defer out.Body.Close()
+	b, err := io.ReadAll(out.Body)
+	if err != nil {
+		t.Fatalf("miniotest: get %s/%s: %v", bucket, key, err)
+	}
+	return b
 }
 
 // CreateBucket creates a bucket or fails the test.
