@@ -2,14 +2,11 @@ package gateway_test
 
 import (
 	"bytes"
-	"context"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/distcache/distcache/internal/testutil"
 )
@@ -18,17 +15,11 @@ import (
 // from the SDKs (before curl 8, no x-amz-content-sha256; path and query
 // signed as typed).
 func TestCurl(t *testing.T) {
-	curl, err := exec.LookPath("curl")
-	if err != nil {
-		t.Skip("curl not on PATH")
-	}
+	curl := testutil.NewCurl(t, region)
 	e := newEnv(t, envOptions{pageCache: 8 << 20})
 	run := func(t *testing.T, secret string, args ...string) ([]byte, error) {
 		t.Helper()
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		base := []string{"-sS", "--fail-with-body", "--aws-sigv4", "aws:amz:" + region + ":s3", "--user", accessKey + ":" + secret}
-		return exec.CommandContext(ctx, curl, append(base, args...)...).Output()
+		return curl.Run(accessKey, secret, args...)
 	}
 	ok := func(t *testing.T, args ...string) []byte {
 		t.Helper()

@@ -2,13 +2,11 @@ package sigv4
 
 import (
 	"bytes"
-	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/distcache/distcache/internal/testutil"
 )
@@ -17,17 +15,11 @@ import (
 // no x-amz-content-sha256 (the payload line is the SHA-256 of the body), and
 // it signs the path and query string as typed rather than re-encoding them.
 func TestCurl(t *testing.T) {
-	curl, err := exec.LookPath("curl")
-	if err != nil {
-		t.Skip("curl not on PATH")
-	}
+	curl := testutil.NewCurl(t, testRegion)
 	s := newS3Server(t)
 	run := func(t *testing.T, args ...string) []byte {
 		t.Helper()
-		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		defer cancel()
-		base := []string{"-sS", "--fail-with-body", "--aws-sigv4", "aws:amz:" + testRegion + ":s3", "--user", testKeyID + ":" + testSecret}
-		out, err := exec.CommandContext(ctx, curl, append(base, args...)...).Output()
+		out, err := curl.Run(testKeyID, testSecret, args...)
 		if err != nil {
 			t.Fatalf("curl %s: %v\n%s", strings.Join(args, " "), err, out)
 		}
@@ -65,7 +57,7 @@ func TestCurl(t *testing.T) {
 		s.requireAllVerified(t)
 	})
 	t.Run("wrong secret", func(t *testing.T) {
-		cmd := exec.Command(curl, "-sS", "--aws-sigv4", "aws:amz:"+testRegion+":s3", "--user", testKeyID+":wrong", s.URL+"/bkt/curl/plain.bin")
+		cmd := exec.Command(curl.Path, "-sS", "--aws-sigv4", "aws:amz:"+testRegion+":s3", "--user", testKeyID+":wrong", s.URL+"/bkt/curl/plain.bin")
 		out, _ := cmd.Output()
 		if !bytes.Contains(out, []byte(CodeSignatureDoesNotMatch)) {
 			t.Errorf("got %s", out)
