@@ -5,13 +5,10 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
 	"net/http"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -36,27 +33,9 @@ func TestPutObjectStreamsOnToS3(t *testing.T) {
 	declared := hex.EncodeToString(sum[:])
 	const key = "streamed/object"
 	e.cluster.Proxy.Reset() // (which also removes a hook)
-	arrived := make(chan struct{})
-	var once sync.Once
-	e.cluster.Proxy.OnRequest(func(rec s3proxy.Record) {
-		if rec.Method == http.MethodPut && strings.HasSuffix(rec.Path, "/"+key) {
-			once.Do(func() { close(arrived) })
-		}
-	})
+	pr := e.cluster.Proxy.BodyHeldUntilPut(body, 4<<20, "/"+key)
 	t.Cleanup(func() { e.cluster.Proxy.OnRequest(nil) })
 
-	pr, pw := io.Pipe()
-	go func() {
-		_, _ = pw.Write(body[:4<<20])
-		select {
-		case <-arrived:
-		case <-time.After(20 * time.Second):
-			pw.CloseWithError(errors.New("S3 got no PUT while the client was still sending"))
-			return
-		}
-		_, _ = pw.Write(body[4<<20:])
-		_ = pw.Close()
-	}()
 	req, err := http.NewRequest(http.MethodPut, e.srv.URL()+"/bucket-a/"+key, pr)
 	testutil.Must(t, err)
 	req.ContentLength = int64(len(body))

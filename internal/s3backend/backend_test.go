@@ -421,25 +421,7 @@ func TestPutStreamsWithDeclaredSHA256(t *testing.T) {
 	data := testutil.SeededBytes(3<<20, 3<<20)
 	sum := sha256.Sum256(data)
 	declared := hex.EncodeToString(sum[:])
-	arrived := make(chan struct{})
-	var once sync.Once
-	e.proxy.OnRequest(func(r s3proxy.Record) {
-		if r.Method == http.MethodPut {
-			once.Do(func() { close(arrived) })
-		}
-	})
-	body, w := io.Pipe()
-	go func() {
-		_, _ = w.Write(data[:1<<20])
-		select {
-		case <-arrived:
-		case <-time.After(10 * time.Second):
-			w.CloseWithError(errors.New("S3 got no request while the body was unfinished"))
-			return
-		}
-		_, _ = w.Write(data[1<<20:])
-		_ = w.Close()
-	}()
+	body := e.proxy.BodyHeldUntilPut(data, 1<<20, "")
 	put, err := e.b.Put(s3backend.WithPayloadSHA256(ctx(t), declared), s3backend.Credentials{}, bucket, "streamed", body, int64(len(data)), "")
 	if err != nil {
 		t.Fatalf("Put: %v", err)

@@ -1,12 +1,14 @@
 package s3proxy
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -200,6 +202,34 @@ func (p *Proxy) OnRequest(fn func(Record)) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.before = fn
+}
+
+// BodyHeldUntilPut returns a request body of data that gives its first n
+// bytes, then holds the rest back until the proxy sees a PUT whose path
+// ends with pathSuffix ("" for any): what shows an upload going on to S3
+// while its body is still arriving. With no such PUT within 20 seconds, the
+// body fails. It sets the OnRequest hook (OnRequest(nil) removes it).
+func (p *Proxy) BodyHeldUntilPut(data []byte, n int, pathSuffix string) io.Reader {
+	arrived := make(chan struct{})
+	var once sync.Once
+	p.OnRequest(func(rec Record) {
+		if rec.Method == http.MethodPut && strings.HasSuffix(rec.Path, pathSuffix) {
+			once.Do(func() { close(arrived) })
+		}
+	})
+	pr, pw := io.Pipe()
+	go func() {
+		_, _ = pw.Write(data[:n])
+		select {
+		case <-arrived:
+		case <-time.After(20 * time.Second):
+			pw.CloseWithError(errors.New("S3 got no PUT while the body was still being sent"))
+			return
+		}
+		_, _ = pw.Write(data[n:])
+		_ = pw.Close()
+	}()
+	return pr
 }
 
 // IgnoreIfMatch makes the proxy behave like an S3-compatible store that
