@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	cachev1alpha1 "github.com/distcache/distcache/api/v1alpha1"
+	"github.com/distcache/distcache/internal/kubepod"
 	"github.com/distcache/distcache/internal/ring"
 )
 
@@ -49,23 +50,11 @@ func (r *DistributedCacheReconciler) observePods(ctx context.Context, dc *cachev
 			if !ok {
 				continue
 			}
-			zones[i].Pods = append(zones[i].Pods, zonePod{Name: p.Name, Ordinal: ord, Ready: podReady(p)})
+			zones[i].Pods = append(zones[i].Pods, zonePod{Name: p.Name, Ordinal: ord, Ready: kubepod.Ready(p)})
 		}
 	}
 	st.zones = zones
 	return nil
-}
-
-func podReady(p *corev1.Pod) bool {
-	if p.DeletionTimestamp != nil {
-		return false
-	}
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
 }
 
 // podOrdinal is the StatefulSet ordinal of pod in the zone's StatefulSet

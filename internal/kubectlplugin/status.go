@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	cachev1alpha1 "github.com/distcache/distcache/api/v1alpha1"
+	"github.com/distcache/distcache/internal/kubepod"
 	"github.com/distcache/distcache/internal/ring"
 )
 
@@ -245,7 +246,7 @@ func zoneNodes(sts string, pods []corev1.Pod, states map[string]ring.State, scra
 			continue
 		}
 		seen[p.Name] = true
-		n := NodeStatus{Name: p.Name, Ring: string(states[p.Name]), Phase: phase(p), Ready: podReady(p), Host: p.Spec.NodeName}
+		n := NodeStatus{Name: p.Name, Ring: string(states[p.Name]), Phase: phase(p), Ready: kubepod.Ready(p), Host: p.Spec.NodeName}
 		if r, ok := scrapes[p.Name]; ok {
 			if r.err != nil {
 				n.MetricsError = r.err.Error()
@@ -274,18 +275,6 @@ func ownedByStatefulSet(p *corev1.Pod, sts string) bool {
 	for _, o := range p.OwnerReferences {
 		if o.Kind == "StatefulSet" && o.Name == sts {
 			return true
-		}
-	}
-	return false
-}
-
-func podReady(p *corev1.Pod) bool {
-	if p.DeletionTimestamp != nil {
-		return false
-	}
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			return c.Status == corev1.ConditionTrue
 		}
 	}
 	return false
