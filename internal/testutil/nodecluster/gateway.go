@@ -47,7 +47,7 @@ func (c *Cluster) OpenGateway(ctx context.Context, id pki.Identity, cfg embed.Ga
 	if err != nil {
 		return nil, err
 	}
-	c.onClose(g.Close)
+	c.cleanups.Add(g.Close)
 	wctx, cancel := context.WithTimeout(ctx, time.Minute) // a loaded machine; nothing asserts on time
 	defer cancel()
 	if err := g.WaitReady(wctx); err != nil {

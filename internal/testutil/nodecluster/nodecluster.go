@@ -45,6 +45,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/distcache/distcache/internal/chunk"
+	"github.com/distcache/distcache/internal/closers"
 	"github.com/distcache/distcache/internal/embed"
 	"github.com/distcache/distcache/internal/metrics"
 	"github.com/distcache/distcache/internal/node"
@@ -181,7 +182,8 @@ type Cluster struct {
 	members []*Member
 	epoch   int64
 	tls     map[string]*tls.Config
-	closers []func() // run in reverse by Close
+
+	cleanups closers.List // run in reverse by Close
 }
 
 // S3 is the S3 endpoint the nodes of a cluster read and write.
@@ -295,11 +297,11 @@ func (c *Cluster) start(n int, s3 S3) error {
 		return err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	c.onClose(cancel)
+	c.cleanups.Add(cancel)
 	if c.Tenants, err = tenancy.Watch(ctx, tenantsPath, slog.New(slog.DiscardHandler)); err != nil {
 		return err
 	}
-	c.onClose(func() { _ = c.Tenants.Close() })
+	c.cleanups.Add(func() { _ = c.Tenants.Close() })
 
 	c.S3Registry = prometheus.NewRegistry()
 	c.Backend, err = s3backend.New(s3backend.Config{
@@ -326,23 +328,9 @@ func (c *Cluster) start(n int, s3 S3) error {
 	return nil
 }
 
-func (c *Cluster) onClose(f func()) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.closers = append(c.closers, f)
-}
-
 // Close stops every node and what the cluster started, newest first. It is
 // idempotent; the cluster is closed when its test ends.
-func (c *Cluster) Close() {
-	c.mu.Lock()
-	closers := c.closers
-	c.closers = nil
-	c.mu.Unlock()
-	for i := len(closers) - 1; i >= 0; i-- {
-		closers[i]()
-	}
-}
+func (c *Cluster) Close() { c.cleanups.Close() }
 
 // Members returns the members started so far, dead ones included, in the
 // order they were added.
@@ -428,7 +416,7 @@ func (c *Cluster) AddMemberIn(zone string) (*Member, error) {
 	if err := c.startMember(m); err != nil {
 		return nil, err
 	}
-	c.onClose(func() { m.node().Close() })
+	c.cleanups.Add(func() { m.node().Close() })
 	c.mu.Lock()
 	c.members = append(c.members, m)
 	c.mu.Unlock()

@@ -1,12 +1,12 @@
-package benchkit
+package closers
 
 import (
 	"slices"
 	"testing"
 )
 
-func TestClosersRunLastFirstOnce(t *testing.T) {
-	var c Closers
+func TestListRunsLastFirstOnce(t *testing.T) {
+	var c List
 	var ran []int
 	for i := range 3 {
 		c.Add(func() { ran = append(ran, i) })
