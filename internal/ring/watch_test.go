@@ -125,6 +125,18 @@ func startWatch(t *testing.T, path string, h *Holder) *logbuf.Buffer {
 	return logs
 }
 
+// watchRing writes a ring of epoch with three members to dir/ring.json,
+// runs WatchFile on it until the test ends and waits for the initial load.
+func watchRing(t *testing.T, dir string, epoch int64) (path string, h *Holder, logs *logbuf.Buffer) {
+	t.Helper()
+	path = filepath.Join(dir, "ring.json")
+	writeFile(t, path, ringJSON(t, epoch, 3))
+	h = &Holder{}
+	logs = startWatch(t, path, h)
+	testutil.WaitFor(t, "the initial load", epochIs(h, epoch))
+	return path, h, logs
+}
+
 func epochIs(h *Holder, epoch int64) func() bool {
 	return func() bool { r := h.Load(); return r != nil && r.Epoch() == epoch }
 }
@@ -147,11 +159,7 @@ func TestLoadFile(t *testing.T) {
 
 func TestWatchFileLoadsAndFollowsRenames(t *testing.T) {
 	dir := t.TempDir()
-	path := filepath.Join(dir, "ring.json")
-	writeFile(t, path, ringJSON(t, 1, 3))
-	var h Holder
-	startWatch(t, path, &h)
-	testutil.WaitFor(t, "the initial load", epochIs(&h, 1))
+	path, h, _ := watchRing(t, dir, 1)
 
 	for epoch := int64(2); epoch <= 3; epoch++ {
 		tmp := filepath.Join(dir, fmt.Sprintf(".ring.json.tmp%d", epoch))
@@ -159,7 +167,7 @@ func TestWatchFileLoadsAndFollowsRenames(t *testing.T) {
 		if err := os.Rename(tmp, path); err != nil {
 			t.Fatal(err)
 		}
-		testutil.WaitFor(t, fmt.Sprintf("epoch %d", epoch), epochIs(&h, epoch))
+		testutil.WaitFor(t, fmt.Sprintf("epoch %d", epoch), epochIs(h, epoch))
 		if n := len(h.Load().Members()); n != int(epoch)+2 {
 			t.Errorf("epoch %d has %d members, want %d", epoch, n, epoch+2)
 		}
@@ -167,16 +175,11 @@ func TestWatchFileLoadsAndFollowsRenames(t *testing.T) {
 
 	// In-place rewrite too.
 	writeFile(t, path, ringJSON(t, 4, 3))
-	testutil.WaitFor(t, "epoch 4", epochIs(&h, 4))
+	testutil.WaitFor(t, "epoch 4", epochIs(h, 4))
 }
 
 func TestWatchFileKeepsRingOnInvalidContent(t *testing.T) {
-	dir := t.TempDir()
-	path := filepath.Join(dir, "ring.json")
-	writeFile(t, path, ringJSON(t, 1, 3))
-	var h Holder
-	logs := startWatch(t, path, &h)
-	testutil.WaitFor(t, "the initial load", epochIs(&h, 1))
+	path, h, logs := watchRing(t, t.TempDir(), 1)
 	before := h.Load()
 
 	writeFile(t, path, []byte(`{"epoch":2,"hash":{"algorithm":"rendezvous-xxhash64"},"members":[{"name":"cache-a-0","address":"a:1","weight":0}]}`))
@@ -197,16 +200,11 @@ func TestWatchFileKeepsRingOnInvalidContent(t *testing.T) {
 	}
 
 	writeFile(t, path, ringJSON(t, 2, 4))
-	testutil.WaitFor(t, "epoch 2", epochIs(&h, 2))
+	testutil.WaitFor(t, "epoch 2", epochIs(h, 2))
 }
 
 func TestWatchFileIgnoresEpochRegression(t *testing.T) {
-	dir := t.TempDir()
-	path := filepath.Join(dir, "ring.json")
-	writeFile(t, path, ringJSON(t, 5, 3))
-	var h Holder
-	logs := startWatch(t, path, &h)
-	testutil.WaitFor(t, "the initial load", epochIs(&h, 5))
+	path, h, logs := watchRing(t, t.TempDir(), 5)
 	inForce := h.Load()
 	ignored := func(n int) func() bool {
 		return func() bool { return strings.Count(logs.String(), "is not higher than the ring in force") == n }
@@ -239,7 +237,7 @@ func TestWatchFileIgnoresEpochRegression(t *testing.T) {
 
 	// A higher epoch is taken.
 	writeFile(t, path, ringJSON(t, 6, 4))
-	testutil.WaitFor(t, "epoch 6", epochIs(&h, 6))
+	testutil.WaitFor(t, "epoch 6", epochIs(h, 6))
 }
 
 func TestWatchFileBadDirectory(t *testing.T) {
