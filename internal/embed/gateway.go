@@ -371,11 +371,7 @@ func (g *Gateway) Close() {
 	g.once.Do(func() {
 		g.draining.Store(true)
 		g.cancel()
-		for _, s := range []*http.Server{g.api, g.ops} {
-			if s != nil {
-				_ = s.Close()
-			}
-		}
+		closeAll(g.api, g.ops)
 		g.mu.Lock()
 		g.closed = true
 		c := g.client

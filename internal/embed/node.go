@@ -492,11 +492,7 @@ func (n *Node) Shutdown(ctx context.Context) error {
 func (n *Node) Close() {
 	n.once.Do(func() {
 		n.draining.Store(true)
-		for _, s := range []*http.Server{n.api, n.ops} {
-			if s != nil {
-				_ = s.Close()
-			}
-		}
+		closeAll(n.api, n.ops)
 		n.cancel()
 		for i := len(n.closers) - 1; i >= 0; i-- {
 			n.closers[i]()

@@ -65,3 +65,13 @@ func shutdownAll(ctx context.Context, servers ...*http.Server) error {
 	}
 	return first
 }
+
+// closeAll closes the servers that were started (not nil) at once, with
+// their open connections.
+func closeAll(servers ...*http.Server) {
+	for _, s := range servers {
+		if s != nil {
+			_ = s.Close()
+		}
+	}
+}
