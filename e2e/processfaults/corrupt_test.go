@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -26,12 +27,18 @@ type corruption struct {
 	expect string
 }
 
+// storeFiles are the store's files in dir matching pattern: not the
+// directories in it (the write-back journal's, which is not the store's).
 func storeFiles(t *testing.T, dir, pattern string) []string {
 	t.Helper()
 	files, err := filepath.Glob(filepath.Join(dir, pattern))
 	if err != nil {
 		t.Fatal(err)
 	}
+	files = slices.DeleteFunc(files, func(f string) bool {
+		fi, err := os.Stat(f)
+		return err == nil && fi.IsDir()
+	})
 	sort.Strings(files)
 	return files
 }
