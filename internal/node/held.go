@@ -157,16 +157,7 @@ func (s *Server) putHeld(w http.ResponseWriter, r *http.Request, q request, p te
 // held like a write (S3 deletes it in turn); a Transient key's copies go.
 func (s *Server) deleteHeld(w http.ResponseWriter, r *http.Request, q request, p tenancy.Policy) {
 	tenant := q.tenant.Name
-	if s.cfg.Journal == nil {
-		s.fail(w, opDelete, tenant, q.start, errNoJournal)
-		return
-	}
-	holders, aerr := s.holdersFor(q.obj, p.ReplicaCount())
-	if aerr != nil {
-		s.fail(w, opDelete, tenant, q.start, aerr)
-		return
-	}
-	if _, aerr := s.holdVersion(r.Context(), q.caller, s.heldDelete(q.obj, p, holders), http.NoBody); aerr != nil {
+	if aerr := s.holdDelete(r.Context(), q.caller, q.obj, p); aerr != nil {
 		s.fail(w, opDelete, tenant, q.start, aerr)
 		return
 	}
@@ -404,20 +395,25 @@ func (s *Server) passthroughHeld(w http.ResponseWriter, r *http.Request, c calle
 		if !held {
 			continue
 		}
-		if s.cfg.Journal == nil {
-			s.fail(w, opPassthrough, c.tenant.Name, start, errNoJournal)
-			return true
-		}
-		holders, aerr := s.holdersFor(o, p.ReplicaCount())
-		if aerr == nil {
-			_, aerr = s.holdVersion(r.Context(), c, s.heldDelete(o, p, holders), http.NoBody)
-		}
-		if aerr != nil {
+		if aerr := s.holdDelete(r.Context(), c, o, p); aerr != nil {
 			s.fail(w, opPassthrough, c.tenant.Name, start, aerr)
 			return true
 		}
 	}
 	return false
+}
+
+// holdDelete holds a delete of o on its holders.
+func (s *Server) holdDelete(ctx context.Context, c caller, o chunk.Object, p tenancy.Policy) *apiError {
+	if s.cfg.Journal == nil {
+		return errNoJournal
+	}
+	holders, aerr := s.holdersFor(o, p.ReplicaCount())
+	if aerr != nil {
+		return aerr
+	}
+	_, aerr = s.holdVersion(ctx, c, s.heldDelete(o, p, holders), http.NoBody)
+	return aerr
 }
 
 // heldDelete is the version that deletes o.

@@ -509,20 +509,12 @@ type Stats struct {
 
 // Stats reports what the journal holds now.
 func (j *Journal) Stats() Stats {
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	s := Stats{Bytes: j.used, Limit: j.limit}
-	for _, ks := range j.keys {
-		e := ks.latest
-		if e == nil {
-			continue
-		}
-		s.Objects++
-		if !e.Transient {
-			s.Dirty++
-			if s.OldestDirty.IsZero() || e.LastModified.Before(s.OldestDirty) {
-				s.OldestDirty = e.LastModified
-			}
+	s := Stats{Bytes: j.Used(), Limit: j.limit}
+	for _, t := range j.TenantStats() {
+		s.Objects += t.Objects
+		s.Dirty += t.Dirty
+		if !t.OldestDirty.IsZero() && (s.OldestDirty.IsZero() || t.OldestDirty.Before(s.OldestDirty)) {
+			s.OldestDirty = t.OldestDirty
 		}
 	}
 	return s
