@@ -1,6 +1,10 @@
 package client
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/distcache/distcache/internal/metrics/series"
+)
 
 // Results of node requests (the result label of
 // distcache_client_node_requests_total).
@@ -51,64 +55,41 @@ type clientMetrics struct {
 // newMetrics makes the series; skipped counts the members skipped now,
 // pool says what the page pool holds and how often it had nothing free.
 func newMetrics(reg prometheus.Registerer, skipped func() float64, pool func() (bytes, refused float64)) (*clientMetrics, error) {
-	const ns, sub = "distcache", "client"
+	dc := series.Prefix{Namespace: "distcache"}
+	cl := series.Prefix{Namespace: dc.Namespace, Subsystem: "client"}
 	m := &clientMetrics{
 		reg: reg,
-		pageCache: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: ns, Subsystem: sub, Name: "page_cache_requests_total",
-			Help: "Chunk lookups in the client's RAM page cache by result (hit, miss).",
-		}, []string{"result"}),
-		pageFills: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: ns, Subsystem: sub, Name: "page_fills_total",
-			Help: "Whole chunks fetched from the nodes into the page cache, by mode (read: a read waited for it; background: filled behind a read of part of the chunk; ahead: read ahead of a reader moving through the object).",
-		}, []string{"mode"}),
-		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: ns, Subsystem: sub, Name: "node_requests_total",
-			Help: "Requests to cache nodes by operation (stat, get_chunk, put, delete, ring) and result (ok, not_found, access_denied, changed, invalid_range, bad_request, upstream_error, node_error, unreachable, wrong_zone: a ring of another zone, refused).",
-		}, []string{"op", "result"}),
-		failovers: prometheus.NewCounter(prometheus.CounterOpts{
-			Namespace: ns, Subsystem: sub, Name: "failovers_total",
-			Help: "Requests retried on the next member after a member failed.",
-		}),
-		ringEpoch: prometheus.NewGauge(prometheus.GaugeOpts{
-			Namespace: ns, Subsystem: sub, Name: "ring_epoch",
-			Help: "Epoch of the ring the client routes by (0 for standalone nodes without a ring).",
-		}),
-		ringRefreshes: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: ns, Subsystem: sub, Name: "ring_refreshes_total",
-			Help: "Ring fetches by outcome (updated: a newer epoch, unchanged, error: no member answered).",
-		}, []string{"result"}),
-		zoneFallbacks: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: ns, Subsystem: sub, Name: "zone_fallbacks_total",
-			Help: "Requests answered by a node of another zone (peer_zone) because no node of the client's own zone could be reached, by operation.",
-		}, []string{"peer_zone", "op"}),
-		crossZoneBytes: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: ns, Name: "cross_zone_bytes_total",
-			Help: "Payload bytes exchanged with nodes of another zone (peer_zone), by direction (in: received, out: sent): reads and writes that fell back to another zone because no node of the client's own zone could be reached. Inter-zone traffic is billed per GB in both directions.",
-		}, []string{"peer_zone", "direction"}),
-		metaCache: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: ns, Subsystem: sub, Name: "metadata_cache_requests_total",
-			Help: "Stats (one per GetObject or HeadObject through the gateway) by result: hit, answered from metadata kept on a lease from its owner, with no round trip; miss, asked of a node.",
-		}, []string{"result"}),
-		leasePolls: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: ns, Subsystem: sub, Name: "metadata_lease_polls_total",
-			Help: "Polls of the nodes for metadata changes that keep the client's metadata leases, by result (ok, reset: the node restarted or the client fell too far behind, everything kept from it dropped; error: no answer, kept metadata from that node unused once its lease ends).",
-		}, []string{"result"}),
+		pageCache: cl.CounterVec("page_cache_requests_total",
+			"Chunk lookups in the client's RAM page cache by result (hit, miss).", "result"),
+		pageFills: cl.CounterVec("page_fills_total",
+			"Whole chunks fetched from the nodes into the page cache, by mode (read: a read waited for it; background: filled behind a read of part of the chunk; ahead: read ahead of a reader moving through the object).", "mode"),
+		requests: cl.CounterVec("node_requests_total",
+			"Requests to cache nodes by operation (stat, get_chunk, put, delete, ring) and result (ok, not_found, access_denied, changed, invalid_range, bad_request, upstream_error, node_error, unreachable, wrong_zone: a ring of another zone, refused).", "op", "result"),
+		failovers: cl.Counter("failovers_total",
+			"Requests retried on the next member after a member failed."),
+		ringEpoch: cl.Gauge("ring_epoch",
+			"Epoch of the ring the client routes by (0 for standalone nodes without a ring)."),
+		ringRefreshes: cl.CounterVec("ring_refreshes_total",
+			"Ring fetches by outcome (updated: a newer epoch, unchanged, error: no member answered).", "result"),
+		zoneFallbacks: cl.CounterVec("zone_fallbacks_total",
+			"Requests answered by a node of another zone (peer_zone) because no node of the client's own zone could be reached, by operation.", "peer_zone", "op"),
+		crossZoneBytes: dc.CounterVec("cross_zone_bytes_total",
+			"Payload bytes exchanged with nodes of another zone (peer_zone), by direction (in: received, out: sent): reads and writes that fell back to another zone because no node of the client's own zone could be reached. Inter-zone traffic is billed per GB in both directions.", "peer_zone", "direction"),
+		metaCache: cl.CounterVec("metadata_cache_requests_total",
+			"Stats (one per GetObject or HeadObject through the gateway) by result: hit, answered from metadata kept on a lease from its owner, with no round trip; miss, asked of a node.", "result"),
+		leasePolls: cl.CounterVec("metadata_lease_polls_total",
+			"Polls of the nodes for metadata changes that keep the client's metadata leases, by result (ok, reset: the node restarted or the client fell too far behind, everything kept from it dropped; error: no answer, kept metadata from that node unused once its lease ends).", "result"),
 	}
 	m.pageHit, m.pageMiss = m.pageCache.WithLabelValues("hit"), m.pageCache.WithLabelValues("miss")
 	m.metaHit, m.metaMiss = m.metaCache.WithLabelValues("hit"), m.metaCache.WithLabelValues("miss")
-	skippedGauge := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-		Namespace: ns, Subsystem: sub, Name: "members_skipped",
-		Help: "Members the client skips (tries only after all others) because a request to them failed in the last 5 seconds.",
-	}, skipped)
-	poolBytes := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-		Namespace: ns, Subsystem: sub, Name: "page_memory_bytes",
-		Help: "Memory the page cache's buffer pool holds (faulted in, reused after eviction): the page cache and pages still read after their eviction.",
-	}, func() float64 { b, _ := pool(); return b })
-	poolRefused := prometheus.NewCounterFunc(prometheus.CounterOpts{
-		Namespace: ns, Subsystem: sub, Name: "page_memory_exhausted_total",
-		Help: "Page fills that found every buffer of the pool held and took fresh memory instead.",
-	}, func() float64 { _, r := pool(); return r })
+	skippedGauge := cl.GaugeFunc("members_skipped",
+		"Members the client skips (tries only after all others) because a request to them failed in the last 5 seconds.", skipped)
+	poolBytes := cl.GaugeFunc("page_memory_bytes",
+		"Memory the page cache's buffer pool holds (faulted in, reused after eviction): the page cache and pages still read after their eviction.",
+		func() float64 { b, _ := pool(); return b })
+	poolRefused := cl.CounterFunc("page_memory_exhausted_total",
+		"Page fills that found every buffer of the pool held and took fresh memory instead.",
+		func() float64 { _, r := pool(); return r })
 	m.all = []prometheus.Collector{m.pageCache, m.pageFills, m.requests, m.failovers, m.ringEpoch, m.ringRefreshes, skippedGauge,
 		poolBytes, poolRefused, m.zoneFallbacks, m.crossZoneBytes, m.metaCache, m.leasePolls}
 	if reg == nil {

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/distcache/distcache/internal/metrics/series"
 )
 
 // Metrics are the gateway's Prometheus series (the client's page cache and
@@ -56,41 +58,24 @@ var latencyBuckets = []float64{
 // NewMetrics creates the gateway metrics and registers them with reg (which
 // may be nil for tests that do not look at them).
 func NewMetrics(reg prometheus.Registerer) *Metrics {
-	const ns, sub = "distcache", "gateway"
+	gw := series.Prefix{Namespace: "distcache", Subsystem: "gateway"}
 	m := &Metrics{
-		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: ns, Subsystem: sub, Name: "requests_total",
-			Help: "S3 requests answered, by S3 operation and HTTP status code (\"aborted\": the response was cut off mid-body).",
-		}, []string{"operation", "status"}),
-		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Namespace: ns, Subsystem: sub, Name: "request_duration_seconds",
-			Help:    "S3 request latency from arrival to the last body byte, by S3 operation.",
-			Buckets: latencyBuckets,
-		}, []string{"operation"}),
-		responseBytes: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: ns, Subsystem: sub, Name: "response_bytes_total",
-			Help: "Response body bytes sent to S3 clients, by S3 operation.",
-		}, []string{"operation"}),
-		requestBytes: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: ns, Subsystem: sub, Name: "request_bytes_total",
-			Help: "Request body bytes received from S3 clients (after aws-chunked decoding), by S3 operation.",
-		}, []string{"operation"}),
-		inflight: prometheus.NewGauge(prometheus.GaugeOpts{
-			Namespace: ns, Subsystem: sub, Name: "inflight_requests",
-			Help: "S3 requests being served.",
-		}),
-		upstream: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: ns, Subsystem: sub, Name: "passthrough_attempts_total",
-			Help: "Pass-through attempts to cache nodes by result (ok: the node answered, failover: it could not be reached and the next node was tried, failed: no node could be reached).",
-		}, []string{"result"}),
-		readBuffer: prometheus.NewGauge(prometheus.GaugeOpts{
-			Namespace: ns, Subsystem: sub, Name: "read_buffer_bytes",
-			Help: "Bytes GetObjects hold in fetched pieces (being fetched, queued or being sent), bounded by --read-buffer-bytes.",
-		}),
-		readBufferWaits: prometheus.NewCounter(prometheus.CounterOpts{
-			Namespace: ns, Subsystem: sub, Name: "read_buffer_waits_total",
-			Help: "GetObject fetches that waited because the read buffers (--read-buffer-bytes) were all held.",
-		}),
+		requests: gw.CounterVec("requests_total",
+			"S3 requests answered, by S3 operation and HTTP status code (\"aborted\": the response was cut off mid-body).", "operation", "status"),
+		duration: gw.HistogramVec("request_duration_seconds",
+			"S3 request latency from arrival to the last body byte, by S3 operation.", latencyBuckets, "operation"),
+		responseBytes: gw.CounterVec("response_bytes_total",
+			"Response body bytes sent to S3 clients, by S3 operation.", "operation"),
+		requestBytes: gw.CounterVec("request_bytes_total",
+			"Request body bytes received from S3 clients (after aws-chunked decoding), by S3 operation.", "operation"),
+		inflight: gw.Gauge("inflight_requests",
+			"S3 requests being served."),
+		upstream: gw.CounterVec("passthrough_attempts_total",
+			"Pass-through attempts to cache nodes by result (ok: the node answered, failover: it could not be reached and the next node was tried, failed: no node could be reached).", "result"),
+		readBuffer: gw.Gauge("read_buffer_bytes",
+			"Bytes GetObjects hold in fetched pieces (being fetched, queued or being sent), bounded by --read-buffer-bytes."),
+		readBufferWaits: gw.Counter("read_buffer_waits_total",
+			"GetObject fetches that waited because the read buffers (--read-buffer-bytes) were all held."),
 	}
 	if reg != nil {
 		reg.MustRegister(m.requests, m.duration, m.responseBytes, m.requestBytes, m.inflight, m.upstream,

@@ -36,29 +36,22 @@ type Held struct {
 // each scrape (per tenant), limit is the pinned limit in bytes.
 func NewHeld(reg prometheus.Registerer, stats func() map[string]HeldStats, limit int64) *Held {
 	h := &Held{
-		Full: prometheus.NewCounter(prometheus.CounterOpts{
-			Namespace: namespace, Name: "writeback_full_total",
-			Help: "Held writes (WriteBack, Transient) refused with 503 SlowDown because the node's pinned space (--writeback-fraction of --disk-bytes) was full.",
-		}),
-		Persisted: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: namespace, Name: "writeback_persist_attempts_total",
-			Help: "Attempts to send held WriteBack versions to S3, by op (put, delete) and result (ok, error); errors are retried with backoff.",
-		}, []string{"op", "result"}),
-		PersistDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Namespace: namespace, Name: "writeback_persist_duration_seconds",
-			Help:    "Time of each attempt to send a held version to S3.",
-			Buckets: latencyBuckets,
-		}),
+		Full: node.Counter("writeback_full_total",
+			"Held writes (WriteBack, Transient) refused with 503 SlowDown because the node's pinned space (--writeback-fraction of --disk-bytes) was full."),
+		Persisted: node.CounterVec("writeback_persist_attempts_total",
+			"Attempts to send held WriteBack versions to S3, by op (put, delete) and result (ok, error); errors are retried with backoff.", "op", "result"),
+		PersistDuration: node.Histogram("writeback_persist_duration_seconds",
+			"Time of each attempt to send a held version to S3.", latencyBuckets),
 	}
 	h.collector = heldCollector{stats: stats, limit: limit,
-		objects: prometheus.NewDesc(prometheus.BuildFQName(namespace, "", "writeback_objects"),
-			"Objects this node holds for WriteBack (dirty: not in S3 yet) and Transient policies, by tenant and kind (dirty, transient).", []string{"tenant", "kind"}, nil),
-		bytes: prometheus.NewDesc(prometheus.BuildFQName(namespace, "", "writeback_bytes"),
-			"Bytes of the held objects' bodies on this node's disk (pinned: never evicted), by tenant.", []string{"tenant"}, nil),
-		oldest: prometheus.NewDesc(prometheus.BuildFQName(namespace, "", "writeback_oldest_dirty_seconds"),
-			"Age of the oldest held WriteBack write not yet in S3, by tenant (0: none).", []string{"tenant"}, nil),
-		limitDesc: prometheus.NewDesc(prometheus.BuildFQName(namespace, "", "writeback_limit_bytes"),
-			"The node's pinned space for held objects: writes past it get SlowDown.", nil, nil),
+		objects: node.Desc("writeback_objects",
+			"Objects this node holds for WriteBack (dirty: not in S3 yet) and Transient policies, by tenant and kind (dirty, transient).", "tenant", "kind"),
+		bytes: node.Desc("writeback_bytes",
+			"Bytes of the held objects' bodies on this node's disk (pinned: never evicted), by tenant.", "tenant"),
+		oldest: node.Desc("writeback_oldest_dirty_seconds",
+			"Age of the oldest held WriteBack write not yet in S3, by tenant (0: none).", "tenant"),
+		limitDesc: node.Desc("writeback_limit_bytes",
+			"The node's pinned space for held objects: writes past it get SlowDown."),
 	}
 	reg.MustRegister(h.Full, h.Persisted, h.PersistDuration, &h.collector)
 	return h

@@ -9,10 +9,12 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/distcache/distcache/internal/metrics/series"
 	"github.com/distcache/distcache/internal/ring"
 )
 
-const namespace = "distcache"
+// node names the node's series distcache_<name>.
+var node = series.Prefix{Namespace: "distcache"}
 
 // Result labels on request series. Hits name the tier that answered.
 const (
@@ -64,72 +66,39 @@ var latencyBuckets = []float64{
 // NewNode creates the node metrics and registers them with reg.
 func NewNode(reg prometheus.Registerer) *Node {
 	m := &Node{
-		Requests: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: namespace, Name: "requests_total",
-			Help: "Requests served, by tenant, operation and result (hit_ram, hit_disk, miss, forwarded, error); an object read counts under the highest of its chunks' results in the order hit_ram < hit_disk < miss < forwarded.",
-		}, []string{"tenant", "op", "result"}),
-		ResponseBytes: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: namespace, Name: "response_bytes_total",
-			Help: "Body bytes sent to clients, by tenant, operation and result; an object read counts each chunk's bytes under that chunk's result.",
-		}, []string{"tenant", "op", "result"}),
-		RequestDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Namespace: namespace, Name: "request_duration_seconds",
-			Help:    "Request latency from routing to the last body byte, by operation and result.",
-			Buckets: latencyBuckets,
-		}, []string{"op", "result"}),
-		ChunkReads: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: namespace, Name: "chunk_reads_total",
-			Help: "Chunk lookups by tenant and result (hit_ram, hit_disk, miss, forwarded, error); the hit ratio is hits over all but forwarded (the owner counts those).",
-		}, []string{"tenant", "result"}),
-		S3Requests: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: namespace, Name: "s3_requests_total",
-			Help: "Logical requests to the S3 backend by operation (head, get, put, delete, forward) and status class (ok, not_found, precondition_failed, access_denied, invalid_range, unavailable, canceled, error).",
-		}, []string{"op", "status"}),
-		S3Duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Namespace: namespace, Name: "s3_request_duration_seconds",
-			Help:    "Latency of requests to the S3 backend, retries included, by operation.",
-			Buckets: latencyBuckets,
-		}, []string{"op"}),
-		S3Retries: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: namespace, Name: "s3_retries_total",
-			Help: "Retried S3 attempts (503 SlowDown, 500, throttling, timeouts), by operation.",
-		}, []string{"op"}),
-		SingleflightJoins: prometheus.NewCounter(prometheus.CounterOpts{
-			Namespace: namespace, Name: "singleflight_joins_total",
-			Help: "Chunk or metadata misses that waited for another request's S3 fetch instead of making their own.",
-		}),
-		StoreFailures: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: namespace, Name: "store_failures_total",
-			Help: "Local store operations that failed and were bypassed (the node served from S3 instead), by operation and reason (no_space, error).",
-		}, []string{"op", "reason"}),
-		MetaRevalidations: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: namespace, Name: "metadata_revalidations_total",
-			Help: "Object metadata revalidations against S3 by outcome (unchanged, changed, stale_served, error).",
-		}, []string{"outcome"}),
-		PeerRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: namespace, Name: "peer_requests_total",
-			Help: "Requests to other cache nodes by kind (forward: a chunk from its owner; handoff: a chunk from its owner of the previous ring epoch; handout: a written chunk to its owner; meta: metadata from its owner; invalidate: a changed object to its metadata owner; cross_zone: a missed chunk from its owner in another zone, from that node's store only) and result (ok, miss, changed, error, unreachable, skipped_down).",
-		}, []string{"kind", "result"}),
-		RingEpoch: prometheus.NewGauge(prometheus.GaugeOpts{
-			Namespace: namespace, Name: "ring_epoch",
-			Help: "Epoch of the ring this node routes by (0 when it runs alone).",
-		}),
-		CrossZoneBytes: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: namespace, Name: "cross_zone_bytes_total",
-			Help: "Chunk bytes exchanged with nodes of another zone (peer_zone), by direction (in: received): misses answered by the chunk's owner in another zone (--cross-zone=OnMiss) instead of S3. Inter-zone traffic is billed per GB in both directions.",
-		}, []string{"peer_zone", "direction"}),
-		MetaLeaseWaits: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: namespace, Name: "metadata_lease_waits_total",
-			Help: "Writes acknowledged after every gateway keeping metadata learnt of the change, by outcome (notified: all of them polled past it; lapsed: at least one did not and the write waited for its lease to end, a sign of a dead or partitioned gateway).",
-		}, []string{"outcome"}),
-		MetaWatchers: prometheus.NewGauge(prometheus.GaugeOpts{
-			Namespace: namespace, Name: "metadata_lease_watchers",
-			Help: "Clients (gateways) polling this node for metadata changes, and so holding leases that writes wait on.",
-		}),
+		Requests: node.CounterVec("requests_total",
+			"Requests served, by tenant, operation and result (hit_ram, hit_disk, miss, forwarded, error); an object read counts under the highest of its chunks' results in the order hit_ram < hit_disk < miss < forwarded.", "tenant", "op", "result"),
+		ResponseBytes: node.CounterVec("response_bytes_total",
+			"Body bytes sent to clients, by tenant, operation and result; an object read counts each chunk's bytes under that chunk's result.", "tenant", "op", "result"),
+		RequestDuration: node.HistogramVec("request_duration_seconds",
+			"Request latency from routing to the last body byte, by operation and result.", latencyBuckets, "op", "result"),
+		ChunkReads: node.CounterVec("chunk_reads_total",
+			"Chunk lookups by tenant and result (hit_ram, hit_disk, miss, forwarded, error); the hit ratio is hits over all but forwarded (the owner counts those).", "tenant", "result"),
+		S3Requests: node.CounterVec("s3_requests_total",
+			"Logical requests to the S3 backend by operation (head, get, put, delete, forward) and status class (ok, not_found, precondition_failed, access_denied, invalid_range, unavailable, canceled, error).", "op", "status"),
+		S3Duration: node.HistogramVec("s3_request_duration_seconds",
+			"Latency of requests to the S3 backend, retries included, by operation.", latencyBuckets, "op"),
+		S3Retries: node.CounterVec("s3_retries_total",
+			"Retried S3 attempts (503 SlowDown, 500, throttling, timeouts), by operation.", "op"),
+		SingleflightJoins: node.Counter("singleflight_joins_total",
+			"Chunk or metadata misses that waited for another request's S3 fetch instead of making their own."),
+		StoreFailures: node.CounterVec("store_failures_total",
+			"Local store operations that failed and were bypassed (the node served from S3 instead), by operation and reason (no_space, error).", "op", "reason"),
+		MetaRevalidations: node.CounterVec("metadata_revalidations_total",
+			"Object metadata revalidations against S3 by outcome (unchanged, changed, stale_served, error).", "outcome"),
+		PeerRequests: node.CounterVec("peer_requests_total",
+			"Requests to other cache nodes by kind (forward: a chunk from its owner; handoff: a chunk from its owner of the previous ring epoch; handout: a written chunk to its owner; meta: metadata from its owner; invalidate: a changed object to its metadata owner; cross_zone: a missed chunk from its owner in another zone, from that node's store only) and result (ok, miss, changed, error, unreachable, skipped_down).", "kind", "result"),
+		RingEpoch: node.Gauge("ring_epoch",
+			"Epoch of the ring this node routes by (0 when it runs alone)."),
+		CrossZoneBytes: node.CounterVec("cross_zone_bytes_total",
+			"Chunk bytes exchanged with nodes of another zone (peer_zone), by direction (in: received): misses answered by the chunk's owner in another zone (--cross-zone=OnMiss) instead of S3. Inter-zone traffic is billed per GB in both directions.", "peer_zone", "direction"),
+		MetaLeaseWaits: node.CounterVec("metadata_lease_waits_total",
+			"Writes acknowledged after every gateway keeping metadata learnt of the change, by outcome (notified: all of them polled past it; lapsed: at least one did not and the write waited for its lease to end, a sign of a dead or partitioned gateway).", "outcome"),
+		MetaWatchers: node.Gauge("metadata_lease_watchers",
+			"Clients (gateways) polling this node for metadata changes, and so holding leases that writes wait on."),
 	}
-	m.ring.desc = prometheus.NewDesc(prometheus.BuildFQName(namespace, "", "ring_members"),
-		"Members of the ring this node routes by, by state (active: they own chunks; draining: they own none and hand theirs over); 0 when the node runs alone.",
-		[]string{"state"}, nil)
+	m.ring.desc = node.Desc("ring_members",
+		"Members of the ring this node routes by, by state (active: they own chunks; draining: they own none and hand theirs over); 0 when the node runs alone.", "state")
 	reg.MustRegister(&m.ring, m.PeerRequests, m.RingEpoch, m.Requests, m.ResponseBytes, m.RequestDuration, m.ChunkReads, m.S3Requests,
 		m.S3Duration, m.S3Retries, m.SingleflightJoins, m.StoreFailures, m.MetaRevalidations, m.CrossZoneBytes,
 		m.MetaLeaseWaits, m.MetaWatchers)
@@ -147,17 +116,8 @@ func (m *Node) ObserveRetry(op string) { m.S3Retries.WithLabelValues(op).Inc() }
 
 // RegisterTenantReloads exports the tenants file watcher's reload counts.
 func RegisterTenantReloads(reg prometheus.Registerer, reloads func() (ok, failed uint64)) {
-	opts := func(outcome string) prometheus.CounterOpts {
-		return prometheus.CounterOpts{
-			Namespace: namespace, Name: "tenant_config_reloads_total",
-			Help:        "Reloads of the tenants file by outcome; a failed reload keeps the previous configuration.",
-			ConstLabels: prometheus.Labels{"outcome": outcome},
-		}
-	}
-	reg.MustRegister(
-		prometheus.NewCounterFunc(opts("ok"), func() float64 { ok, _ := reloads(); return float64(ok) }),
-		prometheus.NewCounterFunc(opts("failed"), func() float64 { _, failed := reloads(); return float64(failed) }),
-	)
+	node.Outcomes(reg, "tenant_config_reloads_total",
+		"Reloads of the tenants file by outcome; a failed reload keeps the previous configuration.", nil, reloads)
 }
 
 // ReportRing makes distcache_ring_members report the ring h holds, read at

@@ -3,6 +3,7 @@ package metrics
 import (
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/distcache/distcache/internal/metrics/series"
 	"github.com/distcache/distcache/internal/store"
 )
 
@@ -20,9 +21,7 @@ type storeCollector struct {
 
 // RegisterStore exports a store's Stats on reg.
 func RegisterStore(reg prometheus.Registerer, stats func() store.Stats) {
-	d := func(name, help string, labels ...string) *prometheus.Desc {
-		return prometheus.NewDesc(prometheus.BuildFQName(namespace, "store", name), help, labels, nil)
-	}
+	d := series.Prefix{Namespace: node.Namespace, Subsystem: "store"}.Desc
 	reg.MustRegister(&storeCollector{
 		stats:        stats,
 		bytes:        d("bytes", "Cached payload bytes by tier (ram, disk).", "tier"),
