@@ -9,14 +9,6 @@ cd "$(dirname "$0")/.."
 # sigs.k8s.io/controller-runtime v0.25 in our go.mod (v0.22 is too; v0.23 is the
 # newest release on it). Bump together with controller-runtime.
 CONTROLLER_TOOLS_VERSION="${CONTROLLER_TOOLS_VERSION:-v0.23.0}"
-out="bin/controller-gen-${CONTROLLER_TOOLS_VERSION}"
 
-if [ ! -x "$out" ]; then
-  echo ">> building controller-gen ${CONTROLLER_TOOLS_VERSION} (first run only, about a minute)"
-  mkdir -p bin
-  tmp=$(mktemp -d)
-  trap 'rm -rf "$tmp"' EXIT
-  CGO_ENABLED=0 GOBIN="$tmp" GOFLAGS=-mod=mod go install -trimpath -ldflags "-s -w" "sigs.k8s.io/controller-tools/cmd/controller-gen@${CONTROLLER_TOOLS_VERSION}"
-  mv "$tmp/controller-gen" "$out"
-fi
-ln -sfn "$(basename "$out")" bin/controller-gen
+. hack/lib/build-once.sh
+go_install_once controller-gen "$CONTROLLER_TOOLS_VERSION" "about a minute" sigs.k8s.io/controller-tools/cmd/controller-gen

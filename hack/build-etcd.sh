@@ -13,20 +13,10 @@ cd "$(dirname "$0")/.."
 
 # Latest 3.6 patch; Kubernetes 1.36 is tested against etcd 3.6.
 ETCD_VERSION="${ETCD_VERSION:-v3.6.16}"
-out="bin/etcd-${ETCD_VERSION}"
 
-if [ ! -x "$out" ] && command -v flock >/dev/null; then
-  # Concurrent callers (make -j, parallel test setups) wait for one build.
-  mkdir -p bin/.build
-  exec 9>bin/.build/etcd.lock
-  flock 9
-fi
-
-if [ ! -x "$out" ]; then
-  echo ">> building etcd ${ETCD_VERSION} (first run only, a minute or two)"
-  mkdir -p bin
-  root=$(pwd)
-  wrapper="bin/.build/etcd-wrapper-${ETCD_VERSION}"
+# build_etcd DIR builds etcd's wrapper module into DIR/etcd.
+build_etcd() {
+  local wrapper="bin/.build/etcd-wrapper-${ETCD_VERSION}"
   rm -rf "$wrapper"
   mkdir -p "$wrapper"
   cat >"$wrapper/go.mod" <<GOMOD
@@ -47,13 +37,12 @@ import (
 
 func main() { etcdmain.Main(os.Args) }
 GO
-  tmp=$(mktemp -d)
-  trap 'rm -rf "$tmp"' EXIT
   (
     cd "$wrapper"
     GOFLAGS=-mod=mod go mod tidy
-    CGO_ENABLED=0 GOFLAGS=-mod=mod go build -trimpath -buildvcs=false -ldflags "-s -w" -o "$tmp/etcd" .
+    CGO_ENABLED=0 GOFLAGS=-mod=mod go build -trimpath -buildvcs=false -ldflags "-s -w" -o "$1/etcd" .
   )
-  mv "$tmp/etcd" "${root}/${out}"
-fi
-ln -sfn "$(basename "$out")" bin/etcd
+}
+
+. hack/lib/build-once.sh
+build_once etcd "$ETCD_VERSION" "a minute or two" build_etcd

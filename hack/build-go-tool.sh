@@ -51,19 +51,7 @@ crd-ref-docs)
   ;;
 esac
 
-out="bin/${name}-${version}"
-if [ ! -x "$out" ] && command -v flock >/dev/null; then
-  # Concurrent callers wait for one build.
-  mkdir -p bin/.build
-  exec 9>"bin/.build/${name}.lock"
-  flock 9
-fi
-if [ ! -x "$out" ]; then
-  echo ">> building ${name} ${version} (first run only)" >&2
-  mkdir -p bin
-  tmp=$(mktemp -d)
-  trap 'rm -rf "$tmp"' EXIT
-  CGO_ENABLED=0 GOBIN="$tmp" GOFLAGS=-mod=mod go install -trimpath -ldflags "-s -w ${ldflags}" "${pkg}@${version}" >&2
-  mv "$tmp/${pkg##*/}" "$out" 2>/dev/null || mv "$tmp/$name" "$out"
-fi
-ln -sfn "$(basename "$out")" "bin/${name}"
+. hack/lib/build-once.sh
+# go install names the program after the package's last element, or the one
+# before a major version suffix (kubebuilder/v4): NAME for every tool here.
+go_install_once "$name" "$version" "" "$pkg" "$ldflags"

@@ -6,14 +6,6 @@ cd "$(dirname "$0")/.."
 
 # MinIO publishes no semver tags; this pseudo-version is its 2026-02-12 commit.
 MINIO_VERSION="${MINIO_VERSION:-v0.0.0-20260212201848-7aac2a2c5b7c}"
-out="bin/minio-${MINIO_VERSION}"
 
-if [ ! -x "$out" ]; then
-  echo ">> building MinIO ${MINIO_VERSION} (first run only, a few minutes)"
-  mkdir -p bin
-  tmp=$(mktemp -d)
-  trap 'rm -rf "$tmp"' EXIT
-  CGO_ENABLED=0 GOBIN="$tmp" GOFLAGS=-mod=mod go install -trimpath -ldflags "-s -w" "github.com/minio/minio@${MINIO_VERSION}"
-  mv "$tmp/minio" "$out"
-fi
-ln -sfn "$(basename "$out")" bin/minio
+. hack/lib/build-once.sh
+go_install_once minio "$MINIO_VERSION" "a few minutes" github.com/minio/minio

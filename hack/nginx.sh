@@ -17,33 +17,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 . hack/lib/debian-package.sh
 
-ready() { [ -x bin/nginx ]; }
-
-# Fast path, without taking the lock.
-if ready; then
-  echo "$PWD/bin/nginx"
-  exit 0
-fi
-
-mkdir -p bin
-exec 9>bin/.nginx.lock
-flock 9
-if ready; then
-  echo "$PWD/bin/nginx"
-  exit 0
-fi
-
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-debian_package nginx "$tmp"
-version=$DEB_VERSION
-
-out="bin/nginx-${version}"
-rm -rf "$out"
-mkdir -p "$out"
-cp "$tmp/root/usr/sbin/nginx" "$out/"
-# Fails here, not in the benchmark, if a shared library is missing.
-"$out/nginx" -V >&2
-"$out/nginx" -V 2>&1 | grep -q -- '--with-http_slice_module' || { echo "nginx.sh: this nginx has no slice module" >&2; exit 1; }
-ln -sfn "nginx-${version}/nginx" bin/nginx
-echo "$PWD/bin/nginx"
+check() {
+  "$1/nginx" -V >&2
+  "$1/nginx" -V 2>&1 | grep -q -- '--with-http_slice_module' || { echo "nginx.sh: this nginx has no slice module" >&2; exit 1; }
+}
+debian_programs nginx check usr/sbin/nginx

@@ -15,33 +15,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 . hack/lib/debian-package.sh
 
-ready() { [ -x bin/prometheus ] && [ -x bin/promtool ]; }
-
-# Fast path, without taking the lock.
-if ready; then
-  echo "$PWD/bin/prometheus"
-  exit 0
-fi
-
-mkdir -p bin
-exec 9>bin/.prometheus.lock
-flock 9
-if ready; then
-  echo "$PWD/bin/prometheus"
-  exit 0
-fi
-
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-debian_package prometheus "$tmp"
-version=$DEB_VERSION
-
-out="bin/prometheus-${version}"
-rm -rf "$out"
-mkdir -p "$out"
-cp "$tmp/root/usr/bin/prometheus" "$tmp/root/usr/bin/promtool" "$out/"
-"$out/prometheus" --version >&2
-"$out/promtool" --version >/dev/null
-ln -sfn "prometheus-${version}/prometheus" bin/prometheus
-ln -sfn "prometheus-${version}/promtool" bin/promtool
-echo "$PWD/bin/prometheus"
+check() {
+  "$1/prometheus" --version >&2
+  "$1/promtool" --version >/dev/null
+}
+debian_programs prometheus check usr/bin/prometheus usr/bin/promtool
