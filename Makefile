@@ -149,8 +149,8 @@ demo-local: bin/minio build ## No Kubernetes: MinIO + one cache node on loopback
 	hack/demo/local.sh
 
 .PHONY: stack stack-down
-stack: bin/minio build ## MinIO, 3 cache nodes and 2 gateways on loopback; writes .stack/env (S3_ENDPOINT=... to use another S3).
-	S3_ENDPOINT="$(S3_ENDPOINT)" S3_ACCESS_KEY="$(S3_ACCESS_KEY)" S3_SECRET_KEY="$(S3_SECRET_KEY)" hack/stack.sh up
+stack: bin/minio build ## MinIO, 3 cache nodes and 2 gateways on loopback; writes .stack/env (S3_ENDPOINT=... to use another S3; WRITE_MODE=write-back or transient for tenant A's bucket).
+	S3_ENDPOINT="$(S3_ENDPOINT)" S3_ACCESS_KEY="$(S3_ACCESS_KEY)" S3_SECRET_KEY="$(S3_SECRET_KEY)" WRITE_MODE="$(WRITE_MODE)" hack/stack.sh up
 stack-down: ## Stop what make stack started.
 	hack/stack.sh down
 

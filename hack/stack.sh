@@ -3,6 +3,9 @@
 # for checks. MinIO (or the S3 given by S3_ENDPOINT/S3_ACCESS_KEY/S3_SECRET_KEY),
 # three cache nodes sharing one ring, and two S3 gateways, one per tenant (A
 # and B), each with its own client certificate, credentials and bucket.
+# WRITE_MODE=write-back or WRITE_MODE=transient puts tenant A's bucket under
+# that write policy (docs/write-back.md: WriteBack or Transient, two
+# replicas); unset (or write-through), writes go through to S3 as always.
 # Everything lives in .stack/ (gitignored); .stack/env describes it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -26,6 +29,15 @@ case "${1:-up}" in
   down) down; exit 0 ;;
   up) ;;
   *) echo "usage: $0 [up|down]" >&2; exit 2 ;;
+esac
+
+# Checked before anything is stopped or started.
+WRITE_MODE=${WRITE_MODE:-write-through}
+case "$WRITE_MODE" in
+  write-through) policy_a="" ;;
+  write-back) policy_a=WriteBack ;;
+  transient) policy_a=Transient ;;
+  *) echo "WRITE_MODE=$WRITE_MODE: want write-back, transient or write-through (the default, when unset)" >&2; exit 2 ;;
 esac
 
 down
@@ -63,11 +75,16 @@ for n in "${NODES[@]}"; do node_args+=(--node "$n"); done
 bin/cachenode certs --dir "$st/certs" --server-dns localhost --server-ip 127.0.0.1 "${node_args[@]}" \
   --tenant tenant-a --tenant tenant-b >/dev/null
 
+# With WRITE_MODE, tenant A's whole bucket is held on two of the three nodes.
+policies_a=""
+if [ -n "$policy_a" ]; then
+  policies_a=$'\n    policies:\n      - {bucket: '"$BUCKET_A"', mode: '"$policy_a"', replicas: 2}'
+fi
 cat >"$st/tenants.yaml" <<YAML
 tenants:
   - name: tenant-a
     buckets: [$BUCKET_A]
-    quotaBytes: 268435456
+    quotaBytes: 268435456$policies_a
   - name: tenant-b
     buckets: [$BUCKET_B]
     quotaBytes: 268435456
@@ -122,5 +139,7 @@ done
   echo "STACK_METRICS_URLS=\"$metrics_urls\""
   echo "STACK_TENANT_A_CERT=$st/certs/tenant-tenant-a.crt"
   echo "STACK_TENANT_A_KEY=$st/certs/tenant-tenant-a.key"
+  echo "STACK_WRITE_MODE=$WRITE_MODE"
 } >"$st/env"
-echo "stack is up; settings in .stack/env (source it), logs in .stack/*.log; stop with: make stack-down"
+echo "stack is up; tenant A's bucket $BUCKET_A is $WRITE_MODE${policy_a:+ ($policy_a, 2 replicas)}"
+echo "settings in .stack/env (source it), logs in .stack/*.log; stop with: make stack-down"
