@@ -156,6 +156,40 @@ func TestAlertRulesFire(t *testing.T) {
 		unschedulablePods("op-0", "c", "z", "0x4 1x3 0x60"),
 		unschedulablePods("op-0", "other", "a", "2x60"),
 	)
+	// Write-back. Cache c: tenant t1's oldest write not in S3 ages a
+	// minute a minute (over 600s from minute 11), t2's is a few seconds
+	// old on both holders. c-a-0's uploads all fail; c-a-1's fail for one
+	// tenant and succeed for another (the lag alert's case, not this
+	// one); c-b-1's failed until minute 5, then succeeded. c-a-0's held
+	// bytes (two tenants) reach 90% of its limit at minute 5, c-a-1 holds
+	// 80%; c-b-0 keeps no journal (no limit series). Cache other: all of
+	// it, for ever.
+	wbSeries := func(metric, cache, pod, extra, values string) series {
+		return series{`distcache_writeback_` + metric + `{namespace="ns",service="` + cache + `",zone="a",pod="` + pod + `"` + extra + `}`, values}
+	}
+	tenant := func(t string) string { return `,tenant="` + t + `"` }
+	persist := func(result string) string { return `,op="put",result="` + result + `"` }
+	input = append(input,
+		wbSeries("oldest_dirty_seconds", "c", "c-a-0", tenant("t1"), "0+60x60"),
+		wbSeries("oldest_dirty_seconds", "c", "c-a-1", tenant("t1"), "0+60x60"),
+		wbSeries("oldest_dirty_seconds", "c", "c-a-0", tenant("t2"), "3x60"),
+		wbSeries("oldest_dirty_seconds", "c", "c-a-1", tenant("t2"), "4x60"),
+		wbSeries("persist_attempts_total", "c", "c-a-0", persist("error"), "0+5x60"),
+		wbSeries("persist_attempts_total", "c", "c-a-1", persist("error"), "0+5x60"),
+		wbSeries("persist_attempts_total", "c", "c-a-1", persist("ok"), "0+50x60"),
+		wbSeries("persist_attempts_total", "c", "c-b-1", persist("error"), "0+5x5 25x60"),
+		wbSeries("persist_attempts_total", "c", "c-b-1", persist("ok"), "0x5 0+50x60"),
+		wbSeries("bytes", "c", "c-a-0", tenant("t1"), "10x4 50x60"),
+		wbSeries("bytes", "c", "c-a-0", tenant("t2"), "40x60"),
+		wbSeries("limit_bytes", "c", "c-a-0", "", "100x60"),
+		wbSeries("bytes", "c", "c-a-1", tenant("t1"), "80x60"),
+		wbSeries("limit_bytes", "c", "c-a-1", "", "100x60"),
+		wbSeries("bytes", "c", "c-b-0", tenant("t1"), "99x60"),
+		wbSeries("oldest_dirty_seconds", "other", "other-a-0", tenant("t1"), "3600x60"),
+		wbSeries("persist_attempts_total", "other", "other-a-0", persist("error"), "0+5x60"),
+		wbSeries("bytes", "other", "other-a-0", tenant("t1"), "99x60"),
+		wbSeries("limit_bytes", "other", "other-a-0", "", "100x60"),
+	)
 	labels := func(kv ...string) map[string]string {
 		m := map[string]string{"namespace": "ns", "service": "c"}
 		for i := 0; i < len(kv); i += 2 {
@@ -175,12 +209,16 @@ func TestAlertRulesFire(t *testing.T) {
 			"severity": "warning", "namespace": "analytics", "cache_namespace": "ns", "cache": "c", "zone": "b", "peer_zone": "a"}}},
 		monitoring.AlertNodeUnschedulable: {{map[string]string{
 			"severity": "warning", "cache_namespace": "ns", "cache": "c", "zone": "a"}}},
+		monitoring.AlertWriteBackLagging:        {{labels("severity", "warning", "zone", "a", "tenant", "t1")}},
+		monitoring.AlertWriteBackPersistFailing: {{labels("severity", "critical", "zone", "a", "pod", "c-a-0")}},
+		monitoring.AlertWriteBackPinnedNearFull: {{labels("severity", "warning", "zone", "a", "pod", "c-a-0")}},
 	}
 	var tests []alertTest
 	for alert, exp := range firing {
 		// Minute 9: every condition holds, none for its whole `for`
 		// (NodeDown's 5 minutes and NodeUnschedulable's 10 start at
-		// minute 5).
+		// minute 5, as WriteBackPinnedNearFull's 5; WriteBackLagging's
+		// condition holds from minute 11).
 		tests = append(tests, alertTest{EvalTime: "9m", Alertname: alert, ExpAlerts: []expAlert{}})
 		tests = append(tests, alertTest{EvalTime: "30m", Alertname: alert, ExpAlerts: exp})
 	}

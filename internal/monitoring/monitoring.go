@@ -108,6 +108,12 @@ const (
 	AlertGatewayZoneFallback = "DistcacheGatewayZoneFallback"
 	// Cache pods the scheduler cannot place, from the operator's metric.
 	AlertNodeUnschedulable = "DistcacheNodeUnschedulable"
+	// Write-back (docs/write-back.md): writes acknowledged by the nodes
+	// that S3 has not had for long, a node whose uploads to S3 all fail,
+	// and a node's pinned space (held objects, never evicted) nearly full.
+	AlertWriteBackLagging        = "DistcacheWriteBackLagging"
+	AlertWriteBackPersistFailing = "DistcacheWriteBackPersistFailing"
+	AlertWriteBackPinnedNearFull = "DistcacheWriteBackPinnedNearFull"
 )
 
 // MetricUnschedulablePods is the operator's gauge of a zone's cache pods
@@ -138,6 +144,12 @@ const (
 	// crossZoneRatioThreshold: the share of a zone's chunk bytes served
 	// that came from other zones.
 	crossZoneRatioThreshold = "0.25"
+	// writeBackLagSeconds: the age of the oldest write-back write not in
+	// S3 yet (persisting takes S3's tens of milliseconds per object; a
+	// backlog drains in seconds to minutes). pinnedRatioThreshold: the
+	// share of a node's pinned limit its held objects use.
+	writeBackLagSeconds  = "600"
+	pinnedRatioThreshold = "0.85"
 )
 
 //go:embed dashboard.json
@@ -339,6 +351,63 @@ func RuleGroups(t Target, hitRatioThreshold string) ([]monitoringv1.RuleGroup, e
 					"(kubectl -n {{ $labels.cache_namespace }} get pods -l app.kubernetes.io/instance={{ $labels.cache }},cache.distcache.io/zone={{ $labels.zone }}; " +
 					"kubectl describe pod): no node in the zone with the instance types, node selector or tolerations of the spec, " +
 					"not enough CPU or memory for spec.resources, a volume claim that cannot bind, or a cluster autoscaler that cannot add a node.",
+			},
+		},
+		{
+			Alert: AlertWriteBackLagging,
+			// Every holder of a version reports it: the max over them is
+			// the tenant's oldest write not in S3 yet in the zone.
+			Expr:   expr(`max by (namespace, service, zone, tenant) (distcache_writeback_oldest_dirty_seconds{SEL}) > ` + writeBackLagSeconds),
+			For:    dur("10m"),
+			Labels: map[string]string{"severity": "warning"},
+			Annotations: map[string]string{
+				"summary": "distcache {{ $labels.namespace }}/{{ $labels.service }}: tenant {{ $labels.tenant }} has a write-back write not in S3 for {{ $value | humanizeDuration }}",
+				"description": "For 10 minutes the oldest WriteBack write of tenant {{ $labels.tenant }} in zone {{ $labels.zone }} that the cache acknowledged " +
+					"has been waiting more than " + writeBackLagSeconds + "s to reach S3. Until it does, it exists only on the cache nodes holding it " +
+					"(a policy's replicas), and it pins their disk. Check, in the dashboard's Write-back row: persistence attempts by result " +
+					"(errors: the S3 panels and the DistcacheWriteBackPersistFailing alert say why), the persistence latency (a slow or throttling " +
+					"S3), the dirty objects (a burst of writes larger than S3 takes in that time) and whether the holders are up; the nodes' logs " +
+					"name the keys and errors.",
+			},
+		},
+		{
+			Alert: AlertWriteBackPersistFailing,
+			// Errors and no success: S3 refuses this node's uploads (a node
+			// that persists some keys and fails others is seen by the lag).
+			Expr: expr(`
+sum by (namespace, service, zone, pod) (rate(distcache_writeback_persist_attempts_total{SEL,result="error"}[10m])) > 0
+unless
+sum by (namespace, service, zone, pod) (rate(distcache_writeback_persist_attempts_total{SEL,result="ok"}[10m])) > 0`),
+			For:    dur("10m"),
+			Labels: map[string]string{"severity": "critical"},
+			Annotations: map[string]string{
+				"summary": "distcache {{ $labels.namespace }}/{{ $labels.service }}: node {{ $labels.pod }} cannot persist write-back writes to S3",
+				"description": "For 10 minutes every attempt of node {{ $labels.pod }} to send held WriteBack writes (uploads and deletes) to S3 failed, " +
+					"and none succeeded. The node keeps them and retries with backoff; meanwhile they exist only on the cache nodes, and once the " +
+					"pinned space is full new write-back writes get 503 SlowDown. Check the S3 panels (status access_denied: the cache's or the " +
+					"tenant's credentials lack s3:PutObject or s3:DeleteObject; unavailable or error: the endpoint) and the node's log, which " +
+					"names the key and S3's error.",
+			},
+		},
+		{
+			Alert: AlertWriteBackPinnedNearFull,
+			// Held bytes (all tenants, dirty and transient) over the node's
+			// pinned limit; a node without a journal exports no limit.
+			Expr: expr(`
+(
+  sum by (namespace, service, zone, pod) (distcache_writeback_bytes{SEL})
+/
+  max by (namespace, service, zone, pod) (distcache_writeback_limit_bytes{SEL} > 0)
+) > ` + pinnedRatioThreshold),
+			For:    dur("5m"),
+			Labels: map[string]string{"severity": "warning"},
+			Annotations: map[string]string{
+				"summary": "distcache {{ $labels.namespace }}/{{ $labels.service }}: node {{ $labels.pod }} uses {{ $value | humanizePercentage }} of its write-back pinned space",
+				"description": "For 5 minutes the objects node {{ $labels.pod }} holds for WriteBack (not in S3 yet) and Transient policies have used more than " +
+					pinnedRatioThreshold + " of its pinned limit (30% of spec.diskSize; --writeback-fraction of --disk-bytes). They are never evicted; past the limit " +
+					"write-back and transient writes get 503 SlowDown (distcache_writeback_full_total). Check the Write-back row: whether " +
+					"persistence keeps up (errors, the oldest unpersisted write) or transient data piles up (by tenant: deletes and expiry " +
+					"free it); raise spec.diskSize (or --writeback-fraction on nodes run by hand) or spec.replicas if the steady state needs more.",
 			},
 		},
 	}

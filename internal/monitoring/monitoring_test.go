@@ -63,6 +63,7 @@ func nodeMetrics() exported {
 	metrics.RegisterTenantReloads(e, func() (uint64, uint64) { return 0, 0 })
 	metrics.RegisterStore(e, func() store.Stats { return store.Stats{} })
 	metrics.RegisterCertificateExpiry(e, func() *x509.Certificate { return nil })
+	metrics.NewHeld(e, func() map[string]metrics.HeldStats { return nil }, 0)
 	return e
 }
 
@@ -341,7 +342,9 @@ func TestDashboardModel(t *testing.T) {
 	for _, title := range []string{"Byte hit ratio", "Request hit ratio (chunk lookups)", "Bytes served by tier",
 		"S3 requests by operation and status", "S3 latency by operation", "Disk usage vs bound", "Evictions and rejections",
 		"Ring epoch by node", "Nodes up", "Request latency by operation", "Gateway page cache hit ratio",
-		"Bytes from other zones", "Gateway bytes across zones"} {
+		"Bytes from other zones", "Gateway bytes across zones",
+		"Dirty and transient objects by tenant", "Held bytes by tenant", "Oldest write not in S3 by tenant",
+		"Persistence to S3 by op and result", "Pinned space used vs limit", "Write-back writes refused (pinned space full)"} {
 		if len(exprs[title]) == 0 {
 			t.Errorf("no panel %q", title)
 		}
@@ -390,7 +393,8 @@ func TestRuleGroups(t *testing.T) {
 				}
 			}
 			for _, a := range []string{AlertLowHitRatio, AlertNodeDown, AlertS3ErrorRate, AlertDiskNearCapacity, AlertCertificateExpiring, AlertGatewayCertificateExpiring,
-				AlertCrossZoneTraffic, AlertGatewayZoneFallback} {
+				AlertCrossZoneTraffic, AlertGatewayZoneFallback, AlertNodeUnschedulable,
+				AlertWriteBackLagging, AlertWriteBackPersistFailing, AlertWriteBackPinnedNearFull} {
 				if !alerts[a] {
 					t.Errorf("no alert %s", a)
 				}

@@ -85,7 +85,7 @@ func TestRunbooks(t *testing.T) {
 			}
 		}
 	}
-	if len(seen) != len(groups[0].Rules) || len(seen) < 9 {
+	if len(seen) != len(groups[0].Rules) || len(seen) < 12 {
 		t.Errorf("%d runbooks for %d alerts", len(seen), len(groups[0].Rules))
 	}
 }
