@@ -41,8 +41,7 @@ type gatewayFlags struct {
 	parallelism                     int
 	timeout, passthroughTimeout     time.Duration
 	clientWriteTimeout              time.Duration
-	logLevel                        string
-	shutdownGrace                   time.Duration
+	lifecycleFlags
 }
 
 // gatewayCredentials is the --credentials-file format (YAML or JSON), with
@@ -82,8 +81,7 @@ func parseGatewayFlags(args []string) (*gatewayFlags, error) {
 	fs.DurationVar(&f.timeout, "timeout", client.DefaultTimeout, "timeout of one chunk or metadata request to one node")
 	fs.DurationVar(&f.passthroughTimeout, "passthrough-timeout", 5*time.Minute, "longest wait for S3's answer to a passed-through operation")
 	fs.DurationVar(&f.clientWriteTimeout, "client-write-timeout", gateway.DefaultClientWriteTimeout, "longest a GetObject waits for its client to take one chunk of the body; a client stalled longer is dropped (it holds read buffers meanwhile); 0: never")
-	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
-	fs.DurationVar(&f.shutdownGrace, "shutdown-grace", 20*time.Second, "time to finish in-flight requests on SIGTERM")
+	f.lifecycleFlags.register(fs)
 	if err := parseFlags(fs, args, func() map[string]string {
 		return map[string]string{"nodes": f.nodes, "tls-cert": f.tlsCert, "tls-key": f.tlsKey, "ca": f.ca}
 	}); err != nil {
@@ -194,12 +192,6 @@ func (f *gatewayFlags) gatewayConfig(reg *prometheus.Registry, log *slog.Logger)
 	}
 }
 
-func runGateway(args []string) error {
-	f, err := parseGatewayFlags(args)
-	if err != nil {
-		return err
-	}
-	return startUntilSignal(f.logLevel, f.shutdownGrace, func(ctx context.Context, reg *prometheus.Registry, log *slog.Logger) (server, error) {
-		return embed.StartGateway(ctx, f.gatewayConfig(reg, log))
-	})
+func (f *gatewayFlags) start(ctx context.Context, reg *prometheus.Registry, log *slog.Logger) (server, error) {
+	return embed.StartGateway(ctx, f.gatewayConfig(reg, log))
 }

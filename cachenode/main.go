@@ -42,11 +42,11 @@ func main() {
 	}
 	switch os.Args[1] {
 	case "serve":
-		err = runServe(os.Args[2:])
+		err = runServer(os.Args[2:], parseServeFlags)
 	case "certs":
 		err = runCerts(os.Args[2:])
 	case "gateway":
-		err = runGateway(os.Args[2:])
+		err = runServer(os.Args[2:], parseGatewayFlags)
 	case "init-data-dir":
 		err = runInitDataDir(os.Args[2:])
 	case "version", "--version", "-version":

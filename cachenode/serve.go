@@ -37,14 +37,13 @@ type serveFlags struct {
 	s3PathStyle                    bool
 	s3MaxConcurrent, s3MaxAttempts int
 	s3Timeout                      time.Duration
-	logLevel                       string
-	shutdownGrace                  time.Duration
 	ringFile, ringConfigMap        string
 	nodeName                       string
 	peerCert, peerKey              string
 	candidates                     int
 	crossZone                      string
 	zones, zoneRingFiles           string
+	lifecycleFlags
 
 	// Parsed from ringConfigMap and tenantsSecret; zero when not set.
 	ringRef, tenantsRef kubewatch.Ref
@@ -80,7 +79,6 @@ func parseServeFlags(args []string) (f *serveFlags, err error) {
 	fs.IntVar(&f.s3MaxConcurrent, "s3-max-concurrent", 64, "cap on in-flight S3 requests")
 	fs.IntVar(&f.s3MaxAttempts, "s3-max-attempts", 4, "attempts per S3 request (retries back off with jitter)")
 	fs.DurationVar(&f.s3Timeout, "s3-timeout", 30*time.Second, "timeout of one S3 request")
-	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&f.ringFile, "ring-file", "", "ring document (JSON, docs/ring.md); watched (with --ring-configmap: the start value). Empty: run alone")
 	fs.StringVar(&f.ringConfigMap, "ring-configmap", "", "namespace/name[:key] of a ConfigMap holding the ring document (key default ring.json), watched through the API server; needs --ring-file, wins over it")
 	fs.StringVar(&f.nodeName, "node-name", os.Getenv("POD_NAME"), "this node's member name in the ring (default $POD_NAME)")
@@ -90,7 +88,7 @@ func parseServeFlags(args []string) (f *serveFlags, err error) {
 	fs.StringVar(&f.crossZone, "cross-zone", string(node.CrossZoneNever), "what a miss does across zones: Never (read S3), or OnMiss (first ask the chunk's owner in each other zone for it from its store only; needs those zones' rings: --zones, --zone-ring-files)")
 	fs.StringVar(&f.zones, "zones", "", "comma-separated zones of the cache (the node's own may be listed): with --cross-zone=OnMiss, the ring of each other zone is followed through the API server in the --ring-configmap ConfigMap, key <zone>.json")
 	fs.StringVar(&f.zoneRingFiles, "zone-ring-files", "", "comma-separated zone=path of other zones' ring documents, watched (with --ring-configmap: the start values) for --cross-zone=OnMiss")
-	fs.DurationVar(&f.shutdownGrace, "shutdown-grace", 20*time.Second, "time to finish in-flight requests on SIGTERM")
+	f.lifecycleFlags.register(fs)
 	if err := parseFlags(fs, args, func() map[string]string {
 		return map[string]string{"tls-cert": f.tlsCert, "tls-key": f.tlsKey, "client-ca": f.clientCA, "tenants-file": f.tenantsFile}
 	}); err != nil {
@@ -166,20 +164,6 @@ func (f *serveFlags) nodeConfig(reg *prometheus.Registry, log *slog.Logger) embe
 	}
 }
 
-func runServe(args []string) error {
-	f, err := parseServeFlags(args)
-	if err != nil {
-		return err
-	}
-	return startUntilSignal(f.logLevel, f.shutdownGrace, func(ctx context.Context, reg *prometheus.Registry, log *slog.Logger) (server, error) {
-		return embed.StartNode(ctx, f.nodeConfig(reg, log))
-	})
-}
-
-func newLogger(level string) *slog.Logger {
-	var l slog.Level
-	if err := l.UnmarshalText([]byte(level)); err != nil {
-		l = slog.LevelInfo
-	}
-	return slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: l}))
+func (f *serveFlags) start(ctx context.Context, reg *prometheus.Registry, log *slog.Logger) (server, error) {
+	return embed.StartNode(ctx, f.nodeConfig(reg, log))
 }

@@ -85,15 +85,7 @@ func (o *options) statusCommand() *cobra.Command {
 			"bytes read by tier (RAM, disk, S3) and RAM and disk use, read from the nodes' metrics through the API server. " +
 			"Counters are since each node started.",
 		Example: "  kubectl distcache status -n distcache\n  kubectl distcache status demo -n distcache -o json",
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := o.validate(); err != nil {
-				return err
-			}
-			ctx := cmd.Context()
-			cl, scr, err := o.clients()
-			if err != nil {
-				return err
-			}
+		RunE: o.run(nil, func(ctx context.Context, cl client.Client, scr Scraper, args []string) error {
 			caches, err := o.caches(ctx, cl, args)
 			if err != nil || len(caches) == 0 {
 				return err
@@ -103,7 +95,7 @@ func (o *options) statusCommand() *cobra.Command {
 				return err
 			}
 			return o.print(StatusReport{Caches: st}, func() error { return printStatus(o.Out, st) })
-		},
+		}),
 	}
 	cmd.Flags().BoolVarP(&o.allNamespaces, "all-namespaces", "A", false, "Every namespace's caches")
 	return cmd
@@ -121,18 +113,12 @@ func (o *options) ringCommand() *cobra.Command {
 			"and each member's weight, state (active or draining) and share of the chunks, expected from the weights and " +
 			"measured by placing --samples chunk ids with the ring itself; and how many chunks changed owner since the previous epoch.",
 		Example: "  kubectl distcache ring demo -n distcache --zone zone-a",
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := o.validate(); err != nil {
-				return err
-			}
+		RunE: o.run(func() error {
 			if samples < 0 || samples > 1<<24 {
 				return fmt.Errorf("--samples must be between 0 and %d", 1<<24)
 			}
-			ctx := cmd.Context()
-			cl, _, err := o.clients()
-			if err != nil {
-				return err
-			}
+			return nil
+		}, func(ctx context.Context, cl client.Client, _ Scraper, args []string) error {
 			caches, err := o.caches(ctx, cl, args)
 			if err != nil || len(caches) == 0 {
 				return err
@@ -142,7 +128,7 @@ func (o *options) ringCommand() *cobra.Command {
 				return err
 			}
 			return o.print(RingReport{Caches: rings}, func() error { return printRings(o.Out, rings) })
-		},
+		}),
 	}
 	cmd.Flags().BoolVarP(&o.allNamespaces, "all-namespaces", "A", false, "Every namespace's caches")
 	cmd.Flags().StringVar(&zone, "zone", "", "Only this zone")
@@ -159,22 +145,14 @@ func (o *options) tenantsCommand() *cobra.Command {
 			"its quota and the most any node of the cache holds of its data (from the nodes' metrics), " +
 			"when its client certificate expires (read from the certificate Secret) and its gateways' S3 endpoint.",
 		Example: "  kubectl distcache tenants -A\n  kubectl distcache tenants -n analytics --cache distcache/demo -o yaml",
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := o.validate(); err != nil {
-				return err
-			}
-			ctx := cmd.Context()
-			cl, scr, err := o.clients()
-			if err != nil {
-				return err
-			}
+		RunE: o.run(nil, func(ctx context.Context, cl client.Client, scr Scraper, args []string) error {
 			tenants, err := o.tenants(ctx, cl, args, cache)
 			if err != nil || len(tenants) == 0 {
 				return err
 			}
 			ts := collectTenants(ctx, cl, scr, tenants)
 			return o.print(TenantsReport{Tenants: ts}, func() error { return printTenants(o.Out, ts) })
-		},
+		}),
 	}
 	cmd.Flags().BoolVarP(&o.allNamespaces, "all-namespaces", "A", false, "Every namespace's tenants")
 	cmd.Flags().StringVar(&cache, "cache", "", "Only the tenants of this cache (NAME or NAMESPACE/NAME)")
@@ -189,6 +167,27 @@ func versionCommand(streams genericiooptions.IOStreams) *cobra.Command {
 		Run: func(*cobra.Command, []string) {
 			fmt.Fprintln(streams.Out, version.Print("kubectl-distcache"))
 		},
+	}
+}
+
+// run is a command's RunE: it checks the flags (--output, then check's own
+// when there is one), makes the clients and hands them to report with the
+// command's arguments.
+func (o *options) run(check func() error, report func(ctx context.Context, cl client.Client, scr Scraper, args []string) error) func(*cobra.Command, []string) error {
+	return func(cmd *cobra.Command, args []string) error {
+		if err := o.validate(); err != nil {
+			return err
+		}
+		if check != nil {
+			if err := check(); err != nil {
+				return err
+			}
+		}
+		cl, scr, err := o.clients()
+		if err != nil {
+			return err
+		}
+		return report(cmd.Context(), cl, scr, args)
 	}
 }
 
