@@ -182,11 +182,7 @@ func TestPageCacheServesRepeatedReadsWithoutTheNetwork(t *testing.T) {
 	if st.ETag != m2.ETag {
 		t.Fatalf("Stat after Put: ETag %s, want %s", st.ETag, m2.ETag)
 	}
-	_, err = cl.ReadAt(ctx, "bucket-a", "hot.bin", st, p, 0)
-	must(t, err)
-	if !bytes.Equal(p, v2) {
-		t.Fatal("read after overwrite served old pages")
-	}
+	readBack(t, cl, "bucket-a", "hot.bin", st, v2, "read after overwrite served old pages")
 }
 
 func TestReadsSurviveAMemberDyingMidRead(t *testing.T) {
@@ -279,12 +275,7 @@ func TestRingRefreshSeesANewMember(t *testing.T) {
 	c.PutDirect("bucket-a", "after-growth", data)
 	m, err := cl.Stat(ctx, "bucket-a", "after-growth")
 	must(t, err)
-	p := make([]byte, len(data))
-	_, err = cl.ReadAt(ctx, "bucket-a", "after-growth", m, p, 0)
-	must(t, err)
-	if !bytes.Equal(p, data) {
-		t.Fatal("read differs after growth")
-	}
+	readBack(t, cl, "bucket-a", "after-growth", m, data, "read differs after growth")
 	if f := forwards(c); f != 0 {
 		t.Fatalf("nodes forwarded %v requests: the client routes by a stale ring", f)
 	}
@@ -354,12 +345,7 @@ func TestParallelFetchIsBoundedByParallelism(t *testing.T) {
 			must(t, err)
 			c.Proxy.SetDelay(20 * time.Millisecond) // cold chunks take a while: requests overlap
 			defer c.Proxy.SetDelay(0)
-			p := make([]byte, len(data))
-			_, err = cl.ReadAt(ctx, "bucket-a", key, m, p, 0)
-			must(t, err)
-			if !bytes.Equal(p, data) {
-				t.Fatal("read differs")
-			}
+			readBack(t, cl, "bucket-a", key, m, data, "read differs")
 			peak, n := counter.stats()
 			t.Logf("ReadAt of 20 chunks: %d requests, at most %d in flight (Parallelism %d)", n, peak, parallelism)
 			if n != 20 || peak > parallelism || (parallelism > 1 && peak < 2) {
@@ -452,12 +438,7 @@ func TestErrChangedAfterAnOverwriteBehindTheCache(t *testing.T) {
 	if m2.ETag == m1.ETag {
 		t.Fatal("Stat past the TTL still reports the old ETag")
 	}
-	all := make([]byte, 4*cs)
-	_, err = cl.ReadAt(ctx, "bucket-a", "table.bin", m2, all, 0)
-	must(t, err)
-	if !bytes.Equal(all, v2) {
-		t.Fatal("read of the new version differs")
-	}
+	readBack(t, cl, "bucket-a", "table.bin", m2, v2, "read of the new version differs")
 }
 
 func TestTenantsAreIsolated(t *testing.T) {
@@ -495,11 +476,7 @@ func TestTenantsAreIsolated(t *testing.T) {
 	ma, err := gw.Stat(ctx, "bucket-a", "mine")
 	must(t, err)
 	before := forwards(c)
-	_, err = gw.ReadAt(ctx, "bucket-a", "mine", ma, p, 0)
-	must(t, err)
-	if !bytes.Equal(p, secret) {
-		t.Fatal("gateway read differs")
-	}
+	readBack(t, gw, "bucket-a", "mine", ma, secret, "gateway read differs")
 	if f := forwards(c) - before; f != 0 {
 		t.Fatalf("a gateway acting for team-a routed %v chunks to non-owners", f)
 	}
@@ -614,12 +591,7 @@ func TestStandaloneNodesWithoutARing(t *testing.T) {
 	c.PutDirect("bucket-a", "alone", data)
 	m, err := cl.Stat(ctx, "bucket-a", "alone")
 	must(t, err)
-	p := make([]byte, len(data))
-	_, err = cl.ReadAt(ctx, "bucket-a", "alone", m, p, 0)
-	must(t, err)
-	if !bytes.Equal(p, data) {
-		t.Fatal("read differs")
-	}
+	readBack(t, cl, "bucket-a", "alone", m, data, "read differs")
 	for i := range c.Members() {
 		if c.Counter(i, "distcache_chunk_reads_total", nil) == 0 {
 			t.Fatalf("node %d served no chunk: the client is not spreading chunks over the seeds", i)
@@ -706,12 +678,7 @@ func TestStaleRingFallsBackToTheSeeds(t *testing.T) {
 	for i := 0; i < 3; i++ {
 		c.Kill(i)
 	}
-	p := make([]byte, len(data))
-	_, err = cl.ReadAt(ctx, "bucket-a", "rolled", m, p, 0)
-	must(t, err)
-	if !bytes.Equal(p, data) {
-		t.Fatal("read through the seed differs")
-	}
+	readBack(t, cl, "bucket-a", "rolled", m, data, "read through the seed differs")
 	if n := c.Counter(3, "distcache_chunk_reads_total", nil); n == 0 {
 		t.Fatal("the seed node served no chunk")
 	}

@@ -1,6 +1,7 @@
 package client_test
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"encoding/binary"
@@ -45,6 +46,18 @@ func randomBytes(r *rand.Rand, n int) []byte {
 		binary.LittleEndian.PutUint64(b[i:], r.Uint64())
 	}
 	return b[:n:n]
+}
+
+// readBack reads bucket/key (metadata m) whole through cl and fails the
+// test with msg unless that gives want.
+func readBack(t testing.TB, cl *client.Client, bucket, key string, m client.Meta, want []byte, msg string) {
+	t.Helper()
+	p := make([]byte, len(want))
+	_, err := cl.ReadAt(context.Background(), bucket, key, m, p, 0)
+	must(t, err)
+	if !bytes.Equal(p, want) {
+		t.Fatal(msg)
+	}
 }
 
 func must(t testing.TB, err error) {

@@ -74,12 +74,7 @@ func TestReadAheadAcrossSeparateReads(t *testing.T) {
 		return true
 	})
 	before := chunkRequests(c)
-	all := make([]byte, len(data))
-	_, err = cl.ReadAt(ctx, "bucket-a", "column.bin", m, all, 0)
-	must(t, err)
-	if !bytes.Equal(all, data) {
-		t.Fatal("re-read differs")
-	}
+	readBack(t, cl, "bucket-a", "column.bin", m, data, "re-read differs")
 	if n := chunkRequests(c) - before; n != 0 {
 		t.Fatalf("re-read made %v chunk requests, want 0", n)
 	}
