@@ -15,6 +15,7 @@
 package s3backend
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -182,27 +183,13 @@ func New(cfg Config) (*Backend, error) {
 }
 
 func (c Config) withDefaults() (Config, error) {
-	if c.Region == "" {
-		c.Region = DefaultRegion
-	}
-	if c.MaxConcurrent == 0 {
-		c.MaxConcurrent = DefaultMaxConcurrent
-	}
-	if c.MaxAttempts == 0 {
-		c.MaxAttempts = DefaultMaxAttempts
-	}
-	if c.MaxBackoff == 0 {
-		c.MaxBackoff = DefaultMaxBackoff
-	}
-	if c.RequestTimeout == 0 {
-		c.RequestTimeout = DefaultRequestTimeout
-	}
-	if c.PartSize == 0 {
-		c.PartSize = DefaultPartSize
-	}
-	if c.StreamAbove == 0 {
-		c.StreamAbove = DefaultStreamAbove
-	}
+	c.Region = cmp.Or(c.Region, DefaultRegion)
+	c.MaxConcurrent = cmp.Or(c.MaxConcurrent, DefaultMaxConcurrent)
+	c.MaxAttempts = cmp.Or(c.MaxAttempts, DefaultMaxAttempts)
+	c.MaxBackoff = cmp.Or(c.MaxBackoff, DefaultMaxBackoff)
+	c.RequestTimeout = cmp.Or(c.RequestTimeout, DefaultRequestTimeout)
+	c.PartSize = cmp.Or(c.PartSize, DefaultPartSize)
+	c.StreamAbove = cmp.Or(c.StreamAbove, DefaultStreamAbove)
 	switch {
 	case c.MaxConcurrent < 0, c.MaxAttempts < 0, c.MaxBackoff < 0, c.RequestTimeout < 0:
 		return c, errors.New("s3backend: negative MaxConcurrent, MaxAttempts, MaxBackoff or RequestTimeout")
