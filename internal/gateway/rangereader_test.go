@@ -54,14 +54,24 @@ func (f *fakeObject) readAt(ctx context.Context, p []byte, off int64) (int, erro
 	return n2, nil
 }
 
-func TestRangeReader(t *testing.T) {
-	r := rand.New(rand.NewPCG(1, 2))
-	data := make([]byte, 10_000)
+// randomData is n bytes drawn from r.
+func randomData(r *rand.Rand, n int) []byte {
+	data := make([]byte, n)
 	for i := range data {
 		data[i] = byte(r.Uint32())
 	}
+	return data
+}
+
+// piecePool hands out piece-sized buffers, as the gateway's pool does.
+func piecePool(piece int) *sync.Pool {
+	return &sync.Pool{New: func() any { b := make([]byte, piece); return &b }}
+}
+
+func TestRangeReader(t *testing.T) {
+	data := randomData(rand.New(rand.NewPCG(1, 2)), 10_000)
 	const piece = 1000
-	pool := &sync.Pool{New: func() any { b := make([]byte, piece); return &b }}
+	pool := piecePool(piece)
 	for _, tt := range []struct{ off, n int64 }{{0, 10_000}, {0, 1}, {999, 2}, {1500, 4000}, {9999, 1}, {3000, 1000}} {
 		f := &fakeObject{data: data, failAt: -1}
 		rr := newRangeReader(context.Background(), f.readAt, pool, plenty(), piece, 3, tt.off, tt.n, int64(len(data)))
@@ -151,13 +161,9 @@ func (w *countingWriter) Write(p []byte) (int, error) {
 // bytes Read would, continue after a partial Read, and stop at a failed
 // fetch or a failed write.
 func TestRangeReaderWriteTo(t *testing.T) {
-	r := rand.New(rand.NewPCG(3, 4))
-	data := make([]byte, 10_000)
-	for i := range data {
-		data[i] = byte(r.Uint32())
-	}
+	data := randomData(rand.New(rand.NewPCG(3, 4)), 10_000)
 	const piece = 1000
-	pool := &sync.Pool{New: func() any { b := make([]byte, piece); return &b }}
+	pool := piecePool(piece)
 	for _, tt := range []struct {
 		off, n int64
 		writes int
@@ -224,7 +230,7 @@ func fetchedPieces(rr *rangeReader, off int64) int64 {
 func TestRangeReaderOpenEndedShortRead(t *testing.T) {
 	const piece, pieces, depth = 256 << 10, 32, 8
 	data := make([]byte, piece*pieces)
-	pool := &sync.Pool{New: func() any { b := make([]byte, piece); return &b }}
+	pool := piecePool(piece)
 	for _, off := range []int64{0, 300_000} {
 		n := int64(len(data)) - off
 		// As GetObject streams: prime, then WriteTo a client that goes
@@ -289,7 +295,7 @@ func TestRangeReaderSequentialReachesDepth(t *testing.T) {
 	for i := range data {
 		data[i] = byte(i / 7)
 	}
-	pool := &sync.Pool{New: func() any { b := make([]byte, piece); return &b }}
+	pool := piecePool(piece)
 	for _, viaWriteTo := range []bool{false, true} {
 		var inflight, maxIn atomic.Int32
 		full := make(chan struct{})
@@ -352,7 +358,7 @@ func TestReadBuffersBoundAllReaders(t *testing.T) {
 		data[i] = byte(i * 7)
 	}
 	const piece, depth = 1000, 3
-	pool := &sync.Pool{New: func() any { b := make([]byte, piece); return &b }}
+	pool := piecePool(piece)
 	m := NewMetrics(nil)
 	budget := newReadBuffers(depth*piece, m) // one reader's whole window
 	f := &fakeObject{data: data, failAt: -1}
@@ -413,7 +419,7 @@ func TestReadBuffersBoundAllReaders(t *testing.T) {
 func TestReadBuffersWaitEndsWithTheHolder(t *testing.T) {
 	data := make([]byte, 10_000)
 	const piece, depth = 1000, 3
-	pool := &sync.Pool{New: func() any { b := make([]byte, piece); return &b }}
+	pool := piecePool(piece)
 	budget := newReadBuffers(depth*piece, NewMetrics(nil))
 	f := &fakeObject{data: data, failAt: -1}
 	holder := newRangeReader(context.Background(), f.readAt, pool, budget, piece, depth, 0, 3000, 3000)
