@@ -313,6 +313,15 @@ func fromWire(path string, ws []wireMember, errs *[]error) []Member {
 	return ms
 }
 
+// States is each member's state by name.
+func (s Spec) States() map[string]State {
+	out := make(map[string]State, len(s.Members))
+	for _, m := range s.Members {
+		out[m.Name] = m.State
+	}
+	return out
+}
+
 // Clone returns a deep copy of s.
 func (s Spec) Clone() Spec {
 	s.Members = cloneMembers(s.Members)

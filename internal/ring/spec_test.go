@@ -3,6 +3,7 @@ package ring
 import (
 	"encoding/json"
 	"errors"
+	"maps"
 	"os"
 	"reflect"
 	"regexp"
@@ -209,5 +210,16 @@ func TestSpecIsCopied(t *testing.T) {
 	}
 	if after := owners(r)[:1000]; !reflect.DeepEqual(before, after) {
 		t.Error("placements changed through a copy")
+	}
+}
+
+func TestSpecStates(t *testing.T) {
+	s := Spec{Members: []Member{{Name: "a", State: StateActive}, {Name: "b", State: StateDraining}}}
+	want := map[string]State{"a": StateActive, "b": StateDraining}
+	if got := s.States(); !maps.Equal(got, want) {
+		t.Fatalf("States() = %v, want %v", got, want)
+	}
+	if got := (Spec{}).States(); len(got) != 0 {
+		t.Fatalf("States() of an empty ring = %v", got)
 	}
 }
