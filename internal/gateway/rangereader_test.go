@@ -12,7 +12,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus/testutil"
+	promtestutil "github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/distcache/distcache/internal/testutil"
 )
 
 // fakeObject serves ReadAt from memory and records what was asked.
@@ -54,22 +56,13 @@ func (f *fakeObject) readAt(ctx context.Context, p []byte, off int64) (int, erro
 	return n2, nil
 }
 
-// randomData is n bytes drawn from r.
-func randomData(r *rand.Rand, n int) []byte {
-	data := make([]byte, n)
-	for i := range data {
-		data[i] = byte(r.Uint32())
-	}
-	return data
-}
-
 // piecePool hands out piece-sized buffers, as the gateway's pool does.
 func piecePool(piece int) *sync.Pool {
 	return &sync.Pool{New: func() any { b := make([]byte, piece); return &b }}
 }
 
 func TestRangeReader(t *testing.T) {
-	data := randomData(rand.New(rand.NewPCG(1, 2)), 10_000)
+	data := testutil.RandomBytes(rand.New(rand.NewPCG(1, 2)), 10_000)
 	const piece = 1000
 	pool := piecePool(piece)
 	for _, tt := range []struct{ off, n int64 }{{0, 10_000}, {0, 1}, {999, 2}, {1500, 4000}, {9999, 1}, {3000, 1000}} {
@@ -161,7 +154,7 @@ func (w *countingWriter) Write(p []byte) (int, error) {
 // bytes Read would, continue after a partial Read, and stop at a failed
 // fetch or a failed write.
 func TestRangeReaderWriteTo(t *testing.T) {
-	data := randomData(rand.New(rand.NewPCG(3, 4)), 10_000)
+	data := testutil.RandomBytes(rand.New(rand.NewPCG(3, 4)), 10_000)
 	const piece = 1000
 	pool := piecePool(piece)
 	for _, tt := range []struct {
@@ -406,10 +399,10 @@ func TestReadBuffersBoundAllReaders(t *testing.T) {
 	if most.Load() <= piece {
 		t.Errorf("at most %d bytes fetched at once: readers never overlapped", most.Load())
 	}
-	if w := testutil.ToFloat64(m.readBufferWaits); w == 0 {
+	if w := promtestutil.ToFloat64(m.readBufferWaits); w == 0 {
 		t.Error("no reader waited for read buffers, 16 readers sharing 3 pieces")
 	}
-	if held := testutil.ToFloat64(m.readBuffer); held != 0 {
+	if held := promtestutil.ToFloat64(m.readBuffer); held != 0 {
 		t.Errorf("%v bytes of read buffers still held after every reader closed", held)
 	}
 }
