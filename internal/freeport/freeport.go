@@ -35,3 +35,16 @@ func Next() (string, error) {
 		}
 	}
 }
+
+// Several returns n addresses from Next, for a process that listens on
+// several ports.
+func Several(n int) ([]string, error) {
+	addrs := make([]string, n)
+	for i := range addrs {
+		var err error
+		if addrs[i], err = Next(); err != nil {
+			return nil, err
+		}
+	}
+	return addrs, nil
+}

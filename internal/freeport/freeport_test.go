@@ -26,3 +26,13 @@ func TestNextNeverRepeats(t *testing.T) {
 		l.Close()
 	}
 }
+
+func TestSeveralAreDistinct(t *testing.T) {
+	addrs, err := Several(3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(addrs) != 3 || addrs[0] == addrs[1] || addrs[1] == addrs[2] || addrs[0] == addrs[2] {
+		t.Fatalf("Several(3) = %q", addrs)
+	}
+}

@@ -80,14 +80,11 @@ func (c *Cache) StartGateway(ctx context.Context, pageCacheBytes int64) (*Gatewa
 // this process's scheduler with the clients. cpuProfile, when set, is
 // where the process writes a CPU profile of its whole life.
 func (c *Cache) StartGatewayProcess(ctx context.Context, bin, name string, pageCacheBytes int64, cpuProfile string) (*Gateway, error) {
-	listen, err := freeport.Next()
+	addrs, err := freeport.Several(2)
 	if err != nil {
 		return nil, err
 	}
-	ops, err := freeport.Next()
-	if err != nil {
-		return nil, err
-	}
+	listen, ops := addrs[0], addrs[1]
 	env := []string{"DISTCACHE_SECRET_KEY=" + GatewaySecretKey}
 	if cpuProfile != "" {
 		env = append(env, "DISTCACHE_CPU_PROFILE="+cpuProfile)

@@ -151,14 +151,11 @@ func startCluster(ctx context.Context, bin, dir string, cfg cacheConfig, s3 endp
 func (c *cluster) startGateway(ctx context.Context, bucket string) (*gatewayProc, error) {
 	c.seq++
 	name := fmt.Sprintf("gateway-%d", c.seq)
-	listen, err := freeport.Next()
+	addrs, err := freeport.Several(2)
 	if err != nil {
 		return nil, err
 	}
-	ops, err := freeport.Next()
-	if err != nil {
-		return nil, err
-	}
+	listen, ops := addrs[0], addrs[1]
 	key, secret := "bench-"+randomHex(6), randomHex(20)
 	certs := filepath.Join(c.dir, "certs")
 	started := time.Now()

@@ -31,7 +31,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/distcache/distcache/tools/benchmark/benchkit"
@@ -49,7 +48,7 @@ type config struct {
 	// profile shows them) instead of as `cachenode gateway` processes.
 	gatewayInProcess bool
 	profileDir       string
-	knobs            []string // the BENCH_* variables that changed the defaults
+	knobs            benchkit.Knobs // the BENCH_* variables that changed the defaults
 }
 
 func defaultConfig(quick bool) config {
@@ -62,58 +61,28 @@ func defaultConfig(quick bool) config {
 }
 
 // applyKnobs reads the BENCH_* variables.
-func (c *config) applyKnobs() error {
-	if v := os.Getenv("BENCH_PROFILE_DIR"); v != "" {
-		if err := os.MkdirAll(v, 0o755); err != nil {
-			return err
-		}
-		c.profileDir = v
-		c.knobs = append(c.knobs, "BENCH_PROFILE_DIR="+v)
+func (c *config) applyKnobs() (err error) {
+	if c.profileDir, err = c.knobs.ProfileDir(); err != nil {
+		return err
 	}
-	list := func(name string) []string {
-		v := os.Getenv(name)
-		if v == "" {
-			return nil
-		}
-		c.knobs = append(c.knobs, name+"="+v)
-		return strings.Split(v, ",")
-	}
-	c.columns, c.workloads = list("BENCH_B1_COLUMNS"), list("BENCH_B1_WORKLOADS")
-	if cl := list("BENCH_B1_CLIENTS"); cl != nil {
-		c.clients = nil
-		for _, s := range cl {
-			n, err := strconv.Atoi(s)
-			if err != nil || n < 1 {
-				return fmt.Errorf("BENCH_B1_CLIENTS: %q is not a positive number", s)
-			}
-			c.clients = append(c.clients, n)
-		}
+	c.columns, c.workloads = c.knobs.List("BENCH_B1_COLUMNS"), c.knobs.List("BENCH_B1_WORKLOADS")
+	if clients, err := c.knobs.PositiveInts("BENCH_B1_CLIENTS"); err != nil {
+		return err
+	} else if clients != nil {
+		c.clients = clients
 	}
 	switch v := os.Getenv("BENCH_B1_GATEWAY"); v {
 	case "", "process":
 	case "inprocess":
 		c.gatewayInProcess = true
-		c.knobs = append(c.knobs, "BENCH_B1_GATEWAY="+v)
+		c.knobs.Note("BENCH_B1_GATEWAY", v)
 	default:
 		return fmt.Errorf("BENCH_B1_GATEWAY: %q is neither process nor inprocess", v)
 	}
-	if v := os.Getenv("BENCH_B1_ROUNDS"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 {
-			return fmt.Errorf("BENCH_B1_ROUNDS: %q is not a positive number", v)
-		}
-		c.rounds = n
-		c.knobs = append(c.knobs, "BENCH_B1_ROUNDS="+v)
+	if err := c.knobs.PositiveInt("BENCH_B1_ROUNDS", func(n int) { c.rounds = n }); err != nil {
+		return err
 	}
-	if v := os.Getenv("BENCH_B1_SECONDS"); v != "" {
-		s, err := strconv.ParseFloat(v, 64)
-		if err != nil || s <= 0 {
-			return fmt.Errorf("BENCH_B1_SECONDS: %q is not a positive number", v)
-		}
-		c.cell = time.Duration(s * float64(time.Second))
-		c.knobs = append(c.knobs, "BENCH_B1_SECONDS="+v)
-	}
-	return nil
+	return c.knobs.Positive("BENCH_B1_SECONDS", func(s float64) { c.cell = time.Duration(s * float64(time.Second)) })
 }
 
 // envInfo is what startWorld needs of benchkit.Env.

@@ -301,17 +301,12 @@ func (w *world) startProfile(col column, wl workload, n int) (stop func() error,
 	if err := writeAllocs(base + ".allocs-before.pprof"); err != nil {
 		return nil, err
 	}
-	f, err := os.Create(base + ".cpu.pprof")
+	stopCPU, err := benchkit.StartCPUProfile(base + ".cpu.pprof")
 	if err != nil {
 		return nil, err
 	}
-	if err := pprof.StartCPUProfile(f); err != nil {
-		f.Close()
-		return nil, err
-	}
 	return func() error {
-		pprof.StopCPUProfile()
-		if err := f.Close(); err != nil {
+		if err := stopCPU(); err != nil {
 			return err
 		}
 		return writeAllocs(base + ".allocs-after.pprof")

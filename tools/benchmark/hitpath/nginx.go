@@ -121,12 +121,12 @@ func startNginx(ctx context.Context, bin, dir string, p nginxParams) (*nginxProc
 	if err := os.MkdirAll(filepath.Join(dir, "tmp"), 0o755); err != nil {
 		return nil, err
 	}
+	addrs, err := freeport.Several(2)
+	if err != nil {
+		return nil, err
+	}
 	var ports [2]int
-	for i := range ports {
-		addr, err := freeport.Next()
-		if err != nil {
-			return nil, err
-		}
+	for i, addr := range addrs {
 		_, portStr, _ := net.SplitHostPort(addr)
 		ports[i], _ = strconv.Atoi(portStr)
 	}

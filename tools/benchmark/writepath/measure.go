@@ -369,18 +369,13 @@ func (w *world) startProfile(col column, r row, round int) (func(), error) {
 		return func() {}, nil
 	}
 	base := filepath.Join(w.cfg.profileDir, fmt.Sprintf("b5-%s-%s-r%d", r.id, col.id, round))
-	f, err := os.Create(base + ".cpu.pprof")
+	stopCPU, err := benchkit.StartCPUProfile(base + ".cpu.pprof")
 	if err != nil {
-		return nil, err
-	}
-	if err := pprof.StartCPUProfile(f); err != nil {
-		f.Close()
 		return nil, err
 	}
 	runtime.SetBlockProfileRate(int(10 * time.Microsecond))
 	return func() {
-		pprof.StopCPUProfile()
-		f.Close()
+		_ = stopCPU()
 		runtime.SetBlockProfileRate(0)
 		if bf, err := os.Create(base + ".block.pprof"); err == nil {
 			_ = pprof.Lookup("block").WriteTo(bf, 0)

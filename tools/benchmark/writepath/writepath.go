@@ -28,7 +28,6 @@ import (
 	"os"
 	"slices"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/distcache/distcache/tools/benchmark/benchkit"
@@ -46,7 +45,7 @@ type config struct {
 	link       clickhouse.LinkConfig
 	verifyAll  bool // compare every object S3 holds after a cell with what was PUT (else one per client)
 	profileDir string
-	knobs      []string // the BENCH_* variables that changed the defaults
+	knobs      benchkit.Knobs // the BENCH_* variables that changed the defaults
 }
 
 // row is one line of the table: a PUT size and a number of clients each
@@ -85,41 +84,22 @@ func defaultConfig(quick bool) config {
 }
 
 // applyKnobs reads the BENCH_* variables.
-func (c *config) applyKnobs() error {
-	if v := os.Getenv("BENCH_PROFILE_DIR"); v != "" {
-		if err := os.MkdirAll(v, 0o755); err != nil {
-			return err
-		}
-		c.profileDir = v
-		c.knobs = append(c.knobs, "BENCH_PROFILE_DIR="+v)
+func (c *config) applyKnobs() (err error) {
+	if c.profileDir, err = c.knobs.ProfileDir(); err != nil {
+		return err
 	}
-	if v := os.Getenv("BENCH_B5_ROWS"); v != "" {
-		want := strings.Split(v, ",")
+	if want := c.knobs.List("BENCH_B5_ROWS"); want != nil {
 		c.rows = slices.DeleteFunc(c.rows, func(r row) bool { return !slices.Contains(want, r.id) })
 		if len(c.rows) == 0 {
-			return fmt.Errorf("BENCH_B5_ROWS=%s selects no row (small1, small16, big, getafter)", v)
+			return fmt.Errorf("BENCH_B5_ROWS=%s selects no row (small1, small16, big, getafter)", os.Getenv("BENCH_B5_ROWS"))
 		}
-		c.knobs = append(c.knobs, "BENCH_B5_ROWS="+v)
-	}
-	positive := func(name string, set func(float64)) error {
-		v := os.Getenv(name)
-		if v == "" {
-			return nil
-		}
-		f, err := strconv.ParseFloat(v, 64)
-		if err != nil || f <= 0 {
-			return fmt.Errorf("%s: %q is not a positive number", name, v)
-		}
-		set(f)
-		c.knobs = append(c.knobs, name+"="+v)
-		return nil
 	}
 	for name, set := range map[string]func(float64){
 		"BENCH_B5_SECONDS": func(f float64) { c.cell = time.Duration(f * float64(time.Second)) },
 		"BENCH_B5_ROUNDS":  func(f float64) { c.rounds = max(1, int(f)) },
 		"BENCH_B5_NODES":   func(f float64) { c.nodes = max(1, int(f)) },
 	} {
-		if err := positive(name, set); err != nil {
+		if err := c.knobs.Positive(name, set); err != nil {
 			return err
 		}
 	}
