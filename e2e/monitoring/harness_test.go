@@ -2,12 +2,14 @@
 // servers:
 //
 //   - prometheus_test.go: two real `cachenode serve` processes (a ring of
-//     two, real mTLS) in front of a real MinIO, and a real `cachenode
-//     gateway` in front of them, scraped every second by a real Prometheus
-//     (bin/prometheus) with the target labels the operator's ServiceMonitor
-//     (nodes) and its gateway PodMonitor (gateway) produce. Every dashboard query and every alert
-//     expression is evaluated through Prometheus's HTTP API after real
-//     traffic, and the rules pass `promtool check rules`.
+//     two, real mTLS) in front of a real MinIO (behind s3proxy), and a real
+//     `cachenode gateway` in front of them, scraped every second by a real
+//     Prometheus (bin/prometheus) with the target labels the operator's
+//     ServiceMonitor (nodes) and its gateway PodMonitor (gateway) produce.
+//     Every dashboard query and every alert expression is evaluated through
+//     Prometheus's HTTP API after real traffic (reads, and write-back writes
+//     that S3 refuses until the nodes' pinned space is full), and the rules
+//     pass `promtool check rules`.
 //   - rules_test.go: `promtool test rules` drives each alert through
 //     synthetic series: fires when it should, stays quiet when it should,
 //     and never for another cache.

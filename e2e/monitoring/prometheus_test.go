@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/rand"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -22,6 +23,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/smithy-go"
 	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
 	"sigs.k8s.io/yaml"
 
@@ -32,6 +34,7 @@ import (
 	"github.com/distcache/distcache/internal/testutil/freeport"
 	"github.com/distcache/distcache/internal/testutil/gobin"
 	"github.com/distcache/distcache/internal/testutil/miniotest"
+	"github.com/distcache/distcache/internal/testutil/s3proxy"
 )
 
 // The cache as the operator would run it: DistributedCache "demo" in
@@ -44,6 +47,14 @@ const (
 	testBucket    = "data"
 	chunkSize     = 64 << 10
 	objectChunks  = 6
+
+	// The tenant's keys under heldPrefix are WriteBack, two replicas: both
+	// nodes hold them until S3 has them, in a pinned space of
+	// pinnedFraction of each node's 256 MiB disk bound (2.56 MiB), which
+	// heldObjectSize objects fill in about 40 writes.
+	heldPrefix     = "held/"
+	pinnedFraction = "0.01"
+	heldObjectSize = 64 << 10
 
 	// The gateway next to compute, in its own namespace, as the PodMonitor
 	// of a CacheTenant's gateways scrapes it.
@@ -69,6 +80,7 @@ type testCluster struct {
 	nodes  []*cacheNode
 	client *http.Client
 	data   map[string][]byte // objects in the bucket
+	s3     *s3proxy.Proxy    // the nodes' S3: MinIO behind a proxy that can refuse requests
 }
 
 // gatewayProc is a `cachenode gateway` process reading through the cluster
@@ -87,7 +99,7 @@ func startCluster(t *testing.T, n int, objects ...string) *testCluster {
 	bin := gobin.Cachenode(t)
 	minio := miniotest.Start(t)
 	minio.CreateBucket(t, testBucket)
-	c := &testCluster{data: map[string][]byte{}, dir: t.TempDir()}
+	c := &testCluster{data: map[string][]byte{}, dir: t.TempDir(), s3: s3proxy.New(t, minio.Endpoint)}
 	for _, key := range objects {
 		b := make([]byte, objectChunks*chunkSize-1000)
 		_, _ = rand.Read(b)
@@ -106,7 +118,8 @@ func startCluster(t *testing.T, n int, objects ...string) *testCluster {
 	testutil.Must(t, err)
 	testutil.Must(t, pki.WriteFiles(dir, "tenant", tenant))
 	tenants := filepath.Join(dir, "tenants.yaml")
-	testutil.Must(t, os.WriteFile(tenants, []byte("tenants:\n  - name: "+testTenant+"\n    buckets: ["+testBucket+"]\n"), 0o600))
+	testutil.Must(t, os.WriteFile(tenants, []byte("tenants:\n  - name: "+testTenant+"\n    buckets: ["+testBucket+"]\n"+
+		"    policies:\n      - {bucket: "+testBucket+", prefix: "+heldPrefix+", mode: WriteBack, replicas: 2}\n"), 0o600))
 
 	spec := ring.Spec{Epoch: 1, Zone: testZone, Hash: ring.HashParams{Algorithm: ring.AlgorithmRendezvousXXHash64}}
 	for i := 0; i < n; i++ {
@@ -131,11 +144,12 @@ func startCluster(t *testing.T, n int, objects ...string) *testCluster {
 			"--listen", node.api, "--metrics-listen", node.ops,
 			"--tls-cert", filepath.Join(dir, node.name+".crt"), "--tls-key", filepath.Join(dir, node.name+".key"),
 			"--client-ca", filepath.Join(dir, "ca.crt"), "--tenants-file", tenants,
-			"--s3-endpoint", minio.Endpoint, "--s3-path-style", "--log-level", "warn")
+			"--s3-endpoint", c.s3.URL(), "--s3-path-style", "--log-level", "error")
 		cmd.Env = append(os.Environ(),
 			"AWS_ACCESS_KEY_ID="+minio.AccessKey, "AWS_SECRET_ACCESS_KEY="+minio.SecretKey,
 			"DISTCACHE_DATA_DIR="+filepath.Join(dir, node.name), "DISTCACHE_DISK_BYTES=256Mi",
-			"DISTCACHE_RAM_BYTES="+ramBytes[min(i, len(ramBytes)-1)], "DISTCACHE_CHUNK_SIZE="+strconv.Itoa(chunkSize))
+			"DISTCACHE_RAM_BYTES="+ramBytes[min(i, len(ramBytes)-1)], "DISTCACHE_CHUNK_SIZE="+strconv.Itoa(chunkSize),
+			"DISTCACHE_WRITEBACK_FRACTION="+pinnedFraction)
 		node.proc = testutil.StartProcess(t, node.name, cmd)
 	}
 	for _, node := range c.nodes {
@@ -166,13 +180,17 @@ func (c *testCluster) startGateway(t *testing.T) *gatewayProc {
 	return g
 }
 
+// s3Client is an S3 SDK client of the gateway g.
+func (g *gatewayProc) s3Client(optFns ...func(*s3.Options)) *s3.Client {
+	return s3.New(s3.Options{Region: "us-east-1", BaseEndpoint: aws.String("http://" + g.listen), UsePathStyle: true,
+		Credentials: credentials.NewStaticCredentialsProvider(gatewayKey, gatewaySecret, "")}, optFns...)
+}
+
 // readThrough reads key whole through the gateway with an S3 SDK client
 // and checks the bytes.
 func (c *testCluster) readThrough(t *testing.T, g *gatewayProc, key string) {
 	t.Helper()
-	s3c := s3.New(s3.Options{Region: "us-east-1", BaseEndpoint: aws.String("http://" + g.listen), UsePathStyle: true,
-		Credentials: credentials.NewStaticCredentialsProvider(gatewayKey, gatewaySecret, "")})
-	out, err := s3c.GetObject(testContext(t), &s3.GetObjectInput{Bucket: aws.String(testBucket), Key: aws.String(key)})
+	out, err := g.s3Client().GetObject(testContext(t), &s3.GetObjectInput{Bucket: aws.String(testBucket), Key: aws.String(key)})
 	testutil.Must(t, err)
 	body, err := io.ReadAll(out.Body)
 	out.Body.Close()
@@ -196,6 +214,36 @@ func (c *testCluster) readChunks(t *testing.T, node *cacheNode, key string) {
 		want := data[i*chunkSize : min((i+1)*chunkSize, len(data))]
 		if resp.StatusCode != http.StatusOK || !bytes.Equal(body, want) {
 			t.Fatalf("chunk %d of %s through %s: %s, %d bytes (want %d): %s", i, key, node.name, resp.Status, len(body), len(want), body[:min(len(body), 200)])
+		}
+	}
+}
+
+// fillPinned writes heldObjectSize objects under heldPrefix through the
+// gateway, one at a time and without retries, until one is refused with
+// SlowDown (the nodes' pinned space is full), and returns how many were
+// acknowledged.
+func fillPinned(t *testing.T, g *gatewayProc) int {
+	t.Helper()
+	s3c := g.s3Client(func(o *s3.Options) { o.RetryMaxAttempts = 1 })
+	limit := (256 << 20) / 100 // pinnedFraction (0.01) of DISTCACHE_DISK_BYTES
+	for i := 0; ; i++ {
+		if i*heldObjectSize > 2*limit {
+			t.Fatalf("%d write-back writes of %d bytes acknowledged, none refused: the pinned limit (%d bytes) is not enforced", i, heldObjectSize, limit)
+		}
+		body := make([]byte, heldObjectSize)
+		_, _ = rand.Read(body)
+		_, err := s3c.PutObject(testContext(t), &s3.PutObjectInput{Bucket: aws.String(testBucket),
+			Key: aws.String(fmt.Sprintf("%spart-%03d.bin", heldPrefix, i)), Body: bytes.NewReader(body)})
+		var apiErr smithy.APIError
+		switch {
+		case err == nil:
+		case errors.As(err, &apiErr) && apiErr.ErrorCode() == "SlowDown":
+			if i == 0 {
+				t.Fatalf("the first write-back write was refused: %v", err)
+			}
+			return i
+		default:
+			t.Fatalf("write-back write %d: %v", i, err)
 		}
 	}
 }
@@ -392,6 +440,27 @@ func TestDashboardAndAlertsAgainstRealNodes(t *testing.T) {
 	waitIngested(t, prom, []string{gw.metricsURL()}, gatewaySeries, "distcache_client_page_cache_requests_total")
 	waitIngested(t, prom, []string{gw.metricsURL()}, gatewaySeries, "distcache_gateway_requests_total")
 
+	// Write-back: S3 refuses the uploads of the held prefix, so what the
+	// tenant writes there stays on both nodes (WriteBack, two replicas),
+	// each node's persister retrying the keys it persists, until the
+	// pinned space is full and a write is refused.
+	c.s3.Inject(s3proxy.Rule{Method: http.MethodPut, PathPrefix: "/" + testBucket + "/" + heldPrefix,
+		Fault: s3proxy.Fault{Kind: s3proxy.Status, Status: http.StatusForbidden, Code: "AccessDenied"}})
+	held := fillPinned(t, gw)
+	t.Logf("%d write-back writes of %d bytes acknowledged, then SlowDown", held, heldObjectSize)
+	waitIngested(t, prom, nodeURLs(c.nodes), nodeSeries, "distcache_writeback_full_total")
+	waitIngested(t, prom, nodeURLs(c.nodes), nodeSeries, "distcache_writeback_bytes")
+	waitFor(t, 60*time.Second, "both nodes' failed persistence attempts in prometheus", func() error {
+		r, err := prom.query(fmt.Sprintf(`count_over_time(distcache_writeback_persist_attempts_total{%s,result="error"}[5m]) >= 2`, nodeSeries))
+		if err != nil {
+			return err
+		}
+		if len(r.Data.Result) != len(c.nodes) {
+			return fmt.Errorf("%d nodes' error series with 2 samples or more: %v", len(r.Data.Result), r.Data.Result)
+		}
+		return nil
+	})
+
 	targets, vars := parseDashboard(t)
 	t.Run("template variables list the cache", func(t *testing.T) {
 		want := map[string]string{"namespace": testNamespace, "cache": testCache, "zone": testZone, "tenant": testTenant}
@@ -486,10 +555,18 @@ func TestDashboardAndAlertsAgainstRealNodes(t *testing.T) {
 	})
 
 	t.Run("alert expressions evaluate", func(t *testing.T) {
-		want := map[string]int{ // samples on a healthy cache with misses
-			monitoring.AlertLowHitRatio:      1, // zone z1, below threshold 1
-			monitoring.AlertS3ErrorRate:      0,
+		want := map[string]int{ // samples on a cache with misses whose S3 refuses the held writes
+			monitoring.AlertLowHitRatio: 1, // zone z1, below threshold 1
+			// The persisters' refused uploads, retried, outnumber the
+			// reads' S3 requests.
+			monitoring.AlertS3ErrorRate:      1,
 			monitoring.AlertDiskNearCapacity: 0,
+			// Both nodes hold every write-back write, up to their limit,
+			// and each persists some of them, in vain.
+			monitoring.AlertWriteBackPinnedNearFull: 2,
+			monitoring.AlertWriteBackPersistFailing: 2,
+			// The held writes are seconds old, not minutes (see below).
+			monitoring.AlertWriteBackLagging: 0,
 			// The test's certificates last an hour: every node's and the
 			// gateway's is within the alerts' 7 days.
 			monitoring.AlertCertificateExpiring:        2,
@@ -512,11 +589,31 @@ func TestDashboardAndAlertsAgainstRealNodes(t *testing.T) {
 			if n, ok := want[name]; ok && len(r.Data.Result) != n {
 				t.Errorf("%s: %d samples %v, want %d", name, len(r.Data.Result), r.Data.Result, n)
 			}
+			for _, smp := range r.Data.Result {
+				if strings.HasPrefix(name, "DistcacheWriteBack") && (smp.Metric["namespace"] != testNamespace || smp.Metric["service"] != testCache ||
+					smp.Metric["zone"] != testZone || smp.Metric["pod"] == "" && smp.Metric["tenant"] != testTenant) {
+					t.Errorf("%s: labels %v", name, smp.Metric)
+				}
+			}
 			if name == monitoring.AlertLowHitRatio && len(r.Data.Result) == 1 {
 				if m := r.Data.Result[0].Metric; m["zone"] != testZone || m["service"] != testCache || m["namespace"] != testNamespace {
 					t.Errorf("%s: labels %v", name, m)
 				}
 			}
+		}
+	})
+
+	// The lag alert's threshold is minutes: with its threshold at 0 its
+	// expression selects the tenant whose writes S3 refuses, once.
+	t.Run("write-back lag", func(t *testing.T) {
+		expr := regexp.MustCompile(`> [0-9.]+$`).ReplaceAllString(alerts[monitoring.AlertWriteBackLagging], "> 0")
+		if expr == alerts[monitoring.AlertWriteBackLagging] {
+			t.Fatalf("no threshold at the end of %s", expr)
+		}
+		r, err := prom.query(expr)
+		testutil.Must(t, err)
+		if len(r.Data.Result) != 1 || r.Data.Result[0].Metric["tenant"] != testTenant || r.Data.Result[0].Metric["zone"] != testZone {
+			t.Errorf("%s: %v, want one sample for tenant %s", expr, r.Data.Result, testTenant)
 		}
 	})
 
