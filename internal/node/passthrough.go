@@ -81,6 +81,12 @@ func (s *Server) handlePassthrough(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, opPassthrough, tenant, start, perr)
 		return
 	}
+	if key == "" && isListing(r) {
+		if minCopies, ok := s.listsHeld(c, bucket, r.URL.Query().Get("prefix")); ok {
+			s.listHeld(w, r, c, bucket, minCopies, start)
+			return
+		}
+	}
 	var deleteKeys []string // of a DeleteObjects that may name held keys
 	if key == "" && isDeleteObjects(r) && s.mayHold(c, bucket) {
 		var data []byte

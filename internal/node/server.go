@@ -247,6 +247,7 @@ func (s *Server) mux() *http.ServeMux {
 	mux.HandleFunc("DELETE /v1/objects/{bucket}/{key...}", s.handleDelete)
 	mux.HandleFunc("GET /v1/ring", s.handleRing)
 	mux.HandleFunc("GET "+nodeapi.PathInvalidations, s.handleInvalidations)
+	mux.HandleFunc("GET "+nodeapi.PathHeld+"/{bucket}", s.handleHeldList)
 	mux.HandleFunc("PUT "+nodeapi.PathHeld+"/{bucket}/{key...}", s.handleHeldPut)
 	mux.HandleFunc("GET "+nodeapi.PathHeld+"/{bucket}/{key...}", s.handleHeldGet)
 	mux.HandleFunc("DELETE "+nodeapi.PathHeld+"/{bucket}/{key...}", s.handleHeldDrop)
