@@ -247,12 +247,5 @@ func TestZoneGatewayProcess(t *testing.T) {
 	if !bytes.Equal(got, data) {
 		t.Fatal("the read through zone a differs")
 	}
-	resp, err = http.Get("http://" + metricsAddr + "/metrics")
-	testutil.Must(t, err)
-	metrics, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	want := fmt.Sprintf(`distcache_cross_zone_bytes_total{direction="in",peer_zone="a"} %d`, len(data))
-	if !bytes.Contains(metrics, []byte(want)) {
-		t.Errorf("/metrics lacks %s", want)
-	}
+	testutil.WantMetrics(t, metricsAddr, fmt.Sprintf(`distcache_cross_zone_bytes_total{direction="in",peer_zone="a"} %d`, len(data)))
 }

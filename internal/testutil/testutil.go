@@ -6,6 +6,7 @@ package testutil
 
 import (
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"net/http"
 	"strings"
@@ -73,6 +74,23 @@ func WaitStatus(t testing.TB, url string, want int, exited <-chan struct{}) {
 		resp.Body.Close()
 		return resp.StatusCode == want
 	})
+}
+
+// WantMetrics reads the /metrics page of the process whose metrics port is
+// addr (host:port) and fails the test, going on, for each of want that the
+// page does not contain (a series, or a series and its value).
+func WantMetrics(t testing.TB, addr string, want ...string) {
+	t.Helper()
+	resp, err := http.Get("http://" + addr + "/metrics")
+	Must(t, err)
+	page, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	Must(t, err)
+	for _, w := range want {
+		if !strings.Contains(string(page), w) {
+			t.Errorf("/metrics lacks %s", w)
+		}
+	}
 }
 
 // LogWriter is an io.Writer whose lines go to t.Log (a log.Logger's
