@@ -7,7 +7,12 @@
 //     TestKillDuringReads);
 //   - a data directory on a filesystem smaller than --disk-bytes, so the
 //     store meets the real ENOSPC (TestDiskFull, needs root to mount);
-//   - store files damaged while the node is stopped (TestCorruptStoreFiles).
+//   - store files damaged while the node is stopped (TestCorruptStoreFiles);
+//   - kill -9 of one or both of two nodes of one ring holding write-back
+//     copies (replicas 2) of unpersisted writes, MinIO checked against a
+//     history of the acknowledged operations (TestKillOneOfTwoHolders,
+//     TestKillBothHolders; a cluster runs several nodes sharing a ring
+//     file).
 //
 // The node runs as a process built from this tree, against a real MinIO,
 // with real certificates. Objects are checked against MinIO directly; the
@@ -18,6 +23,7 @@
 //
 //	DISTCACHE_PROCESS_FAULT_CYCLES  kill/restart cycles per kill test (default 3; make soak raises it)
 //	DISTCACHE_PROCESS_FAULT_SEED    seed of the kill moments and workloads (default: time-based, logged)
+//	DISTCACHE_RUN_KNOWN_BUGS=1      run the tests skipped for a product bug they show (knownBug)
 package processfaults_test
 
 import (
@@ -43,7 +49,10 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
+	"github.com/distcache/distcache/internal/chunk"
+	"github.com/distcache/distcache/internal/nodeapi"
 	"github.com/distcache/distcache/internal/pki"
+	"github.com/distcache/distcache/internal/ring"
 	"github.com/distcache/distcache/internal/testutil"
 	"github.com/distcache/distcache/internal/testutil/certfiles"
 	"github.com/distcache/distcache/internal/testutil/freeport"
@@ -103,9 +112,13 @@ func content(key string, size int) []byte {
 type env struct {
 	t     *testing.T
 	dir   string
+	ca    *pki.CA // issues the peer certificates of a cluster's nodes
 	minio *miniotest.Server
-	s3    *s3.Client // MinIO directly, for the ground truth
-	http  *http.Client
+	// s3Endpoint is where the nodes send their S3 requests: MinIO, or an
+	// s3proxy in front of it (set before the nodes start).
+	s3Endpoint string
+	s3         *s3.Client // MinIO directly, for the ground truth
+	http       *http.Client
 }
 
 func newEnv(t *testing.T) *env {
@@ -114,8 +127,9 @@ func newEnv(t *testing.T) *env {
 	e.minio = miniotest.Start(t)
 	e.minio.CreateBucket(t, bucket)
 	e.s3 = e.minio.Client(t)
+	e.s3Endpoint = e.minio.Endpoint
 
-	certfiles.Write(t, e.dir, "processfaults CA", map[string]pki.Identity{"client": {Kind: pki.KindTenant, Name: tenant}})
+	e.ca, _ = certfiles.Write(t, e.dir, "processfaults CA", map[string]pki.Identity{"client": {Kind: pki.KindTenant, Name: tenant}})
 	if err := os.WriteFile(e.path("tenants.yaml"), []byte("tenants:\n  - name: "+tenant+"\n    buckets: ["+bucket+"]\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -184,11 +198,14 @@ type node struct {
 	args    []string // extra flags
 
 	api, ops string
-	cmd      *exec.Cmd
-	exited   chan struct{} // closed when the process of the last launch has exited
-	exitErr  error         // its Wait error, set before exited is closed
-	logs     *logBuffer
-	starts   int
+	// fixedAddrs keeps api and ops across restarts (a ring names the
+	// node's address); otherwise every launch takes new ports.
+	fixedAddrs bool
+	cmd        *exec.Cmd
+	exited     chan struct{} // closed when the process of the last launch has exited
+	exitErr    error         // its Wait error, set before exited is closed
+	logs       *logBuffer
+	starts     int
 }
 
 func (e *env) newNode(name, dataDir string, args ...string) *node {
@@ -234,12 +251,14 @@ func (n *node) launch(t *testing.T) error {
 		return fmt.Errorf("%s is already running", n.name)
 	}
 	n.starts++
-	n.api, n.ops = freeport.Addr(t), freeport.Addr(t)
+	if !n.fixedAddrs || n.api == "" {
+		n.api, n.ops = freeport.Addr(t), freeport.Addr(t)
+	}
 	args := append([]string{"serve",
 		"--listen", n.api, "--metrics-listen", n.ops,
 		"--tls-cert", n.e.path("server.crt"), "--tls-key", n.e.path("server.key"),
 		"--client-ca", n.e.path("ca.crt"), "--tenants-file", n.e.path("tenants.yaml"),
-		"--s3-endpoint", n.e.minio.Endpoint, "--s3-path-style",
+		"--s3-endpoint", n.e.s3Endpoint, "--s3-path-style",
 		"--data-dir", n.dataDir, "--chunk-size", "1Mi", "--log-level", "info",
 	}, n.args...)
 	n.cmd = exec.Command(gobin.Cachenode(t), args...)
@@ -337,7 +356,7 @@ func (n *node) put(key string, data []byte) (string, error) {
 		return "", err
 	}
 	if resp.StatusCode != http.StatusOK {
-		return "", fmt.Errorf("PUT %s: %d %s", key, resp.StatusCode, body)
+		return "", &statusError{op: "PUT " + key, status: resp.StatusCode, body: string(body)}
 	}
 	var m struct {
 		ETag string `json:"etag"`
@@ -470,3 +489,153 @@ func (b *logBuffer) tail(n int) string {
 func (b *logBuffer) since(mark int) string { return b.String()[mark:] }
 
 func (b *logBuffer) len() int { return len(b.String()) }
+
+// cluster is several `cachenode serve` processes sharing one ring, as nodes
+// run by hand: every node reads the same ring file (--ring-file, members
+// cache-0, cache-1, ... at fixed addresses), calls the others with its own
+// peer certificate and keeps its data directory across restarts.
+type cluster struct {
+	e     *env
+	ring  *ring.Ring // the ring last published
+	nodes []*node
+}
+
+// newCluster creates (without starting them) n nodes of one ring; args are
+// extra flags of every node.
+func (e *env) newCluster(t *testing.T, n int, args ...string) *cluster {
+	t.Helper()
+	c := &cluster{e: e}
+	for i := range n {
+		name := fmt.Sprintf("cache-%d", i)
+		peer, err := e.ca.IssueClient(pki.Identity{Kind: pki.KindPeer, Name: name}, time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := pki.WriteFiles(e.dir, "peer-"+name, peer); err != nil {
+			t.Fatal(err)
+		}
+		nd := e.newNode(name, t.TempDir(), append([]string{"--node-name", name, "--ring-file", e.path("ring.json"),
+			"--peer-cert", e.path("peer-" + name + ".crt"), "--peer-key", e.path("peer-" + name + ".key")}, args...)...)
+		nd.fixedAddrs = true
+		nd.api, nd.ops = freeport.Addr(t), freeport.Addr(t)
+		c.nodes = append(c.nodes, nd)
+	}
+	c.writeRing(t, 1, c.nodes)
+	return c
+}
+
+// writeRing writes the ring file: epoch, of members.
+func (c *cluster) writeRing(t *testing.T, epoch int64, members []*node) {
+	t.Helper()
+	var ms []ring.Member
+	for _, n := range members {
+		ms = append(ms, ring.Member{Name: n.name, Address: n.api, Weight: 100, State: ring.StateActive})
+	}
+	r, err := ring.New(ring.Spec{Epoch: epoch, Zone: "test", Hash: ring.HashParams{Algorithm: ring.AlgorithmRendezvousXXHash64}, Members: ms})
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc, err := json.Marshal(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Renamed into place: a watcher never reads half a document.
+	if err := os.WriteFile(c.e.path("ring.json.tmp"), doc, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(c.e.path("ring.json.tmp"), c.e.path("ring.json")); err != nil {
+		t.Fatal(err)
+	}
+	c.ring = r
+}
+
+// publish makes members the ring (the next epoch) and waits until every
+// running node routes by it.
+func (c *cluster) publish(t *testing.T, members ...*node) {
+	t.Helper()
+	epoch := c.ring.Epoch() + 1
+	c.writeRing(t, epoch, members)
+	deadline := time.Now().Add(readyTimeout)
+	for _, n := range c.nodes {
+		for n.running() {
+			var got struct {
+				Epoch int64 `json:"epoch"`
+			}
+			resp, err := n.e.http.Get("https://" + n.api + "/v1/ring")
+			if err == nil {
+				err = json.NewDecoder(resp.Body).Decode(&got)
+				resp.Body.Close()
+			}
+			if err == nil && got.Epoch == epoch {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s does not route by ring epoch %d after %v (serves epoch %d, %v)", n.name, epoch, readyTimeout, got.Epoch, err)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+}
+
+// start starts every node that is not running and waits until all are
+// ready.
+func (c *cluster) start(t *testing.T) {
+	t.Helper()
+	var started []*node
+	for _, n := range c.nodes {
+		if n.running() {
+			continue
+		}
+		if err := n.launch(t); err != nil {
+			t.Fatal(err)
+		}
+		started = append(started, n)
+	}
+	for _, n := range started {
+		if err := n.waitReady(); err != nil {
+			t.Fatalf("%s: %v\n%s", n.name, err, n.logs.tail(16<<10))
+		}
+	}
+}
+
+// node returns the member of that name.
+func (c *cluster) node(name string) *node {
+	for _, n := range c.nodes {
+		if n.name == name {
+			return n
+		}
+	}
+	panic("no node " + name)
+}
+
+// owner is key's metadata owner: the node that takes its held writes.
+func (c *cluster) owner(key string) *node {
+	return c.node(c.ring.Candidates(nodeapi.MetaID(chunk.Object{Tenant: tenant, Bucket: bucket, Key: key}), 1)[0].Name)
+}
+
+// del deletes an object through the node.
+func (n *node) del(key string) error {
+	req, err := http.NewRequest(http.MethodDelete, n.url(key), nil)
+	if err != nil {
+		return err
+	}
+	resp, err := n.e.http.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusNoContent {
+		return &statusError{op: "DELETE " + key, status: resp.StatusCode, body: string(body)}
+	}
+	return nil
+}
+
+// statusError is a node's answer other than success.
+type statusError struct {
+	op     string
+	status int
+	body   string
+}
+
+func (e *statusError) Error() string { return fmt.Sprintf("%s: %d %s", e.op, e.status, e.body) }
