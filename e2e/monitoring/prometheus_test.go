@@ -513,6 +513,46 @@ func TestDashboardAndAlertsAgainstRealNodes(t *testing.T) {
 		}
 	})
 
+	// Both nodes hold every acknowledged write-back write (two replicas
+	// of two nodes), none in S3.
+	t.Run("write-back panels show the held writes", func(t *testing.T) {
+		sel := map[string]string{"namespace": testNamespace, "cache": testCache, "zone": ".*", "tenant": ".*"}
+		panel := func(title string) map[string]float64 {
+			t.Helper()
+			out := map[string]float64{}
+			for _, tg := range targets {
+				if tg.panel != title || tg.refID != "A" {
+					continue
+				}
+				r, err := prom.query(grafana(tg.expr, sel))
+				testutil.Must(t, err)
+				for i, v := range r.values() {
+					m := r.Data.Result[i].Metric
+					out[m["tenant"]+m["kind"]+m["pod"]] = v
+				}
+				return out
+			}
+			t.Fatalf("no panel %q", title)
+			return nil
+		}
+		copies := float64(len(c.nodes) * held)
+		if got := panel("Dirty and transient objects by tenant"); got[testTenant+"dirty"] != copies || got[testTenant+"transient"] != 0 || len(got) != 2 {
+			t.Errorf("dirty and transient objects: %v, want %v dirty copies of %s's writes, none transient", got, copies, testTenant)
+		}
+		if got := panel("Held bytes by tenant"); got[testTenant] != copies*heldObjectSize || len(got) != 1 {
+			t.Errorf("held bytes: %v, want %v", got, copies*heldObjectSize)
+		}
+		ratios := panel("Pinned space used ratio by node")
+		if len(ratios) != len(c.nodes) {
+			t.Errorf("pinned space ratio: %v, want one per node", ratios)
+		}
+		for pod, v := range ratios {
+			if v <= 0.85 || v > 1 {
+				t.Errorf("pinned space ratio of %s: %v, want it above 0.85 (writes were refused) and at most 1", pod, v)
+			}
+		}
+	})
+
 	t.Run("hit ratio panels show the hits", func(t *testing.T) {
 		sel := map[string]string{"namespace": testNamespace, "cache": testCache, "zone": ".*", "tenant": ".*"}
 		for _, tg := range targets {
