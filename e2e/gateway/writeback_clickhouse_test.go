@@ -256,9 +256,9 @@ func chWantFinalRows() uint64 {
 
 // A MergeTree table on a WriteBack bucket: INSERTs, merges (OPTIMIZE
 // FINAL), mutations (ALTER UPDATE, ALTER DELETE, lightweight DELETE) and
-// a dropped table, with S3 refusing every write, answer every SELECT as
-// the same statements on MinIO directly do, while MinIO has none of the
-// table's objects; once S3 takes writes and the nodes have persisted
+// a dropped table, with S3 refusing every upload and DELETE, answer every
+// SELECT as the same statements on MinIO directly do, while MinIO has none
+// of the table's objects and S3 is never asked for them; once S3 takes writes and the nodes have persisted
 // everything, MinIO holds exactly the objects ClickHouse's disk metadata
 // names, and a fresh ClickHouse on MinIO directly, attaching the table
 // over that metadata, reads the same answers.
@@ -303,6 +303,11 @@ func TestClickHouseOnWriteBackBucket(t *testing.T) {
 	logS3Requests(t, e)
 	chdbtest.RequireSame(t, "MinIO directly", chAnswers(ref), "write-back before persistence", chAnswers(got))
 
+	for _, r := range e.cluster.Proxy.Requests() {
+		if strings.HasPrefix(r.Path, "/clickhouse/"+chHeldPrefix) && r.Method != "PUT" && r.Method != "DELETE" {
+			t.Fatalf("S3 got %s %s: a held object was looked up in S3", r.Method, r.Path)
+		}
+	}
 	if keys := minioKeys(t, e, chHeldPrefix); len(keys) != 0 {
 		t.Fatalf("MinIO holds %d objects under %s while it refused writes, e.g. %s", len(keys), chHeldPrefix, keys[0])
 	}
@@ -315,7 +320,7 @@ func TestClickHouseOnWriteBackBucket(t *testing.T) {
 
 	// S3 takes writes again: the nodes persist everything, and MinIO ends
 	// with exactly the objects the table's metadata names (none of the
-	// dropped table's, nor ClickHouse's access-check object).
+	// dropped table's).
 	e.cluster.Proxy.ClearFaults()
 	start = time.Now()
 	waitLong(t, "the nodes to persist every held write", func() bool {
@@ -326,8 +331,8 @@ func TestClickHouseOnWriteBackBucket(t *testing.T) {
 		e.cluster.Sum("distcache_writeback_persist_attempts_total", map[string]string{"op": "delete", "result": "ok"}))
 	inMinIO := minioKeys(t, e, chHeldPrefix)
 	if missing, extra := keyDiff(named, inMinIO); len(missing) > 0 || len(extra) > 0 {
-		t.Fatalf("after persistence MinIO lacks %d objects the table's metadata names (%.3q) and holds %d it does not (%.3q)",
-			len(missing), missing, len(extra), extra)
+		t.Fatalf("after persistence MinIO lacks %d objects the table's metadata names (%s) and holds %d it does not (%s)",
+			len(missing), firstKeys(missing), len(extra), firstKeys(extra))
 	}
 
 	// A fresh ClickHouse on MinIO directly attaches the table over the
@@ -433,6 +438,14 @@ func keyDiff(want, got []string) (missing, extra []string) {
 		}
 	}
 	return missing, extra
+}
+
+// firstKeys shows up to three keys.
+func firstKeys(keys []string) string {
+	if len(keys) > 3 {
+		return strings.Join(keys[:3], ", ") + ", ..."
+	}
+	return strings.Join(keys, ", ")
 }
 
 // logGatewayOps logs the S3 operations the gateway served, by status.
