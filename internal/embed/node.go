@@ -145,6 +145,7 @@ type Node struct {
 
 	tenants *tenancy.Watcher
 	journal *writeback.Journal
+	uploads *writeback.Uploads
 	store   *store.Store
 	backend *s3backend.Backend
 	ring    *ring.Holder
@@ -249,6 +250,9 @@ func (n *Node) openJournal() error {
 	var err error
 	if n.journal, err = writeback.Open(filepath.Join(n.cfg.DataDir, heldDir), int64(f*float64(n.cfg.DiskBytes))); err != nil {
 		return fmt.Errorf("opening the write-back journal: %w", err)
+	}
+	if n.uploads, err = writeback.OpenUploads(filepath.Join(n.cfg.DataDir, heldDir, "uploads")); err != nil {
+		return fmt.Errorf("opening the write-back uploads: %w", err)
 	}
 	if s := n.journal.Stats(); s.Objects > 0 {
 		n.log.Info("write-back journal: resuming what was held", "objects", s.Objects, "dirty", s.Dirty, "bytes", s.Bytes)
@@ -357,7 +361,7 @@ func (n *Node) joinRing() error {
 func (n *Node) newServer() error {
 	cfg := node.Config{
 		ChunkSize: n.cfg.ChunkSize, MetaTTL: n.cfg.MetaTTL, Immutable: n.cfg.Immutable, MetaLease: n.cfg.MetaLease,
-		WriteCacheBytes: n.cfg.WriteCacheBytes, Now: n.cfg.Now, Journal: n.journal,
+		WriteCacheBytes: n.cfg.WriteCacheBytes, Now: n.cfg.Now, Journal: n.journal, Uploads: n.uploads,
 	}
 	if n.journal != nil {
 		cfg.HeldMetrics = metrics.NewHeld(n.reg, n.heldStats, n.journal.Stats().Limit)

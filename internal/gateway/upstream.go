@@ -10,7 +10,6 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
-	"net/url"
 	"slices"
 	"strings"
 	"sync"
@@ -134,7 +133,7 @@ func (e *bodyReadError) Unwrap() error { return e.err }
 // answered) or *bodyReadError.
 func (u *Upstream) Passthrough(ctx context.Context, method, bucket, key, rawQuery string, header http.Header, body io.Reader, size int64) (*http.Response, error) {
 	var nodes []string
-	if key != "" && u.Owners != nil && changesObject(method, rawQuery) {
+	if key != "" && u.Owners != nil && writesKey(method) {
 		nodes = u.moveDownLast(u.Owners(bucket, key))
 	}
 	if len(nodes) == 0 {
@@ -320,18 +319,13 @@ func (u *Upstream) moveDownLast(nodes []string) []string {
 	return failover.DownLast(u.downNodes(), nodes, baseURL)
 }
 
-// changesObject reports whether a key-scoped request replaces or deletes
-// the object (PutObject, CopyObject, CompleteMultipartUpload,
-// DeleteObject), as opposed to uploading a part or reading.
-func changesObject(method, rawQuery string) bool {
-	q, _ := url.ParseQuery(rawQuery)
-	switch method {
-	case http.MethodPut, http.MethodDelete:
-		return !q.Has("uploadId")
-	case http.MethodPost:
-		return q.Has("uploadId")
-	}
-	return false
+// writesKey reports whether a key-scoped request writes the key: a PUT,
+// copy, delete, or any step of a multipart upload. Those go to the key's
+// metadata owner first: it orders the key's writes, and it alone takes
+// the held ones (WriteBack, Transient), their multipart uploads included,
+// whose parts it keeps until the upload completes.
+func writesKey(method string) bool {
+	return method == http.MethodPut || method == http.MethodPost || method == http.MethodDelete
 }
 
 // trackingBody is a request body that records how much was read and the

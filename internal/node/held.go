@@ -132,25 +132,42 @@ func (s *Server) putHeld(w http.ResponseWriter, r *http.Request, q request, p te
 		s.fail(w, opPut, tenant, q.start, aerr)
 		return
 	}
-	now := s.cfg.Now()
-	e := writeback.Entry{Name: heldName(q.obj), Version: s.cfg.Journal.NextVersion(), Op: writeback.OpPut,
-		Size: r.ContentLength, ContentType: r.Header.Get("Content-Type"), LastModified: now.UTC().Truncate(time.Second),
-		Transient: p.Mode == tenancy.Transient, Holders: holders}
-	if d := p.ExpiryAfter(); e.Transient && d > 0 {
-		e.Expires = now.Add(d)
-	}
-	stored, aerr := s.holdVersion(r.Context(), q.caller, e, r.Body)
+	e := s.heldPut(q.obj, p, r.ContentLength, r.Header.Get("Content-Type"), holders)
+	m, aerr := s.holdWrite(r.Context(), q.caller, e, r.Body)
 	if aerr != nil {
 		s.fail(w, opPut, tenant, q.start, aerr)
 		return
 	}
-	// The old version, wherever cached, is stale now; gateways learn it
-	// before the answer.
-	s.invalidateObjects(r.Context(), q.caller, q.obj)
-	m := heldMeta(stored, s.cfg.Now())
-	s.handOutHeld(r.Context(), q.caller, stored, m)
 	writeJSON(w, http.StatusOK, s.metaResponse(q.obj, m))
 	s.observe(opPut, tenant, metrics.ResultHeld, 0, q.start)
+}
+
+// heldPut is a new version of o written under policy p, kept by holders.
+func (s *Server) heldPut(o chunk.Object, p tenancy.Policy, size int64, contentType string, holders []string) writeback.Entry {
+	now := s.cfg.Now()
+	e := writeback.Entry{Name: heldName(o), Version: s.cfg.Journal.NextVersion(), Op: writeback.OpPut,
+		Size: size, ContentType: contentType, LastModified: now.UTC().Truncate(time.Second),
+		Transient: p.Mode == tenancy.Transient, Holders: holders}
+	if d := p.ExpiryAfter(); e.Transient && d > 0 {
+		e.Expires = now.Add(d)
+	}
+	return e
+}
+
+// holdWrite holds write e (holdVersion), then makes it what every reader
+// sees: the old version, wherever cached, is stale, and gateways learn it
+// before the answer; the leading chunks go to their owners. It returns the
+// new version's metadata.
+func (s *Server) holdWrite(ctx context.Context, c caller, e writeback.Entry, body io.Reader) (chunk.Meta, *apiError) {
+	stored, aerr := s.holdVersion(ctx, c, e, body)
+	if aerr != nil {
+		return chunk.Meta{}, aerr
+	}
+	o := heldObject(e.Name)
+	s.invalidateObjects(ctx, c, o)
+	m := heldMeta(stored, s.cfg.Now())
+	s.handOutHeld(ctx, c, stored, m)
+	return m, nil
 }
 
 // deleteHeld takes a DELETE of a held key: a WriteBack key's delete is
@@ -371,8 +388,9 @@ func (s *Server) fromHolders(ctx context.Context, c caller, o chunk.Object, m ch
 // reach S3: a DeleteObject is held like a DELETE; the keys a DeleteObjects
 // names that are held get a held delete too (newer than any held write of
 // them, so S3 ends without them), and the request then goes on to S3 as
-// usual; copies and multipart uploads into a held key are refused (not
-// supported yet). It reports whether it answered.
+// usual; multipart uploads into a held key are held (held_multipart.go);
+// copies into one are refused (not supported yet). It reports whether it
+// answered.
 func (s *Server) passthroughHeld(w http.ResponseWriter, r *http.Request, c caller, bucket, key string, start time.Time, deleteKeys []string) bool {
 	q := r.URL.Query()
 	if key != "" {
@@ -384,9 +402,11 @@ func (s *Server) passthroughHeld(w http.ResponseWriter, r *http.Request, c calle
 		case r.Method == http.MethodDelete && !q.Has("uploadId"):
 			s.deleteHeld(w, r, request{caller: c, obj: o, start: start}, p)
 			return true
+		case s.heldUpload(w, r, request{caller: c, obj: o, start: start}, p):
+			return true
 		}
 		s.fail(w, opPassthrough, c.tenant.Name, start, newError(http.StatusNotImplemented, "NotImplemented",
-			"copies and multipart uploads into a "+string(p.Mode)+" prefix are not supported yet ("+p.String()+"): upload with one PutObject"))
+			"copies into a "+string(p.Mode)+" prefix are not supported yet ("+p.String()+"): upload with PutObject or a multipart upload"))
 		return true
 	}
 	for _, k := range deleteKeys {

@@ -37,8 +37,9 @@ func (s *Server) RunHeld(ctx context.Context) {
 	wg.Wait()
 }
 
-// expireHeld ends expired Transient objects every few seconds: the copy
-// goes, and what was cached of it.
+// expireHeld ends expired Transient objects every few seconds (the copy
+// goes, and what was cached of it) and multipart uploads into held keys
+// abandoned for heldUploadLife.
 func (s *Server) expireHeld(ctx context.Context) {
 	t := time.NewTicker(heldExpiryInterval)
 	defer t.Stop()
@@ -47,6 +48,11 @@ func (s *Server) expireHeld(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		}
+		if u := s.cfg.Uploads; u != nil {
+			if n := u.Sweep(s.cfg.Now().Add(-heldUploadLife)); n > 0 {
+				s.log.Info("removed abandoned multipart uploads into held keys", "uploads", n)
+			}
 		}
 		for _, e := range s.cfg.Journal.Expire() {
 			if e.Op == writeback.OpPut {
@@ -59,8 +65,14 @@ func (s *Server) expireHeld(ctx context.Context) {
 	}
 }
 
-// heldExpiryInterval is how often expired Transient objects are looked for.
+// heldExpiryInterval is how often expired Transient objects and abandoned
+// uploads are looked for.
 const heldExpiryInterval = 5 * time.Second
+
+// heldUploadLife is how long a multipart upload into held keys may stay
+// incomplete before its parts are removed (S3 keeps them until a lifecycle
+// rule ends them; the cache's pinned space cannot wait that long).
+const heldUploadLife = 24 * time.Hour
 
 // heldS3 is the persister's S3: the node's backend, with each tenant's
 // credentials.
@@ -78,6 +90,13 @@ func (h heldS3) Put(ctx context.Context, e writeback.Entry, body io.Reader) (str
 	cr, err := h.creds(e.Tenant)
 	if err != nil {
 		return "", err
+	}
+	if len(e.Parts) > 0 { // a held multipart upload: in the same parts, for the same ETag
+		at, ok := body.(io.ReaderAt)
+		if !ok {
+			return "", errors.New("the body of " + e.String() + " is not a file")
+		}
+		return h.s.s3.PutParts(ctx, cr, e.Bucket, e.Key, at, e.Parts, e.ContentType)
 	}
 	m, err := h.s.s3.Put(ctx, cr, e.Bucket, e.Key, body, e.Size, e.ContentType)
 	return m.ETag, err

@@ -49,6 +49,7 @@ type Backend interface {
 	Head(ctx context.Context, cr s3backend.Credentials, bucket, key string) (chunk.Meta, error)
 	GetRangeInto(ctx context.Context, cr s3backend.Credentials, bucket, key, etag string, off int64, dst []byte) error
 	Put(ctx context.Context, cr s3backend.Credentials, bucket, key string, body io.Reader, size int64, contentType string) (chunk.Meta, error)
+	PutParts(ctx context.Context, cr s3backend.Credentials, bucket, key string, body io.ReaderAt, parts []int64, contentType string) (string, error)
 	Delete(ctx context.Context, cr s3backend.Credentials, bucket, key string) error
 	Passthrough(ctx context.Context, cr s3backend.Credentials, method, bucket, key, rawQuery string,
 		header http.Header, body io.Reader, contentLength int64) (*http.Response, error)
@@ -103,6 +104,9 @@ type Config struct {
 	// (held.go); nil: such writes are refused. HeldMetrics are its series.
 	Journal     *writeback.Journal
 	HeldMetrics *metrics.Held
+	// Uploads keep the multipart uploads into held keys until they are
+	// completed into the Journal (nil with no Journal).
+	Uploads *writeback.Uploads
 }
 
 // Server serves the node API. Create it with New and mount Handler behind a

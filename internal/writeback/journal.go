@@ -58,8 +58,12 @@ type Entry struct {
 	Op      Op     `json:"op"`
 	Size    int64  `json:"size"`
 	// ETag is the body's MD5 (hex, in quotes), as S3 gives it for a
-	// single PUT (ETags are passed around as S3 returns them).
-	ETag         string    `json:"etag,omitempty"`
+	// single PUT (ETags are passed around as S3 returns them), or for a
+	// multipart upload S3's multipart ETag (MultipartETag).
+	ETag string `json:"etag,omitempty"`
+	// Parts are the sizes of a multipart upload's parts, in order: the
+	// body is sent to S3 in the same parts, so S3 gives the same ETag.
+	Parts        []int64   `json:"parts,omitempty"`
 	ContentType  string    `json:"contentType,omitempty"`
 	LastModified time.Time `json:"lastModified"`
 	// Transient entries never go to S3; Expires, when set, ends them.
@@ -296,11 +300,7 @@ func (j *Journal) writeBody(e *Entry, body io.Reader) (string, error) {
 		return "", err
 	}
 	tmp := f.Name()
-	h := md5.New()
-	n, err := io.Copy(io.MultiWriter(f, h), io.LimitReader(body, e.Size+1))
-	if err == nil && n != e.Size {
-		err = ErrBadBody
-	}
+	sum, err := copySummed(f, body, e.Size, e.Parts)
 	if err == nil {
 		err = f.Sync()
 	}
@@ -314,7 +314,40 @@ func (j *Journal) writeBody(e *Entry, body io.Reader) (string, error) {
 		_ = os.Remove(tmp)
 		return "", err
 	}
-	return `"` + hex.EncodeToString(h.Sum(nil)) + `"`, nil
+	return sum, nil
+}
+
+// copySummed copies exactly size bytes of body to w and returns the ETag
+// S3 gives them: their MD5, or with parts (their sizes, adding up to size)
+// the multipart ETag of those parts. Any other length is ErrBadBody.
+func copySummed(w io.Writer, body io.Reader, size int64, parts []int64) (string, error) {
+	multipart := len(parts) > 0
+	if !multipart {
+		parts = []int64{size}
+	}
+	var total int64
+	sums := make([][]byte, len(parts))
+	for i, n := range parts {
+		h := md5.New()
+		got, err := io.Copy(io.MultiWriter(w, h), io.LimitReader(body, n))
+		if err != nil {
+			return "", err
+		}
+		if got != n {
+			return "", ErrBadBody
+		}
+		total += n
+		sums[i] = h.Sum(nil)
+	}
+	if extra, err := io.Copy(io.Discard, io.LimitReader(body, 1)); err != nil {
+		return "", err
+	} else if extra != 0 || total != size {
+		return "", ErrBadBody
+	}
+	if !multipart {
+		return `"` + hex.EncodeToString(sums[0]) + `"`, nil
+	}
+	return MultipartETag(sums), nil
 }
 
 func writeSynced(path string, b []byte) error {

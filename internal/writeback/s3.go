@@ -17,11 +17,20 @@ type Backend struct {
 	Credentials func(tenant, bucket string) (s3backend.Credentials, bool)
 }
 
-// Put uploads the version (multipart when above the backend's part size).
+// Put uploads the version: a held multipart upload in the same parts (so S3
+// gives the same ETag), any other multipart when above the backend's part
+// size.
 func (b Backend) Put(ctx context.Context, e Entry, body io.Reader) (string, error) {
 	cr, ok := b.Credentials(e.Tenant, e.Bucket)
 	if !ok {
 		return "", fmt.Errorf("no credentials for tenant %s, bucket %s", e.Tenant, e.Bucket)
+	}
+	if len(e.Parts) > 0 {
+		at, ok := body.(io.ReaderAt)
+		if !ok {
+			return "", fmt.Errorf("the body of %s is not a file", e)
+		}
+		return b.S3.PutParts(ctx, cr, e.Bucket, e.Key, at, e.Parts, e.ContentType)
 	}
 	m, err := b.S3.Put(ctx, cr, e.Bucket, e.Key, body, e.Size, e.ContentType)
 	return m.ETag, err
