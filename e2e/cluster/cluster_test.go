@@ -111,7 +111,7 @@ var _ = Describe("a DistributedCache on a real cluster", Ordered, func() {
 		Eventually(ctx, func(g Gomega) {
 			s := publishedRing(ctx, g)
 			g.Expect(s.Zone).To(Equal(zone))
-			g.Expect(memberStates(s)).To(Equal(activeRing(3)))
+			g.Expect(s.States()).To(Equal(activeRing(3)))
 		}).Should(Succeed())
 
 		By("the tenant's client certificate Secret is issued in its namespace")
@@ -493,7 +493,7 @@ var _ = Describe("a DistributedCache on a real cluster", Ordered, func() {
 		Eventually(ctx, func(g Gomega) { expectCacheReady(ctx, g, 4) }).WithTimeout(timeout).Should(Succeed())
 		Eventually(ctx, func(g Gomega) {
 			s := publishedRing(ctx, g)
-			g.Expect(memberStates(s)).To(Equal(activeRing(4)))
+			g.Expect(s.States()).To(Equal(activeRing(4)))
 			g.Expect(s.Epoch).To(BeNumerically(">", epoch0))
 			g.Expect(getCache(ctx, g).Status.RingEpoch).To(Equal(s.Epoch))
 		}).Should(Succeed())
@@ -529,7 +529,7 @@ var _ = Describe("a DistributedCache on a real cluster", Ordered, func() {
 		DeferCleanup(r.halt)
 		kubectl(ctx, "patch", "distributedcache/"+cacheName, "-n", cacheNamespace, "--type=merge", "-p", `{"spec":{"replicas":3}}`)
 		Eventually(ctx, func(g Gomega) {
-			g.Expect(memberStates(publishedRing(ctx, g))).To(HaveKeyWithValue(newMember, ring.StateDraining))
+			g.Expect(publishedRing(ctx, g).States()).To(HaveKeyWithValue(newMember, ring.StateDraining))
 			var p corev1.Pod
 			g.Expect(k8sClient.Get(ctx, key(cacheNamespace, newMember), &p)).To(Succeed(), "the draining pod still runs")
 		}).WithPolling(100*time.Millisecond).Should(Succeed(), "the ring marks %s draining while it still runs", newMember)
@@ -548,7 +548,7 @@ var _ = Describe("a DistributedCache on a real cluster", Ordered, func() {
 		}).WithTimeout(10 * time.Second).WithPolling(500 * time.Millisecond).Should(Succeed())
 		Eventually(ctx, func(g Gomega) {
 			expectCacheReady(ctx, g, 3)
-			g.Expect(memberStates(publishedRing(ctx, g))).To(Equal(activeRing(3)))
+			g.Expect(publishedRing(ctx, g).States()).To(Equal(activeRing(3)))
 		}).WithTimeout(timeout).Should(Succeed())
 		waitRingSettled(ctx)
 		r.awaitPasses(ctx, 1)
@@ -599,7 +599,7 @@ var _ = Describe("a DistributedCache on a real cluster", Ordered, func() {
 		By("re-reading everything once it is back in the ring")
 		Eventually(ctx, func(g Gomega) {
 			expectCacheReady(ctx, g, 3)
-			g.Expect(memberStates(publishedRing(ctx, g))).To(Equal(activeRing(3)))
+			g.Expect(publishedRing(ctx, g).States()).To(Equal(activeRing(3)))
 		}).WithTimeout(timeout).Should(Succeed())
 		waitRingSettled(ctx)
 		// Ready and in the ring is not yet resolvable: the pod's DNS record

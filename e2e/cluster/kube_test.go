@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -23,12 +22,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	runtimeutil "k8s.io/apimachinery/pkg/runtime"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	cachev1alpha1 "github.com/distcache/distcache/api/v1alpha1"
 	"github.com/distcache/distcache/controllers"
 	"github.com/distcache/distcache/internal/ring"
+	"github.com/distcache/distcache/internal/testutil/kubetest"
 )
 
 // ---------------------------------------------------------------- commands
@@ -142,19 +141,9 @@ func localObjects(ctx context.Context) (dc cachev1alpha1.DistributedCache, tenan
 
 func decode(manifests []byte) []*unstructured.Unstructured {
 	GinkgoHelper()
-	var objs []*unstructured.Unstructured
-	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(manifests), 4096)
-	for {
-		var u unstructured.Unstructured
-		err := dec.Decode(&u.Object)
-		if errors.Is(err, io.EOF) {
-			return objs
-		}
-		Expect(err).NotTo(HaveOccurred())
-		if len(u.Object) > 0 {
-			objs = append(objs, &u)
-		}
-	}
+	objs, err := kubetest.Decode(manifests)
+	Expect(err).NotTo(HaveOccurred())
+	return objs
 }
 
 func convert(obj *unstructured.Unstructured, into any) {
@@ -260,15 +249,6 @@ func publishedRing(ctx context.Context, g Gomega) ring.Spec {
 	r, err := ring.Parse([]byte(doc))
 	g.Expect(err).NotTo(HaveOccurred())
 	return r.Spec()
-}
-
-// memberStates is name -> state of a ring's members.
-func memberStates(s ring.Spec) map[string]ring.State {
-	out := map[string]ring.State{}
-	for _, m := range s.Members {
-		out[m.Name] = m.State
-	}
-	return out
 }
 
 // activeRing is the map memberStates has for the pods 0..n-1, all active.

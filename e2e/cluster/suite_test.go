@@ -43,13 +43,11 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	cachev1alpha1 "github.com/distcache/distcache/api/v1alpha1"
-	"github.com/distcache/distcache/internal/testutil/repo"
+	"github.com/distcache/distcache/internal/testutil/kubetest"
 )
 
 const (
@@ -129,16 +127,8 @@ func TestCluster(t *testing.T) {
 }
 
 var _ = BeforeSuite(func(ctx SpecContext) {
-	logf.SetLogger(GinkgoLogr)
-	SetDefaultEventuallyTimeout(timeout)
-	SetDefaultEventuallyPollingInterval(interval)
-	Expect(clientgoscheme.AddToScheme(scheme)).To(Succeed())
+	root = kubetest.SetUpSuite(scheme, timeout, interval)
 	Expect(apiextensionsv1.AddToScheme(scheme)).To(Succeed())
-	Expect(cachev1alpha1.AddToScheme(scheme)).To(Succeed())
-
-	var err error
-	root, err = repo.Root()
-	Expect(err).NotTo(HaveOccurred())
 	kubectlBin = filepath.Join(root, "bin", "kubectl")
 	DeferCleanup(func(ctx SpecContext) {
 		if CurrentSpecReport().Failed() && clusterUsable {

@@ -247,7 +247,7 @@ var _ = Describe("upgrading a release on a real cluster", Ordered, func() {
 				for i := range upReplicas {
 					want[fmt.Sprintf("%s-%s-%d", upCache, z, i)] = ring.StateActive
 				}
-				g.Expect(memberStates(spec)).To(Equal(want), "ring of %s", z)
+				g.Expect(spec.States()).To(Equal(want), "ring of %s", z)
 				for _, p := range nodePods(ctx, g, z) {
 					g.Expect(podReady(&p)).To(BeTrue(), "pod %s Ready", p.Name)
 					m, err := scrape(ctx, p.Status.PodIP, controllers.MetricsPort)

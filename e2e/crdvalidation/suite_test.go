@@ -15,14 +15,10 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	"k8s.io/apimachinery/pkg/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
-	cachev1alpha1 "github.com/distcache/distcache/api/v1alpha1"
 	"github.com/distcache/distcache/internal/testutil/kubetest"
-	"github.com/distcache/distcache/internal/testutil/repo"
 )
 
 var (
@@ -39,13 +35,8 @@ func TestCRDValidation(t *testing.T) {
 }
 
 var _ = BeforeSuite(func() {
-	logf.SetLogger(GinkgoLogr)
-	Expect(clientgoscheme.AddToScheme(scheme)).To(Succeed())
-	Expect(cachev1alpha1.AddToScheme(scheme)).To(Succeed())
-
+	root = kubetest.SetUpSuite(scheme, 0, 0)
 	var err error
-	root, err = repo.Root()
-	Expect(err).NotTo(HaveOccurred())
 	testEnv, err = kubetest.Start(scheme, filepath.Join(root, "config", "crd", "bases"))
 	Expect(err).NotTo(HaveOccurred())
 	Expect(testEnv.CRDs).To(HaveLen(2), "both CRDs installed")

@@ -18,13 +18,9 @@
 package deploy_test
 
 import (
-	"bufio"
 	"bytes"
 	"context"
-	"errors"
-	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -36,15 +32,10 @@ import (
 	authorizationv1 "k8s.io/api/authorization/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/yaml"
 
-	cachev1alpha1 "github.com/distcache/distcache/api/v1alpha1"
 	"github.com/distcache/distcache/internal/testutil/kubetest"
-	"github.com/distcache/distcache/internal/testutil/repo"
 )
 
 const (
@@ -85,21 +76,13 @@ func TestDeploy(t *testing.T) {
 }
 
 var _ = BeforeSuite(func(ctx SpecContext) {
-	logf.SetLogger(GinkgoLogr)
-	SetDefaultEventuallyTimeout(timeout)
-	SetDefaultEventuallyPollingInterval(interval)
-	Expect(clientgoscheme.AddToScheme(scheme)).To(Succeed())
-	Expect(cachev1alpha1.AddToScheme(scheme)).To(Succeed())
-
-	var err error
-	root, err = repo.Root()
-	Expect(err).NotTo(HaveOccurred())
+	root = kubetest.SetUpSuite(scheme, timeout, interval)
 	// The distcache CRDs come from the rendered manifests, not from envtest;
 	// the ServiceMonitor CRD is the prometheus-operator's own, for
 	// config/prometheus.
-	out, err := exec.CommandContext(ctx, filepath.Join(root, "hack", "prometheus-operator-crds.sh")).Output()
-	Expect(err).NotTo(HaveOccurred(), "hack/prometheus-operator-crds.sh: %s", stderrOf(err))
-	testEnv, err = kubetest.Start(scheme, strings.TrimSpace(string(out)))
+	out, err := kubetest.Run(ctx, root, nil, nil, filepath.Join(root, "hack", "prometheus-operator-crds.sh"))
+	Expect(err).NotTo(HaveOccurred(), "hack/prometheus-operator-crds.sh")
+	testEnv, err = kubetest.Start(scheme, strings.TrimSpace(out))
 	Expect(err).NotTo(HaveOccurred())
 	k8sClient = testEnv.Client
 	kubectlBin = filepath.Join(testEnv.Assets, "kubectl")
@@ -116,13 +99,6 @@ var _ = AfterSuite(func() {
 	}
 	gexec.CleanupBuildArtifacts()
 })
-
-func stderrOf(err error) string {
-	if ee, ok := errors.AsType[*exec.ExitError](err); ok {
-		return string(ee.Stderr)
-	}
-	return ""
-}
 
 // userKubeconfig provisions a user authenticated by a client certificate
 // (CN name, O groups) and writes a kubeconfig file for it. RBAC treats the
@@ -144,18 +120,7 @@ func kubectl(ctx context.Context, kubeconfig string, stdin []byte, args ...strin
 }
 
 func tryKubectl(ctx context.Context, kubeconfig string, stdin []byte, args ...string) (string, error) {
-	cmd := exec.CommandContext(ctx, kubectlBin, append([]string{"--kubeconfig=" + kubeconfig}, args...)...)
-	cmd.Dir = root
-	if stdin != nil {
-		cmd.Stdin = bytes.NewReader(stdin)
-	}
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		return string(out), errors.New(err.Error() + ": " + stderr.String())
-	}
-	return string(out), nil
+	return kubetest.Run(ctx, root, nil, stdin, kubectlBin, append([]string{"--kubeconfig=" + kubeconfig}, args...)...)
 }
 
 // applyManifests applies like `make deploy` does.
@@ -168,32 +133,19 @@ func applyManifests(ctx context.Context, kubeconfig string, manifests []byte) {
 // kubectl apply, with the test images and the given extra environment.
 func renderDeploy(ctx context.Context, env ...string) []byte {
 	GinkgoHelper()
-	cmd := exec.CommandContext(ctx, filepath.Join(root, "hack", "deploy-manifests.sh"))
-	cmd.Env = append(os.Environ(), append([]string{
+	out, err := kubetest.Run(ctx, root, append([]string{
 		"KUBECTL=" + kubectlBin, "IMG=" + testIMG, "CACHENODE_IMG=" + testCacheNodeIMG,
-	}, env...)...)
-	out, err := cmd.Output()
-	Expect(err).NotTo(HaveOccurred(), "hack/deploy-manifests.sh: %s", stderrOf(err))
-	return out
+	}, env...), nil, filepath.Join(root, "hack", "deploy-manifests.sh"))
+	Expect(err).NotTo(HaveOccurred(), "hack/deploy-manifests.sh")
+	return []byte(out)
 }
 
 // decode splits a multi-document YAML stream into objects.
 func decode(manifests []byte) []*unstructured.Unstructured {
 	GinkgoHelper()
-	var objs []*unstructured.Unstructured
-	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(manifests)))
-	for {
-		doc, err := r.Read()
-		if err == io.EOF {
-			return objs
-		}
-		Expect(err).NotTo(HaveOccurred())
-		obj := &unstructured.Unstructured{}
-		Expect(yaml.Unmarshal(doc, &obj.Object)).To(Succeed())
-		if len(obj.Object) > 0 {
-			objs = append(objs, obj)
-		}
-	}
+	objs, err := kubetest.Decode(manifests)
+	Expect(err).NotTo(HaveOccurred())
+	return objs
 }
 
 // encode joins objects into a YAML stream.

@@ -149,14 +149,6 @@ func publishedRing(ctx context.Context, g Gomega, dc *cachev1alpha1.DistributedC
 	return r.Spec()
 }
 
-func states(s ring.Spec) map[string]ring.State {
-	out := map[string]ring.State{}
-	for _, m := range s.Members {
-		out[m.Name] = m.State
-	}
-	return out
-}
-
 var _ = Describe("kubectl distcache", Ordered, func() {
 	const (
 		ns     = "plugin"
@@ -184,7 +176,7 @@ var _ = Describe("kubectl distcache", Ordered, func() {
 			pods = append(pods, createReadyPod(ctx, dc, zone, i).Name)
 		}
 		Eventually(func(g Gomega) {
-			g.Expect(states(publishedRing(ctx, g, dc, zone))).To(Equal(map[string]ring.State{
+			g.Expect(publishedRing(ctx, g, dc, zone).States()).To(Equal(map[string]ring.State{
 				pods[0]: ring.StateActive, pods[1]: ring.StateActive, pods[2]: ring.StateActive}))
 			g.Expect(k8sClient.Get(ctx, key(ns, dc.Name), dc)).To(Succeed())
 			g.Expect(meta.IsStatusConditionTrue(dc.Status.Conditions, cachev1alpha1.ConditionReady)).To(BeTrue())
@@ -288,7 +280,7 @@ var _ = Describe("kubectl distcache", Ordered, func() {
 		dc.Spec.Replicas = ptr.To[int32](2)
 		Expect(k8sClient.Update(ctx, dc)).To(Succeed())
 		Eventually(func(g Gomega) {
-			g.Expect(states(publishedRing(ctx, g, dc, zone))).To(HaveKeyWithValue(pods[2], ring.StateDraining))
+			g.Expect(publishedRing(ctx, g, dc, zone).States()).To(HaveKeyWithValue(pods[2], ring.StateDraining))
 		}).Should(Succeed())
 		pluginJSON(ctx, adminKubeconfig, nil, &report, "ring", "-n", ns)
 		zr = report.Caches[0].Zones[0]

@@ -23,11 +23,9 @@ import (
 	. "github.com/onsi/gomega"
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/distcache/distcache/controllers"
 	"github.com/distcache/distcache/internal/testutil/kubetest"
-	"github.com/distcache/distcache/internal/testutil/repo"
 )
 
 const (
@@ -53,13 +51,8 @@ func TestKubectlPlugin(t *testing.T) {
 }
 
 var _ = BeforeSuite(func() {
-	logf.SetLogger(GinkgoLogr)
-	SetDefaultEventuallyTimeout(timeout)
-	SetDefaultEventuallyPollingInterval(interval)
-	Expect(controllers.AddToScheme(scheme)).To(Succeed())
-
-	root, err := repo.Root()
-	Expect(err).NotTo(HaveOccurred())
+	root := kubetest.SetUpSuite(scheme, timeout, interval)
+	var err error
 	testEnv, err = kubetest.Start(scheme, filepath.Join(root, "config", "crd", "bases"))
 	Expect(err).NotTo(HaveOccurred())
 	k8sClient = testEnv.Client

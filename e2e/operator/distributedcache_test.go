@@ -68,15 +68,6 @@ func stsReplicas(ctx context.Context, g Gomega, ns, name string) int32 {
 	return *sts.Spec.Replicas
 }
 
-// memberStates is name -> state of a ring's members.
-func memberStates(s ring.Spec) map[string]ring.State {
-	out := map[string]ring.State{}
-	for _, m := range s.Members {
-		out[m.Name] = m.State
-	}
-	return out
-}
-
 // createReadyPod creates the pod the zone's StatefulSet would (envtest has
 // no StatefulSet controller) and marks it Ready (nor a kubelet).
 func createReadyPod(ctx context.Context, dc *cachev1alpha1.DistributedCache, zone string, ordinal int) *corev1.Pod {
@@ -179,7 +170,7 @@ var _ = Describe("DistributedCache", func() {
 			Eventually(func(g Gomega) {
 				r := ringOf(ctx, g, dc, zone)
 				g.Expect(r.Epoch).To(Equal(int64(1)))
-				g.Expect(memberStates(r)).To(Equal(map[string]ring.State{name + "-0": ring.StateActive, name + "-1": ring.StateActive}),
+				g.Expect(r.States()).To(Equal(map[string]ring.State{name + "-0": ring.StateActive, name + "-1": ring.StateActive}),
 					"a zone without ready nodes starts from the intended pods")
 				g.Expect(r.Members[0].Address).To(Equal(fmt.Sprintf("%s-0.%s.%s.svc:8443", name, name, ns)))
 			}).Should(Succeed())
@@ -308,7 +299,7 @@ var _ = Describe("DistributedCache", func() {
 		pods := []*corev1.Pod{createReadyPod(ctx, dc, "a", 0)}
 		Eventually(func(g Gomega) {
 			r := ringOf(ctx, g, dc, "a")
-			g.Expect(memberStates(r)).To(Equal(map[string]ring.State{"beta-a-0": ring.StateActive}))
+			g.Expect(r.States()).To(Equal(map[string]ring.State{"beta-a-0": ring.StateActive}))
 			g.Expect(r.Epoch).To(Equal(int64(2)))
 			g.Expect(r.Previous).NotTo(BeNil())
 			g.Expect(r.Previous.Epoch).To(Equal(int64(1)))
@@ -317,7 +308,7 @@ var _ = Describe("DistributedCache", func() {
 		pods = append(pods, createReadyPod(ctx, dc, "a", 1), createReadyPod(ctx, dc, "a", 2))
 		Eventually(func(g Gomega) {
 			r := ringOf(ctx, g, dc, "a")
-			g.Expect(memberStates(r)).To(Equal(map[string]ring.State{
+			g.Expect(r.States()).To(Equal(map[string]ring.State{
 				"beta-a-0": ring.StateActive, "beta-a-1": ring.StateActive, "beta-a-2": ring.StateActive}))
 		}).Should(Succeed())
 		Eventually(func(g Gomega) {
@@ -334,11 +325,11 @@ var _ = Describe("DistributedCache", func() {
 		setPodReady(ctx, pods[1], false)
 		Eventually(func(g Gomega) {
 			r := ringOf(ctx, g, dc, "a")
-			g.Expect(memberStates(r)).NotTo(HaveKey("beta-a-1"))
+			g.Expect(r.States()).NotTo(HaveKey("beta-a-1"))
 			g.Expect(r.Epoch).To(Equal(before + 1))
 		}).Should(Succeed())
 		setPodReady(ctx, pods[1], true)
-		Eventually(func(g Gomega) map[string]ring.State { return memberStates(ringOf(ctx, g, dc, "a")) }).Should(HaveKey("beta-a-1"))
+		Eventually(func(g Gomega) map[string]ring.State { return ringOf(ctx, g, dc, "a").States() }).Should(HaveKey("beta-a-1"))
 
 		By("scaling down to 1: the ring drains beta-a-1 and beta-a-2 before the StatefulSet shrinks")
 		updateCache(ctx, ns, "beta", func(dc *cachev1alpha1.DistributedCache) { dc.Spec.Replicas = ptr.To[int32](1) })
@@ -351,7 +342,7 @@ var _ = Describe("DistributedCache", func() {
 			n := stsReplicas(ctx, g, ns, "beta-a")
 			var cm corev1.ConfigMap
 			g.Expect(k8sClient.Get(ctx, key(ns, "beta-ring"), &cm)).To(Succeed())
-			states := memberStates(ringOf(ctx, g, dc, "a"))
+			states := ringOf(ctx, g, dc, "a").States()
 			if n < 3 {
 				at, err := time.Parse(time.RFC3339, cm.Annotations[controllers.AnnotationRingPublishedPrefix+"a"])
 				g.Expect(err).NotTo(HaveOccurred())
@@ -378,9 +369,9 @@ var _ = Describe("DistributedCache", func() {
 			return reasons
 		}).Should(ContainElement(controllers.EventScaleDownHeld), "the StatefulSet waited for the draining ring")
 		r := func() ring.Spec { g := NewGomega(Fail); return ringOf(ctx, g, dc, "a") }()
-		Expect(memberStates(r)).To(Equal(map[string]ring.State{
+		Expect(r.States()).To(Equal(map[string]ring.State{
 			"beta-a-0": ring.StateActive, "beta-a-1": ring.StateDraining, "beta-a-2": ring.StateDraining}))
-		Expect(memberStates(ring.Spec{Members: r.Previous.Members})).To(HaveKeyWithValue("beta-a-2", ring.StateActive),
+		Expect(ring.Spec{Members: r.Previous.Members}.States()).To(HaveKeyWithValue("beta-a-2", ring.StateActive),
 			"previous has the draining members active: their chunks' new owners fetch from them")
 		Eventually(func(g Gomega) string {
 			var got cachev1alpha1.DistributedCache
@@ -396,7 +387,7 @@ var _ = Describe("DistributedCache", func() {
 		}
 		Eventually(func(g Gomega) {
 			r := ringOf(ctx, g, dc, "a")
-			g.Expect(memberStates(r)).To(Equal(map[string]ring.State{"beta-a-0": ring.StateActive}))
+			g.Expect(r.States()).To(Equal(map[string]ring.State{"beta-a-0": ring.StateActive}))
 			g.Expect(slices.ContainsFunc(r.Previous.Members, func(m ring.Member) bool {
 				return m.Name == "beta-a-2" && m.State == ring.StateDraining
 			})).To(BeTrue())

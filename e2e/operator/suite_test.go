@@ -12,7 +12,6 @@
 package operator_test
 
 import (
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
@@ -21,17 +20,12 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
-	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
-	cachev1alpha1 "github.com/distcache/distcache/api/v1alpha1"
 	"github.com/distcache/distcache/controllers"
 	"github.com/distcache/distcache/internal/testutil/kubetest"
-	"github.com/distcache/distcache/internal/testutil/repo"
 )
 
 const (
@@ -61,21 +55,13 @@ func TestOperator(t *testing.T) {
 	RunSpecs(t, "operator suite")
 }
 
-var _ = BeforeSuite(func() {
-	logf.SetLogger(GinkgoLogr)
-	SetDefaultEventuallyTimeout(timeout)
-	SetDefaultEventuallyPollingInterval(interval)
-	Expect(clientgoscheme.AddToScheme(scheme)).To(Succeed())
-	Expect(cachev1alpha1.AddToScheme(scheme)).To(Succeed())
-	Expect(monitoringv1.AddToScheme(scheme)).To(Succeed())
-
-	root, err := repo.Root()
-	Expect(err).NotTo(HaveOccurred())
+var _ = BeforeSuite(func(ctx SpecContext) {
+	root := kubetest.SetUpSuite(scheme, timeout, interval)
 	// cert-manager's CRDs (not its controller): the specs check the
 	// Certificates the operator writes in cert-manager mode.
-	out, err := exec.Command(filepath.Join(root, "hack", "cert-manager-crds.sh")).Output()
+	out, err := kubetest.Run(ctx, root, nil, nil, filepath.Join(root, "hack", "cert-manager-crds.sh"))
 	Expect(err).NotTo(HaveOccurred(), "hack/cert-manager-crds.sh")
-	testEnv, err = kubetest.Start(scheme, filepath.Join(root, "config", "crd", "bases"), strings.TrimSpace(string(out)))
+	testEnv, err = kubetest.Start(scheme, filepath.Join(root, "config", "crd", "bases"), strings.TrimSpace(out))
 	Expect(err).NotTo(HaveOccurred())
 	restCfg, k8sClient = testEnv.Config, testEnv.Client
 

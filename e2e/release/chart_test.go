@@ -1,11 +1,8 @@
 package release_test
 
 import (
-	"bytes"
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -17,8 +14,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
+
+	"github.com/distcache/distcache/internal/testutil/kubetest"
 )
 
 // The images config/default names (hack/deploy-manifests.sh).
@@ -121,19 +119,9 @@ func expectSameObjects(manifest, chart string) {
 
 func decode(text string) []*unstructured.Unstructured {
 	GinkgoHelper()
-	var objs []*unstructured.Unstructured
-	d := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader([]byte(text)), 4096)
-	for {
-		var m map[string]any
-		err := d.Decode(&m)
-		if errors.Is(err, io.EOF) {
-			return objs
-		}
-		Expect(err).NotTo(HaveOccurred())
-		if len(m) > 0 {
-			objs = append(objs, &unstructured.Unstructured{Object: m})
-		}
-	}
+	objs, err := kubetest.Decode([]byte(text))
+	Expect(err).NotTo(HaveOccurred())
+	return objs
 }
 
 func byKey(objs []*unstructured.Unstructured) map[string]*unstructured.Unstructured {

@@ -18,11 +18,8 @@
 package release_test
 
 import (
-	"bytes"
 	"context"
-	"errors"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -31,12 +28,9 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	"k8s.io/apimachinery/pkg/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/distcache/distcache/internal/testutil/kubetest"
-	"github.com/distcache/distcache/internal/testutil/repo"
 )
 
 const (
@@ -64,19 +58,14 @@ func TestRelease(t *testing.T) {
 }
 
 var _ = BeforeSuite(func(ctx SpecContext) {
-	logf.SetLogger(GinkgoLogr)
-	SetDefaultEventuallyTimeout(time.Minute)
-	Expect(clientgoscheme.AddToScheme(scheme)).To(Succeed())
-
-	var err error
-	root, err = repo.Root()
-	Expect(err).NotTo(HaveOccurred())
+	root = kubetest.SetUpSuite(scheme, time.Minute, 0)
 	run(ctx, nil, filepath.Join(root, "hack", "build-go-tool.sh"), "helm")
 	helmBin = filepath.Join(root, "bin", "helm")
 
 	// The ServiceMonitor CRD is the prometheus-operator's own, for the
 	// chart's prometheus.enabled; the distcache CRDs come from the chart.
 	crds := strings.TrimSpace(run(ctx, nil, filepath.Join(root, "hack", "prometheus-operator-crds.sh")))
+	var err error
 	testEnv, err = kubetest.Start(scheme, crds)
 	Expect(err).NotTo(HaveOccurred())
 	k8sClient = testEnv.Client
@@ -99,22 +88,9 @@ var _ = AfterSuite(func() {
 // failure fails the spec with its stderr.
 func run(ctx context.Context, env []string, name string, args ...string) string {
 	GinkgoHelper()
-	out, err := tryRun(ctx, env, name, args...)
+	out, err := kubetest.Run(ctx, root, env, nil, name, args...)
 	Expect(err).NotTo(HaveOccurred(), "%s %s", name, strings.Join(args, " "))
 	return out
-}
-
-func tryRun(ctx context.Context, env []string, name string, args ...string) (string, error) {
-	cmd := exec.CommandContext(ctx, name, args...)
-	cmd.Dir = root
-	cmd.Env = append(os.Environ(), env...)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		return string(out), errors.New(err.Error() + ": " + stderr.String())
-	}
-	return string(out), nil
 }
 
 // helm runs bin/helm against the envtest API server.
@@ -128,12 +104,7 @@ func helm(ctx context.Context, args ...string) string {
 // kubectl runs kubectl as the admin user, with stdin.
 func kubectl(ctx context.Context, stdin []byte, args ...string) string {
 	GinkgoHelper()
-	cmd := exec.CommandContext(ctx, kubectlBin, append([]string{"--kubeconfig=" + kubeconfig}, args...)...)
-	cmd.Dir = root
-	cmd.Stdin = bytes.NewReader(stdin)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	Expect(err).NotTo(HaveOccurred(), "kubectl %s: %s", strings.Join(args, " "), stderr.String())
-	return string(out)
+	out, err := kubetest.Run(ctx, root, nil, stdin, kubectlBin, append([]string{"--kubeconfig=" + kubeconfig}, args...)...)
+	Expect(err).NotTo(HaveOccurred(), "kubectl %s", strings.Join(args, " "))
+	return out
 }

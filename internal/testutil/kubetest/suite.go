@@ -1,0 +1,81 @@
+package kubetest
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"os"
+	"os/exec"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/distcache/distcache/controllers"
+	"github.com/distcache/distcache/internal/testutil/repo"
+)
+
+// SetUpSuite is how the e2e suites' BeforeSuite begins: controller-runtime
+// logs to Ginkgo's writer, Eventually defaults to timeout and interval (0
+// leaves Gomega's), scheme gets the operator's kinds (controllers.AddToScheme:
+// client-go's, the distcache API's, the prometheus-operator's), and the
+// repository root is returned.
+func SetUpSuite(scheme *runtime.Scheme, timeout, interval time.Duration) (root string) {
+	GinkgoHelper()
+	logf.SetLogger(GinkgoLogr)
+	if timeout > 0 {
+		SetDefaultEventuallyTimeout(timeout)
+	}
+	if interval > 0 {
+		SetDefaultEventuallyPollingInterval(interval)
+	}
+	Expect(controllers.AddToScheme(scheme)).To(Succeed())
+	root, err := repo.Root()
+	Expect(err).NotTo(HaveOccurred())
+	return root
+}
+
+// Run runs name with args in dir, with env added to the test's environment
+// and stdin (nil: none), and returns its stdout; when it fails, the error
+// ends with its stderr.
+func Run(ctx context.Context, dir string, env []string, stdin []byte, name string, args ...string) (string, error) {
+	cmd := exec.CommandContext(ctx, name, args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), env...)
+	if stdin != nil {
+		cmd.Stdin = bytes.NewReader(stdin)
+	}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return string(out), errors.New(err.Error() + ": " + stderr.String())
+	}
+	return string(out), nil
+}
+
+// Decode splits a stream of YAML or JSON documents (what kustomize, helm
+// template and the hack/ scripts print) into objects, leaving out empty
+// documents.
+func Decode(manifests []byte) ([]*unstructured.Unstructured, error) {
+	var objs []*unstructured.Unstructured
+	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(manifests), 4096)
+	for {
+		var u unstructured.Unstructured
+		err := dec.Decode(&u.Object)
+		if errors.Is(err, io.EOF) {
+			return objs, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		if len(u.Object) > 0 {
+			objs = append(objs, &u)
+		}
+	}
+}
