@@ -286,14 +286,12 @@ func TestClickHouseOnWriteBackBucket(t *testing.T) {
 		t.Fatalf("the reference has %d rows in the end, want %d", got, want)
 	}
 
-	// Through the gateway, with S3 refusing every upload and DELETE: what
-	// ClickHouse reads back can only come from what the nodes hold.
-	// DeleteObjects (POST) must reach S3: a node holds a delete for each
-	// held key it names and then sends the request on to S3, so with S3
-	// refusing it too, DROP TABLE ... SYNC (whose DeleteObjects ClickHouse
-	// retries) never ends.
+	// Through the gateway, with S3 refusing every upload, DELETE and
+	// DeleteObjects (POST): what ClickHouse reads back can only come from
+	// what the nodes hold, and its deletes of held files (DROP TABLE ...
+	// SYNC, old parts) are the nodes' to hold too.
 	e.cluster.Proxy.Inject(s3proxy.Rule{Method: "PUT", Fault: s3proxy.InternalError},
-		s3proxy.Rule{Method: "DELETE", Fault: s3proxy.InternalError})
+		s3proxy.Rule{Method: "DELETE", Fault: s3proxy.InternalError}, s3proxy.Rule{Method: "POST", Fault: s3proxy.InternalError})
 	heldMeta := filepath.Join(dir, "held-disk")
 	start = time.Now()
 	got := chSession(t, filepath.Join(dir, "held"), chWorkload(

@@ -112,8 +112,10 @@ func TestWriteBackListingIsWhatS3WillList(t *testing.T) {
 	writer.cluster.PutDirect("bucket-a", "wa-plain", []byte("beside the write-back prefix"))
 	writer.cluster.PutDirect("bucket-a", "wb-plain", []byte("beside it too"))
 
+	// S3 refuses every write, DeleteObjects (POST) included: a batch of
+	// held keys is the cache's to delete.
 	writer.cluster.Proxy.Inject(s3proxy.Rule{Method: "PUT", Fault: s3proxy.InternalError},
-		s3proxy.Rule{Method: "DELETE", Fault: s3proxy.InternalError})
+		s3proxy.Rule{Method: "DELETE", Fault: s3proxy.InternalError}, s3proxy.Rule{Method: "POST", Fault: s3proxy.InternalError})
 	for i := range 10 { // new keys, some in new directories
 		writer.put("bucket-a", fmt.Sprintf("wb/dir-%d/new-%d", i%5, i), testutil.RandomBytes(r, 50+i))
 	}

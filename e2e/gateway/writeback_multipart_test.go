@@ -112,6 +112,11 @@ func TestWriteBackMultipartUpload(t *testing.T) {
 	// first upload of it.
 	part("wb/small-parts", id, 2, []byte("first"))
 	last := part("wb/small-parts", id, 2, []byte("second"))
+	listed, err := reader.s3.ListParts(ctx, &s3.ListPartsInput{Bucket: aws.String("bucket-a"), Key: aws.String("wb/small-parts"), UploadId: id})
+	testutil.Must(t, err)
+	if len(listed.Parts) != 2 || aws.ToString(listed.Parts[1].ETag) != aws.ToString(last.ETag) || aws.ToInt64(listed.Parts[0].Size) != 9 {
+		t.Fatalf("ListParts through another gateway: %+v", listed.Parts)
+	}
 	testutil.Must(t, complete("wb/small-parts", id, last))
 	if got := reader.mustGet("bucket-a", "wb/small-parts", ""); string(got) != "second" {
 		t.Fatalf("completed from the part uploaded last: %q", got)

@@ -133,7 +133,7 @@ func (e *bodyReadError) Unwrap() error { return e.err }
 // answered) or *bodyReadError.
 func (u *Upstream) Passthrough(ctx context.Context, method, bucket, key, rawQuery string, header http.Header, body io.Reader, size int64) (*http.Response, error) {
 	var nodes []string
-	if key != "" && u.Owners != nil && writesKey(method) {
+	if key != "" && u.Owners != nil && toOwner(method, rawQuery) {
 		nodes = u.moveDownLast(u.Owners(bucket, key))
 	}
 	if len(nodes) == 0 {
@@ -319,13 +319,17 @@ func (u *Upstream) moveDownLast(nodes []string) []string {
 	return failover.DownLast(u.downNodes(), nodes, baseURL)
 }
 
-// writesKey reports whether a key-scoped request writes the key: a PUT,
-// copy, delete, or any step of a multipart upload. Those go to the key's
-// metadata owner first: it orders the key's writes, and it alone takes
-// the held ones (WriteBack, Transient), their multipart uploads included,
-// whose parts it keeps until the upload completes.
-func writesKey(method string) bool {
-	return method == http.MethodPut || method == http.MethodPost || method == http.MethodDelete
+// toOwner reports whether a key-scoped request goes to the key's metadata
+// owner first: a write of the key (PUT, copy, delete) or any step of a
+// multipart upload of it. The owner orders the key's writes, and it alone
+// takes the held ones (WriteBack, Transient), their multipart uploads
+// included, whose parts it keeps until the upload completes.
+func toOwner(method, rawQuery string) bool {
+	switch method {
+	case http.MethodPut, http.MethodPost, http.MethodDelete:
+		return true
+	}
+	return strings.Contains(rawQuery, "uploadId=")
 }
 
 // trackingBody is a request body that records how much was read and the

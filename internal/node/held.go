@@ -386,18 +386,17 @@ func (s *Server) fromHolders(ctx context.Context, c caller, o chunk.Object, m ch
 
 // passthroughHeld takes the pass-through writes of held keys before they
 // reach S3: a DeleteObject is held like a DELETE; the keys a DeleteObjects
-// names that are held get a held delete too (newer than any held write of
-// them, so S3 ends without them), and the request then goes on to S3 as
-// usual; multipart uploads into a held key are held (held_multipart.go);
+// (deleteBody, when it may name held keys) names that are held get a held
+// delete too, and only the others go to S3 (held_deletes.go); multipart uploads into a held key are held (held_multipart.go);
 // copies into one are refused (not supported yet). It reports whether it
 // answered.
-func (s *Server) passthroughHeld(w http.ResponseWriter, r *http.Request, c caller, bucket, key string, start time.Time, deleteKeys []string) bool {
+func (s *Server) passthroughHeld(w http.ResponseWriter, r *http.Request, c caller, bucket, key string, start time.Time, deleteBody []byte) bool {
 	q := r.URL.Query()
 	if key != "" {
 		o := chunk.Object{Tenant: c.tenant.Name, Bucket: bucket, Key: key}
 		p, held := s.heldPolicy(c, o)
 		switch {
-		case !held || r.Method == http.MethodGet || r.Method == http.MethodHead:
+		case !held || (r.Method == http.MethodGet || r.Method == http.MethodHead) && !q.Has("uploadId"):
 			return false
 		case r.Method == http.MethodDelete && !q.Has("uploadId"):
 			s.deleteHeld(w, r, request{caller: c, obj: o, start: start}, p)
@@ -409,18 +408,7 @@ func (s *Server) passthroughHeld(w http.ResponseWriter, r *http.Request, c calle
 			"copies into a "+string(p.Mode)+" prefix are not supported yet ("+p.String()+"): upload with PutObject or a multipart upload"))
 		return true
 	}
-	for _, k := range deleteKeys {
-		o := chunk.Object{Tenant: c.tenant.Name, Bucket: bucket, Key: k}
-		p, held := s.heldPolicy(c, o)
-		if !held {
-			continue
-		}
-		if aerr := s.holdDelete(r.Context(), c, o, p); aerr != nil {
-			s.fail(w, opPassthrough, c.tenant.Name, start, aerr)
-			return true
-		}
-	}
-	return false
+	return deleteBody != nil && s.deleteObjectsHeld(w, r, c, bucket, deleteBody, start)
 }
 
 // holdDelete holds a delete of o on its holders.

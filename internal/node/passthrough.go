@@ -87,16 +87,15 @@ func (s *Server) handlePassthrough(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	var deleteKeys []string // of a DeleteObjects that may name held keys
+	var heldDeletes []byte // a DeleteObjects that may name held keys
 	if key == "" && isDeleteObjects(r) && s.mayHold(c, bucket) {
-		var data []byte
-		if data, deleteKeys, perr = readDeleteObjects(body); perr != nil {
+		if heldDeletes, _, perr = readDeleteObjects(body); perr != nil {
 			s.fail(w, opPassthrough, tenant, start, perr)
 			return
 		}
-		body = bytes.NewReader(data)
+		body = bytes.NewReader(heldDeletes)
 	}
-	if s.passthroughHeld(w, r, c, bucket, key, start, deleteKeys) {
+	if s.passthroughHeld(w, r, c, bucket, key, start, heldDeletes) {
 		return
 	}
 	var deleteBody *bytes.Buffer
