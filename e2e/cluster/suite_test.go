@@ -120,10 +120,7 @@ func TestCluster(t *testing.T) {
 		}
 		t.Skip(why + "; run as root to include it (with CI set, not being root fails instead)")
 	}
-	RegisterFailHandler(Fail)
-	// An Eventually given a spec's context still gives up after its timeout.
-	EnforceDefaultTimeoutsWhenUsingContexts()
-	RunSpecs(t, "cluster suite")
+	kubetest.RunSuite(t, "cluster suite")
 }
 
 var _ = BeforeSuite(func(ctx SpecContext) {

@@ -68,12 +68,7 @@ var (
 	kubeconfigDir   string
 )
 
-func TestDeploy(t *testing.T) {
-	RegisterFailHandler(Fail)
-	// An Eventually given the spec's context still gives up after timeout.
-	EnforceDefaultTimeoutsWhenUsingContexts()
-	RunSpecs(t, "deploy suite")
-}
+func TestDeploy(t *testing.T) { kubetest.RunSuite(t, "deploy suite") }
 
 var _ = BeforeSuite(func(ctx SpecContext) {
 	root = kubetest.SetUpSuite(scheme, timeout, interval)

@@ -24,16 +24,25 @@ import (
 	"github.com/distcache/distcache/internal/testutil/nodecluster"
 )
 
+// processCluster builds the cachenode binary and starts a cache of n nodes
+// for a gateway process to front, with team-a's certificate written into
+// its directory (tenant-team-a.crt and .key).
+func processCluster(t *testing.T, n int) (bin string, c *nodecluster.Cluster) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("builds the cachenode binary")
+	}
+	bin = gobin.Cachenode(t)
+	c = nodecluster.StartWith(t, n, nodecluster.Options{ChunkSize: chunkSize, Tenants: tenants})
+	c.TenantTLS("team-a")
+	return bin, c
+}
+
 // TestGatewayProcess runs `cachenode gateway` as the operator would (flags
 // plus DISTCACHE_* environment, credentials from a file) in front of a
 // cache cluster, and checks the S3 API, readiness and metrics.
 func TestGatewayProcess(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds the cachenode binary")
-	}
-	bin := gobin.Cachenode(t)
-	c := nodecluster.StartWith(t, 3, nodecluster.Options{ChunkSize: chunkSize, Tenants: tenants})
-	c.TenantTLS("team-a") // writes tenant-team-a.crt/.key into c.Dir
+	bin, c := processCluster(t, 3)
 	creds := filepath.Join(t.TempDir(), "creds.yaml")
 	testutil.Must(t, os.WriteFile(creds, []byte("accessKeyID: "+accessKey+"\nsecretAccessKey: "+secretKey+"\n"), 0o600))
 	listen, metricsAddr := freeport.Addr(t), freeport.Addr(t)
@@ -96,12 +105,7 @@ func TestGatewayProcess(t *testing.T) {
 // node is reachable: it answers 503 ServiceUnavailable (S3 XML) and is not
 // ready, then serves once a node comes up.
 func TestGatewayProcessWaitsForTheCache(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds the cachenode binary")
-	}
-	bin := gobin.Cachenode(t)
-	c := nodecluster.StartWith(t, 1, nodecluster.Options{ChunkSize: chunkSize, Tenants: tenants})
-	c.TenantTLS("team-a")
+	bin, c := processCluster(t, 1)
 	listen, metricsAddr := freeport.Addr(t), freeport.Addr(t)
 	nodeAddr := freeport.Addr(t) // nothing listens there yet
 	cmd := exec.Command(bin, "gateway", "--listen", listen, "--metrics-listen", metricsAddr,
@@ -167,12 +171,7 @@ func forwardTCP(t *testing.T, addr, target string) {
 // TestGatewayProcessRefusesBadFlags: configuration mistakes stop the
 // process at once with a message, rather than a gateway that cannot work.
 func TestGatewayProcessRefusesBadFlags(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds the cachenode binary")
-	}
-	bin := gobin.Cachenode(t)
-	c := nodecluster.StartWith(t, 1, nodecluster.Options{ChunkSize: chunkSize, Tenants: tenants})
-	c.TenantTLS("team-a")
+	bin, c := processCluster(t, 1)
 	c.PeerTLS("gw-1")
 	tenantCert := []string{"--tls-cert", filepath.Join(c.Dir, "tenant-team-a.crt"), "--tls-key", filepath.Join(c.Dir, "tenant-team-a.key")}
 	peerCert := []string{"--tls-cert", filepath.Join(c.Dir, "peer-gw-1.crt"), "--tls-key", filepath.Join(c.Dir, "peer-gw-1.key")}

@@ -51,11 +51,7 @@ var (
 	workDir    string
 )
 
-func TestRelease(t *testing.T) {
-	RegisterFailHandler(Fail)
-	EnforceDefaultTimeoutsWhenUsingContexts()
-	RunSpecs(t, "release suite")
-}
+func TestRelease(t *testing.T) { kubetest.RunSuite(t, "release suite") }
 
 var _ = BeforeSuite(func(ctx SpecContext) {
 	root = kubetest.SetUpSuite(scheme, time.Minute, 0)

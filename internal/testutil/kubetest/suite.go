@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"testing"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -19,6 +20,16 @@ import (
 	"github.com/distcache/distcache/controllers"
 	"github.com/distcache/distcache/internal/testutil/repo"
 )
+
+// RunSuite runs a Ginkgo suite whose Eventually calls given a spec's
+// context still give up after the default timeout
+// (EnforceDefaultTimeoutsWhenUsingContexts): the suites that run real
+// processes and clusters, where a context alone could wait for hours.
+func RunSuite(t *testing.T, description string) bool {
+	RegisterFailHandler(Fail)
+	EnforceDefaultTimeoutsWhenUsingContexts()
+	return RunSpecs(t, description)
+}
 
 // SetUpSuite is how the e2e suites' BeforeSuite begins: controller-runtime
 // logs to Ginkgo's writer, Eventually defaults to timeout and interval (0
