@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -245,7 +246,9 @@ func (s *Server) HeldPersisted(e writeback.Entry, etag string) {
 	if r == nil {
 		return
 	}
-	for _, h := range e.Holders {
+	// The holders the version was written to, and those the ring wants
+	// now (a handoff may have copied it there meanwhile).
+	for _, h := range slices.Compact(slices.Sorted(slices.Values(append(slices.Clone(e.Holders), wantedHolders(r, e)...)))) {
 		if h != s.cfg.Self {
 			s.dropHeldAt(ctx, r, c, h, e)
 		}

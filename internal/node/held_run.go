@@ -14,7 +14,8 @@ import (
 
 // RunHeld runs what the node does in the background for held objects until
 // ctx ends: it persists the WriteBack versions it is the first holder of
-// (writeback.Persister) and ends Transient objects at their expiry.
+// (writeback.Persister), ends Transient objects at their expiry, and moves
+// held versions to their holders when the ring changes (held_handoff.go).
 func (s *Server) RunHeld(ctx context.Context) {
 	j := s.cfg.Journal
 	if j == nil {
@@ -34,6 +35,7 @@ func (s *Server) RunHeld(ctx context.Context) {
 	var wg sync.WaitGroup
 	wg.Go(func() { p.Run(ctx) })
 	wg.Go(func() { s.expireHeld(ctx) })
+	wg.Go(func() { s.keepHeldPlaced(ctx) })
 	wg.Wait()
 }
 

@@ -469,6 +469,28 @@ func compareVersions(a, b uint64) int {
 	return 0
 }
 
+// SetHolders records that version e is kept by holders now (after the
+// ring changed and copies moved), if it is still the newest of its key.
+func (j *Journal) SetHolders(e Entry, holders []string) error {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	ks := j.keys[e.Name]
+	if ks == nil || ks.latest == nil || ks.latest.Version != e.Version {
+		return nil
+	}
+	next := *ks.latest
+	next.Holders = slices.Clone(holders)
+	b, err := json.Marshal(&next)
+	if err != nil {
+		return err
+	}
+	if err := writeSynced(j.path(&next, ".json"), b); err != nil {
+		return err
+	}
+	ks.latest.Holders = next.Holders
+	return nil
+}
+
 // Drop removes version e (and older) of its key, if it is still the
 // newest: S3 has it now (through this node or another), or a transient
 // object was deleted or expired.

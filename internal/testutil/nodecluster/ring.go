@@ -39,7 +39,26 @@ func (c *Cluster) PublishWithout(withPrevious bool, names ...string) *ring.Ring 
 	return r
 }
 
+// PublishDraining is Publish with the named members draining: in the ring,
+// running, owning nothing (as the operator publishes the pods above
+// spec.replicas before a scale-down).
+func (c *Cluster) PublishDraining(names ...string) *ring.Ring {
+	c.T.Helper()
+	r, err := c.publishStates(false, func(m *Member) bool { return !m.Dead() }, func(m *Member) ring.State {
+		if slices.Contains(names, m.Name) {
+			return ring.StateDraining
+		}
+		return ring.StateActive
+	})
+	testutil.Must(c.T, err)
+	return r
+}
+
 func (c *Cluster) publish(withPrevious bool, include func(*Member) bool) (*ring.Ring, error) {
+	return c.publishStates(withPrevious, include, func(*Member) ring.State { return ring.StateActive })
+}
+
+func (c *Cluster) publishStates(withPrevious bool, include func(*Member) bool, state func(*Member) ring.State) (*ring.Ring, error) {
 	if c.Opts.Alone {
 		return nil, errors.New("nodecluster: the nodes run alone (Options.Alone): there is no ring to publish")
 	}
@@ -63,7 +82,7 @@ func (c *Cluster) publish(withPrevious bool, include func(*Member) bool) (*ring.
 				prev = m.Ring.Load()
 			}
 			if include(m) {
-				spec.Members = append(spec.Members, ring.Member{Name: m.Name, Address: m.Addr, Ordinal: i, Weight: 100, State: ring.StateActive})
+				spec.Members = append(spec.Members, ring.Member{Name: m.Name, Address: m.Addr, Ordinal: i, Weight: 100, State: state(m)})
 			}
 		}
 		if len(spec.Members) == 0 {
