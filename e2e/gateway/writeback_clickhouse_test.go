@@ -301,9 +301,26 @@ func TestClickHouseOnWriteBackBucket(t *testing.T) {
 	logS3Requests(t, e)
 	chdbtest.RequireSame(t, "MinIO directly", chAnswers(ref), "write-back before persistence", chAnswers(got))
 
+	// The persisters ask S3 which version it has (HEAD) before each
+	// attempt to send one (PUT or DELETE, refused): more HEADs than that, or
+	// any GET, would be reads looking up a held object in S3.
+	heads, sends := map[string]int{}, map[string]int{}
 	for _, r := range e.cluster.Proxy.Requests() {
-		if strings.HasPrefix(r.Path, "/clickhouse/"+chHeldPrefix) && r.Method != "PUT" && r.Method != "DELETE" {
+		if !strings.HasPrefix(r.Path, "/clickhouse/"+chHeldPrefix) {
+			continue
+		}
+		switch r.Method {
+		case "HEAD":
+			heads[r.Path]++
+		case "PUT", "DELETE":
+			sends[r.Path]++
+		default:
 			t.Fatalf("S3 got %s %s: a held object was looked up in S3", r.Method, r.Path)
+		}
+	}
+	for path, n := range heads {
+		if n > sends[path]+1 { // +1: an attempt whose send is under way
+			t.Fatalf("S3 got %d HEADs of %s for %d attempts to persist it: a held object was looked up in S3", n, path, sends[path])
 		}
 	}
 	if keys := minioKeys(t, e, chHeldPrefix); len(keys) != 0 {

@@ -23,7 +23,6 @@
 //
 //	DISTCACHE_PROCESS_FAULT_CYCLES  kill/restart cycles per kill test (default 3; make soak raises it)
 //	DISTCACHE_PROCESS_FAULT_SEED    seed of the kill moments and workloads (default: time-based, logged)
-//	DISTCACHE_RUN_KNOWN_BUGS=1      run the tests skipped for a product bug they show (knownBug)
 package processfaults_test
 
 import (

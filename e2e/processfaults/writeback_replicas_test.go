@@ -48,16 +48,6 @@ const (
 	s3PartSize = 16 << 20
 )
 
-// knownBug skips a test that fails today because of the product bug why
-// describes, unless DISTCACHE_RUN_KNOWN_BUGS=1 (to see it fail, or pass
-// once fixed: then remove the call).
-func knownBug(t *testing.T, why string) {
-	t.Helper()
-	if os.Getenv("DISTCACHE_RUN_KNOWN_BUGS") != "1" {
-		t.Skip("fails today (issue 27; DISTCACHE_RUN_KNOWN_BUGS=1 runs it): " + why)
-	}
-}
-
 // wbTenantsReplicas puts wb/ of the bucket in WriteBack with two copies.
 const wbTenantsReplicas = "tenants:\n  - name: " + tenant + "\n    buckets: [" + bucket + "]\n" +
 	"    policies:\n      - {bucket: " + bucket + ", prefix: " + wbPrefix + ", mode: WriteBack, replicas: 2}\n"
@@ -520,7 +510,6 @@ func TestKillOneOfTwoHolders(t *testing.T) {
 // copies then. After the restart, the restarted node must not keep them
 // as dirty (pinned, counted, never persisted by anyone) forever.
 func TestRestartedHolderDropsPersistedCopies(t *testing.T) {
-	knownBug(t, "a holder restarted after its peer persisted their writes keeps its copies dirty forever, see the test's doc")
 	e, proxy, c := newWBCluster(t, 2)
 	h := newWBHistory()
 	holdBackWriteBack(proxy, false)
@@ -540,7 +529,6 @@ func TestRestartedHolderDropsPersistedCopies(t *testing.T) {
 // for, docs/write-back.md): the survivor's copies must reach MinIO,
 // byte-exact.
 func TestHolderRestartedWithEmptyDisk(t *testing.T) {
-	knownBug(t, "the keys the lost node was first holder of are never persisted, see the test's doc")
 	e, proxy, c := newWBCluster(t, 2)
 	h := newWBHistory()
 	holdBackWriteBack(proxy, false)
@@ -560,7 +548,6 @@ func TestHolderRestartedWithEmptyDisk(t *testing.T) {
 // which makes y the key's first holder. MinIO must end with version 2, the
 // last acknowledged write: y's stale copy must never be uploaded over it.
 func TestStaleCopyNotPersistedOverNewerWrite(t *testing.T) {
-	knownBug(t, "the stale copy is uploaded over the newer write, see the test's doc")
 	e, proxy, c := newWBCluster(t, 3)
 	h := newWBHistory()
 	key := wbPrefix + "stale"
@@ -633,7 +620,6 @@ func TestKillBothHolders(t *testing.T) {
 // prefix with two copies: it must be acknowledged (retried while the answer
 // is 503 SlowDown) and reach MinIO, empty.
 func TestWriteBackEmptyObjectTwoCopies(t *testing.T) {
-	knownBug(t, "the copy of an empty body is sent without a Content-Length and refused (400), so the write gets 503 SlowDown forever")
 	e, _, c := newWBCluster(t, 2)
 	h := newWBHistory()
 	o := h.begin(wbPrefix+"empty", false, 0, 0)

@@ -216,7 +216,9 @@ func (s *Server) holdVersion(ctx context.Context, c caller, e writeback.Entry, b
 	for i, err := range errs {
 		if err != nil {
 			failed = append(failed, others[i])
-			s.peers.down.MarkDown(others[i])
+			if pe := (*peerError)(nil); !errors.As(err, &pe) || pe.status >= 500 {
+				s.peers.down.MarkDown(others[i]) // a refusal (4xx) is no sign the peer is down
+			}
 			s.log.Warn("a holder could not take a held write", "peer", others[i], "object", stored.String(), "err", err)
 		}
 	}

@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/distcache/distcache/internal/nodeapi"
@@ -32,13 +33,16 @@ func (s *Server) keepHeldPlaced(ctx context.Context) {
 	t := time.NewTicker(heldPlacementInterval)
 	defer t.Stop()
 	var placed int64 = -1 // the ring epoch every version was placed for
-	for {
+	for tick := 1; ; tick++ {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
 		r := s.currentRing()
+		if r != nil && tick%heldCheckTicks == 0 {
+			s.checkHeldCopies(ctx, r)
+		}
 		if r == nil || r.Epoch() == placed {
 			continue
 		}
@@ -98,4 +102,72 @@ func wantedHolders(r *ring.Ring, e writeback.Entry) []string {
 		out = append(out, m.Name)
 	}
 	return out
+}
+
+// heldCheckTicks: every this many placement ticks (30 s) a node checks the
+// copies it keeps for another holder to persist.
+const heldCheckTicks = 15
+
+// heldCheckAge is how old a copy must be before it is checked: younger
+// ones are being persisted in the ordinary way.
+const heldCheckAge = 30 * time.Second
+
+// checkHeldCopies looks at the copies this node keeps but does not persist
+// that have waited long: the holder that persists them may have done so
+// while this node could not be told (it was down), or may have lost its
+// copy (its disk was lost). A copy superseded at that holder, or whose
+// version S3 has (or a newer one), is dropped; a copy that holder lacks
+// and S3 does not have is persisted by this node instead.
+func (s *Server) checkHeldCopies(ctx context.Context, r *ring.Ring) {
+	for _, e := range s.cfg.Journal.Entries() {
+		if e.Transient || e.Done || s.PersistsHeld(e) || s.cfg.Now().Sub(e.LastModified) < heldCheckAge {
+			continue
+		}
+		persister, ok := s.heldPersister(r, e)
+		if !ok {
+			continue
+		}
+		theirs, err := s.peers.listHeld(ctx, persister, e.Tenant, e.Bucket, e.Key)
+		if err != nil {
+			continue // asked again next time
+		}
+		var version uint64
+		done := false
+		for _, t := range theirs {
+			if t.Key == e.Key {
+				version, done = t.Version, t.Done
+			}
+		}
+		switch {
+		case version > e.Version, version == e.Version && done:
+			s.cfg.Journal.Drop(e) // superseded, or a delete S3 has applied
+			continue
+		case version == e.Version:
+			continue // it has the copy and will persist it
+		}
+		inS3, exists, err := heldS3{s}.Version(ctx, e)
+		switch {
+		case err != nil:
+		case exists && inS3 >= e.Version:
+			s.cfg.Journal.Drop(e) // persisted, and this copy was never dropped
+		default:
+			s.log.Warn("a held version's persisting holder does not have it: persisting it from here", "object", e.String(), "holder", persister.Name)
+			s.adopted.Store(adoptedKey(e), true)
+		}
+	}
+}
+
+// heldPersister is the member that persists e (PersistsHeld): the first of
+// its holders, in its key's placement order, that is an active member.
+func (s *Server) heldPersister(r *ring.Ring, e writeback.Entry) (ring.Member, bool) {
+	for _, m := range r.Candidates(nodeapi.MetaID(heldObject(e.Name)), 0) {
+		if slices.Contains(e.Holders, m.Name) {
+			return m, true
+		}
+	}
+	return ring.Member{}, false
+}
+
+func adoptedKey(e writeback.Entry) string {
+	return e.Tenant + "\x00" + e.Bucket + "\x00" + e.Key + "\x00" + strconv.FormatUint(e.Version, 10)
 }

@@ -133,6 +133,9 @@ func (s *Server) beginHeld(w http.ResponseWriter, r *http.Request, op string) (r
 
 // putHeld sends a copy of version e to m.
 func (p *Peers) putHeld(ctx context.Context, m ring.Member, tenant string, e writeback.Entry, body io.Reader) error {
+	if e.Size == 0 {
+		body = http.NoBody // else the client sends a file body of length 0 as one of unknown length
+	}
 	req, cancel, err := p.heldRequest(ctx, http.MethodPut, m, tenant, e, body)
 	if err != nil {
 		return err
@@ -208,6 +211,9 @@ func (s *Server) PersistsHeld(e writeback.Entry) bool {
 	r := s.currentRing()
 	if r == nil {
 		return true
+	}
+	if _, ok := s.adopted.Load(adoptedKey(e)); ok {
+		return true // its persisting holder lost it (checkHeldCopies)
 	}
 	for _, m := range r.Candidates(nodeapi.MetaID(heldObject(e.Name)), 0) {
 		for _, h := range e.Holders {

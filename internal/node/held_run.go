@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"strconv"
 	"sync"
 	"time"
 
@@ -93,6 +94,7 @@ func (h heldS3) Put(ctx context.Context, e writeback.Entry, body io.Reader) (str
 	if err != nil {
 		return "", err
 	}
+	ctx = s3backend.WithMetadata(ctx, map[string]string{writeback.VersionMetadata: strconv.FormatUint(e.Version, 10)})
 	if len(e.Parts) > 0 { // a held multipart upload: in the same parts, for the same ETag
 		at, ok := body.(io.ReaderAt)
 		if !ok {
@@ -102,6 +104,21 @@ func (h heldS3) Put(ctx context.Context, e writeback.Entry, body io.Reader) (str
 	}
 	m, err := h.s.s3.Put(ctx, cr, e.Bucket, e.Key, body, e.Size, e.ContentType)
 	return m.ETag, err
+}
+
+func (h heldS3) Version(ctx context.Context, e writeback.Entry) (uint64, bool, error) {
+	cr, err := h.creds(e.Tenant)
+	if err != nil {
+		return 0, false, err
+	}
+	md, err := h.s.s3.Metadata(ctx, cr, e.Bucket, e.Key)
+	if errors.Is(err, s3backend.ErrNotFound) {
+		return 0, false, nil
+	}
+	if err != nil {
+		return 0, false, err
+	}
+	return writeback.ParseVersion(md), true, nil
 }
 
 func (h heldS3) Delete(ctx context.Context, e writeback.Entry) error {

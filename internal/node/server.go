@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -51,6 +52,7 @@ type Backend interface {
 	Put(ctx context.Context, cr s3backend.Credentials, bucket, key string, body io.Reader, size int64, contentType string) (chunk.Meta, error)
 	PutParts(ctx context.Context, cr s3backend.Credentials, bucket, key string, body io.ReaderAt, parts []int64, contentType string) (string, error)
 	Delete(ctx context.Context, cr s3backend.Credentials, bucket, key string) error
+	Metadata(ctx context.Context, cr s3backend.Credentials, bucket, key string) (map[string]string, error)
 	Passthrough(ctx context.Context, cr s3backend.Credentials, method, bucket, key, rawQuery string,
 		header http.Header, body io.Reader, contentLength int64) (*http.Response, error)
 }
@@ -137,6 +139,10 @@ type Server struct {
 	peers  *Peers
 	// leases numbers metadata changes for the gateways that keep metadata.
 	leases *metalease.Log
+
+	// adopted are held versions this node persists although another
+	// holder comes first, which lacks them (checkHeldCopies).
+	adopted sync.Map
 }
 
 // withRingEpoch stamps every answer with the ring epoch, so clients notice a

@@ -18,7 +18,7 @@ func (b *Backend) PutParts(ctx context.Context, cr Credentials, bucket, key stri
 	var etag string
 	err := b.do(ctx, OpPut, bucket, key, func(ctx context.Context) error {
 		c := b.Client(cr)
-		in := &s3.CreateMultipartUploadInput{Bucket: &bucket, Key: &key}
+		in := &s3.CreateMultipartUploadInput{Bucket: &bucket, Key: &key, Metadata: metadataOf(ctx)}
 		if contentType != "" {
 			in.ContentType = &contentType
 		}

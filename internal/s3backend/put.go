@@ -57,7 +57,7 @@ func (b *Backend) Put(ctx context.Context, cr Credentials, bucket, key string, b
 	dates := &lastDate{}
 	err := b.do(ctx, OpPut, bucket, key, func(ctx context.Context) error {
 		counted := &callerBody{r: body, left: size}
-		in := &s3.PutObjectInput{Bucket: &bucket, Key: &key}
+		in := &s3.PutObjectInput{Bucket: &bucket, Key: &key, Metadata: metadataOf(ctx)}
 		if contentType != "" {
 			in.ContentType = &contentType
 		}

@@ -69,6 +69,9 @@ type Entry struct {
 	// Transient entries never go to S3; Expires, when set, ends them.
 	Transient bool      `json:"transient,omitempty"`
 	Expires   time.Time `json:"expires,omitzero"`
+	// Done marks a WriteBack delete S3 has applied, kept until Expires so
+	// a late copy of an older version of the key is known to be older.
+	Done bool `json:"done,omitempty"`
 	// Holders are the nodes that keep this version (by member name), the
 	// one that took the write first.
 	Holders []string `json:"holders,omitempty"`
@@ -102,6 +105,10 @@ type keyState struct {
 	// old are superseded versions still on disk: an upload of one of
 	// them is under way (inflight), or readers hold their file.
 	old []*Entry
+	// dropped is the newest version Drop was told of: a copy of it (or
+	// an older one) that arrives later is done with already.
+	dropped   uint64
+	droppedAt time.Time
 	// inflight is the version being sent to S3, if any.
 	inflight *Entry
 	// retryAt holds back the next attempt after a failure.
@@ -281,6 +288,11 @@ func (j *Journal) write(e *Entry, body io.Reader) (*Entry, error) {
 		// Older than what is held (a late copy): it goes.
 		j.dropLocked(e)
 		return ks.latest, nil
+	case ks.latest == nil && ks.dropped >= e.Version:
+		// Dropped before it arrived: S3 had it before this copy did (a
+		// persister can be faster than the copies of a write).
+		j.dropLocked(e)
+		return e, nil
 	}
 	if prev := ks.latest; prev != nil {
 		ks.old = append(ks.old, prev)
@@ -418,7 +430,7 @@ func (j *Journal) Get(n Name) (Entry, bool) {
 }
 
 func (j *Journal) expiredLocked(e *Entry) bool {
-	return e.Transient && !e.Expires.IsZero() && !j.now().Before(e.Expires)
+	return (e.Transient || e.Done) && !e.Expires.IsZero() && !j.now().Before(e.Expires)
 }
 
 // Open opens the body of version e for reading. The file stays readable
@@ -497,8 +509,10 @@ func (j *Journal) SetHolders(e Entry, holders []string) error {
 func (j *Journal) Drop(e Entry) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	ks := j.keys[e.Name]
-	if ks == nil || ks.latest == nil || ks.latest.Version != e.Version {
+	ks := j.state(e.Name)
+	ks.dropped, ks.droppedAt = max(ks.dropped, e.Version), j.now()
+	if ks.latest == nil || ks.latest.Version != e.Version {
+		j.collectLocked(e.Name, ks)
 		return
 	}
 	ks.old = append(ks.old, ks.latest)
@@ -516,10 +530,14 @@ func (j *Journal) collectLocked(n Name, ks *keyState) {
 		j.dropLocked(o)
 		return true
 	})
-	if ks.latest == nil && len(ks.old) == 0 && ks.inflight == nil {
+	if ks.latest == nil && len(ks.old) == 0 && ks.inflight == nil && (ks.dropped == 0 || j.now().Sub(ks.droppedAt) > droppedLife) {
 		delete(j.keys, n)
 	}
 }
+
+// droppedLife is how long a key's dropped version is remembered after its
+// copies are gone: longer than a write's copies can take to arrive.
+const droppedLife = 10 * time.Minute
 
 // dropLocked removes e's files and gives back its space.
 func (j *Journal) dropLocked(e *Entry) {
@@ -541,7 +559,11 @@ func (j *Journal) Expire() []Entry {
 	defer j.mu.Unlock()
 	var out []Entry
 	for n, ks := range j.keys {
-		if ks.latest != nil && j.expiredLocked(ks.latest) {
+		if ks.latest == nil {
+			j.collectLocked(n, ks) // forgets a dropped version in time
+			continue
+		}
+		if j.expiredLocked(ks.latest) {
 			out = append(out, *ks.latest)
 			ks.old = append(ks.old, ks.latest)
 			ks.latest = nil
@@ -582,7 +604,7 @@ func (j *Journal) TenantStats() map[string]Stats {
 	out := map[string]Stats{}
 	for _, ks := range j.keys {
 		e := ks.latest
-		if e == nil {
+		if e == nil || e.Done {
 			continue
 		}
 		s := out[e.Tenant]

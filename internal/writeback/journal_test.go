@@ -171,3 +171,28 @@ func TestTransientExpiry(t *testing.T) {
 		t.Fatalf("expired %v, %d bytes left; want it gone", gone, j.Stats().Bytes)
 	}
 }
+
+// A copy that arrives after the drop of its version (the persister was
+// faster than the write's copies) is done with: it is not kept.
+func TestCopyAfterItsDropIsNotKept(t *testing.T) {
+	j, err := Open(t.TempDir(), 1<<20)
+	testutil.Must(t, err)
+	e := Entry{Name: Name{"team-a", "bucket-a", "k"}, Version: 7, Op: OpPut, Size: 3, LastModified: time.Now()}
+	j.Drop(e)
+	if _, err := j.Write(e, bytes.NewReader([]byte("abc"))); err != nil {
+		t.Fatal(err)
+	}
+	if got, ok := j.Get(e.Name); ok {
+		t.Fatalf("a copy of a dropped version is kept: %v", got)
+	}
+	if j.Used() != 0 {
+		t.Fatalf("%d bytes used", j.Used())
+	}
+	e.Version = 8 // a newer write is kept
+	if _, err := j.Write(e, bytes.NewReader([]byte("abc"))); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := j.Get(e.Name); !ok {
+		t.Fatal("a newer version after a drop is not kept")
+	}
+}

@@ -2,8 +2,10 @@ package writeback
 
 import (
 	"context"
+	"encoding/json"
 	"io"
 	"log/slog"
+	"strconv"
 	"sync"
 	"time"
 )
@@ -15,6 +17,21 @@ type S3 interface {
 	Put(ctx context.Context, e Entry, body io.Reader) (etag string, err error)
 	// Delete deletes e's key (a missing key is no error).
 	Delete(ctx context.Context, e Entry) error
+	// Version is the version of e's key that S3 has (the VersionMetadata
+	// a Put stored; 0 for an object the cache did not persist), and
+	// whether S3 has the key at all.
+	Version(ctx context.Context, e Entry) (version uint64, exists bool, err error)
+}
+
+// VersionMetadata is the user metadata (x-amz-meta-distcache-version) a
+// persisted object carries: the version it was held as. A holder that
+// finds S3 at that version or a newer one knows its copy is done with.
+const VersionMetadata = "distcache-version"
+
+// ParseVersion reads a VersionMetadata value (0 when absent or malformed).
+func ParseVersion(md map[string]string) uint64 {
+	v, _ := strconv.ParseUint(md[VersionMetadata], 10, 64)
+	return v
 }
 
 // Persister sends the WriteBack versions of the keys this node persists to
@@ -89,14 +106,24 @@ func (p *Persister) persist(ctx context.Context, e *Entry) {
 		etag string
 		err  error
 	)
-	switch e.Op {
-	case OpPut:
+	// S3 may have this version already, or a newer one (persisted by
+	// another holder while this copy could not be told): then there is
+	// nothing to send, and an old copy must never overwrite a newer write.
+	current, exists, err := p.S3.Version(ctx, *e)
+	switch {
+	case err != nil:
+	case exists && current > e.Version:
+		p.Journal.persisted(e) // stale: a newer write is in S3
+		return
+	case e.Op == OpPut && exists && current == e.Version:
+		etag = e.ETag // sent already (the same parts, the same ETag)
+	case e.Op == OpPut:
 		var f io.ReadCloser
 		if f, err = p.Journal.OpenBody(*e); err == nil {
 			etag, err = p.S3.Put(ctx, *e, f)
 			f.Close()
 		}
-	case OpDelete:
+	case e.Op == OpDelete:
 		err = p.S3.Delete(ctx, *e)
 	}
 	if p.Observe != nil {
@@ -139,7 +166,7 @@ func (j *Journal) next(owns func(Entry) bool) (*Entry, bool) {
 	now := j.now()
 	for _, ks := range j.keys {
 		e := ks.latest
-		if e == nil || e.Transient || ks.inflight != nil || now.Before(ks.retryAt) {
+		if e == nil || e.Transient || e.Done || ks.inflight != nil || now.Before(ks.retryAt) {
 			continue
 		}
 		cands = append(cands, e)
@@ -182,12 +209,35 @@ func (j *Journal) persisted(e *Entry) {
 	}
 	ks.inflight = nil
 	ks.retryAt, ks.failures = time.Time{}, 0
+	if ks.latest == e && e.Op == OpDelete && j.keepTombstone(e) {
+		return
+	}
 	if ks.latest == e {
 		ks.old = append(ks.old, e)
 		ks.latest = nil
 	}
 	j.collectLocked(e.Name, ks)
 	j.signal()
+}
+
+// TombstoneLife is how long a WriteBack delete is kept after S3 applied
+// it: a holder that was down meanwhile and comes back with an older copy
+// of the key learns from it that the copy is older (S3 no longer has the
+// key to tell).
+const TombstoneLife = 24 * time.Hour
+
+// keepTombstone marks delete e done (its entry rewritten), kept until
+// TombstoneLife has passed. It reports false if it could not: e is
+// dropped then, as before.
+func (j *Journal) keepTombstone(e *Entry) bool {
+	done := *e
+	done.Done, done.Expires = true, j.now().Add(TombstoneLife)
+	b, err := json.Marshal(&done)
+	if err != nil || writeSynced(j.path(&done, ".json"), b) != nil {
+		return false
+	}
+	e.Done, e.Expires = true, done.Expires
+	return true
 }
 
 // failed ends a failed upload of e: the key waits out its backoff.

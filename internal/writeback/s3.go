@@ -2,8 +2,10 @@ package writeback
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"strconv"
 
 	"github.com/distcache/distcache/internal/s3backend"
 )
@@ -25,6 +27,7 @@ func (b Backend) Put(ctx context.Context, e Entry, body io.Reader) (string, erro
 	if !ok {
 		return "", fmt.Errorf("no credentials for tenant %s, bucket %s", e.Tenant, e.Bucket)
 	}
+	ctx = s3backend.WithMetadata(ctx, map[string]string{VersionMetadata: strconv.FormatUint(e.Version, 10)})
 	if len(e.Parts) > 0 {
 		at, ok := body.(io.ReaderAt)
 		if !ok {
@@ -43,4 +46,20 @@ func (b Backend) Delete(ctx context.Context, e Entry) error {
 		return fmt.Errorf("no credentials for tenant %s, bucket %s", e.Tenant, e.Bucket)
 	}
 	return b.S3.Delete(ctx, cr, e.Bucket, e.Key)
+}
+
+// Version is the version S3 holds of e's key.
+func (b Backend) Version(ctx context.Context, e Entry) (uint64, bool, error) {
+	cr, ok := b.Credentials(e.Tenant, e.Bucket)
+	if !ok {
+		return 0, false, fmt.Errorf("no credentials for tenant %s, bucket %s", e.Tenant, e.Bucket)
+	}
+	md, err := b.S3.Metadata(ctx, cr, e.Bucket, e.Key)
+	if errors.Is(err, s3backend.ErrNotFound) {
+		return 0, false, nil
+	}
+	if err != nil {
+		return 0, false, err
+	}
+	return ParseVersion(md), true, nil
 }
