@@ -142,7 +142,7 @@ func TestBuildPrometheusRule(t *testing.T) {
 					t.Errorf("%s is not scoped to the cache: %s", name, expr)
 				}
 			}
-			if len(alerts) != 9 {
+			if len(alerts) != 12 {
 				t.Errorf("alerts %v", alerts)
 			}
 		})
