@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"strconv"
 	"time"
@@ -82,7 +83,9 @@ func (s *Server) placeHeld(ctx context.Context, r *ring.Ring) (pending int) {
 		}
 		if slices.Contains(want, s.cfg.Self) {
 			if err := s.cfg.Journal.SetHolders(e, want); err != nil {
-				s.storeFailed("held_write", err)
+				if !errors.Is(err, writeback.ErrBusy) {
+					s.storeFailed("held_write", err)
+				}
 				pending++
 			}
 			continue

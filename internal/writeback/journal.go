@@ -246,31 +246,33 @@ func (j *Journal) Write(e Entry, body io.Reader) (Entry, error) {
 		}
 		return Entry{}, err
 	}
-	return *stored, nil
+	return stored, nil
 }
 
-func (j *Journal) write(e *Entry, body io.Reader) (*Entry, error) {
+// write stores e and returns, copied under the lock, the entry held for
+// its key.
+func (j *Journal) write(e *Entry, body io.Reader) (Entry, error) {
 	if e.Op == OpPut {
 		sum, err := j.writeBody(e, body)
 		if err != nil {
-			return nil, err
+			return Entry{}, err
 		}
 		if e.ETag != "" && e.ETag != sum {
 			_ = os.Remove(j.path(e, ".data"))
-			return nil, ErrBadBody
+			return Entry{}, ErrBadBody
 		}
 		e.ETag = sum
 	}
 	b, err := json.Marshal(e)
 	if err != nil {
-		return nil, err
+		return Entry{}, err
 	}
 	if err := writeSynced(j.path(e, ".json"), b); err != nil {
 		_ = os.Remove(j.path(e, ".data"))
-		return nil, err
+		return Entry{}, err
 	}
 	if err := syncDir(j.dir); err != nil {
-		return nil, err
+		return Entry{}, err
 	}
 	j.mu.Lock()
 	defer j.mu.Unlock()
@@ -283,16 +285,16 @@ func (j *Journal) write(e *Entry, body io.Reader) (*Entry, error) {
 		if e.Op == OpPut {
 			j.used -= e.Size
 		}
-		return ks.latest, nil
+		return *ks.latest, nil
 	case ks.latest != nil && ks.latest.Version > e.Version:
 		// Older than what is held (a late copy): it goes.
 		j.dropLocked(e)
-		return ks.latest, nil
+		return *ks.latest, nil
 	case ks.latest == nil && ks.dropped >= e.Version:
 		// Dropped before it arrived: S3 had it before this copy did (a
 		// persister can be faster than the copies of a write).
 		j.dropLocked(e)
-		return e, nil
+		return *e, nil
 	}
 	if prev := ks.latest; prev != nil {
 		ks.old = append(ks.old, prev)
@@ -301,7 +303,7 @@ func (j *Journal) write(e *Entry, body io.Reader) (*Entry, error) {
 	ks.retryAt, ks.failures = time.Time{}, 0
 	j.collectLocked(e.Name, ks)
 	j.signal()
-	return e, nil
+	return *e, nil
 }
 
 // writeBody writes the body to the version's .data file and syncs it,
@@ -481,6 +483,9 @@ func compareVersions(a, b uint64) int {
 	return 0
 }
 
+// ErrBusy: SetHolders found the version being persisted.
+var ErrBusy = errors.New("the version is being persisted; try again")
+
 // SetHolders records that version e is kept by holders now (after the
 // ring changed and copies moved), if it is still the newest of its key.
 func (j *Journal) SetHolders(e Entry, holders []string) error {
@@ -489,6 +494,9 @@ func (j *Journal) SetHolders(e Entry, holders []string) error {
 	ks := j.keys[e.Name]
 	if ks == nil || ks.latest == nil || ks.latest.Version != e.Version {
 		return nil
+	}
+	if ks.inflight == ks.latest {
+		return ErrBusy // the persister reads it now; the caller retries
 	}
 	next := *ks.latest
 	next.Holders = slices.Clone(holders)
