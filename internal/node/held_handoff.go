@@ -148,7 +148,7 @@ func (s *Server) checkHeldCopies(ctx context.Context, r *ring.Ring) {
 		case version == e.Version:
 			continue // it has the copy and will persist it
 		}
-		inS3, exists, err := heldS3{s}.Version(ctx, e)
+		inS3, exists, err := s.heldS3().Version(ctx, e)
 		switch {
 		case err != nil:
 		case exists && inS3 >= e.Version:

@@ -2,9 +2,6 @@ package node
 
 import (
 	"context"
-	"errors"
-	"io"
-	"strconv"
 	"sync"
 	"time"
 
@@ -22,7 +19,7 @@ func (s *Server) RunHeld(ctx context.Context) {
 	if j == nil {
 		return
 	}
-	p := &writeback.Persister{Journal: j, S3: heldS3{s}, Owns: s.PersistsHeld, Persisted: s.HeldPersisted, Log: s.log,
+	p := &writeback.Persister{Journal: j, S3: s.heldS3(), Owns: s.PersistsHeld, Persisted: s.HeldPersisted, Log: s.log,
 		Observe: func(op writeback.Op, err error, took time.Duration) {
 			if m := s.cfg.HeldMetrics; m != nil {
 				result := "ok"
@@ -78,55 +75,15 @@ const heldExpiryInterval = 5 * time.Second
 const heldUploadLife = 24 * time.Hour
 
 // heldS3 is the persister's S3: the node's backend, with each tenant's
-// credentials.
-type heldS3 struct{ s *Server }
-
-func (h heldS3) creds(tenant string) (s3backend.Credentials, error) {
-	t, ok := h.s.tenants.Current().Tenant(tenant)
-	if !ok {
-		return s3backend.Credentials{}, errors.New("tenant " + tenant + " is no longer configured")
-	}
-	return tenantCredentials(t), nil
-}
-
-func (h heldS3) Put(ctx context.Context, e writeback.Entry, body io.Reader) (string, error) {
-	cr, err := h.creds(e.Tenant)
-	if err != nil {
-		return "", err
-	}
-	ctx = s3backend.WithMetadata(ctx, map[string]string{writeback.VersionMetadata: strconv.FormatUint(e.Version, 10)})
-	if len(e.Parts) > 0 { // a held multipart upload: in the same parts, for the same ETag
-		at, ok := body.(io.ReaderAt)
+// credentials (none once the tenant is gone: its versions wait).
+func (s *Server) heldS3() writeback.Backend {
+	return writeback.Backend{S3: s.s3, Credentials: func(tenant, _ string) (s3backend.Credentials, bool) {
+		t, ok := s.tenants.Current().Tenant(tenant)
 		if !ok {
-			return "", errors.New("the body of " + e.String() + " is not a file")
+			return s3backend.Credentials{}, false
 		}
-		return h.s.s3.PutParts(ctx, cr, e.Bucket, e.Key, at, e.Parts, e.ContentType)
-	}
-	m, err := h.s.s3.Put(ctx, cr, e.Bucket, e.Key, body, e.Size, e.ContentType)
-	return m.ETag, err
-}
-
-func (h heldS3) Version(ctx context.Context, e writeback.Entry) (uint64, bool, error) {
-	cr, err := h.creds(e.Tenant)
-	if err != nil {
-		return 0, false, err
-	}
-	md, err := h.s.s3.Metadata(ctx, cr, e.Bucket, e.Key)
-	if errors.Is(err, s3backend.ErrNotFound) {
-		return 0, false, nil
-	}
-	if err != nil {
-		return 0, false, err
-	}
-	return writeback.ParseVersion(md), true, nil
-}
-
-func (h heldS3) Delete(ctx context.Context, e writeback.Entry) error {
-	cr, err := h.creds(e.Tenant)
-	if err != nil {
-		return err
-	}
-	return h.s.s3.Delete(ctx, cr, e.Bucket, e.Key)
+		return tenantCredentials(t), true
+	}}
 }
 
 // tenantCredentials are the S3 credentials the node uses for t (zero: the

@@ -7,13 +7,23 @@ import (
 	"io"
 	"strconv"
 
+	"github.com/distcache/distcache/internal/chunk"
 	"github.com/distcache/distcache/internal/s3backend"
 )
 
-// Backend is S3 through the node's backend, with each tenant's
+// ObjectStore is the S3 a Backend sends through: s3backend.Backend, or a
+// node's view of it.
+type ObjectStore interface {
+	Put(ctx context.Context, cr s3backend.Credentials, bucket, key string, body io.Reader, size int64, contentType string) (chunk.Meta, error)
+	PutParts(ctx context.Context, cr s3backend.Credentials, bucket, key string, body io.ReaderAt, parts []int64, contentType string) (string, error)
+	Delete(ctx context.Context, cr s3backend.Credentials, bucket, key string) error
+	Metadata(ctx context.Context, cr s3backend.Credentials, bucket, key string) (map[string]string, error)
+}
+
+// Backend is the persister's S3: an ObjectStore, with each tenant's
 // credentials.
 type Backend struct {
-	S3 *s3backend.Backend
+	S3 ObjectStore
 	// Credentials are the tenant's for its bucket (false: none, the
 	// tenant is gone: the version cannot be persisted).
 	Credentials func(tenant, bucket string) (s3backend.Credentials, bool)
