@@ -11,6 +11,7 @@ import (
 
 	"github.com/distcache/distcache/internal/client"
 	"github.com/distcache/distcache/internal/httprange"
+	"github.com/distcache/distcache/internal/s3cond"
 	"github.com/distcache/distcache/internal/sigv4"
 )
 
@@ -78,13 +79,13 @@ func (g *Gateway) serveVersion(x *exchange, m client.Meta) (retry bool) {
 	r, h := x.r, x.w.Header()
 	h.Del("Content-Range")
 	setObjectHeaders(h, m)
-	switch pre, cond := evalPreconditions(r.Header, m.ETag, m.LastModified); pre {
-	case notModified:
+	switch pre, cond := s3cond.Eval(r.Header, m.ETag, m.LastModified); pre {
+	case s3cond.NotModified:
 		h.Del("Content-Type")
 		h.Del("Accept-Ranges")
 		x.w.WriteHeader(http.StatusNotModified)
 		return false
-	case conditionFails:
+	case s3cond.Failed:
 		x.fail(errPreconditionFailed(cond))
 		return false
 	}
@@ -180,7 +181,7 @@ func (c *clientWriter) Write(p []byte) (int, error) {
 }
 
 func setObjectHeaders(h http.Header, m client.Meta) {
-	h.Set("ETag", quoteETag(m.ETag))
+	h.Set("ETag", s3cond.QuoteETag(m.ETag))
 	if !m.LastModified.IsZero() {
 		h.Set("Last-Modified", m.LastModified.UTC().Format(http.TimeFormat))
 	}
@@ -240,7 +241,7 @@ func (g *Gateway) putObject(x *exchange, auth *sigv4.Result) {
 		x.fail(g.cacheError(r.Context(), x, err))
 		return
 	}
-	x.w.Header().Set("ETag", quoteETag(m.ETag))
+	x.w.Header().Set("ETag", s3cond.QuoteETag(m.ETag))
 	x.w.Header().Set("Content-Length", "0")
 	x.w.WriteHeader(http.StatusOK)
 }
