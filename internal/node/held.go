@@ -389,25 +389,34 @@ func (s *Server) fromHolders(ctx context.Context, c caller, o chunk.Object, m ch
 // passthroughHeld takes the pass-through writes of held keys before they
 // reach S3: a DeleteObject is held like a DELETE; the keys a DeleteObjects
 // (deleteBody, when it may name held keys) names that are held get a held
-// delete too, and only the others go to S3 (held_deletes.go); multipart uploads into a held key are held (held_multipart.go);
-// copies into one are refused (not supported yet). It reports whether it
-// answered.
+// delete too, and only the others go to S3 (held_deletes.go); multipart
+// uploads into a held key are held (held_multipart.go); copies into a held
+// key, or from one, are served by the cache (held_copy.go). It reports
+// whether it answered.
 func (s *Server) passthroughHeld(w http.ResponseWriter, r *http.Request, c caller, bucket, key string, start time.Time, deleteBody []byte) bool {
 	q := r.URL.Query()
 	if key != "" {
 		o := chunk.Object{Tenant: c.tenant.Name, Bucket: bucket, Key: key}
 		p, held := s.heldPolicy(c, o)
+		rq := request{caller: c, obj: o, start: start}
+		isCopy := r.Method == http.MethodPut && r.Header.Get("X-Amz-Copy-Source") != ""
 		switch {
-		case !held || (r.Method == http.MethodGet || r.Method == http.MethodHead) && !q.Has("uploadId"):
+		case !held:
+			return isCopy && s.copyInto(w, r, rq, p, false) // from a held source (held_copy.go)
+		case (r.Method == http.MethodGet || r.Method == http.MethodHead) && !q.Has("uploadId"):
 			return false
 		case r.Method == http.MethodDelete && !q.Has("uploadId"):
-			s.deleteHeld(w, r, request{caller: c, obj: o, start: start}, p)
+			s.deleteHeld(w, r, rq, p)
 			return true
-		case s.heldUpload(w, r, request{caller: c, obj: o, start: start}, p):
+		case isCopy:
+			return s.copyInto(w, r, rq, p, true)
+		case s.heldUpload(w, r, rq, p):
 			return true
 		}
-		s.fail(w, opPassthrough, c.tenant.Name, start, newError(http.StatusNotImplemented, "NotImplemented",
-			"copies into a "+string(p.Mode)+" prefix are not supported yet ("+p.String()+"): upload with PutObject or a multipart upload"))
+		// A PutObject the gateway passes on because it asks for more than
+		// the body and Content-Type (user metadata, tagging, ...).
+		s.failS3(w, rq, http.StatusNotImplemented, "NotImplemented",
+			"a "+string(p.Mode)+" key ("+p.String()+") keeps the body and Content-Type only: this request asks the object to keep more (user metadata, tagging, encryption, ...)")
 		return true
 	}
 	return deleteBody != nil && s.deleteObjectsHeld(w, r, c, bucket, deleteBody, start)

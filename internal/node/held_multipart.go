@@ -32,8 +32,6 @@ func (s *Server) heldUpload(w http.ResponseWriter, r *http.Request, q request, p
 	query := r.URL.Query()
 	id := query.Get("uploadId")
 	switch {
-	case r.Header.Get("X-Amz-Copy-Source") != "":
-		return false
 	case r.Method == http.MethodPost && query.Has("uploads"):
 		s.createHeldUpload(w, r, q, p)
 	case id == "":
@@ -116,41 +114,55 @@ func (s *Server) failS3(w http.ResponseWriter, q request, status int, code, msg 
 }
 
 func (s *Server) putHeldPart(w http.ResponseWriter, r *http.Request, q request, id string) {
-	tenant := q.tenant.Name
 	n, err := strconv.Atoi(r.URL.Query().Get("partNumber"))
 	if err != nil || n < 1 || n > 10000 {
 		s.failS3(w, q, http.StatusBadRequest, "InvalidArgument", "partNumber must be an integer from 1 to 10000")
 		return
 	}
-	if _, ok := s.heldUploadOf(w, q, id); !ok {
-		return
-	}
 	if r.ContentLength < 0 {
-		s.failS3(w, q, http.StatusLengthRequired, "MissingContentLength", "a part needs a Content-Length")
+		if _, ok := s.heldUploadOf(w, q, id); ok {
+			s.failS3(w, q, http.StatusLengthRequired, "MissingContentLength", "a part needs a Content-Length")
+		}
 		return
 	}
-	if st := s.cfg.Journal.Stats(); st.Limit > 0 && st.Bytes+s.cfg.Uploads.Used()+r.ContentLength > st.Limit {
+	if part, ok := s.keepHeldPart(w, q, id, n, r.Body, r.ContentLength); ok {
+		w.Header().Set("ETag", part.ETag)
+		w.WriteHeader(http.StatusOK)
+		s.observe(opPassthrough, q.tenant.Name, metrics.ResultHeld, 0, q.start)
+	}
+}
+
+// keepHeldPart keeps part n of held upload id, size bytes of body (an
+// UploadPart's body, or an UploadPartCopy's source); on failure it has
+// answered.
+func (s *Server) keepHeldPart(w http.ResponseWriter, q request, id string, n int, body io.Reader, size int64) (writeback.Part, bool) {
+	tenant := q.tenant.Name
+	if _, ok := s.heldUploadOf(w, q, id); !ok {
+		return writeback.Part{}, false
+	}
+	if st := s.cfg.Journal.Stats(); st.Limit > 0 && st.Bytes+s.cfg.Uploads.Used()+size > st.Limit {
 		s.countHeldFull()
 		s.fail(w, opPassthrough, tenant, q.start, newError(http.StatusServiceUnavailable, CodeSlowDown,
 			"the cache's write-back space is full until S3 has caught up; retry"))
-		return
+		return writeback.Part{}, false
 	}
-	part, err := s.cfg.Uploads.PutPart(id, n, r.Body, r.ContentLength)
+	part, err := s.cfg.Uploads.PutPart(id, n, body, size)
+	if src, ok := body.(*sourceReader); ok && src.err != nil {
+		s.failCopy(w, q, asAPIError(src.err)) // the copy's source failed, not the disk
+		return part, false
+	}
 	switch {
 	case errors.Is(err, writeback.ErrNoSuchUpload):
 		s.failS3(w, q, http.StatusNotFound, "NoSuchUpload", "the upload ended while the part was sent")
-		return
 	case errors.Is(err, writeback.ErrBadBody):
 		s.failS3(w, q, http.StatusBadRequest, "IncompleteBody", "the part is not Content-Length bytes")
-		return
 	case err != nil:
 		s.storeFailed("held_upload", err)
 		s.fail(w, opPassthrough, tenant, q.start, newError(http.StatusInternalServerError, CodeInternal, "keeping the part: "+err.Error()))
-		return
+	default:
+		return part, true
 	}
-	w.Header().Set("ETag", part.ETag)
-	w.WriteHeader(http.StatusOK)
-	s.observe(opPassthrough, tenant, metrics.ResultHeld, 0, q.start)
+	return part, false
 }
 
 // completeRequest is a CompleteMultipartUpload body.
