@@ -118,7 +118,8 @@ func FuzzRenderTenantsFile(f *testing.F) {
 				continue
 			}
 			decided[d.Name] = d.Tenant
-			cfg.Tenants = append(cfg.Tenants, tenantEntry(d, creds))
+			entry, _ := tenantEntry(d, creds, false)
+			cfg.Tenants = append(cfg.Tenants, entry)
 		}
 		doc, err := renderTenantsFile(&cfg)
 		if err != nil {

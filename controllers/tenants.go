@@ -165,6 +165,8 @@ func (r *DistributedCacheReconciler) reconcileTenants(ctx context.Context, dc *c
 		return err
 	}
 	cfg := tenancy.Config{Tenants: []tenancy.Tenant{}}
+	ephemeral := dc.Spec.Storage.Mode() == cachev1alpha1.StorageModeEmptyDir
+	raisedBy := map[*cachev1alpha1.CacheTenant][]string{}
 	for _, d := range decisions {
 		if d.Reason != "" {
 			continue
@@ -176,7 +178,11 @@ func (r *DistributedCacheReconciler) reconcileTenants(ctx context.Context, dc *c
 				continue
 			}
 		}
-		cfg.Tenants = append(cfg.Tenants, tenantEntry(d, creds))
+		entry, raised := tenantEntry(d, creds, ephemeral)
+		if len(raised) > 0 {
+			raisedBy[d.Tenant] = raised
+		}
+		cfg.Tenants = append(cfg.Tenants, entry)
 	}
 	doc, err := renderTenantsFile(&cfg)
 	if err != nil {
@@ -195,6 +201,11 @@ func (r *DistributedCacheReconciler) reconcileTenants(ctx context.Context, dc *c
 	}
 	if res == applyUpdated {
 		r.Recorder.Eventf(dc, nil, corev1.EventTypeNormal, EventTenantsUpdated, "UpdateTenants", "tenants file lists %d tenants", len(cfg.Tenants))
+		for t, raised := range raisedBy {
+			r.Recorder.Eventf(t, dc, corev1.EventTypeWarning, EventReplicasRaised, "RenderPolicies",
+				"WriteBack policies %s keep %d copies, not 1: DistributedCache %s stores on emptyDir volumes, and a rescheduled pod would lose the writes only it held",
+				strings.Join(raised, ", "), minEphemeralReplicas, dc.Name)
+		}
 	}
 	return nil
 }
@@ -257,9 +268,13 @@ func credentialsFromSecret(s *corev1.Secret, ref *cachev1alpha1.CredentialsSecre
 	return cr, nil
 }
 
-// tenantEntry is a tenant's entry in the nodes' tenants file.
-func tenantEntry(d tenantDecision, creds *tenancy.Credentials) tenancy.Tenant {
-	t := tenancy.Tenant{Name: d.Name, Buckets: slices.Clone(d.Tenant.Spec.Buckets), Credentials: creds}
+// tenantEntry is a tenant's entry in the nodes' tenants file. On a cache
+// whose disks are emptyDir volumes (ephemeral), a WriteBack policy keeps
+// at least 2 copies: a rescheduled pod comes back with an empty disk, and
+// an acknowledged write that only it held would be lost. raised names the
+// policies whose replicas were raised so.
+func tenantEntry(d tenantDecision, creds *tenancy.Credentials, ephemeral bool) (t tenancy.Tenant, raised []string) {
+	t = tenancy.Tenant{Name: d.Name, Buckets: slices.Clone(d.Tenant.Spec.Buckets), Credentials: creds}
 	slices.Sort(t.Buckets)
 	if q := d.Tenant.Spec.Quota; q != nil {
 		t.QuotaBytes = q.Value()
@@ -269,13 +284,25 @@ func tenantEntry(d tenantDecision, creds *tenancy.Credentials) tenancy.Tenant {
 		if p.Replicas != nil {
 			tp.Replicas = int(*p.Replicas)
 		}
+		if ephemeral && tp.Mode == tenancy.WriteBack && tp.ReplicaCount() < minEphemeralReplicas {
+			tp.Replicas = minEphemeralReplicas
+			raised = append(raised, p.Bucket+"/"+p.Prefix)
+		}
 		if p.Expiry != nil {
 			tp.Expiry = p.Expiry.Duration.String()
 		}
 		t.Policies = append(t.Policies, tp)
 	}
-	return t
+	return t, raised
 }
+
+// minEphemeralReplicas is the fewest copies a WriteBack write gets on a
+// cache with emptyDir storage.
+const minEphemeralReplicas = 2
+
+// EventReplicasRaised is the reason of the warning on a CacheTenant whose
+// WriteBack policies asked for fewer copies than an emptyDir cache keeps.
+const EventReplicasRaised = "WriteBackReplicasRaised"
 
 // mapTenants maps the CacheTenants of namespace ns ("": of every namespace)
 // with to, for the watches' map functions; a failed list is logged and maps

@@ -1,6 +1,7 @@
 package controllers
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -141,7 +142,10 @@ func TestTenantEntryPolicies(t *testing.T) {
 			{Bucket: "data", Prefix: "wb/", Mode: cachev1alpha1.WriteModeWriteBack, Replicas: ptr.To[int32](3)},
 			{Bucket: "data", Prefix: "spill/", Mode: cachev1alpha1.WriteModeTransient, Expiry: &metav1.Duration{Duration: 90 * time.Minute}},
 		}}}
-	entry := tenantEntry(tenantDecision{Name: "team-a", Tenant: &ct}, nil)
+	entry, raised := tenantEntry(tenantDecision{Name: "team-a", Tenant: &ct}, nil, false)
+	if raised != nil {
+		t.Fatalf("replicas raised on a cache with durable disks: %v", raised)
+	}
 	doc, err := renderTenantsFile(&tenancy.Config{Tenants: []tenancy.Tenant{entry}})
 	if err != nil {
 		t.Fatal(err)
@@ -165,5 +169,32 @@ func TestTenantEntryPolicies(t *testing.T) {
 	}
 	if p := tn.PolicyFor("data", "spill/x"); p.ReplicaCount() != tenancy.DefaultReplicas || p.ExpiryAfter() != 90*time.Minute {
 		t.Errorf("transient replicas %d, expiry %v; want the default and 1h30m", p.ReplicaCount(), p.ExpiryAfter())
+	}
+}
+
+// On a cache whose disks are emptyDir volumes, a WriteBack policy of one
+// copy is rendered with two (a rescheduled pod comes back empty) and
+// named; Transient and WriteBack policies of more copies are left alone.
+func TestTenantEntryEphemeralReplicas(t *testing.T) {
+	ct := cachev1alpha1.CacheTenant{Spec: cachev1alpha1.CacheTenantSpec{Buckets: []string{"data"},
+		Policies: []cachev1alpha1.WritePolicy{
+			{Bucket: "data", Prefix: "one/", Mode: cachev1alpha1.WriteModeWriteBack, Replicas: ptr.To[int32](1)},
+			{Bucket: "data", Prefix: "three/", Mode: cachev1alpha1.WriteModeWriteBack, Replicas: ptr.To[int32](3)},
+			{Bucket: "data", Prefix: "spill/", Mode: cachev1alpha1.WriteModeTransient, Replicas: ptr.To[int32](1)},
+		}}}
+	for _, ephemeral := range []bool{false, true} {
+		entry, raised := tenantEntry(tenantDecision{Name: "team-a", Tenant: &ct}, nil, ephemeral)
+		want := map[string]int{"one/": 1, "three/": 3, "spill/": 1}
+		if ephemeral {
+			want["one/"] = 2
+			if !slices.Equal(raised, []string{"data/one/"}) {
+				t.Errorf("raised %v, want [data/one/]", raised)
+			}
+		}
+		for _, p := range entry.Policies {
+			if p.ReplicaCount() != want[p.Prefix] {
+				t.Errorf("ephemeral %v: %s has %d replicas, want %d", ephemeral, p.Prefix, p.ReplicaCount(), want[p.Prefix])
+			}
+		}
 	}
 }
