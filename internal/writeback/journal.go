@@ -4,20 +4,28 @@
 // limit, and (WriteBack, on the node that persists the key) sent to S3 in
 // the background, in order per key (persist.go).
 //
-// On disk, under the journal's directory, each version of an object is two
-// files named by the object and its version:
+// On disk, under the journal's directory, versions are records in a log
+// of numbered segments (log.go), appended and made durable in groups: a
+// write is acknowledged once one sync covered its record, and concurrent
+// writers share that sync. A version's record holds its Entry and, up to
+// inlineBytes, its body; a larger body streams to a file of its own,
 //
-//	<object id>-<version>.data   the body
-//	<object id>-<version>.json   the Entry, written once the body is synced
+//	<object id>-<version>.data
 //
+// synced before its record is appended (the directory with the record),
 // where the object id is the SHA-256 of tenant, bucket and key (hex, 32
-// digits). A version whose .json is missing or unreadable was never
-// acknowledged and is removed when the journal opens, as are *.tmp files.
-// Of the versions of one key only the newest counts; older ones are
-// removed once no upload of theirs is under way.
+// digits). Later records change a version's entry (holders, a done
+// delete) or drop it. Opening the journal replays the segments in order:
+// of each key the newest version put and not dropped counts; a torn
+// record at a segment's end (a write never acknowledged) ends its replay,
+// and bodies no version uses are removed, as are *.tmp files. Entries of
+// the layout before the log (<object id>-<version>.json beside the .data)
+// are read too. Of the versions of one key only the newest counts; older
+// ones are removed once no upload of theirs is under way.
 package writeback
 
 import (
+	"bytes"
 	"crypto/md5"
 	"crypto/sha256"
 	"encoding/hex"
@@ -25,6 +33,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -90,15 +99,63 @@ type Journal struct {
 	dir   string
 	limit int64
 	now   func() time.Time
+	log   *segLog
 
 	mu    sync.Mutex
 	used  int64 // bytes of bodies on disk (and reserved for those being written)
 	keys  map[Name]*keyState
 	clock uint64 // the last version numbered here or seen
+	// places are where the versions held (latest and old) are on disk.
+	places map[*Entry]place
 	// changed is closed (and replaced) when there may be new work for the
 	// persister.
 	changed chan struct{}
+	// relocating is set while a segment's content is copied forward.
+	relocating bool
 }
+
+// place is where a version is on disk.
+type place struct {
+	seg uint64 // the segment holding its body; 0: the body's own file (<base>.data)
+	off int64  // the body's offset in seg
+	// meta is the segment of the version's newest record; 0: a .json file
+	// of the layout before the log.
+	meta uint64
+}
+
+// pins is how many times p pins each of its segments.
+func (p place) pin(l *segLog, op Op) {
+	if op == OpPut {
+		l.pin(p.seg, 1)
+	}
+	l.pin(p.meta, 1)
+}
+
+func (p place) unpin(l *segLog, op Op) {
+	if op == OpPut {
+		l.unpin(p.seg, 1)
+	}
+	l.unpin(p.meta, 1)
+}
+
+// logRecord is a record's meta (log.go).
+type logRecord struct {
+	Kind  recordKind `json:"k"`
+	Entry *Entry     `json:"e"`
+	// Where an update's body is when it is not in the record: its own
+	// file, or Off in segment Seg.
+	File bool   `json:"file,omitempty"`
+	Seg  uint64 `json:"seg,omitempty"`
+	Off  int64  `json:"off,omitempty"`
+}
+
+type recordKind string
+
+const (
+	recPut    recordKind = "put"    // a version written (Write)
+	recUpdate recordKind = "update" // a version's entry changed, or its record copied forward
+	recDrop   recordKind = "drop"   // the version (and older) dropped
+)
 
 type keyState struct {
 	latest *Entry
@@ -122,21 +179,42 @@ func Open(dir string, limit int64) (*Journal, error) {
 	if err := os.MkdirAll(dir, 0o750); err != nil {
 		return nil, err
 	}
-	j := &Journal{dir: dir, limit: limit, now: time.Now, keys: map[Name]*keyState{}, changed: make(chan struct{})}
+	j := &Journal{dir: dir, limit: limit, now: time.Now, keys: map[Name]*keyState{}, places: map[*Entry]place{},
+		changed: make(chan struct{})}
 	if err := j.recover(); err != nil {
 		return nil, err
 	}
 	return j, nil
 }
 
-// recover reads every complete version, keeps the newest of each key and
-// removes the rest and anything half-written.
+// Close closes the journal's files; Write fails after it.
+func (j *Journal) Close() error { return j.log.close() }
+
+// recover reads what was written: the .json entries of the layout before
+// the log, then the log's segments in order. Of each key it keeps the
+// newest version put that no drop names; it removes the rest, bodies no
+// version uses, and anything half-written.
 func (j *Journal) recover() error {
 	names, err := os.ReadDir(j.dir)
 	if err != nil {
 		return err
 	}
-	complete := map[string]bool{}
+	places := map[*Entry]place{}
+	drop := func(e *Entry) {
+		j.removeFiles(e, places[e])
+		delete(places, e)
+	}
+	put := func(e *Entry, p place) {
+		j.clock = max(j.clock, e.Version)
+		ks := j.state(e.Name)
+		if e.Version <= ks.dropped || (ks.latest != nil && e.Version <= ks.latest.Version) {
+			return // as Write: a late or repeated copy
+		}
+		if ks.latest != nil {
+			drop(ks.latest)
+		}
+		ks.latest, places[e] = e, p
+	}
 	for _, d := range names {
 		name := d.Name()
 		switch {
@@ -149,30 +227,98 @@ func (j *Journal) recover() error {
 				_ = os.Remove(filepath.Join(j.dir, name))
 				continue
 			}
-			complete[base] = true
-			j.clock = max(j.clock, e.Version)
-			ks := j.state(e.Name)
-			if ks.latest == nil || e.Version > ks.latest.Version {
-				if ks.latest != nil {
-					j.removeFiles(ks.latest)
-				}
-				ks.latest = e
-			} else {
-				j.removeFiles(e)
+			put(e, place{})
+		}
+	}
+	segs, err := segments(j.dir)
+	if err != nil {
+		return err
+	}
+	whole := map[uint64]int64{} // the length of each segment read whole
+	for _, seq := range segs {
+		n, err := readSegment(filepath.Join(j.dir, segmentName(seq)), func(meta []byte, bodyOff, bodyLen int64) {
+			var r logRecord
+			if json.Unmarshal(meta, &r) != nil || r.Entry == nil {
+				return
 			}
+			e := r.Entry
+			p := place{meta: seq}
+			switch {
+			case e.Op != OpPut:
+			case r.File:
+				if fi, err := os.Stat(j.path(e, ".data")); err != nil || fi.Size() != e.Size {
+					return // its body never made it to disk: never acknowledged
+				}
+			case r.Seg != 0:
+				if (r.Seg == seq && r.Off+e.Size > bodyOff) || (r.Seg != seq && whole[r.Seg] < r.Off+e.Size) {
+					return // a body not read whole, or not before the record naming it
+				}
+				p.seg, p.off = r.Seg, r.Off
+			default:
+				if bodyLen != e.Size {
+					return
+				}
+				p.seg, p.off = seq, bodyOff
+			}
+			switch r.Kind {
+			case recPut, recUpdate:
+				// An update replaces its version's entry; it is the
+				// whole entry, so it stands for the put too once that
+				// was copied forward and its segment removed.
+				if ks := j.state(e.Name); r.Kind == recUpdate && ks.latest != nil && ks.latest.Version == e.Version {
+					delete(places, ks.latest)
+					ks.latest, places[e] = e, p
+					return
+				}
+				put(e, p)
+			case recDrop:
+				j.clock = max(j.clock, e.Version)
+				ks := j.state(e.Name)
+				ks.dropped, ks.droppedAt = max(ks.dropped, e.Version), j.now()
+				if ks.latest != nil && ks.latest.Version <= e.Version {
+					drop(ks.latest)
+					ks.latest = nil
+				}
+			}
+		})
+		if err != nil {
+			return err
+		}
+		whole[seq] = n
+	}
+	var oldest, last uint64
+	if len(segs) > 0 {
+		oldest, last = segs[0], segs[len(segs)-1]
+	}
+	if j.log, err = openLog(j.dir, oldest, last); err != nil {
+		return err
+	}
+	bodies := map[string]bool{}
+	for n, ks := range j.keys {
+		if e := ks.latest; e != nil {
+			p := places[e]
+			j.places[e] = p
+			p.pin(j.log, e.Op)
+			if e.Op == OpPut {
+				j.used += e.Size
+				if p.seg == 0 {
+					bodies[fileBase(e)+".data"] = true
+				}
+			}
+		} else if ks.dropped == 0 {
+			delete(j.keys, n)
 		}
 	}
 	// Bodies without an entry were never acknowledged.
 	for _, d := range names {
-		if base, ok := strings.CutSuffix(d.Name(), ".data"); ok && !complete[base] {
+		if strings.HasSuffix(d.Name(), ".data") && !bodies[d.Name()] {
 			_ = os.Remove(filepath.Join(j.dir, d.Name()))
 		}
 	}
-	for _, ks := range j.keys {
-		if ks.latest != nil && ks.latest.Op == OpPut {
-			j.used += ks.latest.Size
-		}
-	}
+	j.log.mu.Lock()
+	j.log.collectLocked()
+	j.log.mu.Unlock()
+	j.relocate()
 	return nil
 }
 
@@ -250,9 +396,32 @@ func (j *Journal) Write(e Entry, body io.Reader) (Entry, error) {
 }
 
 // write stores e and returns, copied under the lock, the entry held for
-// its key.
+// its key. A small body goes into the log with its entry, in one record;
+// a larger one to a file of its own (synced) and its entry into the log.
 func (j *Journal) write(e *Entry, body io.Reader) (Entry, error) {
-	if e.Op == OpPut {
+	j.relocate()
+	if held, ok := j.superseded(e); ok {
+		// A late or repeated copy: nothing to write (its body is read
+		// and checked all the same, as the caller expects).
+		if e.Op == OpPut {
+			sum, err := copySummed(io.Discard, body, e.Size, e.Parts)
+			if err == nil && e.ETag != "" && e.ETag != sum {
+				err = ErrBadBody
+			}
+			if err != nil {
+				return Entry{}, err
+			}
+			if held.Version == e.Version && held.Name == e.Name && held.ETag == "" {
+				held.ETag = sum
+			}
+			j.release(e.Size)
+		}
+		return held, nil
+	}
+	var inline []byte
+	file := e.Op == OpPut && e.Size > inlineBytes
+	switch {
+	case file:
 		sum, err := j.writeBody(e, body)
 		if err != nil {
 			return Entry{}, err
@@ -262,17 +431,42 @@ func (j *Journal) write(e *Entry, body io.Reader) (Entry, error) {
 			return Entry{}, ErrBadBody
 		}
 		e.ETag = sum
+	case e.Op == OpPut:
+		buf := bytes.NewBuffer(make([]byte, 0, e.Size))
+		sum, err := copySummed(buf, body, e.Size, e.Parts)
+		if err != nil {
+			return Entry{}, err
+		}
+		if e.ETag != "" && e.ETag != sum {
+			return Entry{}, ErrBadBody
+		}
+		e.ETag, inline = sum, buf.Bytes()
 	}
-	b, err := json.Marshal(e)
+	meta, err := json.Marshal(logRecord{Kind: recPut, Entry: e, File: file})
 	if err != nil {
 		return Entry{}, err
 	}
-	if err := writeSynced(j.path(e, ".json"), b); err != nil {
-		_ = os.Remove(j.path(e, ".data"))
+	p := place{}
+	pins := 1 // the record, as e's newest
+	if e.Op == OpPut && !file {
+		pins = 2 // and its body
+	}
+	a, err := j.log.append(encodeRecord(meta, inline), len(meta), pins, file)
+	if err == nil {
+		err = j.log.wait(a.lsn)
+	}
+	if err != nil {
+		if file {
+			_ = os.Remove(j.path(e, ".data"))
+		}
+		if a.seg != 0 {
+			j.log.unpin(a.seg, pins)
+		}
 		return Entry{}, err
 	}
-	if err := syncDir(j.dir); err != nil {
-		return Entry{}, err
+	p.meta = a.seg
+	if e.Op == OpPut && !file {
+		p.seg, p.off = a.seg, a.bodyOff
 	}
 	j.mu.Lock()
 	defer j.mu.Unlock()
@@ -280,30 +474,51 @@ func (j *Journal) write(e *Entry, body io.Reader) (Entry, error) {
 	ks := j.state(e.Name)
 	switch {
 	case ks.latest != nil && ks.latest.Version == e.Version:
-		// The same version again (a retried copy): its files are the
-		// ones held; only the space reserved for it goes back.
+		// The same version again (a retried copy): the version held
+		// keeps its place (a body file was replaced by the same bytes);
+		// only the space reserved for it goes back.
+		p.unpin(j.log, e.Op)
 		if e.Op == OpPut {
 			j.used -= e.Size
 		}
 		return *ks.latest, nil
 	case ks.latest != nil && ks.latest.Version > e.Version:
 		// Older than what is held (a late copy): it goes.
-		j.dropLocked(e)
+		j.dropUnheldLocked(e, p)
 		return *ks.latest, nil
 	case ks.latest == nil && ks.dropped >= e.Version:
 		// Dropped before it arrived: S3 had it before this copy did (a
 		// persister can be faster than the copies of a write).
-		j.dropLocked(e)
+		j.dropUnheldLocked(e, p)
 		return *e, nil
 	}
 	if prev := ks.latest; prev != nil {
 		ks.old = append(ks.old, prev)
 	}
 	ks.latest = e
+	j.places[e] = p
 	ks.retryAt, ks.failures = time.Time{}, 0
 	j.collectLocked(e.Name, ks)
 	j.signal()
 	return *e, nil
+}
+
+// superseded reports the entry held for e's key when e would be dropped
+// on arrival (a version not newer than the one held, or dropped already),
+// so that nothing is written for it.
+func (j *Journal) superseded(e *Entry) (Entry, bool) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	ks := j.keys[e.Name]
+	switch {
+	case ks == nil:
+		return Entry{}, false
+	case ks.latest != nil && ks.latest.Version >= e.Version:
+		return *ks.latest, true
+	case ks.latest == nil && ks.dropped >= e.Version:
+		return *e, true
+	}
+	return Entry{}, false
 }
 
 // writeBody writes the body to the version's .data file and syncs it,
@@ -316,13 +531,13 @@ func (j *Journal) writeBody(e *Entry, body io.Reader) (string, error) {
 	tmp := f.Name()
 	sum, err := copySummed(f, body, e.Size, e.Parts)
 	if err == nil {
-		err = f.Sync()
+		err = fdatasync(f)
 	}
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
 	if err == nil {
-		err = os.Rename(tmp, j.path(e, ".data"))
+		err = os.Rename(tmp, j.path(e, ".data")) // synced with its record (the directory)
 	}
 	if err != nil {
 		_ = os.Remove(tmp)
@@ -435,13 +650,52 @@ func (j *Journal) expiredLocked(e *Entry) bool {
 	return (e.Transient || e.Done) && !e.Expires.IsZero() && !j.now().Before(e.Expires)
 }
 
-// Open opens the body of version e for reading. The file stays readable
-// after the version is superseded or persisted (it is only unlinked).
-func (j *Journal) OpenBody(e Entry) (*os.File, error) {
+// Body is a held version's body, read from the journal's files.
+type Body struct {
+	*io.SectionReader
+	f *os.File
+}
+
+// Close closes the file the body is read from.
+func (b *Body) Close() error { return b.f.Close() }
+
+// OpenBody opens the body of version e, held here, for reading. It stays
+// readable after the version is superseded or persisted (its file is
+// only unlinked). A version no longer held is fs.ErrNotExist.
+func (j *Journal) OpenBody(e Entry) (*Body, error) {
 	if e.Op != OpPut {
 		return nil, fmt.Errorf("version %d of %s is a delete", e.Version, e.Key)
 	}
-	return os.Open(j.path(&e, ".data"))
+	j.mu.Lock()
+	defer j.mu.Unlock() // its file is not removed meanwhile
+	held, p, ok := j.heldLocked(e.Name, e.Version)
+	if !ok || held.Op != OpPut {
+		return nil, fmt.Errorf("version %d of %s: %w", e.Version, e.Key, fs.ErrNotExist)
+	}
+	name := j.path(held, ".data")
+	if p.seg != 0 {
+		name = j.log.path(p.seg)
+	}
+	f, err := os.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	return &Body{SectionReader: io.NewSectionReader(f, p.off, held.Size), f: f}, nil
+}
+
+// heldLocked finds version v of n among the versions on disk.
+func (j *Journal) heldLocked(n Name, v uint64) (*Entry, place, bool) {
+	ks := j.keys[n]
+	if ks == nil {
+		return nil, place{}, false
+	}
+	for _, e := range append([]*Entry{ks.latest}, ks.old...) {
+		if e != nil && e.Version == v {
+			p, ok := j.places[e]
+			return e, p, ok
+		}
+	}
+	return nil, place{}, false
 }
 
 // List is the newest version of every key of tenant's bucket under prefix
@@ -488,27 +742,63 @@ var ErrBusy = errors.New("the version is being persisted; try again")
 
 // SetHolders records that version e is kept by holders now (after the
 // ring changed and copies moved), if it is still the newest of its key.
+// It returns once that is durable.
 func (j *Journal) SetHolders(e Entry, holders []string) error {
 	j.mu.Lock()
-	defer j.mu.Unlock()
 	ks := j.keys[e.Name]
 	if ks == nil || ks.latest == nil || ks.latest.Version != e.Version {
+		j.mu.Unlock()
 		return nil
 	}
 	if ks.inflight == ks.latest {
+		j.mu.Unlock()
 		return ErrBusy // the persister reads it now; the caller retries
 	}
 	next := *ks.latest
 	next.Holders = slices.Clone(holders)
-	b, err := json.Marshal(&next)
+	lsn, err := j.updateLocked(ks.latest, &next)
+	if err == nil {
+		ks.latest.Holders = next.Holders
+	}
+	j.mu.Unlock()
 	if err != nil {
 		return err
 	}
-	if err := writeSynced(j.path(&next, ".json"), b); err != nil {
-		return err
+	return j.log.wait(lsn)
+}
+
+// updateLocked appends a record giving held version e the entry next
+// (same object and version), e moving its place's record there; it
+// returns the record's lsn, durable once the log has synced it.
+func (j *Journal) updateLocked(e, next *Entry) (uint64, error) {
+	p := j.places[e]
+	r := logRecord{Kind: recUpdate, Entry: next}
+	if e.Op == OpPut {
+		r.File, r.Seg, r.Off = p.seg == 0, p.seg, p.off
 	}
-	ks.latest.Holders = next.Holders
-	return nil
+	meta, err := json.Marshal(r)
+	if err != nil {
+		return 0, err
+	}
+	a, err := j.log.append(encodeRecord(meta, nil), len(meta), 1, false)
+	if err != nil {
+		return 0, err
+	}
+	j.log.unpin(p.meta, 1) // the older record is not needed once this one is there, synced with it or before
+	p.meta = a.seg
+	j.places[e] = p
+	return a.lsn, nil
+}
+
+// logDropLocked records that version e of its key (and older) is done
+// with, so that it does not come back when the journal is opened again.
+// Not waited for: like a file unlinked, a drop lost in a crash leaves a
+// copy the node checks again (held_handoff.go), never a lost write.
+func (j *Journal) logDropLocked(e *Entry) {
+	meta, err := json.Marshal(logRecord{Kind: recDrop, Entry: &Entry{Name: e.Name, Version: e.Version, Op: e.Op}})
+	if err == nil {
+		_, _ = j.log.append(encodeRecord(meta, nil), len(meta), 0, false)
+	}
 }
 
 // Drop removes version e (and older) of its key, if it is still the
@@ -519,6 +809,7 @@ func (j *Journal) Drop(e Entry) {
 	defer j.mu.Unlock()
 	ks := j.state(e.Name)
 	ks.dropped, ks.droppedAt = max(ks.dropped, e.Version), j.now()
+	j.logDropLocked(&e)
 	if ks.latest == nil || ks.latest.Version != e.Version {
 		j.collectLocked(e.Name, ks)
 		return
@@ -547,17 +838,35 @@ func (j *Journal) collectLocked(n Name, ks *keyState) {
 // copies are gone: longer than a write's copies can take to arrive.
 const droppedLife = 10 * time.Minute
 
-// dropLocked removes e's files and gives back its space.
+// dropLocked removes held version e from disk and gives back its space.
 func (j *Journal) dropLocked(e *Entry) {
+	p, ok := j.places[e]
+	delete(j.places, e)
+	if ok {
+		p.unpin(j.log, e.Op)
+	}
+	j.dropUnheldLocked(e, p)
+}
+
+// dropUnheldLocked removes the files of a version at p that is not held
+// (its segments unpinned) and gives back its space.
+func (j *Journal) dropUnheldLocked(e *Entry, p place) {
 	if e.Op == OpPut {
 		j.used -= e.Size
 	}
-	j.removeFiles(e)
+	j.removeFiles(e, p)
 }
 
-func (j *Journal) removeFiles(e *Entry) {
+// removeFiles removes the files of e not in the log: its body file, and
+// the .json of the layout before the log.
+func (j *Journal) removeFiles(e *Entry, p place) {
+	if e.Op == OpPut && p.seg != 0 {
+		return // all in the log
+	}
 	_ = os.Remove(j.path(e, ".json"))
-	_ = os.Remove(j.path(e, ".data"))
+	if e.Op == OpPut {
+		_ = os.Remove(j.path(e, ".data"))
+	}
 }
 
 // Expire drops the transient entries whose expiry has passed, returning
@@ -572,6 +881,7 @@ func (j *Journal) Expire() []Entry {
 			continue
 		}
 		if j.expiredLocked(ks.latest) {
+			j.logDropLocked(ks.latest)
 			out = append(out, *ks.latest)
 			ks.old = append(ks.old, ks.latest)
 			ks.latest = nil
@@ -648,4 +958,100 @@ func (j *Journal) changes() <-chan struct{} {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	return j.changed
+}
+
+// relocate copies forward, in the background, the versions the oldest
+// segment still holds when more than maxBehind sealed segments follow it,
+// so that a version held for long (a transient object without expiry, S3
+// down) does not keep every segment written after it on disk.
+func (j *Journal) relocate() {
+	seg, ok := j.log.behind()
+	if !ok {
+		return
+	}
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.relocating {
+		return
+	}
+	j.relocating = true
+	go func() {
+		j.relocateSegment(seg)
+		j.mu.Lock()
+		j.relocating = false
+		j.mu.Unlock()
+	}()
+}
+
+// relocateSegment writes an update record for every version held in
+// segment seg (with its body, when the body is there), and lets go of
+// seg's pins once those records are durable.
+func (j *Journal) relocateSegment(seg uint64) {
+	type move struct {
+		e    *Entry
+		p    place
+		body []byte
+	}
+	var moves []move
+	j.mu.Lock()
+	for _, ks := range j.keys {
+		for _, e := range append([]*Entry{ks.latest}, ks.old...) {
+			if p, ok := j.places[e]; e != nil && ok && (p.meta == seg || (e.Op == OpPut && p.seg == seg)) {
+				moves = append(moves, move{e: e, p: p})
+			}
+		}
+	}
+	f, err := os.Open(j.log.path(seg)) // pinned by the versions above
+	j.mu.Unlock()
+	if err != nil {
+		return
+	}
+	for i, m := range moves {
+		if m.e.Op == OpPut && m.p.seg == seg {
+			moves[i].body = make([]byte, m.e.Size)
+			if _, err := f.ReadAt(moves[i].body, m.p.off); err != nil {
+				_ = f.Close()
+				return
+			}
+		}
+	}
+	_ = f.Close()
+	var lsn uint64
+	var moved []move
+	j.mu.Lock()
+	for _, m := range moves {
+		if cur, ok := j.places[m.e]; !ok || cur != m.p {
+			continue // dropped or moved meanwhile
+		}
+		r, pins := logRecord{Kind: recUpdate, Entry: m.e}, 1
+		switch {
+		case m.e.Op != OpPut:
+		case m.body != nil:
+			pins++
+		default:
+			r.File, r.Seg, r.Off = m.p.seg == 0, m.p.seg, m.p.off
+		}
+		meta, err := json.Marshal(r)
+		if err != nil {
+			break
+		}
+		a, err := j.log.append(encodeRecord(meta, m.body), len(meta), pins, false)
+		if err != nil {
+			break
+		}
+		next := m.p
+		next.meta = a.seg
+		if m.body != nil {
+			next.seg, next.off = a.seg, a.bodyOff
+		}
+		j.places[m.e], lsn = next, a.lsn
+		moved = append(moved, m)
+	}
+	j.mu.Unlock()
+	if len(moved) == 0 || j.log.wait(lsn) != nil {
+		return // seg stays pinned: its records are still the durable ones
+	}
+	for _, m := range moved {
+		m.p.unpin(j.log, m.e.Op)
+	}
 }

@@ -78,12 +78,10 @@ func TestAcknowledgedVersionsSurviveReopening(t *testing.T) {
 		t.Fatalf("stats after reopening %+v, want 3 objects of %d bytes", s, len(v1)+len(v2))
 	}
 	files, _ := os.ReadDir(dir)
-	if len(files) != 5 { // a and b: body and entry; c: entry
-		var names []string
-		for _, f := range files {
-			names = append(names, f.Name())
+	for _, f := range files {
+		if filepath.Ext(f.Name()) != segmentExt { // small bodies live in the log with their entries
+			t.Fatalf("file %s left, want only the log's segments", f.Name())
 		}
-		t.Fatalf("files left: %v, want the 5 of the newest versions", names)
 	}
 	if v := j2.NextVersion(); v <= a.Version {
 		t.Fatalf("version %d after reopening is not above %d", v, a.Version)

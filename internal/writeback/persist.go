@@ -2,7 +2,6 @@ package writeback
 
 import (
 	"context"
-	"encoding/json"
 	"io"
 	"log/slog"
 	"strconv"
@@ -202,22 +201,28 @@ func sortByVersion(es []*Entry) {
 // one goes next.
 func (j *Journal) persisted(e *Entry) {
 	j.mu.Lock()
-	defer j.mu.Unlock()
 	ks := j.keys[e.Name]
 	if ks == nil {
+		j.mu.Unlock()
 		return
 	}
 	ks.inflight = nil
 	ks.retryAt, ks.failures = time.Time{}, 0
-	if ks.latest == e && e.Op == OpDelete && j.keepTombstone(e) {
-		return
+	if ks.latest == e && e.Op == OpDelete {
+		if lsn, ok := j.keepTombstoneLocked(e); ok {
+			j.mu.Unlock()
+			_ = j.log.wait(lsn) // a failure stops the log: the journal must be opened again
+			return
+		}
 	}
 	if ks.latest == e {
+		j.logDropLocked(e)
 		ks.old = append(ks.old, e)
 		ks.latest = nil
 	}
 	j.collectLocked(e.Name, ks)
 	j.signal()
+	j.mu.Unlock()
 }
 
 // TombstoneLife is how long a WriteBack delete is kept after S3 applied
@@ -226,18 +231,18 @@ func (j *Journal) persisted(e *Entry) {
 // key to tell).
 const TombstoneLife = 24 * time.Hour
 
-// keepTombstone marks delete e done (its entry rewritten), kept until
-// TombstoneLife has passed. It reports false if it could not: e is
-// dropped then, as before.
-func (j *Journal) keepTombstone(e *Entry) bool {
+// keepTombstoneLocked marks delete e done (an update record, durable once
+// the log has synced the lsn returned), kept until TombstoneLife has
+// passed. It reports false if it could not: e is dropped then, as before.
+func (j *Journal) keepTombstoneLocked(e *Entry) (uint64, bool) {
 	done := *e
 	done.Done, done.Expires = true, j.now().Add(TombstoneLife)
-	b, err := json.Marshal(&done)
-	if err != nil || writeSynced(j.path(&done, ".json"), b) != nil {
-		return false
+	lsn, err := j.updateLocked(e, &done)
+	if err != nil {
+		return 0, false
 	}
 	e.Done, e.Expires = true, done.Expires
-	return true
+	return lsn, true
 }
 
 // failed ends a failed upload of e: the key waits out its backoff.

@@ -1,0 +1,317 @@
+package writeback
+
+// The journal's log: numbered segment files to which records are appended
+// and made durable in groups (group commit).
+//
+// A record is a 16-byte header, its meta (JSON, a logRecord) and, for a
+// small body, the body itself:
+//
+//	magic    uint32  recordMagic
+//	crc      uint32  CRC-32C of what follows: lengths, meta and body
+//	metaLen  uint32
+//	bodyLen  uint32
+//
+// all little-endian. A writer appends its record and waits until a sync
+// covers it: the first waiter to find no sync under way syncs everything
+// appended so far (the directory if a segment or a body file was created,
+// then the segments written, fdatasync) and wakes every waiter it covered;
+// the writers that appended meanwhile are covered by the next sync. So
+// concurrent writers share their syncs, and a lone writer pays one
+// fdatasync. A sync that fails makes the log refuse everything after it
+// (what reached the disk is unknown): the journal must be opened again.
+//
+// Reading a segment stops at the first record that is short, of another
+// magic or of a wrong checksum: the torn tail of a write that was never
+// acknowledged (a record is acknowledged only once a sync that began after
+// it was appended has returned, and that sync covered every record before
+// it too).
+//
+// A segment is removed once it and every older one hold nothing the
+// journal still uses (pins, counted per segment): never out of order, so
+// that a drop recorded in a later segment is never lost while the version
+// it drops is still in an earlier one.
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+)
+
+const (
+	recordMagic  = 0x62776364 // "dcwb"
+	headerSize   = 16
+	segmentExt   = ".log"
+	segmentBytes = 8 << 20 // a segment is sealed once it passes this
+	// inlineBytes is the largest body kept in the log itself; larger ones
+	// (and multipart uploads' parts) stream to files of their own.
+	inlineBytes = 256 << 10
+	// maxBehind is how many sealed segments the oldest one still in use
+	// may keep behind it before what it holds is copied forward.
+	maxBehind = 4
+)
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// errLogFailed is wrapped around the error that stopped the log.
+var errLogFailed = errors.New("the write-back journal's log failed; the node must restart")
+
+type segLog struct {
+	dir      string
+	segBytes int64 // segmentBytes (tests make it smaller)
+
+	mu       sync.Mutex
+	cond     *sync.Cond // on mu: synced moved, or err was set
+	f        *os.File   // the segment appended to
+	seq      uint64     // its number
+	size     int64      // its length
+	oldest   uint64     // the oldest segment on disk
+	pins     map[uint64]int
+	appended uint64 // records appended (a record's lsn is its number)
+	synced   uint64 // records durable
+	syncing  bool
+	sealed   []*os.File // segments sealed since the last sync, to sync and close
+	dirDirty bool       // a file was created or renamed since the last sync
+	err      error      // sticky
+	// afterSync, when set, runs in the syncing goroutine once the
+	// segments are synced (tests stop a "crash" there).
+	afterSync func()
+}
+
+func segmentName(seq uint64) string { return fmt.Sprintf("%020d%s", seq, segmentExt) }
+
+func (l *segLog) path(seq uint64) string { return filepath.Join(l.dir, segmentName(seq)) }
+
+// segments lists the segment numbers in dir, oldest first.
+func segments(dir string) ([]uint64, error) {
+	names, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	var out []uint64
+	for _, d := range names {
+		if base, ok := strings.CutSuffix(d.Name(), segmentExt); ok {
+			if n, err := strconv.ParseUint(base, 10, 64); err == nil {
+				out = append(out, n)
+			}
+		}
+	}
+	slices.Sort(out)
+	return out, nil
+}
+
+// openLog starts a new segment after the ones in dir (oldest: the oldest
+// of them); the older ones are only read and removed.
+func openLog(dir string, oldest, last uint64) (*segLog, error) {
+	l := &segLog{dir: dir, segBytes: segmentBytes, oldest: oldest, seq: last + 1, pins: map[uint64]int{}}
+	if oldest == 0 {
+		l.oldest = l.seq
+	}
+	l.cond = sync.NewCond(&l.mu)
+	f, err := os.OpenFile(l.path(l.seq), os.O_CREATE|os.O_EXCL|os.O_WRONLY|os.O_APPEND, 0o640)
+	if err != nil {
+		return nil, err
+	}
+	l.f, l.dirDirty = f, true
+	return l, nil
+}
+
+// encodeRecord is a record of meta and body.
+func encodeRecord(meta, body []byte) []byte {
+	b := make([]byte, headerSize+len(meta)+len(body))
+	binary.LittleEndian.PutUint32(b[0:], recordMagic)
+	binary.LittleEndian.PutUint32(b[8:], uint32(len(meta)))
+	binary.LittleEndian.PutUint32(b[12:], uint32(len(body)))
+	copy(b[headerSize:], meta)
+	copy(b[headerSize+len(meta):], body)
+	binary.LittleEndian.PutUint32(b[4:], crc32.Checksum(b[8:], castagnoli))
+	return b
+}
+
+// appended is where a record went.
+type appended struct {
+	lsn     uint64
+	seg     uint64
+	bodyOff int64 // offset of its body in the segment
+}
+
+// append writes rec (encodeRecord's, with a meta of metaLen bytes) at the
+// end of the log, pinning its segment pins times; dirDirty says the
+// directory changed for it (a body file renamed into place) and must be
+// synced with it.
+func (l *segLog) append(rec []byte, metaLen int, pins int, dirDirty bool) (appended, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.err != nil {
+		return appended{}, l.err
+	}
+	if l.size > 0 && l.size+int64(len(rec)) > l.segBytes {
+		if err := l.rotateLocked(); err != nil {
+			return appended{}, err
+		}
+	}
+	off := l.size
+	if _, err := l.f.Write(rec); err != nil {
+		l.err = fmt.Errorf("%w: %w", errLogFailed, err)
+		l.cond.Broadcast()
+		return appended{}, l.err
+	}
+	l.size += int64(len(rec))
+	l.appended++
+	l.pins[l.seq] += pins
+	l.dirDirty = l.dirDirty || dirDirty
+	return appended{lsn: l.appended, seg: l.seq, bodyOff: off + headerSize + int64(metaLen)}, nil
+}
+
+func (l *segLog) rotateLocked() error {
+	f, err := os.OpenFile(l.path(l.seq+1), os.O_CREATE|os.O_EXCL|os.O_WRONLY|os.O_APPEND, 0o640)
+	if err != nil {
+		l.err = fmt.Errorf("%w: %w", errLogFailed, err)
+		l.cond.Broadcast()
+		return l.err
+	}
+	l.sealed = append(l.sealed, l.f)
+	l.f, l.seq, l.size, l.dirDirty = f, l.seq+1, 0, true
+	return nil
+}
+
+// wait returns once record lsn is durable (or the log failed).
+func (l *segLog) wait(lsn uint64) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for l.synced < lsn && l.err == nil {
+		if l.syncing {
+			l.cond.Wait()
+			continue
+		}
+		l.syncing = true
+		target, sealed, cur, dirDirty := l.appended, l.sealed, l.f, l.dirDirty
+		l.sealed, l.dirDirty = nil, false
+		l.mu.Unlock()
+		err := syncFiles(l.dir, dirDirty, sealed, cur)
+		if err == nil && l.afterSync != nil {
+			l.afterSync()
+		}
+		l.mu.Lock()
+		l.syncing = false
+		if err != nil && l.err == nil {
+			l.err = fmt.Errorf("%w: %w", errLogFailed, err)
+		} else if err == nil {
+			l.synced = max(l.synced, target)
+		}
+		l.cond.Broadcast()
+	}
+	return l.err
+}
+
+// syncFiles makes the directory (if it changed), the sealed segments
+// (closing them) and the current one durable.
+func syncFiles(dir string, dirDirty bool, sealed []*os.File, cur *os.File) error {
+	var err error
+	if dirDirty {
+		err = syncDir(dir)
+	}
+	for _, f := range sealed {
+		if err == nil {
+			err = fdatasync(f)
+		}
+		_ = f.Close()
+	}
+	if err == nil {
+		err = fdatasync(cur)
+	}
+	return err
+}
+
+// pin and unpin count what the journal uses in segment seg; unpin removes
+// the segments nothing uses any more, oldest first.
+func (l *segLog) pin(seq uint64, n int) {
+	if seq == 0 || n == 0 {
+		return
+	}
+	l.mu.Lock()
+	l.pins[seq] += n
+	l.mu.Unlock()
+}
+
+func (l *segLog) unpin(seq uint64, n int) {
+	if seq == 0 || n == 0 {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.pins[seq] -= n
+	if l.pins[seq] <= 0 {
+		delete(l.pins, seq)
+	}
+	l.collectLocked()
+}
+
+func (l *segLog) collectLocked() {
+	for l.oldest < l.seq && l.pins[l.oldest] == 0 {
+		_ = os.Remove(l.path(l.oldest))
+		l.oldest++
+		l.dirDirty = true // with the next sync; a segment that comes back holds only what is dropped
+	}
+}
+
+// behind is the oldest segment still used, when more than maxBehind
+// sealed segments follow it (its content should be copied forward).
+func (l *segLog) behind() (uint64, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.oldest, l.seq-l.oldest > maxBehind && l.pins[l.oldest] > 0
+}
+
+// close closes the files (tests; a node's journal lives as long as its
+// process).
+func (l *segLog) close() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, f := range l.sealed {
+		_ = f.Close()
+	}
+	l.sealed = nil
+	if l.err == nil {
+		l.err = errors.New("the journal is closed")
+	}
+	l.cond.Broadcast()
+	return l.f.Close()
+}
+
+// readSegment calls fn with each whole record of segment seq, in order,
+// and the offset of its body; it stops at the first torn or corrupt one
+// and returns the length read whole.
+func readSegment(path string, fn func(meta []byte, bodyOff int64, bodyLen int64)) (int64, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	data, err := io.ReadAll(f)
+	if err != nil {
+		return 0, err
+	}
+	var off int64
+	for int64(len(data))-off >= headerSize {
+		h := data[off : off+headerSize]
+		if binary.LittleEndian.Uint32(h[0:]) != recordMagic {
+			break
+		}
+		metaLen, bodyLen := int64(binary.LittleEndian.Uint32(h[8:])), int64(binary.LittleEndian.Uint32(h[12:]))
+		end := off + headerSize + metaLen + bodyLen
+		if end > int64(len(data)) || crc32.Checksum(data[off+8:end], castagnoli) != binary.LittleEndian.Uint32(h[4:]) {
+			break
+		}
+		fn(data[off+headerSize:off+headerSize+metaLen], off+headerSize+metaLen, bodyLen)
+		off = end
+	}
+	return off, nil
+}
