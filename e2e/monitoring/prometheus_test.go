@@ -450,6 +450,7 @@ func TestDashboardAndAlertsAgainstRealNodes(t *testing.T) {
 	t.Logf("%d write-back writes of %d bytes acknowledged, then SlowDown", held, heldObjectSize)
 	waitIngested(t, prom, nodeURLs(c.nodes), nodeSeries, "distcache_writeback_full_total")
 	waitIngested(t, prom, nodeURLs(c.nodes), nodeSeries, "distcache_writeback_bytes")
+	waitIngested(t, prom, nodeURLs(c.nodes), nodeSeries, "distcache_writeback_pinned_bytes")
 	waitFor(t, 60*time.Second, "both nodes' failed persistence attempts in prometheus", func() error {
 		r, err := prom.query(fmt.Sprintf(`count_over_time(distcache_writeback_persist_attempts_total{%s,result="error"}[5m]) >= 2`, nodeSeries))
 		if err != nil {

@@ -160,8 +160,8 @@ func TestAlertRulesFire(t *testing.T) {
 	// minute a minute (over 600s from minute 11), t2's is a few seconds
 	// old on both holders. c-a-0's uploads all fail; c-a-1's fail for one
 	// tenant and succeed for another (the lag alert's case, not this
-	// one); c-b-1's failed until minute 5, then succeeded. c-a-0's held
-	// bytes (two tenants) reach 90% of its limit at minute 5, c-a-1 holds
+	// one); c-b-1's failed until minute 5, then succeeded. c-a-0's pinned
+	// space in use reaches 90% of its limit at minute 5, c-a-1 holds
 	// 80%; c-b-0 keeps no journal (no limit series). Cache other: all of
 	// it, for ever.
 	wbSeries := func(metric, cache, pod, extra, values string) series {
@@ -179,15 +179,14 @@ func TestAlertRulesFire(t *testing.T) {
 		wbSeries("persist_attempts_total", "c", "c-a-1", persist("ok"), "0+50x60"),
 		wbSeries("persist_attempts_total", "c", "c-b-1", persist("error"), "0+5x5 25x60"),
 		wbSeries("persist_attempts_total", "c", "c-b-1", persist("ok"), "0x5 0+50x60"),
-		wbSeries("bytes", "c", "c-a-0", tenant("t1"), "10x4 50x60"),
-		wbSeries("bytes", "c", "c-a-0", tenant("t2"), "40x60"),
+		wbSeries("pinned_bytes", "c", "c-a-0", "", "50x4 90x60"),
 		wbSeries("limit_bytes", "c", "c-a-0", "", "100x60"),
-		wbSeries("bytes", "c", "c-a-1", tenant("t1"), "80x60"),
+		wbSeries("pinned_bytes", "c", "c-a-1", "", "80x60"),
 		wbSeries("limit_bytes", "c", "c-a-1", "", "100x60"),
-		wbSeries("bytes", "c", "c-b-0", tenant("t1"), "99x60"),
+		wbSeries("pinned_bytes", "c", "c-b-0", "", "99x60"),
 		wbSeries("oldest_dirty_seconds", "other", "other-a-0", tenant("t1"), "3600x60"),
 		wbSeries("persist_attempts_total", "other", "other-a-0", persist("error"), "0+5x60"),
-		wbSeries("bytes", "other", "other-a-0", tenant("t1"), "99x60"),
+		wbSeries("pinned_bytes", "other", "other-a-0", "", "99x60"),
 		wbSeries("limit_bytes", "other", "other-a-0", "", "100x60"),
 	)
 	labels := func(kv ...string) map[string]string {

@@ -364,7 +364,7 @@ func (n *Node) newServer() error {
 		WriteCacheBytes: n.cfg.WriteCacheBytes, Now: n.cfg.Now, Journal: n.journal, Uploads: n.uploads,
 	}
 	if n.journal != nil {
-		cfg.HeldMetrics = metrics.NewHeld(n.reg, n.heldStats, n.journal.Stats().Limit)
+		cfg.HeldMetrics = metrics.NewHeld(n.reg, n.heldStats, n.journal.Stats().Limit).ReportPinned(n.pinned)
 	}
 	if n.ring != nil {
 		peerTLS, err := pki.NewClientTLS(n.cfg.PeerCert, n.cfg.PeerKey, n.cfg.ClientCA)
@@ -389,6 +389,11 @@ func (n *Node) newServer() error {
 	}
 	return nil
 }
+
+// pinned is what counts against the pinned limit, as held writes and
+// parts are refused (node.keepHeldPart): the journal's versions and the
+// uploads' parts.
+func (n *Node) pinned() int64 { return n.journal.Used() + n.uploads.Used() }
 
 // heldStats is the journal's content per tenant, for the metrics.
 func (n *Node) heldStats() map[string]metrics.HeldStats {

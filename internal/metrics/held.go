@@ -52,15 +52,25 @@ func NewHeld(reg prometheus.Registerer, stats func() map[string]HeldStats, limit
 			"Age of the oldest held WriteBack write not yet in S3, by tenant (0: none).", "tenant"),
 		limitDesc: node.Desc("writeback_limit_bytes",
 			"The node's pinned space for held objects: writes past it get SlowDown."),
+		pinnedDesc: node.Desc("writeback_pinned_bytes",
+			"Bytes of the node's pinned space in use, what its limit bounds: every held version still kept (older ones being persisted too) and the parts of held multipart uploads."),
 	}
 	reg.MustRegister(h.Full, h.Persisted, h.PersistDuration, &h.collector)
 	return h
 }
 
+// ReportPinned has the pinned space in use (what counts against the
+// limit) read from pinned at each scrape; it is called before the first.
+func (h *Held) ReportPinned(pinned func() int64) *Held {
+	h.collector.pinned = pinned
+	return h
+}
+
 type heldCollector struct {
-	stats                             func() map[string]HeldStats
-	limit                             int64
-	objects, bytes, oldest, limitDesc *prometheus.Desc
+	stats                                         func() map[string]HeldStats
+	pinned                                        func() int64
+	limit                                         int64
+	objects, bytes, oldest, limitDesc, pinnedDesc *prometheus.Desc
 }
 
 func (c *heldCollector) Describe(ch chan<- *prometheus.Desc) {
@@ -68,10 +78,14 @@ func (c *heldCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.bytes
 	ch <- c.oldest
 	ch <- c.limitDesc
+	ch <- c.pinnedDesc
 }
 
 func (c *heldCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.limitDesc, prometheus.GaugeValue, float64(c.limit))
+	if c.pinned != nil {
+		ch <- prometheus.MustNewConstMetric(c.pinnedDesc, prometheus.GaugeValue, float64(c.pinned()))
+	}
 	for tenant, s := range c.stats() {
 		ch <- prometheus.MustNewConstMetric(c.objects, prometheus.GaugeValue, float64(s.Dirty), tenant, "dirty")
 		ch <- prometheus.MustNewConstMetric(c.objects, prometheus.GaugeValue, float64(s.Objects-s.Dirty), tenant, "transient")

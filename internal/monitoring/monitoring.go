@@ -391,11 +391,12 @@ sum by (namespace, service, zone, pod) (rate(distcache_writeback_persist_attempt
 		},
 		{
 			Alert: AlertWriteBackPinnedNearFull,
-			// Held bytes (all tenants, dirty and transient) over the node's
-			// pinned limit; a node without a journal exports no limit.
+			// The pinned space in use (every held version kept, upload
+			// parts) over the node's pinned limit; a node without a
+			// journal exports no limit.
 			Expr: expr(`
 (
-  sum by (namespace, service, zone, pod) (distcache_writeback_bytes{SEL})
+  max by (namespace, service, zone, pod) (distcache_writeback_pinned_bytes{SEL})
 /
   max by (namespace, service, zone, pod) (distcache_writeback_limit_bytes{SEL} > 0)
 ) > ` + pinnedRatioThreshold),

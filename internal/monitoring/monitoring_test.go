@@ -63,7 +63,7 @@ func nodeMetrics() exported {
 	metrics.RegisterTenantReloads(e, func() (uint64, uint64) { return 0, 0 })
 	metrics.RegisterStore(e, func() store.Stats { return store.Stats{} })
 	metrics.RegisterCertificateExpiry(e, func() *x509.Certificate { return nil })
-	metrics.NewHeld(e, func() map[string]metrics.HeldStats { return nil }, 0)
+	metrics.NewHeld(e, func() map[string]metrics.HeldStats { return nil }, 0).ReportPinned(func() int64 { return 0 })
 	return e
 }
 
