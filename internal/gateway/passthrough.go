@@ -230,6 +230,11 @@ func nodeError(resp *http.Response) *s3Error {
 	if wire.Message == "" {
 		wire.Message = http.StatusText(resp.StatusCode)
 	}
+	if resp.StatusCode == http.StatusNotImplemented {
+		// Not a failure to retry: what the cache does not do (a node
+		// without a write-back journal asked for a held write).
+		return newS3Error(http.StatusNotImplemented, CodeNotImplemented, "%s", wire.Message)
+	}
 	switch code {
 	case CodeAccessDenied:
 		return errAccessDenied(wire.Message)

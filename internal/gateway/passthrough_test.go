@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"encoding/xml"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -93,5 +94,29 @@ func TestWriteError(t *testing.T) {
 	writeError(w, httptest.NewRequest(http.MethodHead, "/bkt/k", nil), route{}, "REQ2", errNoSuchKey())
 	if w.Code != http.StatusNotFound || w.Body.Len() != 0 {
 		t.Errorf("HEAD error: %d with %d body bytes", w.Code, w.Body.Len())
+	}
+}
+
+// A node's own errors reach the client as the S3 errors they mean: what
+// the cache does not do is 501 NotImplemented (not a 503 to retry), its
+// failures are 503, a refusal keeps its status.
+func TestNodeError(t *testing.T) {
+	for _, tt := range []struct {
+		status     int
+		code       string
+		wantStatus int
+		wantCode   string
+	}{
+		{http.StatusNotImplemented, "BadRequest", http.StatusNotImplemented, CodeNotImplemented},
+		{http.StatusInternalServerError, "InternalError", http.StatusServiceUnavailable, CodeServiceUnavailable},
+		{http.StatusServiceUnavailable, "ServiceUnavailable", http.StatusServiceUnavailable, CodeServiceUnavailable},
+		{http.StatusForbidden, "AccessDenied", http.StatusForbidden, CodeAccessDenied},
+		{http.StatusBadRequest, "BadRequest", http.StatusBadRequest, CodeInvalidRequest},
+	} {
+		resp := &http.Response{StatusCode: tt.status, Header: http.Header{headerNodeError: {tt.code}},
+			Body: io.NopCloser(strings.NewReader(`{"code":"` + tt.code + `","message":"why"}`))}
+		if e := nodeError(resp); e.Status != tt.wantStatus || e.Code != tt.wantCode {
+			t.Errorf("node %d %s: %d %s, want %d %s", tt.status, tt.code, e.Status, e.Code, tt.wantStatus, tt.wantCode)
+		}
 	}
 }
