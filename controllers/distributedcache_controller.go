@@ -33,8 +33,21 @@ const (
 	EventStatefulSetScaled = "StatefulSetScaled"
 	EventScaleDownHeld     = "ScaleDownHeld"
 	EventRolloutHeld       = "RolloutHeld"
-	EventCreated           = "Created"
-	EventReconcileFailed   = "ReconcileFailed"
+	// EventWaitingForHeldData (Normal): a scale-down keeps pods that still
+	// hold write-back or transient data, or cannot be asked; recorded when
+	// the pods kept or why change.
+	EventWaitingForHeldData = "WaitingForHeldData"
+	// EventLeavingPodUnanswered (Warning): a pod being scaled away could
+	// not be asked what it holds within the bound, and goes anyway.
+	EventLeavingPodUnanswered = "LeavingPodUnanswered"
+	// EventPinnedSpaceFull (Warning): a node's pinned write-back space is
+	// full: its write-back and transient writes get 503 SlowDown.
+	EventPinnedSpaceFull = "PinnedSpaceFull"
+	// EventPinnedSpaceAvailable (Normal): a node whose pinned space was
+	// full has room again.
+	EventPinnedSpaceAvailable = "PinnedSpaceAvailable"
+	EventCreated              = "Created"
+	EventReconcileFailed      = "ReconcileFailed"
 )
 
 // DistributedCacheReconciler turns a DistributedCache into, per zone, a
@@ -54,6 +67,15 @@ type DistributedCacheReconciler struct {
 	// marking them draining was published (drainHold); 0: they go as soon
 	// as that ring is published.
 	DrainGrace time.Duration
+	// HeldProber asks a node pod what it holds for WriteBack and
+	// Transient policies (observeHeld); nil: an HTTPHeldProber.
+	HeldProber HeldProber
+	// UnansweredDrainTimeout is how long a scale-down waits, past the
+	// drain grace, for a pod being removed that cannot be asked what it
+	// holds (heldDrainHold); 0: DrainGrace.
+	UnansweredDrainTimeout time.Duration
+	// held remembers the pods' last answers (observeHeld).
+	held heldObserver
 	// CARotationGrace is how long a CA rotation waits for kubelets to
 	// deliver changed Secrets (rotateCA); 0: DefaultCARotationGrace.
 	CARotationGrace time.Duration
@@ -166,6 +188,7 @@ func (r *DistributedCacheReconciler) reconcile(ctx context.Context, dc *cachev1a
 		run  reconcileStep
 	}{
 		{"listing pods", r.observePods},
+		{"held data", r.observeHeld},
 		{"services", r.reconcileServices},
 		{"certificates", r.reconcileCertificates},
 		{"tenants", r.reconcileTenants},

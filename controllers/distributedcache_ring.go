@@ -29,6 +29,11 @@ type zonePod struct {
 	Name    string
 	Ordinal int
 	Ready   bool // PodReady and not being deleted
+	// Pod is the pod as listed (nil in tests of the ring alone).
+	Pod *corev1.Pod
+	// Held is what the pod holds for WriteBack and Transient policies
+	// (observeHeld).
+	Held podHeld
 }
 
 // observePods lists the cache's pods into st.zones, per zone of the spec.
@@ -50,7 +55,7 @@ func (r *DistributedCacheReconciler) observePods(ctx context.Context, dc *cachev
 			if !ok {
 				continue
 			}
-			zones[i].Pods = append(zones[i].Pods, zonePod{Name: p.Name, Ordinal: ord, Ready: kubepod.Ready(p)})
+			zones[i].Pods = append(zones[i].Pods, zonePod{Name: p.Name, Ordinal: ord, Ready: kubepod.Ready(p), Pod: p})
 		}
 	}
 	st.zones = zones

@@ -23,7 +23,7 @@ func TestBuildRing(t *testing.T) {
 	act, drain := ring.StateActive, ring.StateDraining
 	published := &ring.Spec{Epoch: 4, Zone: "a", Hash: ring.HashParams{Algorithm: ring.AlgorithmRendezvousXXHash64, Seed: 7},
 		Members: []ring.Member{member("c-a-0", 0, act), member("c-a-1", 1, act), member("c-a-2", 2, act)}}
-	allReady := []zonePod{{"c-a-2", 2, true}, {"c-a-0", 0, true}, {"c-a-1", 1, true}}
+	allReady := []zonePod{{Name: "c-a-2", Ordinal: 2, Ready: true}, {Name: "c-a-0", Ordinal: 0, Ready: true}, {Name: "c-a-1", Ordinal: 1, Ready: true}}
 
 	tests := []struct {
 		name      string
@@ -42,7 +42,7 @@ func TestBuildRing(t *testing.T) {
 		{
 			name: "epoch continues from status when the document was lost",
 			dc:   three, minEpoch: 9,
-			pods: []zonePod{{"c-a-0", 0, true}, {"c-a-1", 1, false}},
+			pods: []zonePod{{Name: "c-a-0", Ordinal: 0, Ready: true}, {Name: "c-a-1", Ordinal: 1, Ready: false}},
 			want: ring.Spec{Epoch: 10, Zone: "a", Hash: hash, Members: []ring.Member{member("c-a-0", 0, act)}},
 		},
 		{
@@ -53,7 +53,7 @@ func TestBuildRing(t *testing.T) {
 		{
 			name: "a pod no longer ready leaves: next epoch, previous kept, seed kept",
 			dc:   three, published: published,
-			pods: []zonePod{{"c-a-0", 0, true}, {"c-a-1", 1, false}, {"c-a-2", 2, true}},
+			pods: []zonePod{{Name: "c-a-0", Ordinal: 0, Ready: true}, {Name: "c-a-1", Ordinal: 1, Ready: false}, {Name: "c-a-2", Ordinal: 2, Ready: true}},
 			want: ring.Spec{Epoch: 5, Zone: "a", Hash: published.Hash,
 				Members:  []ring.Member{member("c-a-0", 0, act), member("c-a-2", 2, act)},
 				Previous: &ring.PreviousRing{Epoch: 4, Members: published.Members}},
@@ -68,7 +68,7 @@ func TestBuildRing(t *testing.T) {
 		{
 			name: "no ready pod: the published membership stays",
 			dc:   three, published: published,
-			pods: []zonePod{{"c-a-0", 0, false}},
+			pods: []zonePod{{Name: "c-a-0", Ordinal: 0, Ready: false}},
 			want: *published,
 		},
 		{

@@ -81,11 +81,19 @@ func (r *DistributedCacheReconciler) reconcileStatefulSets(ctx context.Context, 
 				requeue = wait
 			}
 		}
-		desired.Spec.Replicas = &replicas
+		var drain heldDrain
 		if replicas > desiredReplicas(dc) {
 			r.Recorder.Eventf(dc, nil, corev1.EventTypeNormal, EventScaleDownHeld, "ScaleDown",
 				"zone %s: keeping %d pods until the ring with the pods above %d draining is published and has been for %s", z.Name, replicas, desiredReplicas(dc), r.DrainGrace)
+		} else if current != nil && *current > replicas {
+			// The ring and the grace let the pods go: not while they hold
+			// write-back or transient data.
+			drain = r.holdForHeldData(dc, z, replicas, *current)
+			replicas = max(replicas, drain.keep)
+			requeue = soonest(requeue, drain.wait)
+			z.Leaving = drain.leaving
 		}
+		desired.Spec.Replicas = &replicas
 		res, err := applyOwned(ctx, r, dc, "StatefulSet", desired, &appsv1.StatefulSet{}, func(existing, desired *appsv1.StatefulSet) {
 			// Only these fields of a StatefulSet's spec may change.
 			existing.Spec.Replicas = desired.Spec.Replicas
@@ -100,6 +108,12 @@ func (r *DistributedCacheReconciler) reconcileStatefulSets(ctx context.Context, 
 		if res == applyUpdated && current != nil && *current != replicas {
 			r.Recorder.Eventf(dc, nil, corev1.EventTypeNormal, EventStatefulSetScaled, "Scale",
 				"zone %s: StatefulSet %s scaled from %d to %d", z.Name, desired.Name, *current, replicas)
+			for _, p := range drain.givenUp {
+				r.Recorder.Eventf(dc, nil, corev1.EventTypeWarning, EventLeavingPodUnanswered, "ScaleDown",
+					"zone %s: pod %s removed without knowing what write-back or transient data it held: it could not be asked (%s) since %s; "+
+						"with replicas >= 2 its other holders have its data, and its volume claim is kept",
+					z.Name, p.Name, p.Unanswered, p.UnansweredSince.UTC().Format(time.RFC3339))
+			}
 		}
 		z.StatefulSet = desired
 		if res != applyCreated {
@@ -109,6 +123,25 @@ func (r *DistributedCacheReconciler) reconcileStatefulSets(ctx context.Context, 
 	}
 	st.after(requeue)
 	return nil
+}
+
+// holdForHeldData is heldDrainHold for zone z, whose StatefulSet may go
+// from current to replicas pods, with the zone's status as it was; it
+// records an event when the pods kept, or why, change.
+func (r *DistributedCacheReconciler) holdForHeldData(dc *cachev1alpha1.DistributedCache, z *zoneObservation, replicas, current int32) heldDrain {
+	var prev []cachev1alpha1.LeavingPodStatus
+	for _, zs := range dc.Status.Zones {
+		if zs.Name == z.Name {
+			prev = zs.LeavingPods
+		}
+	}
+	now, timeout := r.now(), r.unansweredTimeout()
+	drain := heldDrainHold(zoneObjectName(dc, z.Name), replicas, current, z.Pods, prev, now, timeout)
+	if msg := waitingSummary(drain.leaving, now, timeout); msg != "" && msg != waitingSummary(prev, now, timeout) {
+		r.Recorder.Eventf(dc, nil, corev1.EventTypeNormal, EventWaitingForHeldData, "ScaleDown",
+			"zone %s: keeping %d pods (want %d): %s", z.Name, drain.keep, replicas, msg)
+	}
+	return drain
 }
 
 // podInputs are what the nodes' pod template is made of, by name (as

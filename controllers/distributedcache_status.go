@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -22,6 +23,9 @@ type zoneObservation struct {
 	StatefulSet *appsv1.StatefulSet // as written (nil if not reached)
 	Pods        []zonePod
 	Ring        *ring.Spec // as published (nil if not reached)
+	// Leaving is what the pods a scale-down removes hold (heldDrainHold;
+	// empty when none waits on held data).
+	Leaving []cachev1alpha1.LeavingPodStatus
 }
 
 func (z *zoneObservation) ready() int32 {
@@ -81,7 +85,7 @@ func computeStatus(dc *cachev1alpha1.DistributedCache, zones []zoneObservation, 
 	for i, z := range zones {
 		zs := cachev1alpha1.ZoneStatus{
 			Name: z.Name, StatefulSet: zoneObjectName(dc, z.Name), RingConfigMap: ringConfigMapName(dc),
-			Replicas: int32(len(z.Pods)), ReadyReplicas: z.ready(),
+			Replicas: int32(len(z.Pods)), ReadyReplicas: z.ready(), LeavingPods: z.Leaving,
 		}
 		if z.Ring != nil {
 			zs.RingEpoch = z.Ring.Epoch
@@ -175,9 +179,40 @@ var readyChecks = []check{
 	},
 }
 
-// progressingChecks: a ring handoff is the most telling of a scale-down,
-// which also shows as Scaling until the pods are gone.
+// progressingChecks: a scale-down waiting on held data, then a ring
+// handoff, are the most telling of a scale-down, which also shows as
+// Scaling until the pods are gone.
 var progressingChecks = []check{
+	func(dc *cachev1alpha1.DistributedCache, zones []zoneObservation) *finding {
+		msg := zonesWhere(zones, func(z *zoneObservation) (string, bool) {
+			var held []string
+			for _, l := range z.Leaving {
+				if l.Unanswered == "" && l.HeldObjects > 0 {
+					held = append(held, fmt.Sprintf("%s holds %d objects, %s", l.Name, l.HeldObjects, formatBytes(l.HeldBytes)))
+				}
+			}
+			return strings.Join(held, "; "), len(held) > 0
+		})
+		if msg == "" {
+			return nil
+		}
+		return &finding{cachev1alpha1.ReasonHeldDataDraining, "scale-down waits for pods to hand over their write-back and transient data: " + msg}
+	},
+	func(dc *cachev1alpha1.DistributedCache, zones []zoneObservation) *finding {
+		msg := zonesWhere(zones, func(z *zoneObservation) (string, bool) {
+			var un []string
+			for _, l := range z.Leaving {
+				if l.Unanswered != "" && keptBy(z.StatefulSet, l.Name) {
+					un = append(un, fmt.Sprintf("%s: %s since %s", l.Name, l.Unanswered, l.UnansweredSince.UTC().Format(time.RFC3339)))
+				}
+			}
+			return strings.Join(un, "; "), len(un) > 0
+		})
+		if msg == "" {
+			return nil
+		}
+		return &finding{cachev1alpha1.ReasonLeavingPodUnanswered, "scale-down waits for pods that cannot be asked what they hold: " + msg}
+	},
 	func(dc *cachev1alpha1.DistributedCache, zones []zoneObservation) *finding {
 		msg := zonesWhere(zones, func(z *zoneObservation) (string, bool) {
 			var draining []string
@@ -222,6 +257,15 @@ var progressingChecks = []check{
 		}
 		return &finding{cachev1alpha1.ReasonRollingOut, "rolling out: " + msg}
 	},
+}
+
+// keptBy: the StatefulSet sts, as written, keeps the pod named pod.
+func keptBy(sts *appsv1.StatefulSet, pod string) bool {
+	if sts == nil || sts.Spec.Replicas == nil {
+		return false
+	}
+	ord, ok := podOrdinal(sts.Name, pod)
+	return ok && int32(ord) < *sts.Spec.Replicas
 }
 
 var degradedChecks = []check{

@@ -49,6 +49,11 @@ type Options struct {
 	CacheNodeImage string
 	// DrainGrace: see DistributedCacheReconciler.DrainGrace.
 	DrainGrace time.Duration
+	// HeldProber: see DistributedCacheReconciler.HeldProber.
+	HeldProber HeldProber
+	// UnansweredDrainTimeout: see
+	// DistributedCacheReconciler.UnansweredDrainTimeout.
+	UnansweredDrainTimeout time.Duration
 	// CARotationGrace: see DistributedCacheReconciler.CARotationGrace.
 	CARotationGrace time.Duration
 	// Now is the clock; nil: time.Now.
@@ -71,15 +76,17 @@ func SetupWithManager(mgr ctrl.Manager, o Options) error {
 		}
 	}
 	if err := (&DistributedCacheReconciler{
-		Client:          mgr.GetClient(),
-		APIReader:       mgr.GetAPIReader(),
-		Scheme:          mgr.GetScheme(),
-		Recorder:        mgr.GetEventRecorder("distributedcache-controller"),
-		CacheNodeImage:  o.CacheNodeImage,
-		DrainGrace:      o.DrainGrace,
-		CARotationGrace: o.CARotationGrace,
-		Now:             o.Now,
-		Version:         o.Version,
+		Client:                 mgr.GetClient(),
+		APIReader:              mgr.GetAPIReader(),
+		Scheme:                 mgr.GetScheme(),
+		Recorder:               mgr.GetEventRecorder("distributedcache-controller"),
+		CacheNodeImage:         o.CacheNodeImage,
+		DrainGrace:             o.DrainGrace,
+		HeldProber:             o.HeldProber,
+		UnansweredDrainTimeout: o.UnansweredDrainTimeout,
+		CARotationGrace:        o.CARotationGrace,
+		Now:                    o.Now,
+		Version:                o.Version,
 	}).SetupWithManager(mgr); err != nil {
 		return err
 	}

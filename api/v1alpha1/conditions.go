@@ -38,6 +38,14 @@ const (
 	// ReasonRingHandoff (Progressing=True): a ring change is in force and
 	// draining members still hand their chunks off.
 	ReasonRingHandoff = "RingHandoff"
+	// ReasonHeldDataDraining (Progressing=True): a scale-down waits for
+	// pods being scaled away that still hold write-back or transient data
+	// (status.zones[].leavingPods); their nodes hand it over or persist it.
+	ReasonHeldDataDraining = "HeldDataDraining"
+	// ReasonLeavingPodUnanswered (Progressing=True): a scale-down waits for
+	// a pod being scaled away that cannot be asked what it holds, for at
+	// most the operator's bound.
+	ReasonLeavingPodUnanswered = "LeavingPodUnanswered"
 	// ReasonReconciled (Progressing=False): nothing is in flight.
 	ReasonReconciled = "Reconciled"
 

@@ -688,6 +688,45 @@ type ZoneStatus struct {
 	// RingEpoch is the epoch of the zone's published ring.
 	// +optional
 	RingEpoch int64 `json:"ringEpoch,omitempty"`
+
+	// LeavingPods are the pods a scale-down is removing (ordinals at or
+	// above spec.replicas) once the drain grace has passed, with the
+	// write-back and transient data each still holds: the StatefulSet
+	// keeps a pod while it holds any (its node hands it to the holders the
+	// ring wants, or persists it), and keeps a pod that cannot be asked
+	// for a bounded time (docs/operations.md, "Scaling down"). Empty when
+	// no scale-down waits on held data.
+	// +listType=map
+	// +listMapKey=name
+	// +optional
+	LeavingPods []LeavingPodStatus `json:"leavingPods,omitempty"`
+}
+
+// LeavingPodStatus is what a pod being scaled away last reported of the
+// data it holds for WriteBack and Transient policies.
+type LeavingPodStatus struct {
+	// Name of the pod.
+	// +required
+	Name string `json:"name"`
+
+	// HeldObjects is how many write-back (not yet in S3) and transient
+	// objects the pod's node holds, its copies for other holders included.
+	// +optional
+	HeldObjects int64 `json:"heldObjects"`
+
+	// HeldBytes is the size of those objects' bodies.
+	// +optional
+	HeldBytes int64 `json:"heldBytes"`
+
+	// Unanswered says why the pod could not be asked (not running, no pod
+	// IP, its metrics endpoint unreachable); empty when it answered.
+	// +optional
+	Unanswered string `json:"unanswered,omitempty"`
+
+	// UnansweredSince is when the operator first could not ask the pod; it
+	// goes anyway once the operator's bound has passed since then.
+	// +optional
+	UnansweredSince *metav1.Time `json:"unansweredSince,omitempty"`
 }
 
 // DistributedCache is a distributed cache for S3: one StatefulSet of cache
