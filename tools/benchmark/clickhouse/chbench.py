@@ -1,12 +1,22 @@
 #!/usr/bin/env python3
 """ClickHouse (chdb) side of the B2 benchmark (tools/benchmark/clickhouse).
 
-Two commands, both with the S3 credentials in S3_ACCESS_KEY / S3_SECRET_KEY:
+Three commands, all with the S3 credentials in S3_ACCESS_KEY / S3_SECRET_KEY
+and the table's disk at URL/B/PREFIX/ (--prefix, default clickhouse):
 
   chbench.py load  --workdir DIR --endpoint URL --bucket B --rows N
       creates the reviews table on an s3_plain_rewritable disk at
       URL/B/clickhouse/, fills it with N generated rows, merges it into one
       part and prints a JSON line describing it.
+
+  chbench.py insert --workdir DIR --endpoint URL --bucket B --prefix P --rows N --batches K
+      (part B5) creates the reviews table there, empty, with its background
+      merges stopped, and generates the same N rows as load into K tables in
+      memory (not timed); prints a JSON line, then answers commands as serve
+      does:
+        {"cmd": "insert"}                  -> seconds, batches (each INSERT's), events
+        {"cmd": "verify", "query": "table"}
+        {"cmd": "quit"}
 
   chbench.py serve --workdir DIR --endpoint URL --bucket B [--fs-cache | --page-cache BYTES]
       one ClickHouse "compute node": attaches the table (through a local
@@ -73,11 +83,18 @@ QUERIES = {
 # also checks every compressed block's checksum while it reads.)
 VERIFY = {
     "scattered": f"SELECT count(), toString(sum(cityHash64(*))) FROM {TABLE} WHERE review_date IN {DATE_LIST}",
+    # Every row of the table (B5's inserts).
+    "table": f"SELECT count(), toString(sum(cityHash64(*))) FROM {TABLE}",
 }
 
 EVENTS = ["S3GetObject", "S3HeadObject", "S3ListObjects", "ReadBufferFromS3Bytes", "ReadBufferFromS3Microseconds",
           "CachedReadBufferReadFromCacheBytes", "CachedReadBufferReadFromSourceBytes", "SelectedMarks", "SelectedRows",
           "ReadCompressedBytes", "PageCacheHits", "PageCacheMisses", "PageCacheReadBytes"]
+
+# ClickHouse's own count of its S3 requests and writes (B5's inserts).
+INSERT_EVENTS = ["S3PutObject", "S3CreateMultipartUpload", "S3UploadPart", "S3CompleteMultipartUpload", "S3CopyObject",
+                 "S3DeleteObjects", "S3HeadObject", "S3ListObjects", "S3GetObject", "WriteBufferFromS3Bytes",
+                 "InsertedRows", "InsertedBytes"]
 
 # The query setting that reads a remote disk (one without a filesystem cache)
 # through the userspace page cache; the cache itself is a server setting.
@@ -107,7 +124,8 @@ def vocabulary():
         FROM numbers({VOCABULARY}) ORDER BY number))"""
 
 
-def generate(rows):
+def generate(rows, start=0):
+    """Rows start .. start+rows-1 of the table: the same rows whichever batches they come in."""
     h = "cityHash64(number, {})".format
 
     def text(salt, words):  # Zipf-like ranks: rank = V^(u^2), u uniform in [0, 1)
@@ -130,13 +148,13 @@ def generate(rows):
         {h(12)} % 10 < 8,
         {text(13, f"2 + {h(14)} % 6")},
         {text(15, f"10 + {h(16)} % 60")}
-    FROM numbers({rows})"""
+    FROM numbers({start}, {rows})"""
 
 
 class ClickHouse:
     """A chdb session in its own directory: one ClickHouse server's state."""
 
-    def __init__(self, workdir, endpoint, bucket, fs_cache=False, page_cache=0):
+    def __init__(self, workdir, endpoint, bucket, fs_cache=False, page_cache=0, prefix=PREFIX):
         from chdb import session
 
         shutil.rmtree(workdir, ignore_errors=True)
@@ -149,7 +167,7 @@ class ClickHouse:
             path += f"?page_cache_max_size={page_cache}&page_cache_min_size={page_cache}"
         self.sess = session.Session(path)
         key, secret = os.environ["S3_ACCESS_KEY"], os.environ["S3_SECRET_KEY"]
-        self.disk = (f"disk(type = s3_plain_rewritable, endpoint = {sql_str(f'{endpoint}/{bucket}/{PREFIX}/')}, "
+        self.disk = (f"disk(type = s3_plain_rewritable, endpoint = {sql_str(f'{endpoint}/{bucket}/{prefix}/')}, "
                      f"access_key_id = {sql_str(key)}, secret_access_key = {sql_str(secret)}, region = 'us-east-1')")
         if fs_cache:
             # ClickHouse's own local cache: a `type = cache` disk over the S3
@@ -168,14 +186,14 @@ class ClickHouse:
     def attach(self):
         self.run(f"ATTACH TABLE {TABLE} UUID '{TABLE_UUID}' {SCHEMA} SETTINGS disk = {self.disk}")
 
-    def events(self):
-        names = ", ".join(sql_str(e) for e in EVENTS)
+    def events(self, events=EVENTS):
+        names = ", ".join(sql_str(e) for e in events)
         rows = self.run(f"SELECT event, value FROM system.events WHERE event IN ({names})")
         return {k: int(v) for k, v in rows}
 
 
 def cmd_load(a):
-    ch = ClickHouse(a.workdir, a.endpoint, a.bucket)
+    ch = ClickHouse(a.workdir, a.endpoint, a.bucket, prefix=a.prefix)
     t = time.monotonic()
     ch.run(f"CREATE TABLE {TABLE} UUID '{TABLE_UUID}' {SCHEMA} SETTINGS disk = {ch.disk}")
     ch.run(f"INSERT INTO {TABLE} {generate(a.rows)}", fmt="Null")
@@ -206,8 +224,60 @@ def with_settings(query, extra=""):
     return f"{body} SETTINGS {settings}{fmt}"
 
 
+def batches(rows, n):
+    """(start, rows) of n batches of rows, as even as can be."""
+    out, start = [], 0
+    for b in range(n):
+        size = rows // n + (1 if b < rows % n else 0)
+        out.append((start, size))
+        start += size
+    return out
+
+
+def cmd_insert(a):
+    import chdb
+
+    ch = ClickHouse(a.workdir, a.endpoint, a.bucket, prefix=a.prefix)
+    t = time.monotonic()
+    ch.run(f"CREATE TABLE {TABLE} UUID '{TABLE_UUID}' {SCHEMA} SETTINGS disk = {ch.disk}")
+    # Only the inserts write: no merge starts during or after them, so what
+    # S3 must end up holding is known once the last INSERT is answered.
+    ch.run(f"SYSTEM STOP MERGES {TABLE}")
+    # The rows, generated beforehand (with the table's column types), so the
+    # INSERTs time ClickHouse writing parts, not the generator.
+    todo = batches(a.rows, a.batches)
+    for b, (start, n) in enumerate(todo):
+        ch.run(f"CREATE TABLE src_{b} ENGINE = Memory AS SELECT * FROM {TABLE} WHERE 0")
+        ch.run(f"INSERT INTO src_{b} {generate(n, start)}", fmt="Null")
+    print(json.dumps({"generated": round(time.monotonic() - t, 3), "version": ch.run("SELECT version()")[0][0],
+                      "chdb": chdb.__version__}), flush=True)
+    for line in sys.stdin:
+        req = json.loads(line)
+        if req["cmd"] == "quit":
+            break
+        before = ch.events(INSERT_EVENTS)
+        if req["cmd"] == "insert":
+            took = []
+            for b in range(len(todo)):
+                t = time.monotonic()
+                ch.run(f"INSERT INTO {TABLE} SELECT * FROM src_{b}", fmt="Null")
+                took.append(time.monotonic() - t)
+            out = {"seconds": sum(took), "batches": took}
+            for b in range(len(todo)):
+                ch.run(f"DROP TABLE src_{b}", fmt="Null")
+        elif req["cmd"] == "verify":
+            t = time.monotonic()
+            out = {"rows": ch.run(VERIFY[req["query"]])}
+            out["seconds"] = time.monotonic() - t
+        else:
+            raise SystemExit(f"chbench.py: unknown command {req!r}")
+        after = ch.events(INSERT_EVENTS)
+        out["events"] = {k: after.get(k, 0) - before.get(k, 0) for k in INSERT_EVENTS}
+        print(json.dumps(out), flush=True)
+
+
 def cmd_serve(a):
-    ch = ClickHouse(a.workdir, a.endpoint, a.bucket, a.fs_cache, a.page_cache)
+    ch = ClickHouse(a.workdir, a.endpoint, a.bucket, a.fs_cache, a.page_cache, a.prefix)
     extra = PAGE_CACHE_SETTING if a.page_cache else ""
     t = time.monotonic()
     ch.attach()
@@ -239,21 +309,25 @@ def cmd_serve(a):
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = p.add_subparsers(dest="cmd", required=True)
-    for name in ("load", "serve"):
+    for name in ("load", "insert", "serve"):
         s = sub.add_parser(name)
         s.add_argument("--workdir", required=True)
         s.add_argument("--endpoint", required=True)
         s.add_argument("--bucket", required=True)
-        if name == "load":
+        s.add_argument("--prefix", default=PREFIX, help="the disk's objects are under bucket/PREFIX/")
+        if name in ("load", "insert"):
             s.add_argument("--rows", type=int, required=True)
-        else:
+        if name == "insert":
+            s.add_argument("--batches", type=int, required=True)
+        elif name == "serve":
             c = s.add_mutually_exclusive_group()
             c.add_argument("--fs-cache", action="store_true", help="read through a local filesystem cache disk")
             c.add_argument("--page-cache", type=int, default=0, metavar="BYTES",
                            help="a userspace page cache of BYTES, used by every query")
     a = p.parse_args()
     a.endpoint = a.endpoint.rstrip("/")
-    {"load": cmd_load, "serve": cmd_serve}[a.cmd](a)
+    a.prefix = a.prefix.strip("/")
+    {"load": cmd_load, "insert": cmd_insert, "serve": cmd_serve}[a.cmd](a)
 
 
 if __name__ == "__main__":

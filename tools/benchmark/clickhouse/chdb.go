@@ -65,15 +65,19 @@ func newChdb(python, dir string) (*chdb, error) {
 	return &chdb{python: python, script: script, dir: dir}, nil
 }
 
-// endpoint is where a ClickHouse process reads the table.
-type endpoint struct {
-	URL, AccessKey, SecretKey, Bucket string
+// Endpoint is where a ClickHouse process keeps the table: its S3 disk is
+// at URL/Bucket/Prefix/ (Prefix "": chbench.py's default, clickhouse).
+type Endpoint struct {
+	URL, AccessKey, SecretKey, Bucket, Prefix string
 }
 
-func (c *chdb) command(ctx context.Context, ep endpoint, args ...string) *exec.Cmd {
+func (c *chdb) command(ctx context.Context, ep Endpoint, args ...string) *exec.Cmd {
 	c.seq++
 	work := filepath.Join(c.dir, fmt.Sprintf("ch-%d", c.seq))
 	args = append([]string{c.script, args[0], "--workdir", work, "--endpoint", ep.URL, "--bucket", ep.Bucket}, args[1:]...)
+	if ep.Prefix != "" {
+		args = append(args, "--prefix", ep.Prefix)
+	}
 	cmd := exec.CommandContext(ctx, c.python, args...)
 	// Credentials go through the environment, not argv.
 	cmd.Env = append(os.Environ(), "S3_ACCESS_KEY="+ep.AccessKey, "S3_SECRET_KEY="+ep.SecretKey)
@@ -98,7 +102,7 @@ type loadInfo struct {
 }
 
 // load creates and fills the table at ep.
-func (c *chdb) load(ctx context.Context, ep endpoint, rows int64) (*loadInfo, error) {
+func (c *chdb) load(ctx context.Context, ep Endpoint, rows int64) (*loadInfo, error) {
 	cmd := c.command(ctx, ep, "load", "--rows", fmt.Sprint(rows))
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
@@ -127,6 +131,7 @@ type result struct {
 	Seconds float64          `json:"seconds"`
 	Rows    [][]any          `json:"rows"`
 	Events  map[string]int64 `json:"events"`
+	Batches []float64        `json:"batches"` // seconds of each INSERT (insert)
 }
 
 // chOpts are a ClickHouse process's caches beyond its defaults.
@@ -140,7 +145,7 @@ type chOpts struct {
 }
 
 // serve starts a ClickHouse process reading the table at ep with opts.
-func (c *chdb) serve(ctx context.Context, ep endpoint, opts chOpts) (*session, error) {
+func (c *chdb) serve(ctx context.Context, ep Endpoint, opts chOpts) (*session, error) {
 	var args []string
 	if opts.FSCache {
 		args = append(args, "--fs-cache")
@@ -148,19 +153,8 @@ func (c *chdb) serve(ctx context.Context, ep endpoint, opts chOpts) (*session, e
 	if opts.PageCache > 0 {
 		args = append(args, "--page-cache", fmt.Sprint(opts.PageCache))
 	}
-	cmd := c.command(ctx, ep, append([]string{"serve"}, args...)...)
-	s := &session{cmd: cmd, stderr: &lockedBuffer{}}
-	var err error
-	if s.in, err = cmd.StdinPipe(); err != nil {
-		return nil, err
-	}
-	stdout, err := cmd.StdoutPipe()
+	s, err := c.start(ctx, ep, append([]string{"serve"}, args...)...)
 	if err != nil {
-		return nil, err
-	}
-	s.out = bufio.NewReader(stdout)
-	cmd.Stderr = s.stderr
-	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
 	var hello struct {
@@ -178,6 +172,27 @@ func (c *chdb) serve(ctx context.Context, ep endpoint, opts chOpts) (*session, e
 		return nil, fmt.Errorf("chbench.py: page_cache_max_size is %d in the server's settings, want %d", hello.PageCacheSize, opts.PageCache)
 	}
 	s.Attach = hello.Events
+	return s, nil
+}
+
+// start starts chbench.py with args (its command first) as a session
+// that takes commands on stdin.
+func (c *chdb) start(ctx context.Context, ep Endpoint, args ...string) (*session, error) {
+	cmd := c.command(ctx, ep, args...)
+	s := &session{cmd: cmd, stderr: &lockedBuffer{}}
+	var err error
+	if s.in, err = cmd.StdinPipe(); err != nil {
+		return nil, err
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	s.out = bufio.NewReader(stdout)
+	cmd.Stderr = s.stderr
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
 	return s, nil
 }
 

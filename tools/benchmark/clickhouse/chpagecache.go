@@ -31,7 +31,7 @@ func (p chPageProbe) Works() bool {
 
 // probeCHPage starts a ClickHouse process with a page cache of size bytes
 // on ep and runs the scattered query cold and hot.
-func (m *meter) probeCHPage(env benchkit.Env, ep endpoint, size int64) (chPageProbe, error) {
+func (m *meter) probeCHPage(env benchkit.Env, ep Endpoint, size int64) (chPageProbe, error) {
 	p := chPageProbe{Bytes: size}
 	q := "scattered"
 	out, err := m.session(ep, chOpts{PageCache: size}, q, nil, nil)

@@ -78,7 +78,7 @@ func pageBytesWanted() (int64, error) {
 
 // chunkSizes measures rows 3-5 of both queries on a fresh cache of each
 // size, nRuns times, the sizes interleaved within each run.
-func (m *meter) chunkSizes(env benchkit.Env, bin string, cache cacheConfig, s3 endpoint, sizes []int64, nRuns int) (*chunkSweep, error) {
+func (m *meter) chunkSizes(env benchkit.Env, bin string, cache cacheConfig, s3 Endpoint, sizes []int64, nRuns int) (*chunkSweep, error) {
 	sw := &chunkSweep{Sizes: sizes}
 	for k := range nRuns {
 		run := make([][][2]cell, len(sizes)*sweepRows)

@@ -177,7 +177,7 @@ func measure(ctx context.Context, env benchkit.Env) (*results, error) {
 		return nil, err
 	}
 	defer link.Close()
-	direct := endpoint{URL: minio.Endpoint, AccessKey: minio.AccessKey, SecretKey: minio.SecretKey, Bucket: bucket}
+	direct := Endpoint{URL: minio.Endpoint, AccessKey: minio.AccessKey, SecretKey: minio.SecretKey, Bucket: bucket}
 	viaLink := direct
 	viaLink.URL = link.URL
 
@@ -244,7 +244,7 @@ func measure(ctx context.Context, env benchkit.Env) (*results, error) {
 }
 
 // run measures every cell once: [row][query][cold, hot].
-func (m *meter) run(env benchkit.Env, bin string, cache cacheConfig, direct, viaLink endpoint, k, nRuns int) ([][][2]cell, error) {
+func (m *meter) run(env benchkit.Env, bin string, cache cacheConfig, direct, viaLink Endpoint, k, nRuns int) ([][][2]cell, error) {
 	cells := make([][][2]cell, len(rows))
 	for i := range cells {
 		cells[i] = make([][2]cell, len(queries))
@@ -290,7 +290,7 @@ func (m *meter) run(env benchkit.Env, bin string, cache cacheConfig, direct, via
 // so the query's own cold and warm states are measured, not what the other
 // query left behind; and row 7 after them when chPage, ClickHouse's page
 // cache size, is not 0. It returns what G2 took to start.
-func (m *meter) distcache(env benchkit.Env, bin, dir string, cfg cacheConfig, s3 endpoint, q string, qi int, cells [][][2]cell, chPage int64) (g2Start startCost, err error) {
+func (m *meter) distcache(env benchkit.Env, bin, dir string, cfg cacheConfig, s3 Endpoint, q string, qi int, cells [][][2]cell, chPage int64) (g2Start startCost, err error) {
 	cl, err := startCluster(m.ctx, bin, dir, cfg, s3)
 	if err != nil {
 		return g2Start, err
@@ -382,7 +382,7 @@ func (m *meter) snap(gw, nodes []string) (snapshot, error) {
 
 // session is one fresh ClickHouse process on ep: the query cold, then hot,
 // then (scattered) its checksum, which must equal every other row's.
-func (m *meter) session(ep endpoint, opts chOpts, q string, g *gatewayProc, cl *cluster) (out [2]cell, err error) {
+func (m *meter) session(ep Endpoint, opts chOpts, q string, g *gatewayProc, cl *cluster) (out [2]cell, err error) {
 	var gw, nodes []string
 	if g != nil {
 		gw = []string{g.metrics}

@@ -63,7 +63,7 @@ type cluster struct {
 // gatewayProc is one `cachenode gateway`.
 type gatewayProc struct {
 	*benchkit.Process
-	endpoint endpoint
+	endpoint Endpoint
 	metrics  string
 	// start is what the process took to be ready: the time, and its CPU
 	// (faulting its page cache in, --page-cache-prefault).
@@ -77,7 +77,7 @@ type startCost struct {
 
 const tenantName = "bench"
 
-func startCluster(ctx context.Context, bin, dir string, cfg cacheConfig, s3 endpoint) (c *cluster, err error) {
+func startCluster(ctx context.Context, bin, dir string, cfg cacheConfig, s3 Endpoint) (c *cluster, err error) {
 	c = &cluster{bin: bin, dir: dir, cfg: cfg, tenant: tenantName}
 	started := c // the returns below set c to nil
 	defer func() {
@@ -170,7 +170,7 @@ func (c *cluster) startGateway(ctx context.Context, bucket string) (*gatewayProc
 		return nil, err
 	}
 	g := &gatewayProc{Process: p, metrics: "http://" + ops + "/metrics",
-		endpoint: endpoint{URL: "http://" + listen, AccessKey: key, SecretKey: secret, Bucket: bucket}}
+		endpoint: Endpoint{URL: "http://" + listen, AccessKey: key, SecretKey: secret, Bucket: bucket}}
 	if err := p.WaitReady(ctx, "http://"+ops+"/readyz"); err != nil {
 		p.Stop()
 		return nil, err

@@ -386,7 +386,7 @@ func (w *world) startProfile(col column, r row, round int) (func(), error) {
 
 // measureAll runs every row's columns back to back, round after round.
 func (w *world) measureAll(ctx context.Context, env benchkit.Env) (*report, error) {
-	rep := &report{cfg: w.cfg, columns: w.columns(), nodes: len(w.cache.Nodes())}
+	rep := &report{cfg: w.cfg, columns: w.columns(), nodes: len(w.cache.Nodes()), ch: map[string]*chSample{}}
 	rep.cells = make(map[string]*sample)
 	for round := 1; round <= w.cfg.rounds; round++ {
 		for _, r := range w.cfg.rows {
@@ -424,6 +424,16 @@ func (w *world) measureAll(ctx context.Context, env benchkit.Env) (*report, erro
 			if err := w.remove(ctx, written); err != nil {
 				return nil, err
 			}
+		}
+		if w.cfg.ch != nil {
+			cols := slices.Clone(rep.columns)
+			if round%2 == 0 {
+				slices.Reverse(cols)
+			}
+			if err := w.measureCH(ctx, env, cols, round, rep); err != nil {
+				return nil, err
+			}
+			rep.chAnswer, rep.chVersion = w.chAnswer, w.chVersion
 		}
 	}
 	return rep, nil

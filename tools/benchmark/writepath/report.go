@@ -2,7 +2,9 @@ package writepath
 
 import (
 	"fmt"
+	"maps"
 	"runtime"
+	"slices"
 	"strings"
 	"time"
 
@@ -15,6 +17,10 @@ type report struct {
 	columns []column
 	nodes   int
 	cells   map[string]*sample // row id + "/" + column id
+	// The ClickHouse row: by column id; the fingerprint every ClickHouse
+	// read, and the engine's versions.
+	ch                  map[string]*chSample
+	chAnswer, chVersion string
 }
 
 func (r *report) cell(row row, col string) *sample { return r.cells[row.id+"/"+col] }
@@ -38,7 +44,8 @@ func (r *report) markdown() string {
 		map[bool]string{true: "all of them", false: "each client's last"}[c.verifyAll])
 	p("after each row they are removed and MinIO gets %s to finish its work on them.\n\n", c.settle)
 	p("```sh\nmake bench BENCH_PARTS=b5        # this section (tools/benchmark/writepath)\n")
-	p("BENCH_PROFILE_DIR=/tmp/b5 BENCH_B5_ROWS=big make bench BENCH_PARTS=b5   # CPU and block profiles of the gateway cells\n```\n\n")
+	p("BENCH_PROFILE_DIR=/tmp/b5 BENCH_B5_ROWS=big make bench BENCH_PARTS=b5   # CPU and block profiles of the gateway cells\n")
+	p("BENCH_B5_ROWS=clickhouse BENCH_B5_CH_ROWS=100000 BENCH_B5_CH_BATCHES=10 make bench BENCH_PARTS=b5   # only ClickHouse's INSERTs, other sizes\n```\n\n")
 	if len(c.knobs) > 0 {
 		p("**This run was narrowed with %s.**\n\n", strings.Join(c.knobs, ", "))
 	}
@@ -55,6 +62,20 @@ func (r *report) markdown() string {
 		sizeName(c.chunkSize))
 	p("A PUT is answered once S3 has the object; the nodes keep its chunks and metadata, so the GET right after it is a hit.\n\n")
 
+	if len(c.rows) > 0 {
+		r.putTables(&b)
+	}
+	if reading := r.reading(); reading != "" {
+		b.WriteString("\n**Reading it.** " + reading + "\n")
+	}
+	b.WriteString(r.clickHouse())
+	return b.String()
+}
+
+// putTables are the PUT rows' tables and goals.
+func (r *report) putTables(b *strings.Builder) {
+	p := func(format string, args ...any) { fmt.Fprintf(b, format, args...) }
+	c := r.cfg
 	t := benchkit.Table{Header: []string{"write", "S3 directly", "through the gateway", "gateway / S3"}}
 	for _, row := range c.rows {
 		s3, gw := r.cell(row, "s3"), r.cell(row, "gateway")
@@ -104,10 +125,6 @@ func (r *report) markdown() string {
 	b.WriteString("\n")
 	b.WriteString(r.goals())
 	b.WriteString(r.writeBack())
-	if reading := r.reading(); reading != "" {
-		b.WriteString("\n**Reading it.** " + reading + "\n")
-	}
-	return b.String()
 }
 
 // reading explains the rows that miss their goal from the figures.
@@ -229,3 +246,174 @@ func (r *report) goals() string {
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// Goal of issue #27 for ClickHouse's inserts.
+const goalCHInsert = 5.0 // the INSERTs through write-back at least this many times faster than S3 directly
+
+// clickHouse is the ClickHouse row's section.
+func (r *report) clickHouse() string {
+	ch := r.cfg.ch
+	s3 := r.ch["s3"]
+	if ch == nil || s3 == nil || len(s3.rounds) == 0 {
+		return ""
+	}
+	var b strings.Builder
+	p := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
+	nRounds := len(s3.rounds)
+	p("\n### ClickHouse INSERT of B2's table in batches\n\n")
+	p("ClickHouse's engine as B2 runs it (%s, one fresh process per column and round) creates B2's `reviews` table ", r.chVersion)
+	p("(its definition: 15 columns, `CODEC(ZSTD(1))`, `ORDER BY (review_date, product_category)`, on an `s3_plain_rewritable` disk) ")
+	p("empty under a fresh prefix, and inserts B2's first %d rows (B2's generator) in %d INSERTs of about %d rows, one after the other: ",
+		ch.rows, ch.batches, ch.rows/ch.batches)
+	p("`INSERT INTO reviews SELECT * FROM` a table in memory, the rows generated beforehand and not timed. ")
+	p("The table's background merges are stopped (`SYSTEM STOP MERGES`), so the INSERTs' parts are all it writes. ")
+	p("%d round(s), the columns in the PUT rows' order (reversed in even rounds). **S3 directly**: the disk's endpoint is the link, with MinIO's credentials; ", nRounds)
+	p("the other columns: the gateway above, the table's keys under an ordinary (write-through) prefix or under the `WriteBack` prefixes of ")
+	p("1 and 2 replicas. After its INSERTs, each process answers `SELECT count(), sum(cityHash64(*)) FROM reviews` from its endpoint; ")
+	p("meanwhile, for the gateway columns, the bench lists the table's prefix through the gateway (held objects as S3 will list them) and ")
+	p("waits until MinIO itself lists exactly that (keys, sizes, ETags): \"S3 had everything after\" is how long after the last INSERT's ")
+	p("answer that was, each round. The write-back tables are then read again by another fresh ClickHouse process from MinIO directly.\n\n")
+
+	t := benchkit.Table{Header: []string{"column", "INSERTs, one after the other", "per INSERT", "S3 / column",
+		"ClickHouse's S3 requests per INSERT", "reached S3 per INSERT: writes / HEAD / GET", "CPU s per round: ClickHouse / the rest", "S3 had everything after"}}
+	for _, col := range r.columns {
+		s := r.ch[col.id]
+		if s == nil || len(s.rounds) == 0 {
+			continue
+		}
+		n := float64(s.inserts.Count())
+		rounds := float64(len(s.rounds))
+		total := fmt.Sprintf("%.3f s", s.total().Seconds()/rounds)
+		if len(s.rounds) > 1 {
+			var each []string
+			for _, d := range s.rounds {
+				each = append(each, fmt.Sprintf("%.3f", d.Seconds()))
+			}
+			total += " (rounds: " + strings.Join(each, ", ") + " s)"
+		}
+		reached := s3Requests(s.s3, n)
+		if col.replicas > 0 {
+			reached += "; until S3 had everything: " + s3Requests(s.s3Caught, n)
+		}
+		caught := "—"
+		if col.replicas > 0 {
+			var each []string
+			for _, d := range s.catchUp {
+				each = append(each, benchkit.Millis(d))
+			}
+			caught = strings.Join(each, ", ")
+		}
+		t.Rows = append(t.Rows, []string{col.name, total,
+			fmt.Sprintf("p50 %s, p99 %s", benchkit.Millis(s.inserts.Quantile(0.5)), benchkit.Millis(s.inserts.Quantile(0.99))),
+			fmt.Sprintf("%.2fx", s3.total().Seconds()/s.total().Seconds()), chRequests(s.events, n), reached,
+			fmt.Sprintf("%.2f / %.2f", s.cpuCH.Seconds()/rounds, s.cpu.Seconds()/rounds), caught})
+	}
+	b.WriteString(t.Markdown())
+	p("\nThe gateway's requests during the INSERTs, per INSERT: how many of each S3 operation and their mean time from arrival to answer ")
+	p("(its duration histogram); ClickHouse makes some of them at once.\n\n")
+	t = benchkit.Table{Header: []string{"column", "requests per INSERT: count × mean"}}
+	for _, col := range r.columns {
+		s := r.ch[col.id]
+		if s == nil || !col.gateway || len(s.ops) == 0 {
+			continue
+		}
+		n := float64(s.inserts.Count())
+		var each []string
+		for _, op := range slices.Sorted(maps.Keys(s.ops)) {
+			h := s.ops[op]
+			each = append(each, fmt.Sprintf("%s %.1f × %s", op, float64(h.n)/n, benchkit.Millis(h.mean())))
+		}
+		t.Rows = append(t.Rows, []string{col.name, strings.Join(each, ", ")})
+	}
+	b.WriteString(t.Markdown())
+	p("\n\"S3 / column\" is S3 directly's INSERT time over the column's, all rounds together. \"Reached S3\": the requests that ")
+	p("reached MinIO through the link (PUT, POST and DELETE / HEAD / GET, listings included), during the INSERTs, and for write-back ")
+	p("from the first INSERT until S3 had everything. CPU: ClickHouse's process, and this process (gateway, nodes, link) with MinIO, during the INSERTs.\n\n")
+	if r.chAnswer != "" {
+		p("Every ClickHouse process read the same table: %s, right after its INSERTs in every column, and from MinIO directly ", r.chAnswer)
+		p("(a fresh process) once S3 had everything of the write-back tables.\n\n")
+	}
+	if wb := r.ch["writeback2"]; wb != nil && wb.total() > 0 {
+		ratio := s3.total().Seconds() / wb.total().Seconds()
+		verdict := "**not met**"
+		if ratio >= goalCHInsert {
+			verdict = "**met**"
+		}
+		p("**Goal** (issue #27, write-back):\n\n")
+		p("- ClickHouse insert at least %.0fx faster than S3 directly: %s (%.2fx, write-back with 2 replicas", goalCHInsert, verdict, ratio)
+		if wb1 := r.ch["writeback1"]; wb1 != nil && wb1.total() > 0 {
+			p("; with 1 replica %.2fx", s3.total().Seconds()/wb1.total().Seconds())
+		}
+		p(").\n")
+	}
+	if reading := r.chReading(); reading != "" {
+		p("\n**Reading it.** %s\n", reading)
+	}
+	return b.String()
+}
+
+// chReading explains the ClickHouse row from its figures: what an INSERT
+// waits for straight to S3, and what bounds it through write-back.
+func (r *report) chReading() string {
+	s3, wb := r.ch["s3"], r.ch["writeback2"]
+	if s3 == nil || wb == nil || s3.inserts.Count() == 0 || wb.inserts.Count() == 0 || r.cfg.link.Latency <= 0 {
+		return ""
+	}
+	n := float64(s3.inserts.Count())
+	writes := float64(s3.events["S3PutObject"]+s3.events["S3CreateMultipartUpload"]+s3.events["S3UploadPart"]+
+		s3.events["S3CompleteMultipartUpload"]) / n
+	heads := float64(s3.events["S3HeadObject"]) / n
+	p50 := s3.inserts.Quantile(0.5)
+	trips := ms(p50) / ms(r.cfg.link.Latency)
+	text := fmt.Sprintf("Each INSERT writes one part: ClickHouse made %.1f S3 writes and %.1f HEADs per INSERT. Straight to S3 an INSERT "+
+		"took %s (p50), %.1f times the link's %s", writes, heads, benchkit.Millis(p50), trips, r.cfg.link.Latency)
+	if trips < writes+heads {
+		text += ": fewer than its requests, so ClickHouse sends some of them at once, and waits for the others one after another."
+	} else {
+		text += "."
+	}
+	nwb := float64(wb.inserts.Count())
+	wall := wb.total().Seconds()
+	busy := (wb.cpuCH + wb.cpu).Seconds() / wall / float64(runtime.NumCPU())
+	text += fmt.Sprintf(" Through write-back with 2 replicas an INSERT took %s (p50)", benchkit.Millis(wb.inserts.Quantile(0.5)))
+	if put := wb.ops["PutObject"]; put.n > 0 {
+		text += fmt.Sprintf(", the gateway answering its PutObjects in %s on average", benchkit.Millis(put.mean()))
+	}
+	text += fmt.Sprintf(". During those INSERTs (%.2f s in all) this machine's %d cores were %.0f%% busy: ClickHouse used %.2f CPU-seconds "+
+		"(%s per INSERT), the gateway, the nodes (persisting to S3 meanwhile), the link and MinIO %.2f.",
+		wall, runtime.NumCPU(), 100*busy, wb.cpuCH.Seconds(), benchkit.Millis(time.Duration(float64(wb.cpuCH)/nwb)), wb.cpu.Seconds())
+	if busy >= 0.8 {
+		text += " So here the INSERTs through write-back are bound by the CPU of this one machine, on which ClickHouse, the cache and S3 all run, " +
+			"more than by the write path's latency."
+	}
+	return text
+}
+
+// chRequests are ClickHouse's own S3 requests per INSERT (its
+// ProfileEvents): writes (PutObject, and the requests of multipart
+// uploads), HEADs, GETs, listings, and copies and batch deletes when it
+// made any.
+func chRequests(ev map[string]int64, n float64) string {
+	per := func(keys ...string) float64 {
+		var v int64
+		for _, k := range keys {
+			v += ev[k]
+		}
+		return float64(v) / n
+	}
+	out := fmt.Sprintf("%.1f writes, %.1f HEAD, %.1f GET, %.1f LIST",
+		per("S3PutObject", "S3CreateMultipartUpload", "S3UploadPart", "S3CompleteMultipartUpload"),
+		per("S3HeadObject"), per("S3GetObject"), per("S3ListObjects"))
+	if v := per("S3CopyObject"); v > 0 {
+		out += fmt.Sprintf(", %.1f copy", v)
+	}
+	if v := per("S3DeleteObjects"); v > 0 {
+		out += fmt.Sprintf(", %.1f delete", v)
+	}
+	return out
+}
+
+// s3Requests are requests that reached S3 per INSERT.
+func s3Requests(c benchkit.S3Counts, n float64) string {
+	return fmt.Sprintf("%.1f / %.1f / %.1f", float64(c.Others)/n, float64(c.HEADs)/n, float64(c.GETs)/n)
+}

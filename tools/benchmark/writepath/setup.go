@@ -36,6 +36,11 @@ type world struct {
 	gateway *benchcache.Gateway
 	direct  *s3.Client // S3 through the link, with MinIO's credentials
 	plain   *s3.Client // MinIO without the link: checks and clean-up, never measured
+	// ch runs ClickHouse (chdb) for the ClickHouse row; chAnswer is the
+	// table's fingerprint every process must read.
+	ch        *clickhouse.Engine
+	chAnswer  string
+	chVersion string // "chdb x, ClickHouse y", once a process has said
 	// nodePuts times the nodes' PUT handlers (write-throughs; the
 	// nodes' metrics count chunk handouts between them as puts too).
 	nodePuts timer
@@ -67,6 +72,12 @@ func startWorld(ctx context.Context, env benchkit.Env, cfg config) (_ *world, er
 	}
 	w.onClose(w.link.Close)
 	w.direct = benchcache.NewS3Client(w.link.URL, w.minio.Region, w.minio.AccessKey, w.minio.SecretKey)
+
+	if cfg.ch != nil {
+		if w.ch, err = clickhouse.NewEngine(ctx, env.Root, filepath.Join(env.WorkDir, "chdb")); err != nil {
+			return nil, err
+		}
+	}
 
 	env.Logf("starting %d cache node(s) and the gateway", cfg.nodes)
 	// The nodes as `cachenode serve` runs them by default (TTL mode, its

@@ -16,10 +16,15 @@
 // Knobs for profiling work (each one set is named in the section):
 //
 //	BENCH_PROFILE_DIR=dir      CPU and block profiles of every gateway cell
-//	BENCH_B5_ROWS=small1,big   only these rows (small1, small16, big, getafter)
+//	BENCH_B5_ROWS=small1,big   only these rows (small1, small16, big, getafter, clickhouse)
 //	BENCH_B5_SECONDS=5         measuring time per cell and round
 //	BENCH_B5_ROUNDS=2          rounds
 //	BENCH_B5_NODES=1           cache nodes
+//	BENCH_B5_CH_ROWS=100000    rows ClickHouse inserts (clickhouse row)
+//	BENCH_B5_CH_BATCHES=10     in this many INSERTs
+//
+// The clickhouse row (clickhouse.go) is ClickHouse's engine (chdb, as B2
+// runs it) inserting B2's table in batches on each column's endpoint.
 package writepath
 
 import (
@@ -37,6 +42,7 @@ import (
 // config sizes a run.
 type config struct {
 	rows       []row
+	ch         *chConfig // the ClickHouse row; nil: not measured
 	nodes      int
 	chunkSize  int64
 	cell       time.Duration // per cell and round
@@ -72,6 +78,7 @@ func defaultConfig(quick bool) config {
 		return config{
 			rows: []row{{id: "small1", size: 10 << 10, clients: 1}, {id: "small16", size: 10 << 10, clients: 4},
 				{id: "big", size: 6<<20 + 123, clients: 2}, {id: "getafter", size: 10 << 10, clients: 1, getAfter: true}},
+			ch:    &chConfig{rows: 3000, batches: 3},
 			nodes: 3, chunkSize: 1 << 20, cell: 300 * time.Millisecond, rounds: 1,
 			link: clickhouse.LinkConfig{Latency: 5 * time.Millisecond}, verifyAll: true,
 		}
@@ -79,6 +86,7 @@ func defaultConfig(quick bool) config {
 	return config{
 		rows: []row{{id: "small1", size: 10 << 10, clients: 1}, {id: "small16", size: 10 << 10, clients: 16},
 			{id: "big", size: 16 << 20, clients: 4}, {id: "getafter", size: 10 << 10, clients: 1, getAfter: true}},
+		ch:    &chConfig{rows: 200_000, batches: 20},
 		nodes: 3, chunkSize: 4 << 20, cell: 8 * time.Second, settle: 3 * time.Second, rounds: 3, link: clickhouse.DefaultLink,
 	}
 }
@@ -90,8 +98,11 @@ func (c *config) applyKnobs() (err error) {
 	}
 	if want := c.knobs.List("BENCH_B5_ROWS"); want != nil {
 		c.rows = slices.DeleteFunc(c.rows, func(r row) bool { return !slices.Contains(want, r.id) })
-		if len(c.rows) == 0 {
-			return fmt.Errorf("BENCH_B5_ROWS=%s selects no row (small1, small16, big, getafter)", os.Getenv("BENCH_B5_ROWS"))
+		if !slices.Contains(want, chRowID) {
+			c.ch = nil
+		}
+		if len(c.rows) == 0 && c.ch == nil {
+			return fmt.Errorf("BENCH_B5_ROWS=%s selects no row (small1, small16, big, getafter, %s)", os.Getenv("BENCH_B5_ROWS"), chRowID)
 		}
 	}
 	for name, set := range map[string]func(float64){
@@ -103,11 +114,24 @@ func (c *config) applyKnobs() (err error) {
 			return err
 		}
 	}
+	if c.ch != nil {
+		for name, set := range map[string]func(int){
+			"BENCH_B5_CH_ROWS":    func(n int) { c.ch.rows = n },
+			"BENCH_B5_CH_BATCHES": func(n int) { c.ch.batches = n },
+		} {
+			if err := c.knobs.PositiveInt(name, set); err != nil {
+				return err
+			}
+		}
+		if c.ch.batches > c.ch.rows {
+			return fmt.Errorf("BENCH_B5_CH_BATCHES=%d is more than the %d rows inserted", c.ch.batches, c.ch.rows)
+		}
+	}
 	slices.Sort(c.knobs)
 	return nil
 }
 
-// Run is part B5 (write-through).
+// Run is part B5 (write-through, write-back, ClickHouse's inserts).
 func Run(ctx context.Context, env benchkit.Env) (benchkit.Section, error) {
 	_, sec, err := run(ctx, env)
 	return sec, err
