@@ -1,7 +1,10 @@
 package node
 
 import (
+	"bytes"
 	"context"
+	"crypto/md5"
+	"encoding/hex"
 	"errors"
 	"io"
 	"net/http"
@@ -187,31 +190,97 @@ func (s *Server) deleteHeld(w http.ResponseWriter, r *http.Request, q request, p
 // other holders; it returns once every holder has it on disk. If one
 // cannot take it, the copies made are dropped and the write fails.
 func (s *Server) holdVersion(ctx context.Context, c caller, e writeback.Entry, body io.Reader) (writeback.Entry, *apiError) {
+	others := slices.DeleteFunc(slices.Clone(e.Holders), func(n string) bool { return n == s.cfg.Self })
+	if len(others) > 0 && e.Size <= heldInMemoryBytes {
+		return s.holdEverywhere(ctx, c, e, body, others)
+	}
 	stored, err := s.cfg.Journal.Write(e, body)
-	switch {
-	case errors.Is(err, writeback.ErrFull):
-		s.countHeldFull()
-		s.log.Warn("write-back space is full: held writes get SlowDown until S3 has caught up",
-			"tenant", e.Tenant, "bucket", e.Bucket, "limitBytes", s.cfg.Journal.Stats().Limit)
-		return stored, newError(http.StatusServiceUnavailable, CodeSlowDown,
-			"the cache's write-back space is full until S3 has caught up; retry")
-	case errors.Is(err, writeback.ErrBadBody):
-		return stored, newError(http.StatusBadRequest, CodeBadRequest, "the body is not Content-Length bytes")
-	case err != nil:
-		s.storeFailed("held_write", err)
-		return stored, newError(http.StatusInternalServerError, CodeInternal, "writing the journal: "+err.Error())
+	if aerr := s.journalFailed(e, err); aerr != nil {
+		return stored, aerr
 	}
 	if stored.Version != e.Version {
 		return stored, nil // a newer version came first (cannot happen at the owner, which numbers them)
 	}
 	r := s.currentRing()
-	others := slices.DeleteFunc(slices.Clone(stored.Holders), func(n string) bool { return n == s.cfg.Self })
+	others = slices.DeleteFunc(slices.Clone(stored.Holders), func(n string) bool { return n == s.cfg.Self })
 	errs := make([]error, len(others))
 	var wg sync.WaitGroup
 	for i, name := range others {
 		wg.Go(func() { errs[i] = s.copyHeld(ctx, r, c, name, stored) })
 	}
 	wg.Wait()
+	return stored, s.copiesTaken(ctx, r, c, stored, others, errs)
+}
+
+// heldInMemoryBytes is the largest body holdEverywhere reads into memory.
+const heldInMemoryBytes = 256 << 10
+
+// holdEverywhere holds a small version (or a delete) on this node and the
+// other holders at once: its body is read into memory first, so the
+// copies do not wait for this node's journal; each holder has its copy on
+// disk before it answers, this node before this returns, as holdVersion.
+func (s *Server) holdEverywhere(ctx context.Context, c caller, e writeback.Entry, body io.Reader, others []string) (writeback.Entry, *apiError) {
+	var data []byte
+	if e.Op == writeback.OpPut {
+		data = make([]byte, e.Size+1) // one more, to see a body longer than its size
+		n, err := io.ReadFull(body, data)
+		if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, io.EOF) {
+			return writeback.Entry{}, newError(http.StatusBadRequest, CodeBadRequest, "reading the body: "+err.Error())
+		}
+		if int64(n) != e.Size {
+			return writeback.Entry{}, s.journalFailed(e, writeback.ErrBadBody)
+		}
+		data = data[:n]
+		if e.ETag == "" { // the ETag every holder checks its copy against
+			sum := md5.Sum(data)
+			e.ETag = `"` + hex.EncodeToString(sum[:]) + `"`
+		}
+	}
+	r := s.currentRing()
+	errs := make([]error, len(others))
+	var wg sync.WaitGroup
+	for i, name := range others {
+		wg.Go(func() { errs[i] = s.sendHeld(ctx, r, c, name, e, bytes.NewReader(data)) })
+	}
+	stored, err := s.cfg.Journal.Write(e, bytes.NewReader(data))
+	wg.Wait()
+	if aerr := s.journalFailed(e, err); aerr != nil {
+		for i, name := range others {
+			if errs[i] == nil {
+				s.dropHeldAt(ctx, r, c, name, e)
+			}
+		}
+		return stored, aerr
+	}
+	if stored.Version != e.Version {
+		return stored, nil // a newer version came first (cannot happen at the owner, which numbers them)
+	}
+	return stored, s.copiesTaken(ctx, r, c, stored, others, errs)
+}
+
+// journalFailed is the answer to a failed write of e to this node's
+// journal (nil if err is).
+func (s *Server) journalFailed(e writeback.Entry, err error) *apiError {
+	switch {
+	case errors.Is(err, writeback.ErrFull):
+		s.countHeldFull()
+		s.log.Warn("write-back space is full: held writes get SlowDown until S3 has caught up",
+			"tenant", e.Tenant, "bucket", e.Bucket, "limitBytes", s.cfg.Journal.Stats().Limit)
+		return newError(http.StatusServiceUnavailable, CodeSlowDown,
+			"the cache's write-back space is full until S3 has caught up; retry")
+	case errors.Is(err, writeback.ErrBadBody):
+		return newError(http.StatusBadRequest, CodeBadRequest, "the body is not Content-Length bytes")
+	case err != nil:
+		s.storeFailed("held_write", err)
+		return newError(http.StatusInternalServerError, CodeInternal, "writing the journal: "+err.Error())
+	}
+	return nil
+}
+
+// copiesTaken ends a held write whose copies to others ended with errs:
+// nil if every holder took it; else the copies made, this node's
+// included, are dropped and the write fails.
+func (s *Server) copiesTaken(ctx context.Context, r *ring.Ring, c caller, stored writeback.Entry, others []string, errs []error) *apiError {
 	var failed []string
 	for i, err := range errs {
 		if err != nil {
@@ -223,7 +292,7 @@ func (s *Server) holdVersion(ctx context.Context, c caller, e writeback.Entry, b
 		}
 	}
 	if len(failed) == 0 {
-		return stored, nil
+		return nil
 	}
 	s.cfg.Journal.Drop(stored)
 	for i, name := range others {
@@ -231,16 +300,12 @@ func (s *Server) holdVersion(ctx context.Context, c caller, e writeback.Entry, b
 			s.dropHeldAt(ctx, r, c, name, stored)
 		}
 	}
-	return stored, newError(http.StatusServiceUnavailable, CodeSlowDown,
+	return newError(http.StatusServiceUnavailable, CodeSlowDown,
 		"cache node "+strings.Join(failed, ", ")+" could not keep a copy of the write; retry")
 }
 
 // copyHeld sends version e to holder name, from this node's journal.
 func (s *Server) copyHeld(ctx context.Context, r *ring.Ring, c caller, name string, e writeback.Entry) error {
-	m, ok := r.Member(name)
-	if !ok {
-		return errors.New("not in the ring")
-	}
 	var body io.ReadCloser = http.NoBody
 	if e.Op == writeback.OpPut {
 		f, err := s.cfg.Journal.OpenBody(e)
@@ -250,6 +315,15 @@ func (s *Server) copyHeld(ctx context.Context, r *ring.Ring, c caller, name stri
 		body = f
 	}
 	defer body.Close()
+	return s.sendHeld(ctx, r, c, name, e, body)
+}
+
+// sendHeld sends version e with its body to holder name.
+func (s *Server) sendHeld(ctx context.Context, r *ring.Ring, c caller, name string, e writeback.Entry, body io.Reader) error {
+	m, ok := r.Member(name)
+	if !ok {
+		return errors.New("not in the ring")
+	}
 	err := s.peers.putHeld(ctx, m, c.tenant.Name, e, body)
 	result := "ok"
 	if err != nil {
