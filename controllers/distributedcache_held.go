@@ -167,12 +167,13 @@ func sumFamily(f *dto.MetricFamily) float64 {
 
 // Probe cadence.
 const (
-	// heldLookInterval: a pod is asked at most this often (a reconcile in
-	// between reuses its last answer), and a scale-down waiting on held
-	// data looks again after it.
+	// heldLookInterval: a pod being scaled away is asked at most this
+	// often (a reconcile in between reuses its last answer), and a
+	// scale-down waiting on held data looks again after it.
 	heldLookInterval = 10 * time.Second
-	// heldWatchInterval: while some node of a cache holds data, the cache
-	// is looked at again after this long, for the pinned-full event.
+	// heldWatchInterval: the other pods are asked at most this often, and
+	// while some node of a cache holds data, the cache is looked at again
+	// after this long, for the pinned-full event.
 	heldWatchInterval = time.Minute
 	// heldProbeParallel bounds the pods asked at once.
 	heldProbeParallel = 8
@@ -265,10 +266,12 @@ func (r *DistributedCacheReconciler) unansweredTimeout() time.Duration {
 	return r.DrainGrace
 }
 
-// observeHeld asks each of the cache's pods what it holds (each at most
-// every heldLookInterval), records the answers in st.zones for the
-// scale-down, and records an event when a node's pinned space becomes full
-// or stops being so.
+// observeHeld asks each of the cache's pods what it holds (a pod being
+// scaled away at most every heldLookInterval, the others every
+// heldWatchInterval: a pod that does not answer costs a reconcile up to
+// heldProbeTimeout), records the answers in st.zones for the scale-down,
+// and records an event when a node's pinned space becomes full or stops
+// being so.
 func (r *DistributedCacheReconciler) observeHeld(ctx context.Context, dc *cachev1alpha1.DistributedCache, st *reconcileState) error {
 	now := r.now()
 	type job struct {
@@ -285,8 +288,12 @@ func (r *DistributedCacheReconciler) observeHeld(ctx context.Context, dc *cachev
 				zp.Held = podHeld{unanswered: why}
 				continue
 			}
+			maxAge := heldWatchInterval
+			if zp.Ordinal >= int(desiredReplicas(dc)) {
+				maxAge = heldLookInterval
+			}
 			prev, ok := r.held.get(zp.Pod.UID)
-			if ok && now.Sub(prev.at) < heldLookInterval && now.Sub(prev.at) >= 0 {
+			if ok && now.Sub(prev.at) < maxAge && now.Sub(prev.at) >= 0 {
 				zp.Held = heldOf(prev)
 				continue
 			}

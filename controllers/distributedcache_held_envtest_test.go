@@ -466,7 +466,7 @@ func TestPinnedSpaceFullEvents(t *testing.T) {
 	look := func(rep HeldReport) {
 		f.t.Helper()
 		f.prober.set("wb-a-0", rep)
-		f.advance(heldLookInterval)
+		f.advance(heldWatchInterval)
 		f.reconcile()
 	}
 	expect := func(what string, wantType string) {
@@ -494,10 +494,16 @@ func TestPinnedSpaceFullEvents(t *testing.T) {
 	expect("persistence caught up", corev1.EventTypeNormal)
 	look(HeldReport{Objects: 10, Bytes: limit, LimitBytes: limit, FullTotal: 12})
 	expect("held bytes at the limit", corev1.EventTypeWarning)
-	f.reconcile() // within the look interval: the last answer, no event
+	calls := f.prober.calls["wb-a-0"]
+	f.prober.set("wb-a-0", HeldReport{Objects: 1, Bytes: 10, LimitBytes: limit, FullTotal: 12})
+	f.advance(heldWatchInterval - time.Second)
+	f.reconcile() // within the interval: the last answer, no event
 	expect("the same look", "")
+	if n := f.prober.calls["wb-a-0"]; n != calls {
+		t.Errorf("wb-a-0 asked %d times within %s of the last look", n-calls, heldWatchInterval)
+	}
 	f.prober.fail("wb-a-0", errors.New("timeout"))
-	f.advance(heldLookInterval)
+	f.advance(time.Second)
 	f.reconcile()
 	expect("no answer", "")
 }
