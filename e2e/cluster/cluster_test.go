@@ -555,6 +555,10 @@ var _ = Describe("a DistributedCache on a real cluster", Ordered, func() {
 		r.stop()
 	}, SpecTimeout(specTimeout))
 
+	It("scales down while the pod that goes holds write-back data S3 refuses, and MinIO ends with every object", func(ctx SpecContext) {
+		scaleDownWithHeldData(ctx, followGateway, waitRingSettled, func() *s3.Client { return gw })
+	}, SpecTimeout(specTimeout))
+
 	It("loses a cache pod without a failed read, and gets it back with its cache warm", func(ctx SpecContext) {
 		victim := ordinalPod(1)
 		var old corev1.Pod
