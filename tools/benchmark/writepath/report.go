@@ -328,7 +328,7 @@ func (r *report) clickHouse() string {
 	b.WriteString(t.Markdown())
 	p("\n\"S3 / column\" is S3 directly's INSERT time over the column's, all rounds together. \"Reached S3\": the requests that ")
 	p("reached MinIO through the link (PUT, POST and DELETE / HEAD / GET, listings included), during the INSERTs, and for write-back ")
-	p("from the first INSERT until S3 had everything. CPU: ClickHouse's process, and this process (gateway, nodes, link) with MinIO, during the INSERTs.\n\n")
+	p("from the first INSERT until S3 had everything (with the bench's one listing through the gateway). CPU: ClickHouse's process, and this process (gateway, nodes, link) with MinIO, during the INSERTs.\n\n")
 	if r.chAnswer != "" {
 		p("Every ClickHouse process read the same table: %s, right after its INSERTs in every column, and from MinIO directly ", r.chAnswer)
 		p("(a fresh process) once S3 had everything of the write-back tables.\n\n")
@@ -363,6 +363,7 @@ func (r *report) chReading() string {
 	writes := float64(s3.events["S3PutObject"]+s3.events["S3CreateMultipartUpload"]+s3.events["S3UploadPart"]+
 		s3.events["S3CompleteMultipartUpload"]) / n
 	heads := float64(s3.events["S3HeadObject"]) / n
+	nwb := float64(wb.inserts.Count())
 	p50 := s3.inserts.Quantile(0.5)
 	trips := ms(p50) / ms(r.cfg.link.Latency)
 	text := fmt.Sprintf("Each INSERT writes one part: ClickHouse made %.1f S3 writes and %.1f HEADs per INSERT. Straight to S3 an INSERT "+
@@ -372,12 +373,17 @@ func (r *report) chReading() string {
 	} else {
 		text += "."
 	}
-	nwb := float64(wb.inserts.Count())
 	wall := wb.total().Seconds()
 	busy := (wb.cpuCH + wb.cpu).Seconds() / wall / float64(runtime.NumCPU())
 	text += fmt.Sprintf(" Through write-back with 2 replicas an INSERT took %s (p50)", benchkit.Millis(wb.inserts.Quantile(0.5)))
 	if put := wb.ops["PutObject"]; put.n > 0 {
-		text += fmt.Sprintf(", the gateway answering its PutObjects in %s on average", benchkit.Millis(put.mean()))
+		text += fmt.Sprintf(", the gateway answering its PutObjects in %s on average (%s written per INSERT, some at once, "+
+			"while the nodes persisted the earlier INSERTs' files", benchkit.Millis(put.mean()),
+			mib(float64(wb.events["WriteBufferFromS3Bytes"])/nwb))
+		if small := r.cell(row{id: "small1"}, "writeback2"); small != nil && small.ops > 0 {
+			text += fmt.Sprintf("; a 10 KiB PUT of one client took %s on average in the write-back row above", benchkit.Millis(small.mean()))
+		}
+		text += ")"
 	}
 	text += fmt.Sprintf(". During those INSERTs (%.2f s in all) this machine's %d cores were %.0f%% busy: ClickHouse used %.2f CPU-seconds "+
 		"(%s per INSERT), the gateway, the nodes (persisting to S3 meanwhile), the link and MinIO %.2f.",
@@ -401,9 +407,9 @@ func chRequests(ev map[string]int64, n float64) string {
 		}
 		return float64(v) / n
 	}
-	out := fmt.Sprintf("%.1f writes, %.1f HEAD, %.1f GET, %.1f LIST",
+	out := fmt.Sprintf("%.1f writes (%s), %.1f HEAD, %.1f GET, %.1f LIST",
 		per("S3PutObject", "S3CreateMultipartUpload", "S3UploadPart", "S3CompleteMultipartUpload"),
-		per("S3HeadObject"), per("S3GetObject"), per("S3ListObjects"))
+		mib(per("WriteBufferFromS3Bytes")), per("S3HeadObject"), per("S3GetObject"), per("S3ListObjects"))
 	if v := per("S3CopyObject"); v > 0 {
 		out += fmt.Sprintf(", %.1f copy", v)
 	}
@@ -412,6 +418,8 @@ func chRequests(ev map[string]int64, n float64) string {
 	}
 	return out
 }
+
+func mib(b float64) string { return fmt.Sprintf("%.2f MiB", b/(1<<20)) }
 
 // s3Requests are requests that reached S3 per INSERT.
 func s3Requests(c benchkit.S3Counts, n float64) string {
