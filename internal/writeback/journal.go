@@ -101,10 +101,13 @@ type Journal struct {
 	now   func() time.Time
 	log   *segLog
 
-	mu    sync.Mutex
-	used  int64 // bytes of bodies on disk (and reserved for those being written)
-	keys  map[Name]*keyState
-	clock uint64 // the last version numbered here or seen
+	mu   sync.Mutex
+	used int64 // bytes of bodies on disk (and reserved for those being written)
+	// inline is the bytes of the bodies held in the log's segments (of
+	// used, those the segments' length counts already).
+	inline int64
+	keys   map[Name]*keyState
+	clock  uint64 // the last version numbered here or seen
 	// places are where the versions held (latest and old) are on disk.
 	places map[*Entry]place
 	// changed is closed (and replaced) when there may be new work for the
@@ -112,6 +115,7 @@ type Journal struct {
 	changed chan struct{}
 	// relocating is set while a segment's content is copied forward.
 	relocating bool
+	background sync.WaitGroup
 }
 
 // place is where a version is on disk.
@@ -187,8 +191,12 @@ func Open(dir string, limit int64) (*Journal, error) {
 	return j, nil
 }
 
-// Close closes the journal's files; Write fails after it.
-func (j *Journal) Close() error { return j.log.close() }
+// Close closes the journal's files once its background work is done;
+// Write fails after it.
+func (j *Journal) Close() error {
+	j.background.Wait()
+	return j.log.close()
+}
 
 // recover reads what was written: the .json entries of the layout before
 // the log, then the log's segments in order. Of each key it keeps the
@@ -242,6 +250,16 @@ func (j *Journal) recover() error {
 				return
 			}
 			e := r.Entry
+			if r.Kind == recDrop {
+				j.clock = max(j.clock, e.Version)
+				ks := j.state(e.Name)
+				ks.dropped, ks.droppedAt = max(ks.dropped, e.Version), j.now()
+				if ks.latest != nil && ks.latest.Version <= e.Version {
+					drop(ks.latest)
+					ks.latest = nil
+				}
+				return
+			}
 			p := place{meta: seq}
 			switch {
 			case e.Op != OpPut:
@@ -271,14 +289,6 @@ func (j *Journal) recover() error {
 					return
 				}
 				put(e, p)
-			case recDrop:
-				j.clock = max(j.clock, e.Version)
-				ks := j.state(e.Name)
-				ks.dropped, ks.droppedAt = max(ks.dropped, e.Version), j.now()
-				if ks.latest != nil && ks.latest.Version <= e.Version {
-					drop(ks.latest)
-					ks.latest = nil
-				}
 			}
 		})
 		if err != nil {
@@ -290,7 +300,7 @@ func (j *Journal) recover() error {
 	if len(segs) > 0 {
 		oldest, last = segs[0], segs[len(segs)-1]
 	}
-	if j.log, err = openLog(j.dir, oldest, last); err != nil {
+	if j.log, err = openLog(j.dir, oldest, last, segmentSize(j.limit)); err != nil {
 		return err
 	}
 	bodies := map[string]bool{}
@@ -303,6 +313,8 @@ func (j *Journal) recover() error {
 				j.used += e.Size
 				if p.seg == 0 {
 					bodies[fileBase(e)+".data"] = true
+				} else {
+					j.inline += e.Size
 				}
 			}
 		} else if ks.dropped == 0 {
@@ -497,6 +509,9 @@ func (j *Journal) write(e *Entry, body io.Reader) (Entry, error) {
 	}
 	ks.latest = e
 	j.places[e] = p
+	if e.Op == OpPut && p.seg != 0 {
+		j.inline += e.Size
+	}
 	ks.retryAt, ks.failures = time.Time{}, 0
 	j.collectLocked(e.Name, ks)
 	j.signal()
@@ -626,9 +641,17 @@ func (j *Journal) release(n int64) {
 	j.mu.Unlock()
 }
 
-// Used is the bytes of bodies on disk (and being written): what the
-// journal takes of the node's disk bound.
+// Used is what the journal takes of the node's disk bound: the log's
+// segment files (records, small bodies, and what they still hold of
+// versions dropped), the large bodies' files and the bodies being written.
 func (j *Journal) Used() int64 {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.used - j.inline + j.log.diskBytes()
+}
+
+// bodies is the bytes of the bodies held (and being written).
+func (j *Journal) bodies() int64 {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	return j.used
@@ -795,7 +818,7 @@ func (j *Journal) updateLocked(e, next *Entry) (uint64, error) {
 // Not waited for: like a file unlinked, a drop lost in a crash leaves a
 // copy the node checks again (held_handoff.go), never a lost write.
 func (j *Journal) logDropLocked(e *Entry) {
-	meta, err := json.Marshal(logRecord{Kind: recDrop, Entry: &Entry{Name: e.Name, Version: e.Version, Op: e.Op}})
+	meta, err := json.Marshal(logRecord{Kind: recDrop, Entry: &Entry{Name: e.Name, Version: e.Version}})
 	if err == nil {
 		_, _ = j.log.append(encodeRecord(meta, nil), len(meta), 0, false)
 	}
@@ -844,6 +867,9 @@ func (j *Journal) dropLocked(e *Entry) {
 	delete(j.places, e)
 	if ok {
 		p.unpin(j.log, e.Op)
+		if e.Op == OpPut && p.seg != 0 {
+			j.inline -= e.Size
+		}
 	}
 	j.dropUnheldLocked(e, p)
 }
@@ -904,7 +930,7 @@ type Stats struct {
 
 // Stats reports what the journal holds now.
 func (j *Journal) Stats() Stats {
-	s := Stats{Bytes: j.Used(), Limit: j.limit}
+	s := Stats{Bytes: j.bodies(), Limit: j.limit}
 	for _, t := range j.TenantStats() {
 		s.Objects += t.Objects
 		s.Dirty += t.Dirty
@@ -975,12 +1001,12 @@ func (j *Journal) relocate() {
 		return
 	}
 	j.relocating = true
-	go func() {
+	j.background.Go(func() {
 		j.relocateSegment(seg)
 		j.mu.Lock()
 		j.relocating = false
 		j.mu.Unlock()
-	}()
+	})
 }
 
 // relocateSegment writes an update record for every version held in

@@ -49,7 +49,7 @@ const (
 	recordMagic  = 0x62776364 // "dcwb"
 	headerSize   = 16
 	segmentExt   = ".log"
-	segmentBytes = 8 << 20 // a segment is sealed once it passes this
+	segmentBytes = 8 << 20 // a segment is sealed once it passes this (smaller for a small limit: segmentSize)
 	// inlineBytes is the largest body kept in the log itself; larger ones
 	// (and multipart uploads' parts) stream to files of their own.
 	inlineBytes = 256 << 10
@@ -80,6 +80,15 @@ type segLog struct {
 	sealed   []*os.File // segments sealed since the last sync, to sync and close
 	dirDirty bool       // a file was created or renamed since the last sync
 	err      error      // sticky
+	// next is segment seq+1 prepared ahead (written full of zeros and
+	// synced, so that syncing what is written into it later changes no
+	// metadata); preparing is set while that is under way.
+	next      *os.File
+	preparing bool
+	// sizes are the lengths of the segment files; disk is their sum, and
+	// the length of the one being prepared.
+	sizes map[uint64]int64
+	disk  int64
 	// afterSync, when set, runs in the syncing goroutine once the
 	// segments are synced (tests stop a "crash" there).
 	afterSync func()
@@ -109,18 +118,69 @@ func segments(dir string) ([]uint64, error) {
 
 // openLog starts a new segment after the ones in dir (oldest: the oldest
 // of them); the older ones are only read and removed.
-func openLog(dir string, oldest, last uint64) (*segLog, error) {
-	l := &segLog{dir: dir, segBytes: segmentBytes, oldest: oldest, seq: last + 1, pins: map[uint64]int{}}
+func openLog(dir string, oldest, last uint64, segBytes int64) (*segLog, error) {
+	l := &segLog{dir: dir, segBytes: segBytes, oldest: oldest, seq: last + 1, pins: map[uint64]int{}, sizes: map[uint64]int64{}}
 	if oldest == 0 {
 		l.oldest = l.seq
 	}
+	for seq := l.oldest; seq < l.seq; seq++ {
+		if fi, err := os.Stat(l.path(seq)); err == nil {
+			l.sizes[seq] = fi.Size()
+			l.disk += fi.Size()
+		}
+	}
 	l.cond = sync.NewCond(&l.mu)
-	f, err := os.OpenFile(l.path(l.seq), os.O_CREATE|os.O_EXCL|os.O_WRONLY|os.O_APPEND, 0o640)
+	f, err := os.OpenFile(l.path(l.seq), os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o640)
 	if err != nil {
 		return nil, err
 	}
 	l.f, l.dirDirty = f, true
+	l.mu.Lock()
+	l.prepareLocked()
+	l.mu.Unlock()
 	return l, nil
+}
+
+// prepareLocked prepares the next segment in the background: an fdatasync
+// of records written over zeros already on disk is a flush of the data
+// alone, where one of records appended also commits the file's new length
+// (the file system's journal).
+func (l *segLog) prepareLocked() {
+	if l.next != nil || l.preparing || l.err != nil {
+		return
+	}
+	l.preparing = true
+	seq, size := l.seq+1, l.segBytes
+	l.disk += size
+	go func() {
+		tmp := filepath.Join(l.dir, segmentName(seq)+".tmp")
+		f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o640)
+		if err == nil {
+			zeros := make([]byte, min(size, 1<<20))
+			for off := int64(0); off < size && err == nil; off += int64(len(zeros)) {
+				_, err = f.WriteAt(zeros[:min(int64(len(zeros)), size-off)], off)
+			}
+			if err == nil {
+				err = fdatasync(f)
+			}
+		}
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		l.preparing = false
+		l.cond.Broadcast() // close waits for it
+		if err == nil && l.seq+1 == seq && l.err == nil {
+			err = os.Rename(tmp, l.path(seq)) // the directory is synced with the first records in it
+			if err == nil {
+				l.next, l.sizes[seq] = f, size
+				return
+			}
+		}
+		l.disk -= size
+		if f != nil {
+			_ = f.Close()
+		}
+		_ = os.Remove(tmp) // rotated past it meanwhile, or it failed: the next rotation creates one
+	}()
 }
 
 // encodeRecord is a record of meta and body.
@@ -158,12 +218,16 @@ func (l *segLog) append(rec []byte, metaLen int, pins int, dirDirty bool) (appen
 		}
 	}
 	off := l.size
-	if _, err := l.f.Write(rec); err != nil {
+	if _, err := l.f.WriteAt(rec, off); err != nil {
 		l.err = fmt.Errorf("%w: %w", errLogFailed, err)
 		l.cond.Broadcast()
 		return appended{}, l.err
 	}
 	l.size += int64(len(rec))
+	if l.size > l.sizes[l.seq] { // appended, or past a prepared length
+		l.disk += l.size - l.sizes[l.seq]
+		l.sizes[l.seq] = l.size
+	}
 	l.appended++
 	l.pins[l.seq] += pins
 	l.dirDirty = l.dirDirty || dirDirty
@@ -171,14 +235,18 @@ func (l *segLog) append(rec []byte, metaLen int, pins int, dirDirty bool) (appen
 }
 
 func (l *segLog) rotateLocked() error {
-	f, err := os.OpenFile(l.path(l.seq+1), os.O_CREATE|os.O_EXCL|os.O_WRONLY|os.O_APPEND, 0o640)
-	if err != nil {
-		l.err = fmt.Errorf("%w: %w", errLogFailed, err)
-		l.cond.Broadcast()
-		return l.err
+	f := l.next
+	if f == nil {
+		var err error
+		if f, err = os.OpenFile(l.path(l.seq+1), os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o640); err != nil {
+			l.err = fmt.Errorf("%w: %w", errLogFailed, err)
+			l.cond.Broadcast()
+			return l.err
+		}
 	}
 	l.sealed = append(l.sealed, l.f)
-	l.f, l.seq, l.size, l.dirDirty = f, l.seq+1, 0, true
+	l.f, l.next, l.seq, l.size, l.dirDirty = f, nil, l.seq+1, 0, true
+	l.prepareLocked()
 	return nil
 }
 
@@ -257,9 +325,26 @@ func (l *segLog) unpin(seq uint64, n int) {
 func (l *segLog) collectLocked() {
 	for l.oldest < l.seq && l.pins[l.oldest] == 0 {
 		_ = os.Remove(l.path(l.oldest))
+		l.disk -= l.sizes[l.oldest]
+		delete(l.sizes, l.oldest)
 		l.oldest++
 		l.dirDirty = true // with the next sync; a segment that comes back holds only what is dropped
 	}
+}
+
+// diskBytes is the length of the segment files (and of the one being
+// prepared).
+func (l *segLog) diskBytes() int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.disk
+}
+
+// segmentSize is the segment length for a journal of limit bytes: at most
+// a sixteenth of it (what the log's files take beyond the bodies counts in
+// the node's disk bound), within 1 and 8 MiB.
+func segmentSize(limit int64) int64 {
+	return min(segmentBytes, max(1<<20, limit/16))
 }
 
 // behind is the oldest segment still used, when more than maxBehind
@@ -275,10 +360,16 @@ func (l *segLog) behind() (uint64, bool) {
 func (l *segLog) close() error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	for l.preparing {
+		l.cond.Wait()
+	}
 	for _, f := range l.sealed {
 		_ = f.Close()
 	}
 	l.sealed = nil
+	if l.next != nil {
+		_ = l.next.Close()
+	}
 	if l.err == nil {
 		l.err = errors.New("the journal is closed")
 	}

@@ -4,24 +4,12 @@ import (
 	"bytes"
 	"math/rand/v2"
 	"os"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/distcache/distcache/internal/testutil"
 )
-
-// lastSegment is the path of the segment j appends to.
-func lastSegment(t *testing.T, dir string) string {
-	t.Helper()
-	segs, err := segments(dir)
-	testutil.Must(t, err)
-	if len(segs) == 0 {
-		t.Fatal("no segment")
-	}
-	return filepath.Join(dir, segmentName(segs[len(segs)-1]))
-}
 
 // A crash mid-append leaves a torn record at the log's end (cut short, or
 // with bytes that never reached the disk): opening the journal again
@@ -47,19 +35,19 @@ func TestTornTailIsIgnored(t *testing.T) {
 			dropped := put(t, j, "d", small)
 			j.Drop(dropped)
 
-			seg := lastSegment(t, dir)
-			before, err := os.Stat(seg)
-			testutil.Must(t, err)
+			j.log.mu.Lock()
+			seg, end := j.log.path(j.log.seq), j.log.size // where the next record goes (the segment may be longer: prepared)
+			j.log.mu.Unlock()
 			torn := put(t, j, "torn", testutil.RandomBytes(r, 5000))
 			testutil.Must(t, j.Close())
 			// The last record, as a crash can leave it.
 			switch tear {
 			case "cut":
-				testutil.Must(t, os.Truncate(seg, before.Size()+headerSize+100))
+				testutil.Must(t, os.Truncate(seg, end+headerSize+100))
 			case "corrupt":
 				f, err := os.OpenFile(seg, os.O_RDWR, 0)
 				testutil.Must(t, err)
-				_, err = f.WriteAt([]byte{0xff, 0x00, 0xff}, before.Size()+headerSize+4000)
+				_, err = f.WriteAt([]byte{0xff, 0x00, 0xff}, end+headerSize+4000)
 				testutil.Must(t, err)
 				testutil.Must(t, f.Close())
 			}
@@ -191,5 +179,45 @@ func TestLongHeldVersionIsCopiedForward(t *testing.T) {
 		if e, ok := j2.Get(Name{"team-a", "bucket-a", "k" + string(rune('a'+i%26)) + string(rune('a'+i/26))}); ok {
 			t.Fatalf("a dropped version came back: %v", e)
 		}
+	}
+}
+
+// Used, the journal's share of the node's disk bound, is the length of
+// every file the journal keeps: the log's segments (the one prepared
+// ahead included, and what they still hold of dropped versions) and the
+// large bodies' files.
+func TestUsedIsWhatTheFilesTake(t *testing.T) {
+	dir := t.TempDir()
+	j, err := Open(dir, 1<<30)
+	testutil.Must(t, err)
+	defer j.Close()
+	r := rand.New(rand.NewPCG(11, 12))
+	for i := range 50 {
+		j.Drop(put(t, j, "gone"+string(rune('a'+i%26))+string(rune('a'+i/26)), testutil.RandomBytes(r, 10<<10)))
+	}
+	put(t, j, "small", testutil.RandomBytes(r, 10<<10))
+	put(t, j, "large", testutil.RandomBytes(r, inlineBytes+1))
+	for { // until the next segment is prepared
+		j.log.mu.Lock()
+		preparing := j.log.preparing
+		j.log.mu.Unlock()
+		if !preparing {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	files, err := os.ReadDir(dir)
+	testutil.Must(t, err)
+	var total int64
+	for _, f := range files {
+		fi, err := f.Info()
+		testutil.Must(t, err)
+		total += fi.Size()
+	}
+	if u := j.Used(); u != total {
+		t.Fatalf("Used %d, the files take %d bytes", u, total)
+	}
+	if b := j.Stats().Bytes; b != 10<<10+inlineBytes+1 {
+		t.Fatalf("Stats.Bytes %d, want the two bodies held (%d)", b, 10<<10+inlineBytes+1)
 	}
 }
