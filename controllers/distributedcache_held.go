@@ -46,6 +46,7 @@ const (
 	metricHeldBytes   = "distcache_writeback_bytes"
 	metricHeldLimit   = "distcache_writeback_limit_bytes"
 	metricHeldFull    = "distcache_writeback_full_total"
+	metricHeldPinned  = "distcache_writeback_pinned_bytes"
 )
 
 // HeldReport is what a cache node holds for WriteBack and Transient
@@ -60,6 +61,10 @@ type HeldReport struct {
 	// LimitBytes is the node's pinned space (distcache_writeback_limit_bytes;
 	// 0: the node has no write-back journal).
 	LimitBytes int64
+	// PinnedBytes is the pinned space in use, what LimitBytes bounds
+	// (distcache_writeback_pinned_bytes: every held version kept and
+	// multipart parts; Bytes from a node that does not report it).
+	PinnedBytes int64
 	// FullTotal is distcache_writeback_full_total: the held writes refused
 	// with SlowDown since the node started.
 	FullTotal float64
@@ -142,6 +147,10 @@ func parseHeldMetrics(r io.Reader) (HeldReport, error) {
 	h.Bytes = int64(sumFamily(fams[metricHeldBytes]))
 	h.LimitBytes = int64(sumFamily(fams[metricHeldLimit]))
 	h.FullTotal = sumFamily(fams[metricHeldFull])
+	h.PinnedBytes = h.Bytes
+	if f, ok := fams[metricHeldPinned]; ok {
+		h.PinnedBytes = int64(sumFamily(f))
+	}
 	return h, nil
 }
 
@@ -349,11 +358,11 @@ func heldOf(l heldLook) podHeld {
 	return podHeld{report: &rep}
 }
 
-// pinnedFull: the node's pinned space is full now (its held bytes reached
-// its limit), or it refused held writes since prev (its counter grew, or
+// pinnedFull: the node's pinned space is full now (its use reached its
+// limit), or it refused held writes since prev (its counter grew, or
 // restarted from 0 and counted some).
 func pinnedFull(rep HeldReport, prev *heldLook) bool {
-	if rep.LimitBytes > 0 && rep.Bytes >= rep.LimitBytes {
+	if rep.LimitBytes > 0 && rep.PinnedBytes >= rep.LimitBytes {
 		return true
 	}
 	if prev == nil || prev.err != nil {
@@ -376,12 +385,12 @@ func (r *DistributedCacheReconciler) recordPinned(dc *cachev1alpha1.DistributedC
 			refused = fmt.Sprintf("; %.0f held writes refused with 503 SlowDown since the last look", l.report.FullTotal-prev.report.FullTotal)
 		}
 		r.Recorder.Eventf(dc, pod, corev1.EventTypeWarning, EventPinnedSpaceFull, "WriteBack",
-			"zone %s: node %s's pinned write-back space is full (%s held of %s)%s: its write-back and transient writes get 503 SlowDown until persistence catches up",
-			zone, pod.Name, formatBytes(l.report.Bytes), formatBytes(l.report.LimitBytes), refused)
+			"zone %s: node %s's pinned write-back space is full (%s used of %s)%s: its write-back and transient writes get 503 SlowDown until persistence catches up",
+			zone, pod.Name, formatBytes(l.report.PinnedBytes), formatBytes(l.report.LimitBytes), refused)
 	case !l.full && wasFull:
 		r.Recorder.Eventf(dc, pod, corev1.EventTypeNormal, EventPinnedSpaceAvailable, "WriteBack",
-			"zone %s: node %s's pinned write-back space has room again (%s held of %s)",
-			zone, pod.Name, formatBytes(l.report.Bytes), formatBytes(l.report.LimitBytes))
+			"zone %s: node %s's pinned write-back space has room again (%s used of %s)",
+			zone, pod.Name, formatBytes(l.report.PinnedBytes), formatBytes(l.report.LimitBytes))
 	}
 }
 

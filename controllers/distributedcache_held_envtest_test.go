@@ -492,8 +492,8 @@ func TestPinnedSpaceFullEvents(t *testing.T) {
 	expect("still refusing", "")
 	look(HeldReport{Objects: 2, Bytes: 200, LimitBytes: limit, FullTotal: 12})
 	expect("persistence caught up", corev1.EventTypeNormal)
-	look(HeldReport{Objects: 10, Bytes: limit, LimitBytes: limit, FullTotal: 12})
-	expect("held bytes at the limit", corev1.EventTypeWarning)
+	look(HeldReport{Objects: 10, Bytes: 700, PinnedBytes: limit, LimitBytes: limit, FullTotal: 12})
+	expect("pinned use at the limit", corev1.EventTypeWarning)
 	calls := f.prober.calls["wb-a-0"]
 	f.prober.set("wb-a-0", HeldReport{Objects: 1, Bytes: 10, LimitBytes: limit, FullTotal: 12})
 	f.advance(heldWatchInterval - time.Second)

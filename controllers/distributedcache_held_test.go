@@ -24,10 +24,10 @@ import (
 // series of internal/metrics (NewHeld) over stats and limit, refused
 // counted into Full. It returns the prober's pod (IP 127.0.0.1) and a
 // prober of the server's port.
-func nodeMetricsServer(t *testing.T, stats map[string]metrics.HeldStats, limit int64, refused int) (*corev1.Pod, HTTPHeldProber) {
+func nodeMetricsServer(t *testing.T, stats map[string]metrics.HeldStats, limit, pinned int64, refused int) (*corev1.Pod, HTTPHeldProber) {
 	t.Helper()
 	reg := prometheus.NewRegistry()
-	held := metrics.NewHeld(reg, func() map[string]metrics.HeldStats { return stats }, limit)
+	held := metrics.NewHeld(reg, func() map[string]metrics.HeldStats { return stats }, limit).ReportPinned(func() int64 { return pinned })
 	held.Full.Add(float64(refused))
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
@@ -56,18 +56,18 @@ func TestHTTPHeldProber(t *testing.T) {
 		pod, p := nodeMetricsServer(t, map[string]metrics.HeldStats{
 			"team-a": {Objects: 5, Dirty: 3, Bytes: 4000, OldestDirty: time.Now()},
 			"team-b": {Objects: 2, Dirty: 0, Bytes: 96},
-		}, 1<<20, 7)
+		}, 1<<20, 5000, 7)
 		got, err := p.Held(ctx, pod)
 		if err != nil {
 			t.Fatal(err)
 		}
-		want := HeldReport{Objects: 7, Bytes: 4096, LimitBytes: 1 << 20, FullTotal: 7}
+		want := HeldReport{Objects: 7, Bytes: 4096, LimitBytes: 1 << 20, PinnedBytes: 5000, FullTotal: 7}
 		if got != want {
 			t.Errorf("Held = %+v, want %+v", got, want)
 		}
 	})
 	t.Run("a node holding nothing", func(t *testing.T) {
-		pod, p := nodeMetricsServer(t, nil, 1<<20, 0)
+		pod, p := nodeMetricsServer(t, nil, 1<<20, 0, 0)
 		got, err := p.Held(ctx, pod)
 		if err != nil {
 			t.Fatal(err)
@@ -129,7 +129,7 @@ func TestUnaskable(t *testing.T) {
 
 func TestPinnedFull(t *testing.T) {
 	look := func(bytes int64, refused float64) *heldLook {
-		return &heldLook{report: HeldReport{Objects: 1, Bytes: bytes, LimitBytes: 100, FullTotal: refused}}
+		return &heldLook{report: HeldReport{Objects: 1, Bytes: bytes, PinnedBytes: bytes, LimitBytes: 100, FullTotal: refused}}
 	}
 	for _, tc := range []struct {
 		name string
@@ -139,6 +139,7 @@ func TestPinnedFull(t *testing.T) {
 	}{
 		{"first look, room left, refusals from before", look(10, 4).report, nil, false},
 		{"first look, at the limit", look(100, 0).report, nil, true},
+		{"bodies below the limit, pinned use at it", HeldReport{Objects: 1, Bytes: 40, PinnedBytes: 100, LimitBytes: 100}, nil, true},
 		{"refusals since the last look", look(10, 5).report, look(10, 4), true},
 		{"no refusal since the last look", look(10, 4).report, look(10, 4), false},
 		{"restarted and refused", look(10, 2).report, look(10, 4), true},
