@@ -132,7 +132,7 @@ func readSample(t *testing.T, obj any, path ...string) {
 // pods the operator builds for the sample cache and tenant (and the
 // gateway sidecar of config/samples/sidecar): the nodes' mTLS port admits
 // the cache's gateways and its own nodes only, the metrics port
-// Prometheus only.
+// Prometheus and the operator only.
 func TestNetworkPolicySamples(t *testing.T) {
 	var kustomization struct {
 		APIVersion string   `json:"apiVersion"`
@@ -209,6 +209,11 @@ func TestNetworkPolicySamples(t *testing.T) {
 			labels: map[string]string{"app.kubernetes.io/name": "prometheus"}}
 	}
 
+	operator := func(namespace string) netPod {
+		return netPod{name: "distcache-controller-manager-x", namespace: namespace, nsLabels: ns(namespace, nil),
+			labels: map[string]string{"app.kubernetes.io/name": "distcache", "control-plane": "controller-manager"}}
+	}
+
 	api, metrics := int32(APIPort), int32(MetricsPort)
 	// Every node's ports are the ones the policy names.
 	for _, n := range nodes {
@@ -235,6 +240,8 @@ func TestNetworkPolicySamples(t *testing.T) {
 			verdict{nodes[1], p, p == api},
 			verdict{nodes[0], p, p == api},
 			verdict{prometheus("monitoring"), p, p == metrics},
+			// The operator asks leaving pods what they still hold.
+			verdict{operator("distcache-system"), p, p == metrics},
 			// Nothing else: another pod of the tenant's namespace, a
 			// gateway of another cache there, this cache's gateway in a
 			// namespace its tenantNamespaceSelector does not admit, a
@@ -244,6 +251,7 @@ func TestNetworkPolicySamples(t *testing.T) {
 			verdict{gateway(otherCache, tenantNS), p, false},
 			verdict{gateway(stranger, ns(stranger.Namespace, nil)), p, false},
 			verdict{prometheus("default"), p, false},
+			verdict{operator("default"), p, false},
 			verdict{netPod{name: "debug", namespace: dc.Namespace, nsLabels: cacheNS, labels: map[string]string{"run": "debug"}}, p, false},
 		)
 	}
