@@ -391,9 +391,9 @@ func (n *Node) newServer() error {
 }
 
 // pinned is what counts against the pinned limit, as held writes and
-// parts are refused (node.keepHeldPart): the journal's versions and the
-// uploads' parts.
-func (n *Node) pinned() int64 { return n.journal.Used() + n.uploads.Used() }
+// parts are refused (node.keepHeldPart): the journal's bodies and the
+// uploads' parts (not the journal's log segments, which Used counts).
+func (n *Node) pinned() int64 { return n.journal.Pinned() + n.uploads.Used() }
 
 // heldStats is the journal's content per tenant, for the metrics.
 func (n *Node) heldStats() map[string]metrics.HeldStats {

@@ -402,8 +402,9 @@ func (j *Journal) Used() int64 {
 	return j.used - j.inline + j.log.diskBytes()
 }
 
-// bodies is the bytes of the bodies held (and being written).
-func (j *Journal) bodies() int64 {
+// Pinned is the bytes of the bodies held (and being written): what the
+// pinned limit bounds. Used is what the journal's files take on disk.
+func (j *Journal) Pinned() int64 {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	return j.used
@@ -502,7 +503,7 @@ type Stats struct {
 
 // Stats reports what the journal holds now.
 func (j *Journal) Stats() Stats {
-	s := Stats{Bytes: j.bodies(), Limit: j.limit}
+	s := Stats{Bytes: j.Pinned(), Limit: j.limit}
 	for _, t := range j.TenantStats() {
 		s.Objects += t.Objects
 		s.Dirty += t.Dirty

@@ -1,9 +1,11 @@
 package writeback
 
 import (
+	"cmp"
 	"context"
 	"io"
 	"log/slog"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -158,42 +160,40 @@ func (p *Persister) backoff(n int) time.Duration {
 }
 
 // next picks the oldest newest-version to persist: not transient, owned,
-// not under way, not waiting out a backoff. It marks it under way.
+// not under way, not waiting out a backoff. It marks it under way. owns is
+// asked about copies taken under the lock (SetHolders changes an entry's
+// holders meanwhile), and the pick is checked again under it.
 func (j *Journal) next(owns func(Entry) bool) (*Entry, bool) {
+	type cand struct {
+		e    *Entry
+		copy Entry
+	}
 	j.mu.Lock()
-	var cands []*Entry
+	var cands []cand
 	now := j.now()
 	for _, ks := range j.keys {
 		e := ks.latest
 		if e == nil || e.Transient || e.Done || ks.inflight != nil || now.Before(ks.retryAt) {
 			continue
 		}
-		cands = append(cands, e)
+		cands = append(cands, cand{e, *e})
 	}
 	j.mu.Unlock()
-	sortByVersion(cands)
-	for _, e := range cands {
-		if !owns(*e) {
+	slices.SortFunc(cands, func(a, b cand) int { return cmp.Compare(a.copy.Version, b.copy.Version) })
+	for _, c := range cands {
+		if !owns(c.copy) {
 			continue
 		}
 		j.mu.Lock()
-		ks := j.keys[e.Name]
-		if ks != nil && ks.latest == e && ks.inflight == nil {
-			ks.inflight = e
+		ks := j.keys[c.copy.Name]
+		if ks != nil && ks.latest == c.e && ks.inflight == nil && slices.Equal(c.e.Holders, c.copy.Holders) {
+			ks.inflight = c.e
 			j.mu.Unlock()
-			return e, true
+			return c.e, true
 		}
 		j.mu.Unlock()
 	}
 	return nil, false
-}
-
-func sortByVersion(es []*Entry) {
-	for i := 1; i < len(es); i++ { // few candidates are ready at once
-		for k := i; k > 0 && es[k].Version < es[k-1].Version; k-- {
-			es[k], es[k-1] = es[k-1], es[k]
-		}
-	}
 }
 
 // persisted ends the upload of e: S3 has it. If it is still the newest
