@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -17,6 +18,7 @@ import (
 	"github.com/distcache/distcache/internal/node"
 	"github.com/distcache/distcache/internal/s3backend"
 	"github.com/distcache/distcache/internal/store"
+	"github.com/distcache/distcache/internal/writeback"
 )
 
 // serveFlags are the settings of `cachenode serve`. Every flag can also be
@@ -29,6 +31,7 @@ type serveFlags struct {
 	diskBytes, ramBytes, chunkSize byteSize
 	writeCacheBytes                byteSize
 	writeBackFraction              float64
+	writeBackUploads               int
 	metaTTL                        time.Duration
 	immutable                      bool
 	metaLease                      time.Duration
@@ -67,6 +70,8 @@ func parseServeFlags(args []string) (f *serveFlags, err error) {
 	fs.Var(&f.writeCacheBytes, "write-cache-bytes", "how much of one write-through upload is kept to be cached")
 	fs.Float64Var(&f.writeBackFraction, "writeback-fraction", embed.DefaultWriteBackFraction,
 		"share of --disk-bytes that objects of WriteBack and Transient policies may pin until S3 has them (never evicted; writes past it get SlowDown); 0 keeps none and refuses such policies' writes")
+	fs.IntVar(&f.writeBackUploads, "writeback-uploads", 0,
+		fmt.Sprintf("how many objects of WriteBack policies this node sends to S3 at once, each taking one of --s3-max-concurrent's requests while it does (0: %d, or half of --s3-max-concurrent if that is less)", writeback.DefaultWorkers))
 	fs.DurationVar(&f.metaTTL, "meta-ttl", 30*time.Second, "how long object metadata is trusted before revalidation")
 	fs.BoolVar(&f.immutable, "immutable", false, "never revalidate metadata (object keys are never overwritten, as with ClickHouse)")
 	fs.DurationVar(&f.metaLease, "meta-lease", metalease.DefaultLease,
@@ -140,6 +145,13 @@ func parseServeFlags(args []string) (f *serveFlags, err error) {
 	if f.writeBackFraction > 0.9 {
 		return nil, fmt.Errorf("--writeback-fraction %v leaves the cache too little of --disk-bytes (at most 0.9)", f.writeBackFraction)
 	}
+	s3Requests := cmp.Or(f.s3MaxConcurrent, s3backend.DefaultMaxConcurrent)
+	if f.writeBackUploads == 0 {
+		f.writeBackUploads = max(1, min(writeback.DefaultWorkers, s3Requests/2))
+	}
+	if f.writeBackUploads < 1 || f.writeBackUploads > s3Requests {
+		return nil, fmt.Errorf("--writeback-uploads %d must be between 1 and --s3-max-concurrent (%d)", f.writeBackUploads, s3Requests)
+	}
 	return f, nil
 }
 
@@ -151,7 +163,8 @@ func (f *serveFlags) nodeConfig(reg *prometheus.Registry, log *slog.Logger) embe
 		DataDir: f.dataDir, DiskBytes: int64(f.diskBytes), RAMBytes: int64(f.ramBytes),
 		ChunkSize: int64(f.chunkSize), MetaTTL: f.metaTTL, Immutable: f.immutable, MetaLease: f.metaLease,
 		WriteCacheBytes: int64(f.writeCacheBytes), WriteBackFraction: f.writeBackFraction,
-		TenantsFile: f.tenantsFile, TenantsSecret: f.tenantsRef,
+		WriteBackUploads: f.writeBackUploads,
+		TenantsFile:      f.tenantsFile, TenantsSecret: f.tenantsRef,
 		S3: s3backend.Config{
 			Endpoint: f.s3Endpoint, Region: f.s3Region, UsePathStyle: f.s3PathStyle,
 			Default:       s3backend.Credentials{AccessKeyID: os.Getenv("AWS_ACCESS_KEY_ID"), SecretAccessKey: os.Getenv("AWS_SECRET_ACCESS_KEY"), SessionToken: os.Getenv("AWS_SESSION_TOKEN")},

@@ -84,6 +84,9 @@ type NodeConfig struct {
 	// SlowDown); 0: DefaultWriteBackFraction, negative: none (such
 	// policies are refused).
 	WriteBackFraction float64
+	// WriteBackUploads is how many held versions a node sends to S3 at
+	// once (0: writeback.DefaultWorkers).
+	WriteBackUploads int
 
 	// TenantsFile is the tenants configuration, watched; TenantsSecret,
 	// when set, is followed through the API server and wins over it.
@@ -362,6 +365,7 @@ func (n *Node) newServer() error {
 	cfg := node.Config{
 		ChunkSize: n.cfg.ChunkSize, MetaTTL: n.cfg.MetaTTL, Immutable: n.cfg.Immutable, MetaLease: n.cfg.MetaLease,
 		WriteCacheBytes: n.cfg.WriteCacheBytes, Now: n.cfg.Now, Journal: n.journal, Uploads: n.uploads,
+		PersistUploads: n.cfg.WriteBackUploads,
 	}
 	if n.journal != nil {
 		cfg.HeldMetrics = metrics.NewHeld(n.reg, n.heldStats, n.journal.Stats().Limit).ReportPinned(n.pinned)

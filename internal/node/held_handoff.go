@@ -22,6 +22,16 @@ import (
 // metadata owner answers for it, reads find it, and a draining member is
 // left holding nothing: the operator waits for that before it removes the
 // pod.
+//
+// A node the ring does not list at all (neither active nor draining) is
+// one that is restarting: the operator publishes Ready pods only, so a pod
+// of a rolling restart leaves the ring when it stops and comes back when
+// it is Ready again, with its disk. Such a node copies what it holds to
+// the holders the ring wants but keeps its own copies: back in the ring it
+// is again the metadata owner of its keys and must answer for them at
+// once, not send their reads to S3 (which does not have them: 404, or the
+// tenant's 403) until the others hand them back. Only draining gives
+// copies up.
 
 // heldPlacementInterval is how often a node checks that the versions it
 // holds are where the ring in force wants them (at once after a change,
@@ -47,6 +57,7 @@ func (s *Server) keepHeldPlaced(ctx context.Context) {
 		if r == nil || r.Epoch() == placed {
 			continue
 		}
+		s.cfg.Journal.Reconsider() // the ring may make this node the persister of versions it holds
 		if pending := s.placeHeld(ctx, r); pending == 0 {
 			placed = r.Epoch()
 		} else {
@@ -59,6 +70,7 @@ func (s *Server) keepHeldPlaced(ctx context.Context) {
 // and drops this node's copy where r does not want it. It returns how many
 // versions could not be placed.
 func (s *Server) placeHeld(ctx context.Context, r *ring.Ring) (pending int) {
+	listed := slices.ContainsFunc(r.Members(), func(m ring.Member) bool { return m.Name == s.cfg.Self })
 	for _, e := range s.cfg.Journal.Entries() {
 		want := wantedHolders(r, e)
 		if len(want) == 0 || slices.Equal(want, e.Holders) {
@@ -89,6 +101,9 @@ func (s *Server) placeHeld(ctx context.Context, r *ring.Ring) (pending int) {
 				pending++
 			}
 			continue
+		}
+		if !listed {
+			continue // restarting: kept for when it is back (above)
 		}
 		s.cfg.Journal.Drop(e)
 		s.log.Info("handed a held version to its new holders", "object", e.String(), "holders", want)
@@ -156,6 +171,7 @@ func (s *Server) checkHeldCopies(ctx context.Context, r *ring.Ring) {
 		default:
 			s.log.Warn("a held version's persisting holder does not have it: persisting it from here", "object", e.String(), "holder", persister.Name)
 			s.adopted.Store(adoptedKey(e), true)
+			s.cfg.Journal.Reconsider()
 		}
 	}
 }

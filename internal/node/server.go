@@ -106,6 +106,9 @@ type Config struct {
 	// (held.go); nil: such writes are refused. HeldMetrics are its series.
 	Journal     *writeback.Journal
 	HeldMetrics *metrics.Held
+	// PersistUploads is how many held versions go to S3 at once
+	// (writeback.Persister.Workers; 0: its default).
+	PersistUploads int
 	// Uploads keep the multipart uploads into held keys until they are
 	// completed into the Journal (nil with no Journal).
 	Uploads *writeback.Uploads

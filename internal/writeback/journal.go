@@ -111,6 +111,8 @@ type Journal struct {
 	// changed is closed (and replaced) when there may be new work for the
 	// persister.
 	changed chan struct{}
+	// queue is the keys that may have a version to persist (queue.go).
+	queue pickQueue
 	// relocating is set while a segment's content is copied forward.
 	relocating bool
 	background sync.WaitGroup
@@ -173,6 +175,8 @@ type keyState struct {
 	// retryAt holds back the next attempt after a failure.
 	retryAt  time.Time
 	failures int
+	// parked: the key waits in one of the queue's parked lists (queue.go).
+	parked bool
 }
 
 // Open opens (creating) the journal in dir, bounded by limit bytes of
@@ -354,6 +358,7 @@ func (j *Journal) write(e *Entry, body io.Reader) (Entry, error) {
 		j.inline += e.Size
 	}
 	ks.retryAt, ks.failures = time.Time{}, 0
+	j.enqueueLocked(e.Name, ks)
 	j.collectLocked(e.Name, ks)
 	j.signal()
 	return *e, nil

@@ -29,6 +29,7 @@ func (j *Journal) SetHolders(e Entry, holders []string) error {
 	lsn, err := j.updateLocked(ks.latest, &next)
 	if err == nil {
 		ks.latest.Holders = next.Holders
+		j.enqueueLocked(e.Name, ks) // who persists it may have changed
 	}
 	j.mu.Unlock()
 	if err != nil {

@@ -119,6 +119,7 @@ func (j *Journal) recover() error {
 	bodies := map[string]bool{}
 	for n, ks := range j.keys {
 		if e := ks.latest; e != nil {
+			j.enqueueLocked(n, ks)
 			p := places[e]
 			j.places[e] = p
 			p.pin(j.log, e.Op)

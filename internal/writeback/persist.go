@@ -1,11 +1,9 @@
 package writeback
 
 import (
-	"cmp"
 	"context"
 	"io"
 	"log/slog"
-	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -54,7 +52,7 @@ type Persister struct {
 	Persisted func(e Entry, etag string)
 	// Observe, when set, is told of every attempt.
 	Observe func(op Op, err error, took time.Duration)
-	Workers int // uploads at once (default 4)
+	Workers int // uploads at once (default DefaultWorkers)
 	// MinBackoff and MaxBackoff space the retries of a failing key
 	// (defaults 100 ms and 30 s).
 	MinBackoff, MaxBackoff time.Duration
@@ -64,12 +62,19 @@ type Persister struct {
 	Log  *slog.Logger
 }
 
+// DefaultWorkers is Persister.Workers' default: S3 answers a small PUT in
+// tens of milliseconds (and the persister asks S3 for the key's version
+// first), so a few workers would persist a few dozen objects a second;
+// sixteen keep up with a busy node's small writes and leave most of the
+// node's S3 connections (s3backend.DefaultMaxConcurrent) to reads.
+const DefaultWorkers = 16
+
 // Run persists until ctx ends; uploads under way are then abandoned (they
 // are retried by the next process, from the journal).
 func (p *Persister) Run(ctx context.Context) {
 	workers := p.Workers
 	if workers <= 0 {
-		workers = 4
+		workers = DefaultWorkers
 	}
 	var wg sync.WaitGroup
 	for range workers {
@@ -159,43 +164,6 @@ func (p *Persister) backoff(n int) time.Duration {
 	return min(d, hi)
 }
 
-// next picks the oldest newest-version to persist: not transient, owned,
-// not under way, not waiting out a backoff. It marks it under way. owns is
-// asked about copies taken under the lock (SetHolders changes an entry's
-// holders meanwhile), and the pick is checked again under it.
-func (j *Journal) next(owns func(Entry) bool) (*Entry, bool) {
-	type cand struct {
-		e    *Entry
-		copy Entry
-	}
-	j.mu.Lock()
-	var cands []cand
-	now := j.now()
-	for _, ks := range j.keys {
-		e := ks.latest
-		if e == nil || e.Transient || e.Done || ks.inflight != nil || now.Before(ks.retryAt) {
-			continue
-		}
-		cands = append(cands, cand{e, *e})
-	}
-	j.mu.Unlock()
-	slices.SortFunc(cands, func(a, b cand) int { return cmp.Compare(a.copy.Version, b.copy.Version) })
-	for _, c := range cands {
-		if !owns(c.copy) {
-			continue
-		}
-		j.mu.Lock()
-		ks := j.keys[c.copy.Name]
-		if ks != nil && ks.latest == c.e && ks.inflight == nil && slices.Equal(c.e.Holders, c.copy.Holders) {
-			ks.inflight = c.e
-			j.mu.Unlock()
-			return c.e, true
-		}
-		j.mu.Unlock()
-	}
-	return nil, false
-}
-
 // persisted ends the upload of e: S3 has it. If it is still the newest
 // version the key leaves the journal; if a newer one came meanwhile, that
 // one goes next.
@@ -219,6 +187,8 @@ func (j *Journal) persisted(e *Entry) {
 		j.logDropLocked(e)
 		ks.old = append(ks.old, e)
 		ks.latest = nil
+	} else {
+		j.enqueueLocked(e.Name, ks) // a newer version came meanwhile
 	}
 	j.collectLocked(e.Name, ks)
 	j.signal()
@@ -258,6 +228,7 @@ func (j *Journal) failed(e *Entry, backoff func(int) time.Duration) {
 		ks.failures++
 		ks.retryAt = j.now().Add(backoff(ks.failures))
 	}
+	j.enqueueLocked(e.Name, ks)
 	j.collectLocked(e.Name, ks) // e may be superseded meanwhile
 	j.signal()
 }
