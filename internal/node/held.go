@@ -6,6 +6,7 @@ import (
 	"crypto/md5"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"slices"
@@ -191,25 +192,81 @@ func (s *Server) deleteHeld(w http.ResponseWriter, r *http.Request, q request, p
 // cannot take it, the copies made are dropped and the write fails.
 func (s *Server) holdVersion(ctx context.Context, c caller, e writeback.Entry, body io.Reader) (writeback.Entry, *apiError) {
 	others := slices.DeleteFunc(slices.Clone(e.Holders), func(n string) bool { return n == s.cfg.Self })
-	if len(others) > 0 && e.Size <= heldInMemoryBytes {
+	switch {
+	case len(others) > 0 && e.Size <= heldInMemoryBytes:
 		return s.holdEverywhere(ctx, c, e, body, others)
+	case len(others) > 0:
+		return s.holdStreaming(ctx, c, e, body, others)
 	}
 	stored, err := s.cfg.Journal.Write(e, body)
+	return stored, s.journalFailed(e, err)
+}
+
+// holdStreaming holds a large version on this node and the other holders
+// at once: the body goes to each of them as it arrives, while this node
+// writes its own copy, so a copy costs no second pass over the body. The
+// ETag is known only at the end: each holder answers the one it computed,
+// which must be this node's.
+func (s *Server) holdStreaming(ctx context.Context, c caller, e writeback.Entry, body io.Reader, others []string) (writeback.Entry, *apiError) {
+	r := s.currentRing()
+	readers := make([]*io.PipeReader, len(others))
+	fan := &fanOut{ws: make([]*io.PipeWriter, len(others)), failed: make([]bool, len(others))}
+	for i := range others {
+		readers[i], fan.ws[i] = io.Pipe()
+	}
+	errs := make([]error, len(others))
+	etags := make([]string, len(others))
+	var wg sync.WaitGroup
+	for i, name := range others {
+		wg.Go(func() {
+			etags[i], errs[i] = s.sendHeldTagged(ctx, r, c, name, e, readers[i])
+			readers[i].CloseWithError(io.ErrClosedPipe) // a holder that stopped reading holds back nobody
+		})
+	}
+	stored, err := s.cfg.Journal.Write(e, io.TeeReader(body, fan))
+	for _, w := range fan.ws {
+		if err != nil {
+			w.CloseWithError(err) // the holders' copies are incomplete: they fail
+		} else {
+			w.Close()
+		}
+	}
+	wg.Wait()
 	if aerr := s.journalFailed(e, err); aerr != nil {
+		for i, name := range others {
+			if errs[i] == nil {
+				s.dropHeldAt(ctx, r, c, name, e)
+			}
+		}
 		return stored, aerr
 	}
 	if stored.Version != e.Version {
 		return stored, nil // a newer version came first (cannot happen at the owner, which numbers them)
 	}
-	r := s.currentRing()
-	others = slices.DeleteFunc(slices.Clone(stored.Holders), func(n string) bool { return n == s.cfg.Self })
-	errs := make([]error, len(others))
-	var wg sync.WaitGroup
-	for i, name := range others {
-		wg.Go(func() { errs[i] = s.copyHeld(ctx, r, c, name, stored) })
+	for i, tag := range etags {
+		if errs[i] == nil && tag != "" && tag != stored.ETag {
+			errs[i] = fmt.Errorf("its copy has ETag %s, this node's %s", tag, stored.ETag)
+		}
 	}
-	wg.Wait()
 	return stored, s.copiesTaken(ctx, r, c, stored, others, errs)
+}
+
+// fanOut writes to every holder's pipe that still reads; a holder that
+// fails drops out (its error is its send's), the others go on.
+type fanOut struct {
+	ws     []*io.PipeWriter
+	failed []bool
+}
+
+func (f *fanOut) Write(p []byte) (int, error) {
+	for i, w := range f.ws {
+		if !f.failed[i] {
+			if _, err := w.Write(p); err != nil {
+				f.failed[i] = true
+			}
+		}
+	}
+	return len(p), nil
 }
 
 // heldInMemoryBytes is the largest body holdEverywhere reads into memory.
@@ -320,17 +377,24 @@ func (s *Server) copyHeld(ctx context.Context, r *ring.Ring, c caller, name stri
 
 // sendHeld sends version e with its body to holder name.
 func (s *Server) sendHeld(ctx context.Context, r *ring.Ring, c caller, name string, e writeback.Entry, body io.Reader) error {
+	_, err := s.sendHeldTagged(ctx, r, c, name, e, body)
+	return err
+}
+
+// sendHeldTagged is sendHeld, returning the ETag the holder computed of
+// its copy ("" from a node too old to say).
+func (s *Server) sendHeldTagged(ctx context.Context, r *ring.Ring, c caller, name string, e writeback.Entry, body io.Reader) (string, error) {
 	m, ok := r.Member(name)
 	if !ok {
-		return errors.New("not in the ring")
+		return "", errors.New("not in the ring")
 	}
-	err := s.peers.putHeld(ctx, m, c.tenant.Name, e, body)
+	etag, err := s.peers.putHeld(ctx, m, c.tenant.Name, e, body)
 	result := "ok"
 	if err != nil {
 		result = "error"
 	}
 	s.metrics.PeerRequests.WithLabelValues("held_copy", result).Inc()
-	return err
+	return etag, err
 }
 
 // dropHeldAt tells holder name that version e is no longer to be kept.
@@ -384,6 +448,53 @@ func (s *Server) heldMetaOf(o chunk.Object) (m chunk.Meta, ok bool, err error) {
 		return m, true, newError(http.StatusNotFound, CodeNoSuchKey, "object deleted (the delete is held by the cache)")
 	}
 	return heldMeta(e, s.cfg.Now()), true, nil
+}
+
+// heldMetaFromPeers asks the members that may hold a version of o for it,
+// when this node holds none and would otherwise ask S3: the first members
+// of o's placement order, as many as the policy keeps copies and one more
+// (a ring that just changed moves a key by one member), in that order,
+// journals only (listHeld: a member asked answers from its journal, never
+// from S3). A node gets here holding no version of a held key when it has
+// just become the key's metadata owner and the handoff has not reached it
+// yet (a scale-up; a pod back in the ring after a restart), or when it
+// stands in for an owner that cannot be reached (a chunk read failing over
+// while a pod restarts). S3 does not have a held version, so its answer
+// (404, or a refused tenant's 403) would fail a read of an acknowledged
+// write. ok=false: none of them holds a version (or can say), and S3 is
+// asked as for any key.
+func (s *Server) heldMetaFromPeers(ctx context.Context, c caller, o chunk.Object) (m chunk.Meta, ok bool, err error) {
+	p := c.policy(o.Bucket, o.Key)
+	r := s.currentRing()
+	if s.cfg.Journal == nil || r == nil || !holds(p) {
+		return m, false, nil
+	}
+	copies := p.Replicas
+	if copies <= 0 {
+		copies = tenancy.DefaultReplicas
+	}
+	now := time.Now()
+	for _, mem := range r.Candidates(nodeapi.MetaID(o), copies+1) {
+		if mem.Name == s.cfg.Self || s.peers.down.Down(mem.Name, now) {
+			continue
+		}
+		es, err := s.peers.listHeld(ctx, mem, c.tenant.Name, o.Bucket, o.Key)
+		result := "ok"
+		if err != nil {
+			result = "error"
+		}
+		s.metrics.PeerRequests.WithLabelValues("held_meta", result).Inc()
+		for _, e := range es {
+			if e.Key != o.Key {
+				continue // listHeld takes a prefix
+			}
+			if e.Op == writeback.OpDelete {
+				return m, true, newError(http.StatusNotFound, CodeNoSuchKey, "object deleted (the delete is held by the cache)")
+			}
+			return heldMeta(e, s.cfg.Now()), true, nil
+		}
+	}
+	return m, false, nil
 }
 
 // handOutHeld caches a held write's leading chunks at their owners (up to

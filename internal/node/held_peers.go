@@ -28,6 +28,9 @@ import (
 
 const (
 	headerHeldEntry = "X-Distcache-Held-Entry" // the writeback.Entry, JSON
+	// headerHeldETag answers a copy with the ETag its holder computed:
+	// a copy streamed as it arrives is sent before its ETag is known.
+	headerHeldETag = "X-Distcache-Held-Etag"
 )
 
 // handleHeldPut keeps a copy of a held version another node took.
@@ -44,7 +47,8 @@ func (s *Server) handleHeldPut(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, opPut, q.tenant.Name, q.start, newError(http.StatusBadRequest, CodeBadRequest, "body length is not the entry's size"))
 		return
 	}
-	if _, err := s.cfg.Journal.Write(e, r.Body); err != nil {
+	stored, err := s.cfg.Journal.Write(e, r.Body)
+	if err != nil {
 		status, code := http.StatusInternalServerError, CodeInternal
 		switch {
 		case errors.Is(err, writeback.ErrFull):
@@ -61,6 +65,9 @@ func (s *Server) handleHeldPut(w http.ResponseWriter, r *http.Request) {
 	// The owner waits for its gateways, as for a write-through; a copy
 	// does not wait again.
 	s.invalidate(q.obj)
+	if stored.Version == e.Version {
+		w.Header().Set(headerHeldETag, stored.ETag)
+	}
 	w.WriteHeader(http.StatusNoContent)
 	s.observe(opPut, q.tenant.Name, metrics.ResultHeld, 0, q.start)
 }
@@ -132,17 +139,20 @@ func (s *Server) beginHeld(w http.ResponseWriter, r *http.Request, op string) (r
 }
 
 // putHeld sends a copy of version e to m.
-func (p *Peers) putHeld(ctx context.Context, m ring.Member, tenant string, e writeback.Entry, body io.Reader) error {
+// It returns the ETag m computed of its copy ("" from a node too old to
+// say).
+func (p *Peers) putHeld(ctx context.Context, m ring.Member, tenant string, e writeback.Entry, body io.Reader) (string, error) {
 	if e.Size == 0 {
 		body = http.NoBody // else the client sends a file body of length 0 as one of unknown length
 	}
 	req, cancel, err := p.heldRequest(ctx, http.MethodPut, m, tenant, e, body)
 	if err != nil {
-		return err
+		return "", err
 	}
 	defer cancel()
 	req.ContentLength = e.Size
-	return p.doNoContent(req)
+	h, err := p.doNoContentHeader(req)
+	return h.Get(headerHeldETag), err
 }
 
 // dropHeld tells m to drop its copy of version e.
@@ -169,16 +179,23 @@ func (p *Peers) heldRequest(ctx context.Context, method string, m ring.Member, t
 }
 
 func (p *Peers) doNoContent(req *http.Request) error {
+	_, err := p.doNoContentHeader(req)
+	return err
+}
+
+// doNoContentHeader sends req, expecting 204 No Content, and returns the
+// answer's headers (nil on an error).
+func (p *Peers) doNoContentHeader(req *http.Request) (http.Header, error) {
 	resp, err := p.Client.Do(req)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusNoContent {
 		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
-		return &peerError{status: resp.StatusCode, code: resp.Header.Get("X-Distcache-Error"), msg: string(msg)}
+		return nil, &peerError{status: resp.StatusCode, code: resp.Header.Get("X-Distcache-Error"), msg: string(msg)}
 	}
-	return nil
+	return resp.Header, nil
 }
 
 // getHeld reads len(dst) bytes at off of the version etag of o that m holds.
