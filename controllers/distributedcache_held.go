@@ -13,6 +13,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/dustin/go-humanize"
+
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
@@ -394,19 +396,8 @@ func (r *DistributedCacheReconciler) recordPinned(dc *cachev1alpha1.DistributedC
 	}
 }
 
-// formatBytes is n in binary units ("3.5 MiB").
-func formatBytes(n int64) string {
-	const unit = 1024
-	if n < unit {
-		return fmt.Sprintf("%d B", n)
-	}
-	div, exp := int64(unit), 0
-	for m := n / unit; m >= unit && exp < 5; m /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
-}
+// formatBytes is n bytes for people ("1.5 GiB").
+func formatBytes(n int64) string { return humanize.IBytes(uint64(max(n, 0))) }
 
 // heldDrain is what heldDrainHold decided for one zone.
 type heldDrain struct {

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/dustin/go-humanize"
+
 	"k8s.io/apimachinery/pkg/util/duration"
 	"k8s.io/cli-runtime/pkg/printers"
 	"sigs.k8s.io/yaml"
@@ -230,19 +232,8 @@ func dash(s string) string {
 	return s
 }
 
-// iec is n in IEC units, as kubectl shows quantities.
-func iec(n int64) string {
-	const unit = 1024
-	if n < unit {
-		return fmt.Sprintf("%dB", n)
-	}
-	div, exp := int64(unit), 0
-	for m := n / unit; m >= unit && exp < 5; m /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.1f%ciB", float64(n)/float64(div), "KMGTPE"[exp])
-}
+// iec is n bytes with binary units ("1.5 GiB").
+func iec(n int64) string { return humanize.IBytes(uint64(max(n, 0))) }
 
 // used is "used/bound (percent)", or used alone without a bound.
 func used(n, bound int64) string {
