@@ -559,6 +559,10 @@ var _ = Describe("a DistributedCache on a real cluster", Ordered, func() {
 		scaleDownWithHeldData(ctx, followGateway, waitRingSettled, func() *s3.Client { return gw })
 	}, SpecTimeout(specTimeout))
 
+	It("restarts every pod (kubectl rollout restart) while each holds write-back data S3 refuses, without a failed read, and MinIO ends with every object", func(ctx SpecContext) {
+		rollingRestartWithHeldData(ctx, followGateway, waitRingSettled, func() *s3.Client { return gw })
+	}, SpecTimeout(specTimeout))
+
 	It("loses a cache pod without a failed read, and gets it back with its cache warm", func(ctx SpecContext) {
 		victim := ordinalPod(1)
 		var old corev1.Pod

@@ -104,6 +104,9 @@ func getObject(ctx context.Context, c *s3.Client, k, rng string) ([]byte, error)
 	return io.ReadAll(out.Body)
 }
 
+// errWrongBytes: a read answered with bytes that are not the object's.
+var errWrongBytes = errors.New("bytes that are not the object's")
+
 // verifyObject reads an object whole and compares every byte.
 func verifyObject(ctx context.Context, c *s3.Client, o object) error {
 	got, err := getObject(ctx, c, o.key, "")
@@ -111,7 +114,7 @@ func verifyObject(ctx context.Context, c *s3.Client, o object) error {
 		return fmt.Errorf("GET %s: %w", o.key, err)
 	}
 	if !bytes.Equal(got, o.data) {
-		return fmt.Errorf("GET %s: %d bytes that are not the object's %d", o.key, len(got), len(o.data))
+		return fmt.Errorf("GET %s: %d %w %d", o.key, len(got), errWrongBytes, len(o.data))
 	}
 	return nil
 }
@@ -144,6 +147,7 @@ type reader struct {
 
 	reads    atomic.Int64
 	failures atomic.Int64
+	wrong    atomic.Int64 // failures that were answers with wrong bytes
 	passes   atomic.Int64 // full passes over the data set
 	mu       sync.Mutex
 	errs     []string // the first failures, with their time
@@ -167,6 +171,9 @@ func startReader(c *s3.Client, objs []object) *reader {
 				r.reads.Add(1)
 				if err != nil {
 					r.failures.Add(1)
+					if errors.Is(err, errWrongBytes) {
+						r.wrong.Add(1)
+					}
 					r.mu.Lock()
 					if len(r.errs) < 20 {
 						r.errs = append(r.errs, time.Now().Format("15:04:05.000")+" "+err.Error())
@@ -198,10 +205,18 @@ func (r *reader) halt() {
 func (r *reader) stop() {
 	GinkgoHelper()
 	r.halt()
+	r.expectNoFailures()
+}
+
+// expectNoFailures checks that the reader (halted) read and that no read
+// failed.
+func (r *reader) expectNoFailures() {
+	GinkgoHelper()
 	r.mu.Lock()
 	errs := r.errs
 	r.mu.Unlock()
-	fmt.Fprintf(GinkgoWriter, "reader: %d reads in %d full passes, %d failed\n", r.reads.Load(), r.passes.Load(), r.failures.Load())
+	fmt.Fprintf(GinkgoWriter, "reader: %d reads in %d full passes, %d failed (%d with wrong bytes)\n",
+		r.reads.Load(), r.passes.Load(), r.failures.Load(), r.wrong.Load())
 	Expect(r.passes.Load()).To(BeNumerically(">", 0), "the reader completed a pass")
 	Expect(r.failures.Load()).To(BeZero(), "failed reads:\n%s", joinLines(errs))
 }

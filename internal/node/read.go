@@ -50,6 +50,11 @@ func (s *Server) resolveMeta(ctx context.Context, c caller, o chunk.Object, forc
 	if have && !force && s.fresh(cached) {
 		return cached, owned, nil
 	}
+	// A held key this node holds no version of: another member may (S3
+	// does not have it yet).
+	if m, ok, err := s.heldMetaFromPeers(ctx, c, o); ok {
+		return m, false, err
+	}
 	ran := false
 	v, err, _ := s.metas.Do(o.String(), func() (any, error) {
 		ran = true
