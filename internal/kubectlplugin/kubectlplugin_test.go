@@ -374,7 +374,7 @@ func TestBuildCacheStatus(t *testing.T) {
 }
 
 func TestIEC(t *testing.T) {
-	for n, want := range map[int64]string{0: "0 B", 1023: "1023 B", 1024: "1.0 KiB", 1536: "1.5 KiB", 10 << 30: "10 GiB", 3 << 40: "3.0 TiB"} {
+	for n, want := range map[int64]string{0: "0B", 1023: "1023B", 1024: "1.0KiB", 1536: "1.5KiB", 10 << 30: "10GiB", 3 << 40: "3.0TiB"} {
 		if got := iec(n); got != want {
 			t.Errorf("iec(%d) = %s, want %s", n, got, want)
 		}

@@ -232,8 +232,9 @@ func dash(s string) string {
 	return s
 }
 
-// iec is n bytes with binary units ("1.5 GiB").
-func iec(n int64) string { return humanize.IBytes(uint64(max(n, 0))) }
+// iec is n bytes with binary units, without a space so that a table's
+// columns stay one word each ("1.5GiB").
+func iec(n int64) string { return strings.Replace(humanize.IBytes(uint64(max(n, 0))), " ", "", 1) }
 
 // used is "used/bound (percent)", or used alone without a bound.
 func used(n, bound int64) string {
