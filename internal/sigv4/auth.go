@@ -36,8 +36,16 @@ type scope struct {
 }
 
 // String is the credential scope as it appears in the string to sign.
-func (s scope) String() string {
-	return s.date + "/" + s.region + "/" + s.service + "/aws4_request"
+func (s scope) String() string { return string(s.appendTo(nil)) }
+
+// appendTo appends String() to b.
+func (s scope) appendTo(b []byte) []byte {
+	b = append(b, s.date...)
+	b = append(b, '/')
+	b = append(b, s.region...)
+	b = append(b, '/')
+	b = append(b, s.service...)
+	return append(b, "/aws4_request"...)
 }
 
 // authParams is what an Authorization header or a presigned URL carries.

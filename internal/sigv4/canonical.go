@@ -67,11 +67,7 @@ func uriEncode(s string, keepSlash bool) string {
 // them that way. Both decode to the same path, so accepting either lets no
 // one change what the request addresses.
 func canonicalURIs(r *http.Request, all bool) []string {
-	p := r.URL.Path
-	if p == "" {
-		p = "/"
-	}
-	first := uriEncode(p, true)
+	first := canonicalURI(r)
 	if !all {
 		return []string{first}
 	}
@@ -79,6 +75,15 @@ func canonicalURIs(r *http.Request, all bool) []string {
 		return []string{first, raw}
 	}
 	return []string{first}
+}
+
+// canonicalURI is the first of canonicalURIs: the spec's form.
+func canonicalURI(r *http.Request) string {
+	p := r.URL.Path
+	if p == "" {
+		p = "/"
+	}
+	return uriEncode(p, true)
 }
 
 // rawPath is the path as sent: from RequestURI when the server filled it in
@@ -140,6 +145,71 @@ func lookup(ps []queryParam, name string) (string, bool) {
 		}
 	}
 	return "", false
+}
+
+// canonicalQuery is the first of canonicalQueries: the spec's form. A
+// query already in that form (every pair name=value of unreserved
+// characters only, so decoding and encoding leave it as it is, sorted, no
+// empty pairs), as the SDKs send GetObject's ?x-id=GetObject, is its own
+// canonical form.
+func canonicalQuery(ps []queryParam, rawQuery, skip string) string {
+	if skip == "" && inCanonicalForm(ps, rawQuery) {
+		return rawQuery
+	}
+	return canonicalQueries(ps, rawQuery, skip, false)[0]
+}
+
+func inCanonicalForm(ps []queryParam, rawQuery string) bool {
+	rest := rawQuery
+	for i, p := range ps {
+		if !allUnreserved(p.rawName) || !allUnreserved(p.rawValue) {
+			return false
+		}
+		if i > 0 {
+			if c := strings.Compare(ps[i-1].rawName, p.rawName); c > 0 || c == 0 && ps[i-1].rawValue > p.rawValue {
+				return false
+			}
+			var ok bool
+			if rest, ok = strings.CutPrefix(rest, "&"); !ok {
+				return false
+			}
+		}
+		var ok bool
+		if rest, ok = cutPair(rest, p.rawName, p.rawValue); !ok {
+			return false
+		}
+	}
+	return rest == ""
+}
+
+// cutPair cuts name=value from the start of s.
+func cutPair(s, name, value string) (string, bool) {
+	if len(s) < len(name)+1+len(value) || s[:len(name)] != name || s[len(name)] != '=' ||
+		s[len(name)+1:len(name)+1+len(value)] != value {
+		return s, false
+	}
+	return s[len(name)+1+len(value):], true
+}
+
+func allUnreserved(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if !unreserved(s[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+// checkQuery returns url.ParseQuery's error for raw, if any, without
+// building the map when raw cannot have one: without ';' or '%' (the
+// errors it reports are a ';' separator and a bad escape) and with far
+// fewer parameters than its limit.
+func checkQuery(raw string) error {
+	if !strings.ContainsAny(raw, ";%") && strings.Count(raw, "&") < 100 {
+		return nil
+	}
+	_, err := url.ParseQuery(raw)
+	return err
 }
 
 // canonicalQueries returns the canonical query strings to try, best first
@@ -221,7 +291,7 @@ func headerValue(r *http.Request, name string) (string, bool) {
 		}
 		return "", false
 	}
-	vs, ok := r.Header[http.CanonicalHeaderKey(name)]
+	vs, ok := headerByLowerName(r.Header, name)
 	if !ok {
 		// Header names Go could not canonicalise are stored as sent.
 		for k, v := range r.Header {
@@ -235,6 +305,41 @@ func headerValue(r *http.Request, name string) (string, bool) {
 		return "", false
 	}
 	return joinValues(vs), true
+}
+
+// headerByLowerName is h[http.CanonicalHeaderKey(name)] for a lower-case
+// name, without building the canonical name as a string.
+func headerByLowerName(h http.Header, name string) ([]string, bool) {
+	var buf [64]byte
+	if len(name) > len(buf) {
+		vs, ok := h[http.CanonicalHeaderKey(name)]
+		return vs, ok
+	}
+	k := buf[:len(name)]
+	upper := true
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		if !tokenByte(c) {
+			// CanonicalHeaderKey leaves such a name as it is.
+			vs, ok := h[name]
+			return vs, ok
+		}
+		if upper && 'a' <= c && c <= 'z' {
+			c -= 'a' - 'A'
+		} else if !upper && 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		k[i] = c
+		upper = c == '-'
+	}
+	vs, ok := h[string(k)]
+	return vs, ok
+}
+
+// tokenByte reports the bytes of an HTTP token (RFC 9110 tchar), the bytes
+// a header name CanonicalHeaderKey changes may have.
+func tokenByte(c byte) bool {
+	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0
 }
 
 func joinValues(vs []string) string {

@@ -3,7 +3,9 @@ package sigv4
 import (
 	"crypto/hmac"
 	"crypto/sha256"
+	"hash"
 	"sync"
+	"sync/atomic"
 )
 
 // Credentials is one access key pair the gateway accepts.
@@ -44,24 +46,55 @@ func (s StaticStore) Lookup(accessKeyID string) (Credentials, bool) {
 const maxCachedKeys = 1024
 
 // keyCache memoises signing-key derivation (four HMACs) per
-// (secret, date, region, service).
+// (secret, date, region, service), with the HMAC-SHA256 states keyed with
+// each key for reuse.
 type keyCache struct {
+	last atomic.Pointer[signingKey] // the key used last: most requests' (one secret, one day)
 	mu   sync.Mutex
-	keys map[string][]byte
+	keys map[keyID]*signingKey
 }
 
-func (c *keyCache) get(secret, date, region, service string) []byte {
-	id := secret + "\x00" + date + "\x00" + region + "\x00" + service
+// keyID names a signing key: a struct, so a lookup builds no string.
+type keyID struct{ secret, date, region, service string }
+
+// signingKey is a derived key and a pool of HMAC-SHA256 states keyed with
+// it: a request's signature needs one for a moment, and hmac.New costs
+// three allocations and two SHA-256 blocks that Reset does not.
+type signingKey struct {
+	id   keyID
+	key  []byte
+	macs sync.Pool // of hash.Hash
+}
+
+// mac returns an HMAC-SHA256 keyed with k, reset; give it back with
+// putMAC.
+func (k *signingKey) mac() hash.Hash {
+	if m, ok := k.macs.Get().(hash.Hash); ok {
+		m.Reset()
+		return m
+	}
+	return hmac.New(sha256.New, k.key)
+}
+
+func (k *signingKey) putMAC(m hash.Hash) { k.macs.Put(m) }
+
+func (c *keyCache) get(secret, date, region, service string) *signingKey {
+	id := keyID{secret, date, region, service}
+	if k := c.last.Load(); k != nil && k.id == id {
+		return k
+	}
 	c.mu.Lock()
 	k, ok := c.keys[id]
 	c.mu.Unlock()
 	if ok {
+		c.last.Store(k)
 		return k
 	}
-	k = deriveSigningKey(secret, date, region, service)
+	k = &signingKey{id: id, key: deriveSigningKey(secret, date, region, service)}
+	c.last.Store(k)
 	c.mu.Lock()
 	if c.keys == nil || len(c.keys) >= maxCachedKeys {
-		c.keys = make(map[string][]byte)
+		c.keys = make(map[keyID]*signingKey)
 	}
 	c.keys[id] = k
 	c.mu.Unlock()

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -92,6 +93,38 @@ func FuzzChunkedDecoder(f *testing.F) {
 		}
 		if len(out) > len(body) {
 			t.Fatalf("decoded more bytes (%d) than were sent (%d)", len(out), len(body))
+		}
+	})
+}
+
+// The shortcuts of the hot path must agree with what they stand for:
+// canonicalQuery with the first of canonicalQueries, checkQuery with
+// url.ParseQuery's error, headerByLowerName with a lookup by
+// http.CanonicalHeaderKey.
+func FuzzShortcuts(f *testing.F) {
+	for _, s := range []string{
+		"", "x-id=GetObject", "a=1&b=2", "b=2&a=1", "a=1&a=0", "a=0&a=1", "a", "a=", "&a=1", "a=1&", "a=1&&b=2",
+		"a;b=1", "a=%zz", "a=%41", "a=+", "prefix=a+b", "k=a/b", "list-type=2&prefix=x%2Fy", "x-amz-date", "X-Amz-Date",
+		"content-type", "x_amz", "a b", "ü", strings.Repeat("a", 65), strings.Repeat("&", 200),
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		ps := parseQuery(s)
+		if got, want := canonicalQuery(ps, s, ""), canonicalQueries(ps, s, "", false)[0]; got != want {
+			t.Fatalf("canonicalQuery(%q) = %q, want %q", s, got, want)
+		}
+		_, perr := url.ParseQuery(s)
+		if err := checkQuery(s); (err == nil) != (perr == nil) {
+			t.Fatalf("checkQuery(%q) = %v, url.ParseQuery: %v", s, err, perr)
+		}
+		name := strings.ToLower(s)
+		h := http.Header{http.CanonicalHeaderKey(name): {"v"}}
+		if vs, ok := headerByLowerName(h, name); !ok || len(vs) != 1 {
+			t.Fatalf("headerByLowerName(%q) did not find %q", name, http.CanonicalHeaderKey(name))
+		}
+		if _, ok := headerByLowerName(http.Header{http.CanonicalHeaderKey(name) + "x": {"v"}}, name); ok {
+			t.Fatalf("headerByLowerName(%q) found another name", name)
 		}
 	})
 }

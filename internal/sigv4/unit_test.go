@@ -127,7 +127,7 @@ func TestKeyCacheBounded(t *testing.T) {
 	if n := len(c.keys); n > maxCachedKeys {
 		t.Errorf("%d cached keys", n)
 	}
-	if got := c.get("secret", "20240101", "r", "s3"); string(got) != string(k1) {
+	if got := c.get("secret", "20240101", "r", "s3"); string(got.key) != string(k1.key) {
 		t.Error("a key derived again differs")
 	}
 }

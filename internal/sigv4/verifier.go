@@ -29,10 +29,10 @@ import (
 	"encoding/hex"
 	"io"
 	"net/http"
-	"net/url"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -117,7 +117,7 @@ func (v *Verifier) verify(r *http.Request) (*Result, *Error) {
 	// without a parameter that was signed (a presigned ?uploadId=a%3Bb sent
 	// as ?uploadId=a;b would abort nothing and delete the object), so it is
 	// refused.
-	if _, err := url.ParseQuery(r.URL.RawQuery); err != nil {
+	if err := checkQuery(r.URL.RawQuery); err != nil {
 		return nil, newError(CodeInvalidArgument, "The query string is malformed: %v", err)
 	}
 	q := parseQuery(r.URL.RawQuery)
@@ -248,7 +248,8 @@ func requestTime(r *http.Request) (time.Time, *Error) {
 }
 
 func (v *Verifier) checkScope(s scope, t time.Time, fail func(string, ...any) *Error) *Error {
-	if s.date != t.Format(scopeDateFormat) {
+	var day [len(scopeDateFormat)]byte
+	if s.date != string(t.AppendFormat(day[:0], scopeDateFormat)) {
 		return fail("Invalid credential date %q. Date is not the same as X-Amz-Date.", s.date)
 	}
 	if v.Region != "" && s.region != v.Region {
@@ -274,98 +275,110 @@ func payloadMode(h string) (string, *Error) {
 		"x-amz-content-sha256 must be UNSIGNED-PAYLOAD, STREAMING-UNSIGNED-PAYLOAD-TRAILER, STREAMING-AWS4-HMAC-SHA256-PAYLOAD, STREAMING-AWS4-HMAC-SHA256-PAYLOAD-TRAILER, or a valid sha256 value.")
 }
 
+// signScratch is the memory one signature check builds in, pooled: the
+// CanonicalHeaders block, the canonical request and then the string to
+// sign, and the signature.
+type signScratch struct {
+	headers []byte
+	buf     []byte
+	sig     [32]byte
+}
+
+var signScratches = sync.Pool{New: func() any { return new(signScratch) }}
+
 // checkSignature rebuilds the canonical request and compares signatures in
 // constant time. It returns the request's signature (the seed of an
 // aws-chunked body).
-func (v *Verifier) checkSignature(req *request, creds Credentials) ([]byte, *Error) {
+func (v *Verifier) checkSignature(req *request, creds Credentials) ([32]byte, *Error) {
 	r, p := req.r, req.params
-	headers, err := canonicalHeaders(r, p, req.presigned)
-	if err != nil {
-		return nil, err
+	s := signScratches.Get().(*signScratch)
+	defer signScratches.Put(s)
+	var err *Error
+	if s.headers, err = appendCanonicalHeaders(s.headers[:0], r, p, req.presigned); err != nil {
+		return [32]byte{}, err
 	}
 	key := v.keys.get(creds.SecretAccessKey, p.scope.date, p.scope.region, p.scope.service)
 	skip := ""
 	if req.presigned {
 		skip = qSignature
 	}
-	amzDate := req.t.Format(amzDateFormat)
-	scope := p.scope.String()
-	try := func(uri, query string) []byte {
-		sig := signature(key, amzDate, scope, r.Method, uri, query, headers, p.signedHeaders, req.payload)
-		if hmac.Equal(sig, p.signature[:]) {
-			return sig
-		}
-		return nil
+	try := func(uri, query string) bool {
+		s.buf = appendCanonicalRequest(s.buf[:0], r.Method, uri, query, s.headers, p.signedHeaders, req.payload)
+		crHash := sha256.Sum256(s.buf)
+		s.buf = appendStringToSign(s.buf[:0], req.t, p.scope, &crHash)
+		m := key.mac()
+		m.Write(s.buf)
+		m.Sum(s.sig[:0])
+		key.putMAC(m)
+		return hmac.Equal(s.sig[:], p.signature[:])
 	}
 	// The spec's canonical form first; the alternatives only when it fails.
-	uri := canonicalURIs(r, false)[0]
-	query := canonicalQueries(req.query, r.URL.RawQuery, skip, false)[0]
-	if sig := try(uri, query); sig != nil {
-		return sig, nil
+	if try(canonicalURI(r), canonicalQuery(req.query, r.URL.RawQuery, skip)) {
+		return s.sig, nil
 	}
 	for i, uri := range canonicalURIs(r, true) {
 		for j, query := range canonicalQueries(req.query, r.URL.RawQuery, skip, true) {
 			if i == 0 && j == 0 {
 				continue // tried above
 			}
-			if sig := try(uri, query); sig != nil {
-				return sig, nil
+			if try(uri, query) {
+				return s.sig, nil
 			}
 		}
 	}
-	return nil, errSignatureMismatch()
+	return [32]byte{}, errSignatureMismatch()
 }
 
-// signature computes the SigV4 signature of a canonical request.
-func signature(key []byte, amzDate, scope, method, uri, query, headers, signedHeaders, payload string) []byte {
-	var b strings.Builder
-	b.Grow(len(method) + len(uri) + len(query) + len(headers) + len(signedHeaders) + len(payload) + 8)
-	b.WriteString(method)
-	b.WriteByte('\n')
-	b.WriteString(uri)
-	b.WriteByte('\n')
-	b.WriteString(query)
-	b.WriteByte('\n')
-	b.WriteString(headers)
-	b.WriteByte('\n')
-	b.WriteString(signedHeaders)
-	b.WriteByte('\n')
-	b.WriteString(payload)
-	crHash := sha256.Sum256([]byte(b.String()))
-
-	m := hmac.New(sha256.New, key)
-	m.Write([]byte(algorithm + "\n" + amzDate + "\n" + scope + "\n"))
-	var hx [64]byte
-	hex.Encode(hx[:], crHash[:])
-	m.Write(hx[:])
-	return m.Sum(nil)
+// appendCanonicalRequest appends the SigV4 canonical request to b.
+func appendCanonicalRequest(b []byte, method, uri, query string, headers []byte, signedHeaders, payload string) []byte {
+	b = append(b, method...)
+	b = append(b, '\n')
+	b = append(b, uri...)
+	b = append(b, '\n')
+	b = append(b, query...)
+	b = append(b, '\n')
+	b = append(b, headers...)
+	b = append(b, '\n')
+	b = append(b, signedHeaders...)
+	b = append(b, '\n')
+	return append(b, payload...)
 }
 
-// canonicalHeaders builds the CanonicalHeaders block (each line
-// name:value\n) for the signed headers. It insists that host is signed, that
-// every signed header is present, and that every x-amz-* header present is
-// signed, so nothing that changes the meaning of an S3 request can be added
-// in transit.
-func canonicalHeaders(r *http.Request, p authParams, presigned bool) (string, *Error) {
-	var b strings.Builder
+// appendStringToSign appends the string to sign of a canonical request
+// whose SHA-256 is crHash, signed at t within scope s.
+func appendStringToSign(b []byte, t time.Time, s scope, crHash *[32]byte) []byte {
+	b = append(b, algorithm+"\n"...)
+	b = t.AppendFormat(b, amzDateFormat)
+	b = append(b, '\n')
+	b = s.appendTo(b)
+	b = append(b, '\n')
+	return hex.AppendEncode(b, crHash[:])
+}
+
+// appendCanonicalHeaders appends the CanonicalHeaders block (each line
+// name:value\n) for the signed headers to b. It insists that host is
+// signed, that every signed header is present, and that every x-amz-*
+// header present is signed, so nothing that changes the meaning of an S3
+// request can be added in transit.
+func appendCanonicalHeaders(b []byte, r *http.Request, p authParams, presigned bool) ([]byte, *Error) {
 	hostSigned := false
 	for _, name := range p.headerNames {
 		lower := strings.ToLower(name)
 		hostSigned = hostSigned || lower == "host"
 		val, ok := headerValue(r, lower)
 		if !ok {
-			return "", newError(CodeAccessDenied, "The signed header %q is not present in the request.", lower)
+			return b, newError(CodeAccessDenied, "The signed header %q is not present in the request.", lower)
 		}
-		b.WriteString(name)
-		b.WriteByte(':')
-		b.WriteString(val)
-		b.WriteByte('\n')
+		b = append(b, name...)
+		b = append(b, ':')
+		b = append(b, val...)
+		b = append(b, '\n')
 	}
 	if !hostSigned {
 		if presigned {
-			return "", malformedQuery("X-Amz-SignedHeaders must include host")
+			return b, malformedQuery("X-Amz-SignedHeaders must include host")
 		}
-		return "", malformedHeader("SignedHeaders must include host")
+		return b, malformedHeader("SignedHeaders must include host")
 	}
 	var unsigned []string
 	for k := range r.Header {
@@ -379,10 +392,10 @@ func canonicalHeaders(r *http.Request, p authParams, presigned bool) (string, *E
 	}
 	if len(unsigned) > 0 {
 		slices.Sort(unsigned)
-		return "", newError(CodeAccessDenied, "There were headers present in the request which were not signed: %s",
+		return b, newError(CodeAccessDenied, "There were headers present in the request which were not signed: %s",
 			strings.Join(unsigned, ", "))
 	}
-	return b.String(), nil
+	return b, nil
 }
 
 func hasPrefixFold(s, prefix string) bool {
@@ -399,7 +412,7 @@ func isSigned(names []string, header string) bool {
 }
 
 // installBody replaces r.Body with a reader that enforces the payload mode.
-func (v *Verifier) installBody(req *request, mode string, creds Credentials, seed []byte) *Error {
+func (v *Verifier) installBody(req *request, mode string, creds Credentials, seed [32]byte) *Error {
 	r := req.r
 	if r.Body == nil {
 		r.Body = http.NoBody
@@ -430,7 +443,7 @@ func (v *Verifier) installBody(req *request, mode string, creds Credentials, see
 	return nil
 }
 
-func (v *Verifier) installChunked(req *request, mode string, creds Credentials, seed []byte, ds digests) *Error {
+func (v *Verifier) installChunked(req *request, mode string, creds Credentials, seed [32]byte, ds digests) *Error {
 	r, p := req.r, req.params
 	want := int64(-1)
 	if s := r.Header.Get("X-Amz-Decoded-Content-Length"); s != "" {
@@ -464,10 +477,10 @@ func (v *Verifier) installChunked(req *request, mode string, creds Credentials, 
 	var signer *chunkSigner
 	if mode == PayloadStreamingSigned || mode == PayloadStreamingSignedTrailer {
 		signer = &chunkSigner{
-			key:     v.keys.get(creds.SecretAccessKey, p.scope.date, p.scope.region, p.scope.service),
+			key:     v.keys.get(creds.SecretAccessKey, p.scope.date, p.scope.region, p.scope.service).key,
 			amzDate: req.t.Format(amzDateFormat),
 			scope:   p.scope.String(),
-			prev:    hex.EncodeToString(seed),
+			prev:    hex.EncodeToString(seed[:]),
 		}
 	}
 	if trailer != nil {
