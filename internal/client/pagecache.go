@@ -3,7 +3,6 @@ package client
 import (
 	"fmt"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -108,17 +107,19 @@ func newPageCache(maxBytes int64) (*pageCache, error) {
 
 // pageKey is unambiguous: every variable part is length-prefixed.
 func pageKey(bucket, key, etag string, pageSize, index int64) string {
-	var b strings.Builder
-	b.Grow(len(bucket) + len(key) + len(etag) + 48)
-	for _, s := range []string{bucket, key, etag} {
-		b.WriteString(strconv.Itoa(len(s)))
-		b.WriteByte(':')
-		b.WriteString(s)
+	// Built in a buffer on the stack when it fits: one allocation, the
+	// string.
+	var stack [256]byte
+	b := stack[:0]
+	for _, s := range [...]string{bucket, key, etag} {
+		b = strconv.AppendInt(b, int64(len(s)), 10)
+		b = append(b, ':')
+		b = append(b, s...)
 	}
-	b.WriteString(strconv.FormatInt(pageSize, 10))
-	b.WriteByte('/')
-	b.WriteString(strconv.FormatInt(index, 10))
-	return b.String()
+	b = strconv.AppendInt(b, pageSize, 10)
+	b = append(b, '/')
+	b = strconv.AppendInt(b, index, 10)
+	return string(b)
 }
 
 // get returns the page cached under key, held for the caller, who must

@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync"
 	"time"
@@ -68,6 +69,8 @@ type Gateway struct {
 	buckets *bucketCache
 	pieces  sync.Pool // *[]byte of capacity ReadPieceBytes
 	buffers *readBuffers
+	// versions are the response headers of recently read versions.
+	versions *versionHeaderCache
 	// hostSuffixes are ".amazonaws.com" and the Domains', lower case: a
 	// Host under one is a virtual-hosted-style request.
 	hostSuffixes []string
@@ -131,7 +134,8 @@ func New(cfg Config) (*Gateway, error) {
 		cfg.Upstream.Metrics = cfg.Metrics
 	}
 	g := &Gateway{cfg: cfg, cache: cfg.Cache, up: cfg.Upstream, metrics: cfg.Metrics, log: cfg.Logger,
-		buckets: newBucketCache(cfg.BucketCacheTTL), buffers: newReadBuffers(cfg.ReadBufferBytes, cfg.Metrics)}
+		buckets: newBucketCache(cfg.BucketCacheTTL), buffers: newReadBuffers(cfg.ReadBufferBytes, cfg.Metrics),
+		versions: newVersionHeaderCache()}
 	for _, d := range append([]string{"amazonaws.com"}, cfg.Domains...) {
 		if d = strings.ToLower(strings.TrimSuffix(d, ".")); d != "" {
 			g.hostSuffixes = append(g.hostSuffixes, "."+d)
@@ -143,8 +147,10 @@ func New(cfg Config) (*Gateway, error) {
 
 // exchange is one S3 request being served.
 type exchange struct {
-	w     *responseWriter
+	w     *responseWriter // &rw
+	rw    responseWriter
 	r     *http.Request
+	query url.Values // r.URL.Query(), parsed once (nil without a query)
 	rt    route
 	id    string // x-amz-request-id
 	start time.Time
@@ -155,7 +161,8 @@ func (x *exchange) fail(e *s3Error) { writeError(x.w, x.r, x.rt, x.id, e) }
 
 // ServeHTTP authenticates, routes and serves one S3 request.
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	x := &exchange{w: &responseWriter{ResponseWriter: w}, r: r, id: newRequestID(), start: time.Now()}
+	x := &exchange{rw: responseWriter{ResponseWriter: w}, r: r, id: newRequestID(), start: time.Now()}
+	x.w = &x.rw
 	g.metrics.inflight.Inc()
 	defer func() {
 		g.metrics.inflight.Dec()
@@ -177,7 +184,10 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h["X-Amz-Id-2"] = id
 	h["Server"] = serverHeader
 
-	x.rt = parseRoute(r.Method, r.URL.Path, r.URL.Query(), r.Header)
+	if r.URL.RawQuery != "" {
+		x.query = r.URL.Query()
+	}
+	x.rt = parseRoute(r.Method, r.URL.Path, x.query, r.Header)
 	if e := g.checkVirtualHost(r); e != nil {
 		x.fail(e)
 		return

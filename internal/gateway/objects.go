@@ -77,12 +77,13 @@ func (g *Gateway) getObject(x *exchange) {
 // caller Stats again.
 func (g *Gateway) serveVersion(x *exchange, m client.Meta) (retry bool) {
 	r, h := x.r, x.w.Header()
-	h.Del("Content-Range")
-	setObjectHeaders(h, m)
+	delete(h, "Content-Range")
+	vh := g.versions.get(m)
+	vh.set(h)
 	switch pre, cond := s3cond.Eval(r.Header, m.ETag, m.LastModified); pre {
 	case s3cond.NotModified:
-		h.Del("Content-Type")
-		h.Del("Accept-Ranges")
+		delete(h, "Content-Type")
+		delete(h, "Accept-Ranges")
 		x.w.WriteHeader(http.StatusNotModified)
 		return false
 	case s3cond.Failed:
@@ -97,26 +98,27 @@ func (g *Gateway) serveVersion(x *exchange, m client.Meta) (retry bool) {
 	if !partial {
 		rng = httprange.Range{Off: 0, Len: m.Size}
 	}
-	q := r.URL.Query()
-	for _, o := range responseOverrides {
-		if v := q.Get(o[0]); v != "" {
-			h.Set(o[1], v)
+	if len(x.query) > 0 {
+		for _, o := range responseOverrides {
+			if v := x.query.Get(o[0]); v != "" {
+				h.Set(o[1], v)
+			}
 		}
 	}
-	h.Set("Content-Length", strconv.FormatInt(rng.Len, 10))
 	status := http.StatusOK
 	if partial {
-		h.Set("Content-Range", rng.ContentRange(m.Size))
+		// Content-Length and Content-Range in one allocation.
+		vs := []string{strconv.FormatInt(rng.Len, 10), rng.ContentRange(m.Size)}
+		h[hContentLength], h[hContentRange] = vs[0:1:1], vs[1:2:2]
 		status = http.StatusPartialContent
+	} else {
+		h[hContentLength] = []string{strconv.FormatInt(rng.Len, 10)}
 	}
 	if r.Method == http.MethodHead || rng.Len == 0 {
 		x.w.WriteHeader(status)
 		return false
 	}
 
-	readAt := func(ctx context.Context, p []byte, off int64) (int, error) {
-		return g.cache.ReadAt(ctx, x.rt.bucket, x.rt.key, m, p, off)
-	}
 	ctx := r.Context()
 	v, canView := g.cache.(viewer)
 	if canView {
@@ -124,6 +126,12 @@ func (g *Gateway) serveVersion(x *exchange, m client.Meta) (retry bool) {
 		// piece (a range of a few chunks is not a scan by itself).
 		v.NoteRead(ctx, x.rt.bucket, x.rt.key, m, rng.Off, rng.Len)
 		ctx = client.WithoutReadAhead(ctx)
+		if g.serveCachedPiece(x, v, ctx, m, rng, status) {
+			return false
+		}
+	}
+	readAt := func(ctx context.Context, p []byte, off int64) (int, error) {
+		return g.cache.ReadAt(ctx, x.rt.bucket, x.rt.key, m, p, off)
 	}
 	body := newRangeReader(ctx, readAt, &g.pieces, g.buffers, g.cfg.ReadPieceBytes, g.cfg.ReadAhead, rng.Off, rng.Len, m.Size)
 	if canView {
@@ -143,35 +151,95 @@ func (g *Gateway) serveVersion(x *exchange, m client.Meta) (retry bool) {
 		return false
 	}
 	x.w.WriteHeader(status)
-	out := &clientWriter{w: x.w}
-	if d := g.cfg.ClientWriteTimeout; d > 0 {
-		rc := http.NewResponseController(x.w)
-		out.deadline = func() { _ = rc.SetWriteDeadline(time.Now().Add(d)) }
-		// The connection may serve another request: no deadline left.
-		defer func() { _ = rc.SetWriteDeadline(time.Time{}) }()
-	}
-	if _, err := body.WriteTo(out); err != nil {
-		if out.err != nil || r.Context().Err() != nil {
-			return false // the client went away
-		}
-		g.log.Warn("object read failed mid-stream; aborting the response", "bucket", x.rt.bucket, "key", x.rt.key,
-			"etag", m.ETag, "sent", x.w.bytes, "err", err)
-		panic(http.ErrAbortHandler)
-	}
+	out := g.clientWriter(x)
+	defer out.done()
+	_, err := body.WriteTo(&out)
+	g.sent(x, m, out.err, err)
 	return false
+}
+
+// serveCachedPiece answers a range that lies in one piece held in the
+// cache's RAM straight from it, as the range reader would (the piece lent,
+// counted in the read buffers while it is written), without a range
+// reader: most 64 KiB hits. It returns false, having sent nothing, when
+// the range is not one cached piece or the read buffers are all held; the
+// caller then reads the range as any other.
+func (g *Gateway) serveCachedPiece(x *exchange, v viewer, ctx context.Context, m client.Meta, rng httprange.Range, status int) bool {
+	piece := g.cfg.ReadPieceBytes
+	if rng.Off/piece != (rng.Off+rng.Len-1)/piece || !g.buffers.tryAcquire(rng.Len) {
+		return false
+	}
+	defer g.buffers.release(rng.Len)
+	pv, ok := v.CachedView(ctx, x.rt.bucket, x.rt.key, m, rng.Off, rng.Len)
+	if !ok {
+		return false
+	}
+	defer pv.Release()
+	x.w.WriteHeader(status)
+	out := g.clientWriter(x)
+	defer out.done()
+	if c := connOf(x.r.Context()); c != nil && x.r.ProtoMajor == 1 {
+		// The status line, the headers and the body in one write. HTTP/1
+		// only: its answers are written by this goroutine as it writes
+		// them, while HTTP/2 writes frames from a goroutine of its own
+		// (and waits for window updates the client sends only for bytes
+		// it has received). An error sending the end is the
+		// connection's: net/http's next write or read on it fails.
+		c.startBatch()
+		defer c.flush()
+	}
+	n, err := out.Write(pv.Data)
+	if err == nil && n < len(pv.Data) {
+		err = io.ErrShortWrite
+	}
+	g.sent(x, m, out.err, err)
+	return true
+}
+
+// sent ends a GetObject whose body was written with the error err
+// (clientErr: the client's side of it): a client that went away is let go;
+// a failed read aborts the response.
+func (g *Gateway) sent(x *exchange, m client.Meta, clientErr, err error) {
+	if err == nil || clientErr != nil || x.r.Context().Err() != nil {
+		return // done, or the client went away
+	}
+	g.log.Warn("object read failed mid-stream; aborting the response", "bucket", x.rt.bucket, "key", x.rt.key,
+		"etag", m.ETag, "sent", x.w.bytes, "err", err)
+	panic(http.ErrAbortHandler)
 }
 
 // clientWriter records the error of writing to the client, and gives each
 // write its deadline (Config.ClientWriteTimeout).
 type clientWriter struct {
-	w        io.Writer
-	deadline func()
+	w       io.Writer
+	timeout time.Duration
+	// deadline sets the connection's write deadline (nil: none set).
+	deadline func(time.Time) error
 	err      error
+}
+
+// writeDeadliner is what http.ResponseController sets write deadlines
+// through (net/http's ResponseWriter has it).
+type writeDeadliner interface{ SetWriteDeadline(time.Time) error }
+
+// clientWriter is the writer of x's body to its client; call done after
+// the body.
+func (g *Gateway) clientWriter(x *exchange) clientWriter {
+	out := clientWriter{w: x.w}
+	if d := g.cfg.ClientWriteTimeout; d > 0 {
+		out.timeout = d
+		if dl, ok := x.w.ResponseWriter.(writeDeadliner); ok {
+			out.deadline = dl.SetWriteDeadline
+		} else {
+			out.deadline = http.NewResponseController(x.w).SetWriteDeadline
+		}
+	}
+	return out
 }
 
 func (c *clientWriter) Write(p []byte) (int, error) {
 	if c.deadline != nil {
-		c.deadline()
+		_ = c.deadline(time.Now().Add(c.timeout))
 	}
 	n, err := c.w.Write(p)
 	if err != nil {
@@ -180,18 +248,19 @@ func (c *clientWriter) Write(p []byte) (int, error) {
 	return n, err
 }
 
-func setObjectHeaders(h http.Header, m client.Meta) {
-	h.Set("ETag", s3cond.QuoteETag(m.ETag))
-	if !m.LastModified.IsZero() {
-		h.Set("Last-Modified", m.LastModified.UTC().Format(http.TimeFormat))
+// done clears the write deadline: the connection may serve another request.
+func (c *clientWriter) done() {
+	if c.deadline != nil {
+		_ = c.deadline(time.Time{})
 	}
-	ct := m.ContentType
-	if ct == "" {
-		ct = defaultContentType
-	}
-	h.Set("Content-Type", ct)
-	h.Set("Accept-Ranges", "bytes")
 }
+
+// Canonical header names set on every GetObject (no canonicalization per
+// request).
+const (
+	hContentLength = "Content-Length"
+	hContentRange  = "Content-Range"
+)
 
 // putObject writes the object through the cache: the node answers once S3
 // has it. The body is the one sigv4 installed (decoded and verified); small

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net"
 	"os"
+	"syscall"
 	"testing"
 	"time"
 
@@ -25,7 +26,7 @@ func queuedForIdleClient(t *testing.T, ln net.Listener) (queued int, lowat int) 
 		t.Fatal(err)
 	}
 	defer server.Close()
-	rc, err := server.(*net.TCPConn).SyscallConn()
+	rc, err := server.(syscall.Conn).SyscallConn()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,7 +83,7 @@ func TestLimitUnsent(t *testing.T) {
 	if unlimited <= queued {
 		t.Errorf("without the limit the kernel took %d bytes, with it %d: the limit made no difference", unlimited, queued)
 	}
-	if LimitUnsent(plain, 0) != plain {
-		t.Error("LimitUnsent(ln, 0) wrapped the listener")
+	if _, lowat := queuedForIdleClient(t, LimitUnsent(plain, 0)); lowat != lowatDefault {
+		t.Errorf("LimitUnsent(ln, 0) set TCP_NOTSENT_LOWAT %d (the default is %d)", lowat, lowatDefault)
 	}
 }
