@@ -163,6 +163,14 @@ func (s *Server) checkCopy(r *http.Request, cr *copyRequest) *apiError {
 	return nil
 }
 
+// contentType is the copy's: the source's, or with REPLACE the request's.
+func (cr copyRequest) contentType(r *http.Request) string {
+	if r.Header.Get("X-Amz-Metadata-Directive") == "REPLACE" {
+		return r.Header.Get("Content-Type")
+	}
+	return cr.srcMeta.ContentType
+}
+
 // copyToHeld makes the source's bytes a new held version of cr.obj.
 func (s *Server) copyToHeld(w http.ResponseWriter, r *http.Request, cr copyRequest, p tenancy.Policy, body *sourceReader) {
 	if s.cfg.Journal == nil {
@@ -174,11 +182,7 @@ func (s *Server) copyToHeld(w http.ResponseWriter, r *http.Request, cr copyReque
 		s.fail(w, opPassthrough, cr.tenant.Name, cr.start, aerr)
 		return
 	}
-	contentType := cr.srcMeta.ContentType
-	if r.Header.Get("X-Amz-Metadata-Directive") == "REPLACE" {
-		contentType = r.Header.Get("Content-Type")
-	}
-	m, aerr := s.holdWrite(r.Context(), cr.caller, s.heldPut(cr.obj, p, cr.rng.Len, contentType, holders), body)
+	m, aerr := s.holdWrite(r.Context(), cr.caller, s.heldPut(cr.obj, p, cr.rng.Len, cr.contentType(r), holders), body)
 	if body.err != nil {
 		aerr = asAPIError(body.err) // the source failed, not the journal
 	}
@@ -194,11 +198,7 @@ func (s *Server) copyToHeld(w http.ResponseWriter, r *http.Request, cr copyReque
 func (s *Server) copyToS3(w http.ResponseWriter, r *http.Request, cr copyRequest, body *sourceReader) {
 	ctx := r.Context()
 	if cr.part == 0 {
-		contentType := cr.srcMeta.ContentType
-		if r.Header.Get("X-Amz-Metadata-Directive") == "REPLACE" {
-			contentType = r.Header.Get("Content-Type")
-		}
-		m, err := s.s3.Put(ctx, cr.creds, cr.obj.Bucket, cr.obj.Key, body, cr.rng.Len, contentType)
+		m, err := s.s3.Put(ctx, cr.creds, cr.obj.Bucket, cr.obj.Key, body, cr.rng.Len, cr.contentType(r))
 		if body.err != nil {
 			err = body.err
 		}
