@@ -17,6 +17,8 @@ and the table's disk at URL/B/PREFIX/ (--prefix, default clickhouse):
         {"cmd": "insert"}                  -> seconds, batches (each INSERT's), events
         {"cmd": "verify", "query": "table"}
         {"cmd": "quit"}
+      With --endpoint local the table is on the process's own local disk
+      (no S3): the floor of what the INSERTs cost.
 
   chbench.py serve --workdir DIR --endpoint URL --bucket B [--fs-cache | --page-cache BYTES]
       one ClickHouse "compute node": attaches the table (through a local
@@ -50,6 +52,9 @@ TABLE = "reviews"
 # store/<first 3 of the UUID>/<UUID>/ in the disk's prefix).
 TABLE_UUID = "b2b2c0de-0000-4000-8000-000000000002"
 PREFIX = "clickhouse"
+# --endpoint local (insert only): the table on the server's own local disk,
+# ClickHouse's defaults (no fsync of parts): what INSERTs cost without S3.
+LOCAL = "local"
 
 SCHEMA = """(
     review_date Date CODEC(ZSTD(1)),
@@ -166,6 +171,9 @@ class ClickHouse:
             # does not shrink or grow with the process's memory use.
             path += f"?page_cache_max_size={page_cache}&page_cache_min_size={page_cache}"
         self.sess = session.Session(path)
+        if endpoint == LOCAL:
+            self.disk = None  # the server's own local disk: no S3 at all
+            return
         key, secret = os.environ["S3_ACCESS_KEY"], os.environ["S3_SECRET_KEY"]
         self.disk = (f"disk(type = s3_plain_rewritable, endpoint = {sql_str(f'{endpoint}/{bucket}/{prefix}/')}, "
                      f"access_key_id = {sql_str(key)}, secret_access_key = {sql_str(secret)}, region = 'us-east-1')")
@@ -239,7 +247,7 @@ def cmd_insert(a):
 
     ch = ClickHouse(a.workdir, a.endpoint, a.bucket, prefix=a.prefix)
     t = time.monotonic()
-    ch.run(f"CREATE TABLE {TABLE} UUID '{TABLE_UUID}' {SCHEMA} SETTINGS disk = {ch.disk}")
+    ch.run(f"CREATE TABLE {TABLE} UUID '{TABLE_UUID}' {SCHEMA}" + (f" SETTINGS disk = {ch.disk}" if ch.disk else ""))
     # Only the inserts write: no merge starts during or after them, so what
     # S3 must end up holding is known once the last INSERT is answered.
     ch.run(f"SYSTEM STOP MERGES {TABLE}")

@@ -71,6 +71,10 @@ type Endpoint struct {
 	URL, AccessKey, SecretKey, Bucket, Prefix string
 }
 
+// Local is the Endpoint of a table on the ClickHouse process's own local
+// disk, no S3 at all (StartInsert only).
+var Local = Endpoint{URL: "local", Bucket: "none"}
+
 func (c *chdb) command(ctx context.Context, ep Endpoint, args ...string) *exec.Cmd {
 	c.seq++
 	work := filepath.Join(c.dir, fmt.Sprintf("ch-%d", c.seq))

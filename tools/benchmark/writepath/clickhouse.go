@@ -65,6 +65,9 @@ func (s *chSample) total() time.Duration {
 // chEndpoint is where col's ClickHouse keeps its table: the link with
 // MinIO's credentials for S3 directly, else the gateway with its own.
 func (w *world) chEndpoint(col column, prefix string) clickhouse.Endpoint {
+	if col.local {
+		return clickhouse.Local
+	}
 	if !col.gateway {
 		return clickhouse.Endpoint{URL: w.link.URL, AccessKey: w.minio.AccessKey, SecretKey: w.minio.SecretKey, Bucket: benchBucket, Prefix: prefix}
 	}
@@ -255,10 +258,10 @@ func listDiff(want, got map[string]object) string {
 }
 
 // measureCH runs the ClickHouse row's columns of one round (in cols'
-// order) and removes what they wrote.
+// order, then its floor, chLocal) and removes what they wrote.
 func (w *world) measureCH(ctx context.Context, env benchkit.Env, cols []column, round int, rep *report) error {
 	var prefixes []string
-	for _, col := range cols {
+	for _, col := range append(slices.Clone(cols), chLocal) {
 		if err := ctx.Err(); err != nil {
 			return err
 		}

@@ -33,7 +33,13 @@ type column struct {
 	// columns, whose objects reach S3 after the answer.
 	prefix   string
 	replicas int // of a write-back column
+	// local: the ClickHouse row's floor, its table on ClickHouse's own
+	// local disk (no S3, no cache).
+	local bool
 }
+
+// chLocal is the ClickHouse row's floor column.
+var chLocal = column{id: "local", name: "ClickHouse's local disk, no S3", local: true}
 
 func (w *world) columns() []column {
 	return []column{

@@ -137,7 +137,13 @@ func checkClickHouse(t *testing.T, rep *report, section string) {
 			}
 		}
 	}
+	// The floor: every INSERT measured, none of them asking S3.
+	if s := rep.ch[chLocal.id]; s == nil || s.inserts.Count() != ch.batches*rep.cfg.rounds ||
+		s.events["InsertedRows"] != int64(ch.rows*rep.cfg.rounds) || s.events["S3PutObject"]+s.events["S3HeadObject"] != 0 {
+		t.Errorf("clickhouse/local: the INSERTs on ClickHouse's local disk were not all measured, or asked S3: %+v", s)
+	}
 	for _, want := range []string{"### ClickHouse INSERT of B2's table in batches", "ClickHouse insert at least 5x faster than S3 directly: **",
+		"On ClickHouse's own local disk, with no S3 at all,",
 		rep.chAnswer} {
 		if !strings.Contains(section, want) {
 			t.Errorf("the section lacks %q", want)
