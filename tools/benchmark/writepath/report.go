@@ -190,8 +190,12 @@ func (r *report) writeBack() string {
 			if ratio >= goalWriteBackSmall {
 				verdict = "**met**"
 			}
-			goals = append(goals, fmt.Sprintf("- %s: write-back (2 replicas) p50 at least %.0fx lower than S3's: %s (%.1fx).",
-				row.name(), goalWriteBackSmall, verdict, ratio))
+			goal := fmt.Sprintf("- %s: write-back (2 replicas) p50 at least %.0fx lower than S3's: %s (%.1fx).",
+				row.name(), goalWriteBackSmall, verdict, ratio)
+			if ratio < goalWriteBackSmall {
+				goal += cpuBound(row, s3, wb2)
+			}
+			goals = append(goals, goal)
 		}
 	}
 	if len(t.Rows) == 0 {
@@ -207,6 +211,28 @@ func (r *report) writeBack() string {
 		b.WriteString("**Goals** (issue #27, write-back):\n\n" + strings.Join(goals, "\n") + "\n")
 	}
 	return b.String()
+}
+
+// cpuBound says, for a write-back row that missed its goal, whether the
+// goal needs more CPU than this machine has: clients each waiting for
+// their PUT at the goal's p50 make clients/p50 PUTs a second, each costing
+// the CPU that write-back PUTs cost in the row (clients, gateway, nodes,
+// and MinIO for what was persisted meanwhile; less than the whole, the
+// persistence left after the cell not counted).
+func cpuBound(row row, s3, wb *sample) string {
+	target := ms(s3.lat.Quantile(0.5)) / goalWriteBackSmall
+	perPut := wb.perOp(ms(wb.cpu))
+	if target <= 0 || perPut <= 0 {
+		return ""
+	}
+	rate := float64(row.clients) * 1000 / target
+	cores := rate * perPut / 1000
+	if cores <= float64(runtime.NumCPU()) {
+		return ""
+	}
+	return fmt.Sprintf(" Out of reach on this machine: %d clients each waiting for its PUT at p50 %.2f ms make about %.0f PUTs/s, "+
+		"and at the %.1f ms of CPU a write-back PUT cost in this row (clients, gateway, nodes, MinIO; not counting what was persisted "+
+		"after the cell) that is %.1f cores of this machine's %d.", row.clients, target, rate, perPut, cores, runtime.NumCPU())
 }
 
 // goals judges the run against issue #24's write-through goals.
