@@ -177,9 +177,12 @@ func measureAll(ctx context.Context, env benchkit.Env, cfg config) (*report, err
 					if err != nil {
 						return nil, err
 					}
-					env.Logf("round %d: %-10s %-22s %2d clients: %6.3f GB/s  p50 %s  p99 %s  %.2f CPU s/GB  %.0f allocs/read",
+					// "other processes": the servers outside this one
+					// (MinIO, nginx, the gateway processes), idle or not;
+					// the rest of the CPU is this process's.
+					env.Logf("round %d: %-10s %-22s %2d clients: %6.3f GB/s  p50 %s  p99 %s  %.2f CPU s/GB (other processes %.2f)  %.0f allocs/read",
 						round, col.id, wl.name, n, res.gbps(), benchkit.Millis(res.lat.Quantile(0.5)), benchkit.Millis(res.lat.Quantile(0.99)),
-						res.cpuPerGB(), res.allocsPerRead())
+						res.cpuPerGB(), res.perGB(res.serverCPU), res.allocsPerRead())
 					rep.results = append(rep.results, res)
 				}
 			}

@@ -48,7 +48,8 @@ type result struct {
 	reads     int64
 	elapsed   time.Duration
 	lat       *benchkit.Latencies
-	cpu       time.Duration // this process + MinIO + nginx
+	cpu       time.Duration // this process + MinIO + nginx + the gateway processes
+	serverCPU time.Duration // of that, MinIO's, nginx's and the gateway processes'
 	mallocs   uint64        // heap allocations of this process
 	nginxMiss int64
 	nodeMiss  float64 // node chunk reads that were not RAM hits
@@ -58,11 +59,13 @@ type result struct {
 func (r result) gbps() float64 { return float64(r.bytes) / r.elapsed.Seconds() / 1e9 }
 
 // cpuPerGB is CPU seconds per GB (1e9 bytes) delivered.
-func (r result) cpuPerGB() float64 {
+func (r result) cpuPerGB() float64 { return r.perGB(r.cpu) }
+
+func (r result) perGB(d time.Duration) float64 {
 	if r.bytes == 0 {
 		return 0
 	}
-	return r.cpu.Seconds() / (float64(r.bytes) / 1e9)
+	return d.Seconds() / (float64(r.bytes) / 1e9)
 }
 
 func (r result) allocsPerRead() float64 {
@@ -266,11 +269,14 @@ func (w *world) cell(ctx context.Context, col column, wl workload, n int) (resul
 	runtime.ReadMemStats(&ms)
 	mallocs0 := ms.Mallocs
 	missBefore := w.nodeNonHits()
-	cpu0 := benchkit.ProcessCPU() + w.externalCPU()
+	ext0 := w.externalCPU()
+	cpu0 := benchkit.ProcessCPU() + ext0
 
 	res, err := w.run(ctx, col, wl, n, w.cfg.cell, workers)
 
-	res.cpu = benchkit.ProcessCPU() + w.externalCPU() - cpu0
+	ext := w.externalCPU()
+	res.cpu = benchkit.ProcessCPU() + ext - cpu0
+	res.serverCPU = ext - ext0
 	runtime.ReadMemStats(&ms)
 	res.mallocs = ms.Mallocs - mallocs0
 	res.nodeMiss = w.nodeNonHits() - missBefore
