@@ -126,7 +126,7 @@ func (g *Gateway) serveVersion(x *exchange, m client.Meta) (retry bool) {
 		// piece (a range of a few chunks is not a scan by itself).
 		v.NoteRead(ctx, x.rt.bucket, x.rt.key, m, rng.Off, rng.Len)
 		ctx = client.WithoutReadAhead(ctx)
-		if g.serveCachedPiece(x, v, ctx, m, rng, status) {
+		if g.serveCachedPiece(ctx, x, v, m, rng, status) {
 			return false
 		}
 	}
@@ -164,7 +164,7 @@ func (g *Gateway) serveVersion(x *exchange, m client.Meta) (retry bool) {
 // reader: most 64 KiB hits. It returns false, having sent nothing, when
 // the range is not one cached piece or the read buffers are all held; the
 // caller then reads the range as any other.
-func (g *Gateway) serveCachedPiece(x *exchange, v viewer, ctx context.Context, m client.Meta, rng httprange.Range, status int) bool {
+func (g *Gateway) serveCachedPiece(ctx context.Context, x *exchange, v viewer, m client.Meta, rng httprange.Range, status int) bool {
 	piece := g.cfg.ReadPieceBytes
 	if rng.Off/piece != (rng.Off+rng.Len-1)/piece || !g.buffers.tryAcquire(rng.Len) {
 		return false
