@@ -74,8 +74,11 @@ type DistributedCacheReconciler struct {
 	// drain grace, for a pod being removed that cannot be asked what it
 	// holds (heldDrainHold); 0: DrainGrace.
 	UnansweredDrainTimeout time.Duration
-	// held remembers the pods' last answers (observeHeld).
+	// held remembers the pods' last answers (observeHeld, lookDirty).
 	held heldObserver
+	// removedZones remembers the waits of zones removed from the spec
+	// (removedZoneWait).
+	removedZones removedZoneWaits
 	// CARotationGrace is how long a CA rotation waits for kubelets to
 	// deliver changed Secrets (rotateCA); 0: DefaultCARotationGrace.
 	CARotationGrace time.Duration
@@ -120,7 +123,8 @@ func CacheOptions() map[client.Object]cache.ByObject {
 
 // +kubebuilder:rbac:groups=apps,resources=statefulsets,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=cache.distcache.io,resources=cachetenants,verbs=get;list;watch
-// +kubebuilder:rbac:groups=cache.distcache.io,resources=distributedcaches,verbs=get;list;watch
+// +kubebuilder:rbac:groups=cache.distcache.io,resources=distributedcaches,verbs=get;list;watch;update;patch
+// +kubebuilder:rbac:groups=cache.distcache.io,resources=distributedcaches/finalizers,verbs=update
 // +kubebuilder:rbac:groups=cache.distcache.io,resources=distributedcaches/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=cert-manager.io,resources=certificates,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=core,resources=configmaps,verbs=get;list;watch;create;update;patch;delete
@@ -135,16 +139,22 @@ func CacheOptions() map[client.Object]cache.ByObject {
 // +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=rolebindings,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=roles,verbs=get;list;watch;create;update;patch;delete
 
-// Reconcile fetches the cache and reconciles it. A deleted cache needs
-// nothing: everything it owns carries an owner reference and is garbage
-// collected.
+// Reconcile fetches the cache and reconciles it. A deleted cache is held
+// by CacheFinalizer until its nodes hold no write-back data S3 does not
+// have yet (finalize); everything it owns carries an owner reference and
+// is garbage collected once it is gone.
 func (r *DistributedCacheReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	dc := &cachev1alpha1.DistributedCache{}
 	if err := r.Get(ctx, req.NamespacedName, dc); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if !dc.DeletionTimestamp.IsZero() {
-		return ctrl.Result{}, nil
+		return r.finalize(ctx, dc)
+	}
+	if err := r.ensureFinalizer(ctx, dc); apierrors.IsConflict(err) {
+		return ctrl.Result{Requeue: true}, nil
+	} else if err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	res, err := r.reconcile(ctx, dc)
 	if apierrors.IsConflict(err) {

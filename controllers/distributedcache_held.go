@@ -70,6 +70,15 @@ type HeldReport struct {
 	// FullTotal is distcache_writeback_full_total: the held writes refused
 	// with SlowDown since the node started.
 	FullTotal float64
+	// Dirty is the held WriteBack objects S3 does not have yet (writes and
+	// deletes, copies for other holders included): the samples of
+	// distcache_writeback_objects whose kind is not "transient".
+	Dirty int64
+	// DirtyBytes is distcache_writeback_bytes of the tenants with dirty
+	// objects. The node counts bytes per tenant, not per kind, so this
+	// includes the transient objects of a tenant that has both: an upper
+	// bound of the dirty bytes.
+	DirtyBytes int64
 }
 
 // HeldProber asks a cache node pod what it holds. The operator calls it
@@ -153,7 +162,32 @@ func parseHeldMetrics(r io.Reader) (HeldReport, error) {
 	if f, ok := fams[metricHeldPinned]; ok {
 		h.PinnedBytes = int64(sumFamily(f))
 	}
+	dirtyTenants := map[string]bool{}
+	for _, m := range fams[metricHeldObjects].GetMetric() {
+		if labelOf(m, "kind") == "transient" {
+			continue
+		}
+		if v := int64(sampleOf(m)); v > 0 {
+			h.Dirty += v
+			dirtyTenants[labelOf(m, "tenant")] = true
+		}
+	}
+	for _, m := range fams[metricHeldBytes].GetMetric() {
+		if dirtyTenants[labelOf(m, "tenant")] {
+			h.DirtyBytes += int64(sampleOf(m))
+		}
+	}
 	return h, nil
+}
+
+// labelOf is the value of a sample's label name ("" if it has none).
+func labelOf(m *dto.Metric, name string) string {
+	for _, l := range m.GetLabel() {
+		if l.GetName() == name {
+			return l.GetValue()
+		}
+	}
+	return ""
 }
 
 // sumFamily adds up a gauge, counter or untyped family's samples (0 for a
@@ -164,16 +198,22 @@ func sumFamily(f *dto.MetricFamily) float64 {
 	}
 	var v float64
 	for _, m := range f.GetMetric() {
-		switch {
-		case m.Gauge != nil:
-			v += m.Gauge.GetValue()
-		case m.Counter != nil:
-			v += m.Counter.GetValue()
-		case m.Untyped != nil:
-			v += m.Untyped.GetValue()
-		}
+		v += sampleOf(m)
 	}
 	return v
+}
+
+// sampleOf is a gauge, counter or untyped sample's value (0 for others).
+func sampleOf(m *dto.Metric) float64 {
+	switch {
+	case m.Gauge != nil:
+		return m.Gauge.GetValue()
+	case m.Counter != nil:
+		return m.Counter.GetValue()
+	case m.Untyped != nil:
+		return m.Untyped.GetValue()
+	}
+	return 0
 }
 
 // Probe cadence.

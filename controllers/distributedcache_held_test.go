@@ -61,7 +61,9 @@ func TestHTTPHeldProber(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		want := HeldReport{Objects: 7, Bytes: 4096, LimitBytes: 1 << 20, PinnedBytes: 5000, FullTotal: 7}
+		// Dirty: team-a's 3 write-back objects and its bytes; team-b holds
+		// transient objects only.
+		want := HeldReport{Objects: 7, Bytes: 4096, LimitBytes: 1 << 20, PinnedBytes: 5000, FullTotal: 7, Dirty: 3, DirtyBytes: 4000}
 		if got != want {
 			t.Errorf("Held = %+v, want %+v", got, want)
 		}

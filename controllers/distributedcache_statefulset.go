@@ -297,8 +297,10 @@ func rollingOut(zones []zoneObservation, existing []*appsv1.StatefulSet) string 
 
 // deleteRemovedZones deletes the StatefulSets, Services and PDBs of zones
 // no longer in the spec (their ring documents went with the rewrite of the
-// ring ConfigMap).
-func (r *DistributedCacheReconciler) deleteRemovedZones(ctx context.Context, dc *cachev1alpha1.DistributedCache, _ *reconcileState) error {
+// ring ConfigMap; a node keeps the ring it has when its document goes, and
+// goes on persisting), once the zone's nodes hold no write-back data S3
+// does not have yet (removedZoneWait).
+func (r *DistributedCacheReconciler) deleteRemovedZones(ctx context.Context, dc *cachev1alpha1.DistributedCache, st *reconcileState) error {
 	inSpec := map[string]bool{}
 	for _, z := range dc.Spec.Zones {
 		inSpec[z.Name] = true
@@ -308,9 +310,22 @@ func (r *DistributedCacheReconciler) deleteRemovedZones(ctx context.Context, dc 
 	if err != nil {
 		return err
 	}
+	waiting := map[string]bool{}
 	for _, o := range objs {
 		zone, ok := o.GetLabels()[LabelZone]
 		if !ok || inSpec[zone] || !metav1.IsControlledBy(o, dc) {
+			continue
+		}
+		held, seen := waiting[zone]
+		if !seen {
+			wait, err := r.removedZoneWait(ctx, dc, zone)
+			if err != nil {
+				return err
+			}
+			st.after(wait)
+			held, waiting[zone] = wait > 0, wait > 0
+		}
+		if held {
 			continue
 		}
 		if err := r.Delete(ctx, o); client.IgnoreNotFound(err) != nil {
