@@ -742,6 +742,7 @@ type LeavingPodStatus struct {
 // +kubebuilder:printcolumn:name="Status",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`,description="The Ready condition"
 // +kubebuilder:printcolumn:name="Version",type=string,JSONPath=`.status.operatorVersion`,description="Version of the operator that last reconciled the cache"
 // +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`,priority=1
+// +kubebuilder:printcolumn:name="Progress",type=string,JSONPath=`.status.conditions[?(@.type=="Progressing")].reason`,description="Why the cache is Progressing: Scaling, RollingOut, RingHandoff, HeldDataDraining (a scale-down waits for status.zones[].leavingPods to hand their write-back data over), LeavingPodUnanswered; Reconciled when nothing is in flight",priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 // +kubebuilder:validation:XValidation:rule="self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$')",message="metadata.name must be a DNS-1035 label (lowercase letters, digits and '-', starting with a letter): it names the cache's Services and StatefulSets",reason="FieldValueInvalid"
 // +kubebuilder:validation:XValidation:rule="!has(self.spec) || !has(self.spec.zones) || self.spec.zones.all(z, size(self.metadata.name) + size(z.name) <= 51)",message="metadata.name and each zone name together must be at most 51 characters (StatefulSets are named <cache>-<zone>)",fieldPath=".spec.zones",reason="FieldValueInvalid"

@@ -137,6 +137,13 @@ var _ = Describe("a DistributedCache on a real cluster", Ordered, func() {
 			g.Expect(row).To(HaveKeyWithValue("STATUS", "True"))
 			g.Expect(row).To(HaveKey("AGE"))
 		}).Should(Succeed())
+		Eventually(ctx, func(g Gomega) {
+			out, err := kubectlStdin(ctx, nil, "get", "distributedcache", "-n", cacheNamespace, "-o", "wide")
+			g.Expect(err).NotTo(HaveOccurred())
+			progressing := meta.FindStatusCondition(getCache(ctx, g).Status.Conditions, cachev1alpha1.ConditionProgressing)
+			g.Expect(progressing).NotTo(BeNil())
+			g.Expect(table(g, out)[cacheName]).To(HaveKeyWithValue("PROGRESS", progressing.Reason), "-o wide shows the Progressing reason")
+		}).Should(Succeed())
 
 		By("MinIO and the gateway are Ready")
 		Eventually(ctx, func(g Gomega) {

@@ -92,6 +92,8 @@ var _ = Describe("the status subresource", func() {
 		}
 		apimeta.SetStatusCondition(&dc.Status.Conditions, metav1.Condition{Type: cachev1alpha1.ConditionReady,
 			Status: metav1.ConditionTrue, Reason: cachev1alpha1.ReasonAvailable, Message: "all zones ready", ObservedGeneration: generation})
+		apimeta.SetStatusCondition(&dc.Status.Conditions, metav1.Condition{Type: cachev1alpha1.ConditionProgressing,
+			Status: metav1.ConditionTrue, Reason: cachev1alpha1.ReasonHeldDataDraining, Message: "zone-a: keeping 4 pods", ObservedGeneration: generation})
 		dc.Spec.Replicas = int32p(9)
 		Expect(k8sClient.Status().Update(ctx, dc)).To(Succeed())
 		got := getCache(ctx, key)
@@ -114,6 +116,7 @@ var _ = Describe("the status subresource", func() {
 		Expect(tableRow(dc.Namespace, "distributedcaches", dc.Name)).To(Equal(map[string]any{
 			"Name": dc.Name, "Replicas": float64(4), "Ready": float64(3), "Ring Epoch": float64(7),
 			"Status": "True", "Reason": cachev1alpha1.ReasonAvailable, "Version": "v0.3.0",
+			"Progress": cachev1alpha1.ReasonHeldDataDraining,
 		}))
 	})
 
