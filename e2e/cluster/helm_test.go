@@ -63,14 +63,20 @@ var _ = Describe("the Helm chart on a real cluster", Ordered, func() {
 		helmBin = filepath.Join(root, "bin", "helm")
 		scaleSuiteOperator(ctx, "0")
 		DeferCleanup(func(ctx SpecContext) {
-			_, _ = run(ctx, []string{"KUBECONFIG=" + kubeconfig}, nil, helmBin, "uninstall", helmRelease,
-				"--namespace", helmNamespace, "--ignore-not-found", "--wait")
-			kubectl(ctx, "delete", "namespace", checkNamespace, helmNamespace, "--ignore-not-found", "--wait=false")
-			for _, ns := range []string{checkNamespace, helmNamespace} {
+			gone := func(ns string) {
 				Eventually(ctx, func() bool {
 					return apierrors.IsNotFound(k8sClient.Get(ctx, client.ObjectKey{Name: ns}, &corev1.Namespace{}))
 				}).WithTimeout(timeout).Should(BeTrue(), "namespace %s deleted", ns)
 			}
+			// The cache goes first, while the chart's operator runs: its
+			// finalizer needs one (docs/install.md: delete caches before
+			// uninstalling the operator).
+			kubectl(ctx, "delete", "namespace", checkNamespace, "--ignore-not-found", "--wait=false")
+			gone(checkNamespace)
+			_, _ = run(ctx, []string{"KUBECONFIG=" + kubeconfig}, nil, helmBin, "uninstall", helmRelease,
+				"--namespace", helmNamespace, "--ignore-not-found", "--wait")
+			kubectl(ctx, "delete", "namespace", helmNamespace, "--ignore-not-found", "--wait=false")
+			gone(helmNamespace)
 			scaleSuiteOperator(ctx, "1")
 		}, NodeTimeout(rolloutTimeout+2*timeout))
 	}, NodeTimeout(rolloutTimeout+commandTimeout))

@@ -227,6 +227,19 @@ func removeLeftovers(ctx context.Context) {
 	GinkgoHelper()
 	_, err := kubectlStdin(ctx, renderLocal(ctx), "delete", "--ignore-not-found", "--wait=false", "-f", "-")
 	Expect(err).NotTo(HaveOccurred())
+	// The operator goes with the rest, so no one would lift a leftover
+	// cache's finalizer (controllers.CacheFinalizer): a previous run's
+	// cache is let go by hand.
+	var caches cachev1alpha1.DistributedCacheList
+	Expect(k8sClient.List(ctx, &caches)).To(Succeed())
+	for i := range caches.Items {
+		dc := &caches.Items[i]
+		if len(dc.Finalizers) > 0 {
+			patch := client.MergeFrom(dc.DeepCopy())
+			dc.Finalizers = nil
+			Expect(client.IgnoreNotFound(k8sClient.Patch(ctx, dc, patch))).To(Succeed())
+		}
+	}
 	for _, ns := range []string{cacheNamespace, tenantNamespace, minioNamespace} {
 		Eventually(ctx, func() bool {
 			err := k8sClient.Get(ctx, client.ObjectKey{Name: ns}, &corev1.Namespace{})
