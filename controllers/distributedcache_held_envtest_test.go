@@ -507,3 +507,32 @@ func TestPinnedSpaceFullEvents(t *testing.T) {
 	f.reconcile()
 	expect("no answer", "")
 }
+
+// A restart asked with kubectl rollout restart survives the operator's
+// next write of the StatefulSet (here a scale-up): the pods do not roll
+// once more.
+func TestRolloutRestartIsKept(t *testing.T) {
+	f := newHeldFixture(t, 2)
+	sts := f.statefulSet()
+	patch := client.MergeFrom(sts.DeepCopy())
+	if sts.Spec.Template.Annotations == nil {
+		sts.Spec.Template.Annotations = map[string]string{}
+	}
+	sts.Spec.Template.Annotations[restartedAtAnnotation] = "2026-03-01T12:00:00Z"
+	if err := f.c.Patch(f.ctx, sts, patch); err != nil {
+		t.Fatal(err)
+	}
+	dcPatch := client.MergeFrom(f.dc.DeepCopy())
+	f.dc.Spec.Replicas = ptr.To[int32](3)
+	if err := f.c.Patch(f.ctx, f.dc, dcPatch); err != nil {
+		t.Fatal(err)
+	}
+	f.reconcile()
+	sts = f.statefulSet()
+	if got := *sts.Spec.Replicas; got != 3 {
+		t.Fatalf("the StatefulSet has %d replicas after the scale-up, want 3 (not written?)", got)
+	}
+	if got := sts.Spec.Template.Annotations[restartedAtAnnotation]; got != "2026-03-01T12:00:00Z" {
+		t.Fatalf("the pod template's %s is %q after the operator wrote the StatefulSet: the pods roll again", restartedAtAnnotation, got)
+	}
+}

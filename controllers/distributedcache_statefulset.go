@@ -97,7 +97,7 @@ func (r *DistributedCacheReconciler) reconcileStatefulSets(ctx context.Context, 
 		res, err := applyOwned(ctx, r, dc, "StatefulSet", desired, &appsv1.StatefulSet{}, func(existing, desired *appsv1.StatefulSet) {
 			// Only these fields of a StatefulSet's spec may change.
 			existing.Spec.Replicas = desired.Spec.Replicas
-			existing.Spec.Template = desired.Spec.Template
+			existing.Spec.Template = keepRestart(existing.Spec.Template, desired.Spec.Template)
 			existing.Spec.UpdateStrategy = desired.Spec.UpdateStrategy
 			existing.Spec.MinReadySeconds = desired.Spec.MinReadySeconds
 			existing.Spec.PersistentVolumeClaimRetentionPolicy = desired.Spec.PersistentVolumeClaimRetentionPolicy
@@ -333,4 +333,24 @@ func (r *DistributedCacheReconciler) deleteRemovedZones(ctx context.Context, dc 
 		}
 	}
 	return nil
+}
+
+// restartedAtAnnotation is what `kubectl rollout restart` sets in a pod
+// template to roll the pods.
+const restartedAtAnnotation = "kubectl.kubernetes.io/restartedAt"
+
+// keepRestart is the pod template to write over existing: desired, with
+// the restart a user asked of existing kept, so that the operator's next
+// write (a scale, a spec change) does not roll the pods once more.
+func keepRestart(existing, desired corev1.PodTemplateSpec) corev1.PodTemplateSpec {
+	at, ok := existing.Annotations[restartedAtAnnotation]
+	if !ok {
+		return desired
+	}
+	out := *desired.DeepCopy()
+	if out.Annotations == nil {
+		out.Annotations = map[string]string{}
+	}
+	out.Annotations[restartedAtAnnotation] = at
+	return out
 }
