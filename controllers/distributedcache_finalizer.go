@@ -76,6 +76,10 @@ func (r *DistributedCacheReconciler) finalize(ctx context.Context, dc *cachev1al
 		return ctrl.Result{}, nil
 	}
 	wait, err := r.deletionWait(ctx, dc)
+	if apierrors.IsConflict(err) {
+		// The status was written meanwhile: a retry, not a failure.
+		return ctrl.Result{Requeue: true}, nil
+	}
 	if err != nil || wait > 0 {
 		return ctrl.Result{RequeueAfter: wait}, err
 	}

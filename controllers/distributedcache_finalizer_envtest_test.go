@@ -194,6 +194,67 @@ func TestDeletionWithoutRunningPods(t *testing.T) {
 }
 
 func TestRemovedZoneWaitsForDirtyData(t *testing.T) {
+	f, zoneB := newRemovedZoneFixture(t)
+	f.prober.set("wb-b-0", dirty(2, 2<<20))
+
+	t.Log("zone b leaves the spec while wb-b-0 holds write-back data: its StatefulSet stays")
+	f.removeZoneB()
+	if s := zoneB(); s == nil || s.DeletionTimestamp != nil {
+		t.Fatal("zone b's StatefulSet deleted while wb-b-0 holds write-back data")
+	}
+	if evs := f.events.take(EventWaitingForHeldData); len(evs) != 1 || !strings.Contains(evs[0].note, "wb-b-0 holds 2 write-back objects") {
+		t.Errorf("WaitingForHeldData events %v, want one naming wb-b-0", evs)
+	}
+	f.advance(heldLookInterval)
+	f.reconcile()
+	if zoneB() == nil {
+		t.Fatal("zone b's StatefulSet deleted while wb-b-0 holds write-back data")
+	}
+
+	t.Log("persisted: zone b's objects go")
+	f.prober.set("wb-b-0", HeldReport{LimitBytes: 1 << 30})
+	f.advance(heldLookInterval)
+	f.reconcile()
+	if s := zoneB(); s != nil && s.DeletionTimestamp == nil {
+		t.Fatal("zone b's StatefulSet stays once wb-b-0 holds nothing")
+	}
+	var svc corev1.Service
+	if err := f.c.Get(f.ctx, client.ObjectKey{Namespace: f.dc.Namespace, Name: "wb-b"}, &svc); !apierrors.IsNotFound(err) && svc.DeletionTimestamp == nil {
+		t.Errorf("zone b's Service: %v, want it deleted", err)
+	}
+	if f.gone() {
+		t.Fatal("the cache went")
+	}
+}
+
+func TestRemovedZoneUnansweredPodBounded(t *testing.T) {
+	f, zoneB := newRemovedZoneFixture(t)
+	f.prober.fail("wb-b-0", errors.New("connection refused"))
+	f.removeZoneB()
+	for range 4 {
+		if zoneB() == nil {
+			t.Fatalf("zone b's StatefulSet deleted within the %s bound", testUnanswered)
+		}
+		f.advance(time.Minute)
+		f.reconcile()
+	}
+	if zoneB() == nil {
+		t.Fatalf("zone b's StatefulSet deleted within the %s bound", testUnanswered)
+	}
+	f.advance(time.Minute + time.Second)
+	f.reconcile()
+	if s := zoneB(); s != nil && s.DeletionTimestamp == nil {
+		t.Fatal("zone b's StatefulSet stays past the bound")
+	}
+	if evs := f.events.take(EventLeavingPodUnanswered); len(evs) != 1 || evs[0].eventType != corev1.EventTypeWarning || !strings.Contains(evs[0].note, "wb-b-0") {
+		t.Errorf("LeavingPodUnanswered events %v, want one Warning naming wb-b-0", evs)
+	}
+}
+
+// newRemovedZoneFixture is a cache of zones a and b, one pod each, running
+// with an IP, wb-a-0 holding nothing; zoneB reads zone b's StatefulSet
+// (nil once gone).
+func newRemovedZoneFixture(t *testing.T) (*heldFixture, func() *appsv1.StatefulSet) {
 	f := newHeldFixture(t, 1)
 	f.addPod(0, true)
 	f.prober.set("wb-a-0", HeldReport{LimitBytes: 1 << 30})
@@ -229,39 +290,16 @@ func TestRemovedZoneWaitsForDirtyData(t *testing.T) {
 	if err := f.c.Status().Update(f.ctx, pod); err != nil {
 		t.Fatal(err)
 	}
-	f.prober.set("wb-b-0", dirty(2, 2<<20))
+	return f, zoneB
+}
 
-	t.Log("zone b leaves the spec while wb-b-0 holds write-back data: its StatefulSet stays")
-	dc = f.cache()
+// removeZoneB removes zone b from the spec and reconciles.
+func (f *heldFixture) removeZoneB() {
+	f.t.Helper()
+	dc := f.cache()
 	dc.Spec.Zones = dc.Spec.Zones[:1]
 	if err := f.c.Update(f.ctx, dc); err != nil {
-		t.Fatal(err)
+		f.t.Fatal(err)
 	}
 	f.reconcile()
-	if s := zoneB(); s == nil || s.DeletionTimestamp != nil {
-		t.Fatal("zone b's StatefulSet deleted while wb-b-0 holds write-back data")
-	}
-	if evs := f.events.take(EventWaitingForHeldData); len(evs) != 1 || !strings.Contains(evs[0].note, "wb-b-0 holds 2 write-back objects") {
-		t.Errorf("WaitingForHeldData events %v, want one naming wb-b-0", evs)
-	}
-	f.advance(heldLookInterval)
-	f.reconcile()
-	if zoneB() == nil {
-		t.Fatal("zone b's StatefulSet deleted while wb-b-0 holds write-back data")
-	}
-
-	t.Log("persisted: zone b's objects go")
-	f.prober.set("wb-b-0", HeldReport{LimitBytes: 1 << 30})
-	f.advance(heldLookInterval)
-	f.reconcile()
-	if s := zoneB(); s != nil && s.DeletionTimestamp == nil {
-		t.Fatal("zone b's StatefulSet stays once wb-b-0 holds nothing")
-	}
-	var svc corev1.Service
-	if err := f.c.Get(f.ctx, client.ObjectKey{Namespace: f.dc.Namespace, Name: "wb-b"}, &svc); !apierrors.IsNotFound(err) && svc.DeletionTimestamp == nil {
-		t.Errorf("zone b's Service: %v, want it deleted", err)
-	}
-	if f.gone() {
-		t.Fatal("the cache went")
-	}
 }
