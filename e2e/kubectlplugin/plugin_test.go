@@ -253,7 +253,7 @@ var _ = Describe("kubectl distcache", Ordered, func() {
 		Expect(out).To(ContainSubstring("83.3% of chunk reads"))
 		Expect(out).To(MatchRegexp(`(?m)^Ready\s+True\s+Available`))
 		Expect(out).To(MatchRegexp(`(?m)^zone-a\s+demo-zone-a\s+3/3\s+%d\s`, published.Epoch))
-		Expect(out).To(MatchRegexp(`(?m)^demo-zone-a-2\s+zone-a\s+active\s+Running\s+true\s+%d\s+87\.5%%\s+30\.0MiB\s+0B\s+5\.0MiB\s+8\.0MiB/1\.0GiB \(1%%\)\s+3\.0GiB/10\.0GiB \(30%%\)\s+3072`, published.Epoch))
+		Expect(out).To(MatchRegexp(`(?m)^demo-zone-a-2\s+zone-a\s+active\s+Running\s+true\s+%d\s+87\.5%%\s+30MiB\s+0B\s+5\.0MiB\s+8\.0MiB/1\.0GiB \(1%%\)\s+3\.0GiB/10GiB \(30%%\)\s+3072`, published.Epoch))
 	})
 
 	It("ring: members, weights and shares, and the member a scale-down drains", func(ctx SpecContext) {
@@ -365,7 +365,7 @@ var _ = Describe("kubectl distcache", Ordered, func() {
 		out, _, err = runPlugin(ctx, adminKubeconfig, nodes, "tenants", tenant, "-n", ns)
 		Expect(err).NotTo(HaveOccurred())
 		GinkgoWriter.Println(out)
-		Expect(out).To(MatchRegexp(`(?m)^plugin\s+reports\s+plugin/demo\s+reports-2026,reports-2027\s+768\.0MiB/1\.0GiB\s+in \S+\s+%s\s+0/1\s+\S+$`, t.Status.Endpoint))
+		Expect(out).To(MatchRegexp(`(?m)^plugin\s+reports\s+plugin/demo\s+reports-2026,reports-2027\s+768MiB/1\.0GiB\s+in \S+\s+%s\s+0/1\s+\S+$`, t.Status.Endpoint))
 	})
 
 	It("tells a user who may not proxy to pods or read Secrets what it could not read, and prints the rest", func(ctx SpecContext) {
