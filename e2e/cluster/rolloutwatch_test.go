@@ -39,8 +39,10 @@ type podRollout struct {
 	changes      int                    // watch events seen
 	maxUnready   int                    // most pods missing or not Ready at one moment
 	maxUnreadyAt time.Time
-	downs        []podMoment // old pods, as each began terminating
-	ups          []podMoment // new pods on image, as each turned Ready
+	maxDown      []string        // which, and why, at that moment
+	readyNow     map[string]bool // each pod's readiness as last seen, by UID
+	downs        []podMoment     // old pods, as each began terminating
+	ups          []podMoment     // new pods on image, as each turned Ready
 	seen         map[string]bool
 	watchErr     error
 }
@@ -77,11 +79,12 @@ func watchRollout(ctx context.Context, ns, cache string, expected int, image str
 
 	wctx, cancel := context.WithCancel(context.Background())
 	r := &podRollout{expected: expected, old: map[types.UID]bool{}, image: image, start: time.Now(), now: time.Now,
-		cancel: cancel, done: make(chan struct{}), pods: map[string]*corev1.Pod{}, seen: map[string]bool{}}
+		cancel: cancel, done: make(chan struct{}), pods: map[string]*corev1.Pod{}, seen: map[string]bool{}, readyNow: map[string]bool{}}
 	for i := range list.Items {
 		p := &list.Items[i]
 		r.old[p.UID] = true
 		r.pods[p.Name] = p
+		r.readyNow[string(p.UID)] = podReady(p)
 	}
 	r.observe(time.Now())
 	rw, err := watchtools.NewRetryWatcherWithContext(wctx, list.ResourceVersion, podWatcher{cs: cs, ns: ns, sel: sel})
@@ -128,6 +131,12 @@ func (r *podRollout) apply(ev watch.Event) {
 	defer r.mu.Unlock()
 	r.changes++
 	zone := p.Labels[controllers.LabelZone]
+	// Every change of a pod's readiness, so that a moment with two pods
+	// down can be told apart afterwards.
+	if ready := ev.Type != watch.Deleted && podReady(p); ready != r.readyNow[string(p.UID)] {
+		r.readyNow[string(p.UID)] = ready
+		fmt.Fprintf(GinkgoWriter, "%s rollout: %s (uid %.8s) %s\n", now.Format("15:04:05.000"), p.Name, p.UID, podState(p, ev.Type == watch.Deleted))
+	}
 	if r.old[p.UID] && (ev.Type == watch.Deleted || p.DeletionTimestamp != nil) && !r.seen["down/"+string(p.UID)] {
 		r.seen["down/"+string(p.UID)] = true
 		r.downs = append(r.downs, podMoment{pod: p.Name, zone: zone, at: now})
@@ -159,20 +168,44 @@ func (r *podRollout) observe(now time.Time) {
 // not Ready) against the settled count.
 func (r *podRollout) observeLocked(now time.Time) {
 	ready := 0
+	var down []string
 	for _, p := range r.pods {
 		if podReady(p) {
 			ready++
+		} else {
+			down = append(down, p.Name+" "+podState(p, false))
 		}
 	}
-	if unready := r.expected - ready; unready > r.maxUnready {
-		r.maxUnready, r.maxUnreadyAt = unready, now
+	unready := r.expected - ready
+	if missing := unready - len(down); missing > 0 {
+		down = append(down, fmt.Sprintf("%d missing", missing))
 	}
+	if unready > r.maxUnready {
+		slices.Sort(down)
+		r.maxUnready, r.maxUnreadyAt, r.maxDown = unready, now, down
+	}
+}
+
+// podState says why a pod is or is not Ready.
+func podState(p *corev1.Pod, deleted bool) string {
+	switch {
+	case deleted:
+		return "deleted"
+	case p.DeletionTimestamp != nil:
+		return "terminating"
+	case p.Status.Phase != corev1.PodRunning:
+		return string(p.Status.Phase)
+	case podReady(p):
+		return "Ready"
+	}
+	return "not Ready"
 }
 
 // rolloutResult is what the watch saw.
 type rolloutResult struct {
 	maxUnready   int
 	maxUnreadyAt time.Time
+	maxDown      []string
 	changes      int
 	downs, ups   []podMoment
 	err          error
@@ -189,7 +222,7 @@ func (r *podRollout) stop() rolloutResult {
 func (r *podRollout) result() rolloutResult {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return rolloutResult{maxUnready: r.maxUnready, maxUnreadyAt: r.maxUnreadyAt, changes: r.changes,
+	return rolloutResult{maxUnready: r.maxUnready, maxUnreadyAt: r.maxUnreadyAt, maxDown: slices.Clone(r.maxDown), changes: r.changes,
 		downs: slices.Clone(r.downs), ups: slices.Clone(r.ups), err: r.watchErr}
 }
 

@@ -1,6 +1,7 @@
 package cluster_test
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -37,13 +38,14 @@ func TestPodRolloutBookkeeping(t *testing.T) {
 		clock := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 		tick := func() time.Time { clock = clock.Add(time.Second); return clock }
 		r := &podRollout{expected: 4, old: map[types.UID]bool{}, image: newImage, now: tick,
-			pods: map[string]*corev1.Pod{}, seen: map[string]bool{}}
+			pods: map[string]*corev1.Pod{}, seen: map[string]bool{}, readyNow: map[string]bool{}}
 		for _, p := range []*corev1.Pod{
 			pod("c-zone-a-0", "zone-a", "a0", oldImage, true, false), pod("c-zone-a-1", "zone-a", "a1", oldImage, true, false),
 			pod("c-zone-b-0", "zone-b", "b0", oldImage, true, false), pod("c-zone-b-1", "zone-b", "b1", oldImage, true, false),
 		} {
 			r.old[p.UID] = true
 			r.pods[p.Name] = p
+			r.readyNow[string(p.UID)] = true
 		}
 		r.observe(r.now())
 		return r
@@ -102,8 +104,8 @@ func TestPodRolloutBookkeeping(t *testing.T) {
 		r := start()
 		r.apply(watch.Event{Type: watch.Modified, Object: pod("c-zone-a-0", "zone-a", "a0", oldImage, false, false)})
 		r.apply(watch.Event{Type: watch.Modified, Object: pod("c-zone-a-1", "zone-a", "a1", oldImage, false, true)})
-		if res := r.result(); res.maxUnready != 2 {
-			t.Errorf("maxUnready = %d, want 2", res.maxUnready)
+		if res := r.result(); res.maxUnready != 2 || !slices.Equal(res.maxDown, []string{"c-zone-a-0 not Ready", "c-zone-a-1 terminating"}) {
+			t.Errorf("maxUnready = %d (%v), want 2 (c-zone-a-0 not Ready, c-zone-a-1 terminating)", res.maxUnready, res.maxDown)
 		}
 	})
 }

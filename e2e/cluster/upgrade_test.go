@@ -428,7 +428,8 @@ var _ = Describe("upgrading a release on a real cluster", Ordered, func() {
 		for i, n := range readsDuring {
 			Expect(n).To(BeNumerically(">", 0), "the reader through %s's gateway read while the cache rolled", cs[i].zone)
 		}
-		Expect(res.maxUnready).To(BeNumerically("<=", 1), "never more than one cache pod down (at %s)", res.maxUnreadyAt.Format("15:04:05.000"))
+		Expect(res.maxUnready).To(BeNumerically("<=", 1), "never more than one cache pod down (at %s: %s)",
+			res.maxUnreadyAt.Format("15:04:05.000"), strings.Join(res.maxDown, ", "))
 		Expect(res.sequence()).To(Equal([]string{upCache + "-" + zone + "-1", upCache + "-" + zone + "-0", upCache + "-" + zoneB + "-1", upCache + "-" + zoneB + "-0"}),
 			"highest ordinal first, zone-a (first in spec.zones) before zone-b")
 		Expect(res.ups).To(HaveLen(len(zones)*upReplicas), "every pod replaced by one on %s", to.cachenodeImage())
