@@ -214,21 +214,7 @@ func (r *DistributedCacheReconciler) lookDirty(ctx context.Context, pods []*core
 		}
 		ask = append(ask, p)
 	}
-	looks := make([]heldLook, len(ask))
-	sem := make(chan struct{}, heldProbeParallel)
-	var wg sync.WaitGroup
-	for i, p := range ask {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			pctx, cancel := context.WithTimeout(ctx, heldProbeTimeout)
-			defer cancel()
-			rep, err := r.prober().Held(pctx, p)
-			looks[i] = heldLook{at: now, report: rep, err: err}
-		}()
-	}
-	wg.Wait()
+	looks := r.probeHeld(ctx, ask, now)
 	for i, p := range ask {
 		l := looks[i]
 		if prev, ok := r.held.get(p.UID); ok {

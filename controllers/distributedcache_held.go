@@ -355,21 +355,11 @@ func (r *DistributedCacheReconciler) observeHeld(ctx context.Context, dc *cachev
 			jobs = append(jobs, j)
 		}
 	}
-	looks := make([]heldLook, len(jobs))
-	sem := make(chan struct{}, heldProbeParallel)
-	var wg sync.WaitGroup
+	ask := make([]*corev1.Pod, len(jobs))
 	for i, j := range jobs {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			pctx, cancel := context.WithTimeout(ctx, heldProbeTimeout)
-			defer cancel()
-			rep, err := r.prober().Held(pctx, j.p)
-			looks[i] = heldLook{at: now, report: rep, err: err}
-		}()
+		ask[i] = j.p
 	}
-	wg.Wait()
+	looks := r.probeHeld(ctx, ask, now)
 	for i, j := range jobs {
 		l := looks[i]
 		if l.err == nil {
@@ -528,4 +518,26 @@ func waitingSummary(leaving []cachev1alpha1.LeavingPodStatus, now time.Time, tim
 		}
 	}
 	return strings.Join(out, "; ")
+}
+
+// probeHeld asks each of pods what it holds, heldProbeParallel at a time
+// and each within heldProbeTimeout, and returns the answers in the pods'
+// order, stamped now.
+func (r *DistributedCacheReconciler) probeHeld(ctx context.Context, pods []*corev1.Pod, now time.Time) []heldLook {
+	looks := make([]heldLook, len(pods))
+	sem := make(chan struct{}, heldProbeParallel)
+	var wg sync.WaitGroup
+	for i, p := range pods {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			pctx, cancel := context.WithTimeout(ctx, heldProbeTimeout)
+			defer cancel()
+			rep, err := r.prober().Held(pctx, p)
+			looks[i] = heldLook{at: now, report: rep, err: err}
+		}()
+	}
+	wg.Wait()
+	return looks
 }
