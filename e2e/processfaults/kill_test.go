@@ -28,6 +28,60 @@ func killAfter(t *testing.T, nd *node, rng *rand.Rand, n int64, progress func() 
 	nd.kill9(t)
 }
 
+// write is a put through a node of content(key, size); etag is the ETag
+// the node acknowledged it with, "" if it did not.
+type write struct {
+	key  string
+	size int
+	etag string
+}
+
+// writeUntilKilled runs four writers putting through nd the writes next
+// draws (writer w's i-th, from the writer's own generator, seeded by a
+// draw of rng and stream), kills nd with killAfter once
+// minAcked+rng.IntN(spread) writes were acknowledged, and returns the
+// writes the node acknowledged and those it did not. A writer stops at its
+// first failure: the node is gone.
+func writeUntilKilled(t *testing.T, nd *node, rng *rand.Rand, stream uint64, minAcked, spread int,
+	next func(r *rand.Rand, w, i int) write) (acked, unacked []write) {
+	t.Helper()
+	var mu sync.Mutex
+	var done atomic.Int64
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	for w := range 4 {
+		seed := rng.Uint64()
+		wg.Go(func() {
+			r := rand.New(rand.NewPCG(seed, stream))
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				wr := next(r, w, i)
+				etag, err := nd.put(wr.key, content(wr.key, wr.size))
+				mu.Lock()
+				if err == nil {
+					wr.etag = etag
+					acked = append(acked, wr)
+					done.Add(1)
+				} else {
+					unacked = append(unacked, wr)
+				}
+				mu.Unlock()
+				if err != nil {
+					return // the node is gone
+				}
+			}
+		})
+	}
+	killAfter(t, nd, rng, int64(minAcked+rng.IntN(spread)), done.Load, nil)
+	close(stop)
+	wg.Wait()
+	return acked, unacked
+}
+
 // TestKillDuringWriteThroughs kills the node with SIGKILL while writers put
 // objects through it (single-chunk, multi-chunk and multipart, over 16 MiB),
 // restarts it on the same data directory and checks, for each of cycles()
@@ -41,62 +95,18 @@ func TestKillDuringWriteThroughs(t *testing.T) {
 	nd := e.newNode("node", t.TempDir(), "--disk-bytes", "512Mi", "--ram-bytes", "16Mi")
 	sizes := []int{40 << 10, chunkSz, 3*chunkSz + 777, 5*chunkSz - 1, 17<<20 + 4321}
 
-	type write struct {
-		key  string
-		size int
-		etag string // "" if not acknowledged
-	}
-	var acked, unacked []write
 	var stats struct{ puts, ackedBytes, hits, misses, s3Gets, lostUnacked, wholeUnacked int }
 	nd.start(t)
 	for cycle := range cycles(t) {
-		var mu sync.Mutex
-		var done atomic.Int64
-		var wg sync.WaitGroup
-		stop := make(chan struct{})
-		for w := range 4 {
-			seed := rng.Uint64()
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				r := rand.New(rand.NewPCG(seed, 1))
-				for i := 0; ; i++ {
-					select {
-					case <-stop:
-						return
-					default:
-					}
-					size := sizes[r.IntN(len(sizes)-1)]
-					if r.IntN(6) == 0 {
-						size = sizes[len(sizes)-1] // multipart
-					}
-					wr := write{key: fmt.Sprintf("c%d/w%d/%d", cycle, w, i), size: size}
-					etag, err := nd.put(wr.key, content(wr.key, size))
-					mu.Lock()
-					if err == nil {
-						wr.etag = etag
-						acked = append(acked, wr)
-						done.Add(1)
-					} else {
-						unacked = append(unacked, wr)
-					}
-					mu.Unlock()
-					if err != nil {
-						return // the node is gone
-					}
-				}
-			}()
-		}
-		killAfter(t, nd, rng, int64(2+rng.IntN(8)), done.Load, nil)
-		close(stop)
-		wg.Wait()
-
-		nd.start(t)
-		mu.Lock()
-		for _, wr := range acked {
-			if wr.key[:len(fmt.Sprint("c", cycle, "/"))] != fmt.Sprint("c", cycle, "/") {
-				continue // checked in its own cycle
+		acked, unacked := writeUntilKilled(t, nd, rng, 1, 2, 8, func(r *rand.Rand, w, i int) write {
+			size := sizes[r.IntN(len(sizes)-1)]
+			if r.IntN(6) == 0 {
+				size = sizes[len(sizes)-1] // multipart
 			}
+			return write{key: fmt.Sprintf("c%d/w%d/%d", cycle, w, i), size: size}
+		})
+		nd.start(t)
+		for _, wr := range acked {
 			want := content(wr.key, wr.size)
 			got, etag, ok := e.getS3(t, wr.key)
 			if !ok || !bytes.Equal(got, want) || etag != wr.etag {
@@ -111,9 +121,6 @@ func TestKillDuringWriteThroughs(t *testing.T) {
 			stats.ackedBytes += wr.size
 		}
 		for _, wr := range unacked {
-			if wr.key[:len(fmt.Sprint("c", cycle, "/"))] != fmt.Sprint("c", cycle, "/") {
-				continue
-			}
 			want := content(wr.key, wr.size)
 			got, _, ok := e.getS3(t, wr.key)
 			if ok && !bytes.Equal(got, want) {
@@ -134,7 +141,6 @@ func TestKillDuringWriteThroughs(t *testing.T) {
 				stats.lostUnacked++
 			}
 		}
-		mu.Unlock()
 		m := nd.metrics(t)
 		stats.hits += int(m.chunkReads("hit_disk") + m.chunkReads("hit_ram"))
 		stats.misses += int(m.chunkReads("miss"))

@@ -306,7 +306,20 @@ func wbWorkload(t *testing.T, c *cluster, h *wbHistory, rng *rand.Rand, round in
 	t.Helper()
 	var wg sync.WaitGroup
 	var retried atomic.Int64
-	errs := make(chan error, wbWriters)
+	errs := make(chan error, wbWriters+1)
+	// write sends an operation and records its acknowledgement; false
+	// when it was not acknowledged (the error is in errs).
+	write := func(key string, del bool, size int) bool {
+		o := h.begin(key, del, size, round)
+		etag, n, err := c.send(o)
+		retried.Add(int64(n))
+		if err != nil {
+			errs <- fmt.Errorf("round %d: %s not acknowledged: %w", round, o, err)
+			return false
+		}
+		h.ack(o, etag)
+		return true
+	}
 	for w := range wbWriters {
 		seed := rng.Uint64()
 		wg.Go(func() {
@@ -319,14 +332,9 @@ func wbWorkload(t *testing.T, c *cluster, h *wbHistory, rng *rand.Rand, round in
 				if !del {
 					size = wbSize(r)
 				}
-				o := h.begin(key, del, size, round)
-				etag, n, err := c.send(o)
-				retried.Add(int64(n))
-				if err != nil {
-					errs <- fmt.Errorf("round %d: %s not acknowledged: %w", round, o, err)
+				if !write(key, del, size) {
 					return
 				}
-				h.ack(o, etag)
 			}
 		})
 	}
@@ -339,16 +347,7 @@ func wbWorkload(t *testing.T, c *cluster, h *wbHistory, rng *rand.Rand, round in
 	if !bigDel {
 		bigSize = s3PartSize + 1 + rng.IntN(chunkSz)
 	}
-	wg.Go(func() {
-		o := h.begin(bigKey, bigDel, bigSize, round)
-		etag, n, err := c.send(o)
-		retried.Add(int64(n))
-		if err != nil {
-			errs <- fmt.Errorf("round %d: %s not acknowledged: %w", round, o, err)
-			return
-		}
-		h.ack(o, etag)
-	})
+	wg.Go(func() { write(bigKey, bigDel, bigSize) })
 	wg.Wait()
 	close(errs)
 	for err := range errs {

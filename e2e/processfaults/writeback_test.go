@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -31,11 +29,6 @@ func TestKillDuringWriteBack(t *testing.T) {
 	nd := e.newNode("node", t.TempDir(), "--disk-bytes", "512Mi", "--ram-bytes", "16Mi")
 	sizes := []int{1, 40 << 10, chunkSz, 3*chunkSz + 777}
 
-	type write struct {
-		key  string
-		size int
-		etag string // "" if not acknowledged
-	}
 	var acked, unacked []write
 	var stats struct{ acked, ackedBytes, whole, absent, downCycles int }
 	nd.start(t)
@@ -45,41 +38,9 @@ func TestKillDuringWriteBack(t *testing.T) {
 			e.minio.Stop()
 			stats.downCycles++
 		}
-		var mu sync.Mutex
-		var done atomic.Int64
-		var wg sync.WaitGroup
-		stop := make(chan struct{})
-		var cycleAcked, cycleUnacked []write
-		for w := range 4 {
-			seed := rng.Uint64()
-			wg.Go(func() {
-				r := rand.New(rand.NewPCG(seed, 2))
-				for i := 0; ; i++ {
-					select {
-					case <-stop:
-						return
-					default:
-					}
-					wr := write{key: fmt.Sprintf("wb/c%d/w%d/%d", cycle, w, i), size: sizes[r.IntN(len(sizes))]}
-					etag, err := nd.put(wr.key, content(wr.key, wr.size))
-					mu.Lock()
-					if err == nil {
-						wr.etag = etag
-						cycleAcked = append(cycleAcked, wr)
-						done.Add(1)
-					} else {
-						cycleUnacked = append(cycleUnacked, wr)
-					}
-					mu.Unlock()
-					if err != nil {
-						return // the node is gone
-					}
-				}
-			})
-		}
-		killAfter(t, nd, rng, int64(8+rng.IntN(24)), done.Load, nil)
-		close(stop)
-		wg.Wait()
+		cycleAcked, cycleUnacked := writeUntilKilled(t, nd, rng, 2, 8, 24, func(r *rand.Rand, w, i int) write {
+			return write{key: fmt.Sprintf("wb/c%d/w%d/%d", cycle, w, i), size: sizes[r.IntN(len(sizes))]}
+		})
 		if down {
 			e.minio.Restart(t)
 		}
