@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/distcache/distcache/internal/client"
+	"github.com/distcache/distcache/internal/testutil"
 	"github.com/distcache/distcache/internal/testutil/nodecluster"
 )
 
@@ -27,7 +28,7 @@ func BenchmarkReadAtChunk(b *testing.B) { benchReadAt(b, benchChunk) }
 func benchReadAt(b *testing.B, size int) {
 	const objectSize = 64 << 20
 	c := nodecluster.StartWith(b, 3, nodecluster.Options{ChunkSize: benchChunk, Immutable: true, RAMBytes: 128 << 20})
-	c.PutDirect("bucket-a", "hot", randomBytes(rand.New(rand.NewPCG(1, 1)), objectSize))
+	c.PutDirect("bucket-a", "hot", testutil.RandomBytes(rand.New(rand.NewPCG(1, 1)), objectSize))
 	ctx := context.Background()
 	for _, mode := range []struct {
 		name      string
@@ -40,10 +41,10 @@ func benchReadAt(b *testing.B, size int) {
 				cfg.ChunkSize = benchChunk
 			})
 			m, err := cl.Stat(ctx, "bucket-a", "hot")
-			must(b, err)
+			testutil.Must(b, err)
 			warm := make([]byte, objectSize) // every chunk into the nodes' RAM (and the page cache)
 			_, err = cl.ReadAt(ctx, "bucket-a", "hot", m, warm, 0)
-			must(b, err)
+			testutil.Must(b, err)
 			slots := objectSize / size
 			b.SetBytes(int64(size))
 			b.ReportAllocs()

@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/distcache/distcache/internal/client"
+	"github.com/distcache/distcache/internal/testutil"
 	"github.com/distcache/distcache/internal/testutil/nodecluster"
 )
 
@@ -24,7 +25,7 @@ func TestReadAtIsByteExact(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
 	sizes := []int{0, 1, cs - 1, cs, cs + 1, 9*cs + 12345}
 	for i, size := range sizes {
-		c.PutDirect("bucket-a", fmt.Sprintf("obj-%d", i), randomBytes(r, size))
+		c.PutDirect("bucket-a", fmt.Sprintf("obj-%d", i), testutil.RandomBytes(r, size))
 	}
 	for _, pageCache := range []int64{0, 64 << 20} {
 		t.Run(fmt.Sprintf("pageCache=%d", pageCache), func(t *testing.T) {
@@ -36,7 +37,7 @@ func TestReadAtIsByteExact(t *testing.T) {
 			for i, size := range sizes {
 				key := fmt.Sprintf("obj-%d", i)
 				m, err := cl.Stat(ctx, "bucket-a", key)
-				must(t, err)
+				testutil.Must(t, err)
 				if m.Size != int64(size) {
 					t.Fatalf("%s: Stat size %d, want %d", key, m.Size, size)
 				}
@@ -72,7 +73,7 @@ func TestReadAtIsByteExact(t *testing.T) {
 					direct := c.GetDirect("bucket-a", key, fmt.Sprintf("bytes=%d-%d", 3, size-2))
 					p := make([]byte, len(direct))
 					_, err := cl.ReadAt(ctx, "bucket-a", key, m, p, 3)
-					must(t, err)
+					testutil.Must(t, err)
 					if !bytes.Equal(p, direct) {
 						t.Fatalf("%s differs from MinIO's ranged GET", key)
 					}
@@ -86,13 +87,11 @@ func TestReadsGoToTheChunkOwners(t *testing.T) {
 	c := nodecluster.Start(t, 3)
 	cl, _ := newClient(t, c, c.TenantTLS("team-a"), nil)
 	ctx := context.Background()
-	data := randomBytes(rand.New(rand.NewPCG(3, 4)), 30*cs)
-	c.PutDirect("bucket-a", "table.bin", data)
-	m, err := cl.Stat(ctx, "bucket-a", "table.bin")
-	must(t, err)
+	data := testutil.RandomBytes(rand.New(rand.NewPCG(3, 4)), 30*cs)
+	m := putStat(t, c, cl, "bucket-a", "table.bin", data)
 	p := make([]byte, len(data))
-	_, err = cl.ReadAt(ctx, "bucket-a", "table.bin", m, p, 0)
-	must(t, err)
+	_, err := cl.ReadAt(ctx, "bucket-a", "table.bin", m, p, 0)
+	testutil.Must(t, err)
 	if !bytes.Equal(p, data) {
 		t.Fatal("read differs")
 	}
@@ -124,7 +123,7 @@ func TestReadsGoToTheChunkOwners(t *testing.T) {
 	for i := 0; i < 20; i++ {
 		off := rand.IntN(len(data) - 1000)
 		_, err := cl.ReadAt(ctx, "bucket-a", "table.bin", m, p[:1000], int64(off))
-		must(t, err)
+		testutil.Must(t, err)
 		if !bytes.Equal(p[:1000], data[off:off+1000]) {
 			t.Fatalf("range at %d differs", off)
 		}
@@ -139,15 +138,15 @@ func TestPageCacheServesRepeatedReadsWithoutTheNetwork(t *testing.T) {
 	cl, reg := newClient(t, c, c.TenantTLS("team-a"), func(cfg *client.Config) { cfg.PageCacheBytes = 64 << 20 })
 	ctx := context.Background()
 	r := rand.New(rand.NewPCG(5, 6))
-	v1 := randomBytes(r, 10*cs+77)
+	v1 := testutil.RandomBytes(r, 10*cs+77)
 	m1, err := cl.Put(ctx, "bucket-a", "hot.bin", bytes.NewReader(v1), int64(len(v1)), "application/x-test")
-	must(t, err)
+	testutil.Must(t, err)
 	if m1.Size != int64(len(v1)) || m1.ContentType != "application/x-test" {
 		t.Fatalf("Put returned %+v", m1)
 	}
 	p := make([]byte, len(v1))
 	_, err = cl.ReadAt(ctx, "bucket-a", "hot.bin", m1, p, 0)
-	must(t, err)
+	testutil.Must(t, err)
 	before := chunkRequests(c)
 	if before != 11 {
 		t.Fatalf("first read made %v chunk requests, want 11 (one per chunk)", before)
@@ -171,14 +170,14 @@ func TestPageCacheServesRepeatedReadsWithoutTheNetwork(t *testing.T) {
 	}
 
 	// A new version is a different set of pages: never the old bytes.
-	v2 := randomBytes(r, len(v1))
+	v2 := testutil.RandomBytes(r, len(v1))
 	m2, err := cl.Put(ctx, "bucket-a", "hot.bin", bytes.NewReader(v2), int64(len(v2)), "")
-	must(t, err)
+	testutil.Must(t, err)
 	if m2.ETag == m1.ETag {
 		t.Fatal("overwrite kept the ETag")
 	}
 	st, err := cl.Stat(ctx, "bucket-a", "hot.bin")
-	must(t, err)
+	testutil.Must(t, err)
 	if st.ETag != m2.ETag {
 		t.Fatalf("Stat after Put: ETag %s, want %s", st.ETag, m2.ETag)
 	}
@@ -193,7 +192,7 @@ func TestReadsSurviveAMemberDyingMidRead(t *testing.T) {
 	const objects = 12
 	var data [objects][]byte
 	for i := range data {
-		data[i] = randomBytes(r, 8*cs)
+		data[i] = testutil.RandomBytes(r, 8*cs)
 		c.PutDirect("bucket-a", fmt.Sprintf("part-%d", i), data[i])
 	}
 	c.Proxy.SetDelay(5 * time.Millisecond) // cold reads stay in flight while the member dies
@@ -241,7 +240,7 @@ func TestReadsSurviveAMemberDyingMidRead(t *testing.T) {
 	// dead one fail over too.
 	for i := 0; i < 6; i++ {
 		key := fmt.Sprintf("new-%d", i)
-		body := randomBytes(r, 1000+i)
+		body := testutil.RandomBytes(r, 1000+i)
 		if _, err := cl.Put(ctx, "bucket-a", key, bytes.NewReader(body), int64(len(body)), ""); err != nil {
 			t.Fatalf("put %s with a dead member: %v", key, err)
 		}
@@ -270,11 +269,8 @@ func TestRingRefreshSeesANewMember(t *testing.T) {
 		t.Fatalf("ring epoch gauge %v, want 2", g)
 	}
 	// Reads now go to owners under the new ring, the new member included.
-	ctx := context.Background()
-	data := randomBytes(rand.New(rand.NewPCG(9, 10)), 24*cs)
-	c.PutDirect("bucket-a", "after-growth", data)
-	m, err := cl.Stat(ctx, "bucket-a", "after-growth")
-	must(t, err)
+	data := testutil.RandomBytes(rand.New(rand.NewPCG(9, 10)), 24*cs)
+	m := putStat(t, c, cl, "bucket-a", "after-growth", data)
 	readBack(t, cl, "bucket-a", "after-growth", m, data, "read differs after growth")
 	if f := forwards(c); f != 0 {
 		t.Fatalf("nodes forwarded %v requests: the client routes by a stale ring", f)
@@ -288,10 +284,8 @@ func TestUnreachableMemberTriggersARingRefresh(t *testing.T) {
 	c := nodecluster.Start(t, 3)
 	cl, _ := newClient(t, c, c.TenantTLS("team-a"), nil) // RingRefresh: an hour
 	ctx := context.Background()
-	data := randomBytes(rand.New(rand.NewPCG(11, 12)), 12*cs)
-	c.PutDirect("bucket-a", "k", data)
-	m, err := cl.Stat(ctx, "bucket-a", "k")
-	must(t, err)
+	data := testutil.RandomBytes(rand.New(rand.NewPCG(11, 12)), 12*cs)
+	m := putStat(t, c, cl, "bucket-a", "k", data)
 	dead := c.Member(1)
 	idx := int64(-1)
 	for i := int64(0); i < 12; i++ {
@@ -309,8 +303,8 @@ func TestUnreachableMemberTriggersARingRefresh(t *testing.T) {
 		t.Fatal("the client refreshed before anything triggered it")
 	}
 	p := make([]byte, cs)
-	_, err = cl.ReadAt(ctx, "bucket-a", "k", m, p, idx*cs)
-	must(t, err)
+	_, err := cl.ReadAt(ctx, "bucket-a", "k", m, p, idx*cs)
+	testutil.Must(t, err)
 	if !bytes.Equal(p, data[idx*cs:(idx+1)*cs]) {
 		t.Fatal("chunk of the dead member differs")
 	}
@@ -338,11 +332,9 @@ func TestParallelFetchIsBoundedByParallelism(t *testing.T) {
 				cfg.WrapTransport = counter.wrap
 			})
 			ctx := context.Background()
-			data := randomBytes(rand.New(rand.NewPCG(13, uint64(parallelism))), 20*cs)
+			data := testutil.RandomBytes(rand.New(rand.NewPCG(13, uint64(parallelism))), 20*cs)
 			key := fmt.Sprintf("wide-%d", parallelism)
-			c.PutDirect("bucket-a", key, data)
-			m, err := cl.Stat(ctx, "bucket-a", key)
-			must(t, err)
+			m := putStat(t, c, cl, "bucket-a", key, data)
 			c.Proxy.SetDelay(20 * time.Millisecond) // cold chunks take a while: requests overlap
 			defer c.Proxy.SetDelay(0)
 			readBack(t, cl, "bucket-a", key, m, data, "read differs")
@@ -355,10 +347,10 @@ func TestParallelFetchIsBoundedByParallelism(t *testing.T) {
 			// A sequential scan through an Object reads ahead within the same bound.
 			counter.reset()
 			o, err := cl.Open(ctx, "bucket-a", key)
-			must(t, err)
+			testutil.Must(t, err)
 			defer o.Close()
 			got, err := io.ReadAll(o)
-			must(t, err)
+			testutil.Must(t, err)
 			if !bytes.Equal(got, data) {
 				t.Fatal("sequential read differs")
 			}
@@ -375,10 +367,10 @@ func TestObjectReadSeekReadAt(t *testing.T) {
 	c := nodecluster.Start(t, 3)
 	cl, _ := newClient(t, c, c.TenantTLS("team-a"), func(cfg *client.Config) { cfg.Parallelism = 3 })
 	ctx := context.Background()
-	data := randomBytes(rand.New(rand.NewPCG(15, 16)), 7*cs+99)
+	data := testutil.RandomBytes(rand.New(rand.NewPCG(15, 16)), 7*cs+99)
 	c.PutDirect("bucket-a", "obj", data)
 	o, err := cl.Open(ctx, "bucket-a", "obj")
-	must(t, err)
+	testutil.Must(t, err)
 	defer o.Close()
 	if o.Size() != int64(len(data)) {
 		t.Fatalf("Size %d", o.Size())
@@ -413,13 +405,11 @@ func TestErrChangedAfterAnOverwriteBehindTheCache(t *testing.T) {
 	cl, _ := newClient(t, c, c.TenantTLS("team-a"), nil)
 	ctx := context.Background()
 	r := rand.New(rand.NewPCG(17, 18))
-	v1, v2 := randomBytes(r, 4*cs), randomBytes(r, 4*cs)
-	c.PutDirect("bucket-a", "table.bin", v1)
-	m1, err := cl.Stat(ctx, "bucket-a", "table.bin")
-	must(t, err)
+	v1, v2 := testutil.RandomBytes(r, 4*cs), testutil.RandomBytes(r, 4*cs)
+	m1 := putStat(t, c, cl, "bucket-a", "table.bin", v1)
 	p := make([]byte, cs)
-	_, err = cl.ReadAt(ctx, "bucket-a", "table.bin", m1, p, 0) // chunk 0 of v1 is cached
-	must(t, err)
+	_, err := cl.ReadAt(ctx, "bucket-a", "table.bin", m1, p, 0) // chunk 0 of v1 is cached
+	testutil.Must(t, err)
 	c.PutDirect("bucket-a", "table.bin", v2)
 
 	q := make([]byte, 3*cs)
@@ -434,7 +424,7 @@ func TestErrChangedAfterAnOverwriteBehindTheCache(t *testing.T) {
 	// Past the metadata TTL, a new Stat finds the new version.
 	c.Clock.Advance(2 * time.Minute)
 	m2, err := cl.Stat(ctx, "bucket-a", "table.bin")
-	must(t, err)
+	testutil.Must(t, err)
 	if m2.ETag == m1.ETag {
 		t.Fatal("Stat past the TTL still reports the old ETag")
 	}
@@ -444,14 +434,14 @@ func TestErrChangedAfterAnOverwriteBehindTheCache(t *testing.T) {
 func TestTenantsAreIsolated(t *testing.T) {
 	c := nodecluster.Start(t, 3)
 	ctx := context.Background()
-	secret := randomBytes(rand.New(rand.NewPCG(19, 20)), 2*cs)
+	secret := testutil.RandomBytes(rand.New(rand.NewPCG(19, 20)), 2*cs)
 	c.PutDirect("bucket-b", "secret", secret)
 	b, _ := newClient(t, c, c.TenantTLS("team-b"), nil)
 	mb, err := b.Stat(ctx, "bucket-b", "secret")
-	must(t, err) // team-b may read its own bucket
+	testutil.Must(t, err) // team-b may read its own bucket
 	p := make([]byte, len(secret))
 	_, err = b.ReadAt(ctx, "bucket-b", "secret", mb, p, 0)
-	must(t, err)
+	testutil.Must(t, err)
 
 	a, _ := newClient(t, c, c.TenantTLS("team-a"), func(cfg *client.Config) { cfg.PageCacheBytes = 16 << 20 })
 	if _, err := a.Stat(ctx, "bucket-b", "secret"); !errors.Is(err, client.ErrAccessDenied) {
@@ -472,9 +462,7 @@ func TestTenantsAreIsolated(t *testing.T) {
 	if _, err := gw.Stat(ctx, "bucket-b", "secret"); !errors.Is(err, client.ErrAccessDenied) {
 		t.Fatalf("gateway for team-a reading team-b's bucket: %v, want ErrAccessDenied", err)
 	}
-	c.PutDirect("bucket-a", "mine", secret)
-	ma, err := gw.Stat(ctx, "bucket-a", "mine")
-	must(t, err)
+	ma := putStat(t, c, gw, "bucket-a", "mine", secret)
 	before := forwards(c)
 	readBack(t, gw, "bucket-a", "mine", ma, secret, "gateway read differs")
 	if f := forwards(c) - before; f != 0 {
@@ -492,7 +480,7 @@ func TestKeysAreEscaped(t *testing.T) {
 		"semi;colon=eq&amp@at!bang$'()*,", "~tilde/.hidden", "...", "a/.../b", "tab\there", "new\nline",
 	}
 	for i, key := range keys {
-		data := randomBytes(r, cs+i)
+		data := testutil.RandomBytes(r, cs+i)
 		m, err := cl.Put(ctx, "bucket-a", key, bytes.NewReader(data), int64(len(data)), "")
 		if err != nil {
 			t.Fatalf("put %q: %v", key, err)
@@ -508,7 +496,7 @@ func TestKeysAreEscaped(t *testing.T) {
 		if _, err := cl.ReadAt(ctx, "bucket-a", key, st, p, 0); err != nil || !bytes.Equal(p, data) {
 			t.Fatalf("read %q: %v", key, err)
 		}
-		must(t, cl.Delete(ctx, "bucket-a", key))
+		testutil.Must(t, cl.Delete(ctx, "bucket-a", key))
 		if _, err := cl.Stat(ctx, "bucket-a", key); !errors.Is(err, client.ErrNotFound) {
 			t.Fatalf("stat %q after delete: %v, want ErrNotFound", key, err)
 		}
@@ -536,9 +524,7 @@ func TestErrors(t *testing.T) {
 	if _, err := cl.Stat(ctx, "bucket-a", "missing"); !errors.Is(err, client.ErrNotFound) {
 		t.Fatalf("stat of a missing key: %v, want ErrNotFound", err)
 	}
-	c.PutDirect("bucket-a", "small", []byte("hello, world"))
-	m, err := cl.Stat(ctx, "bucket-a", "small")
-	must(t, err)
+	m := putStat(t, c, cl, "bucket-a", "small", []byte("hello, world"))
 	if _, err := cl.ReadAt(ctx, "bucket-a", "small", m, make([]byte, 1), -1); !errors.Is(err, client.ErrInvalidRange) {
 		t.Fatalf("negative offset: %v, want ErrInvalidRange", err)
 	}
@@ -558,7 +544,7 @@ func TestErrors(t *testing.T) {
 		t.Fatal("New with team-a's certificate acting for team-b succeeded")
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	must(t, err)
+	testutil.Must(t, err)
 	closed := ln.Addr().String()
 	_ = ln.Close()
 	if _, err := client.New(ctx, client.Config{Seeds: []string{"https://" + closed}, TLS: c.TenantTLS("team-a")}); !errors.Is(err, client.ErrUnavailable) {
@@ -566,7 +552,7 @@ func TestErrors(t *testing.T) {
 	}
 	// A dead first seed is skipped.
 	cl2, err := client.New(ctx, client.Config{Seeds: append([]string{"https://" + closed}, c.Seeds()...), TLS: c.TenantTLS("team-a")})
-	must(t, err)
+	testutil.Must(t, err)
 	_ = cl2.Close()
 
 	// With every member dead, reads fail with ErrUnavailable.
@@ -586,11 +572,8 @@ func TestStandaloneNodesWithoutARing(t *testing.T) {
 	if r := cl.Ring(); r.Epoch() != 0 || len(r.Members()) != 2 {
 		t.Fatalf("ring over the seeds: epoch %d, %d members; want 0, 2", r.Epoch(), len(r.Members()))
 	}
-	ctx := context.Background()
-	data := randomBytes(rand.New(rand.NewPCG(23, 24)), 6*cs+1)
-	c.PutDirect("bucket-a", "alone", data)
-	m, err := cl.Stat(ctx, "bucket-a", "alone")
-	must(t, err)
+	data := testutil.RandomBytes(rand.New(rand.NewPCG(23, 24)), 6*cs+1)
+	m := putStat(t, c, cl, "bucket-a", "alone", data)
 	readBack(t, cl, "bucket-a", "alone", m, data, "read differs")
 	for i := range c.Members() {
 		if c.Counter(i, "distcache_chunk_reads_total", nil) == 0 {
@@ -647,7 +630,7 @@ func TestPutBodyErrorIsNotANodeFailure(t *testing.T) {
 func gatheredSum(t *testing.T, reg *prometheus.Registry, name string) float64 {
 	t.Helper()
 	families, err := reg.Gather()
-	must(t, err)
+	testutil.Must(t, err)
 	var sum float64
 	for _, f := range families {
 		if f.GetName() == name {
@@ -670,11 +653,8 @@ func TestStaleRingFallsBackToTheSeeds(t *testing.T) {
 	if n := len(cl.Ring().Members()); n != 3 {
 		t.Fatalf("client ring has %d members, want 3", n)
 	}
-	ctx := context.Background()
-	data := randomBytes(rand.New(rand.NewPCG(21, 22)), 5*cs)
-	c.PutDirect("bucket-a", "rolled", data)
-	m, err := cl.Stat(ctx, "bucket-a", "rolled")
-	must(t, err)
+	data := testutil.RandomBytes(rand.New(rand.NewPCG(21, 22)), 5*cs)
+	m := putStat(t, c, cl, "bucket-a", "rolled", data)
 	for i := 0; i < 3; i++ {
 		c.Kill(i)
 	}

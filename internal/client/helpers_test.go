@@ -4,9 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
-	"encoding/binary"
 	"io"
-	"math/rand/v2"
 	"net/http"
 	"strings"
 	"sync"
@@ -17,6 +15,7 @@ import (
 
 	"github.com/distcache/distcache/internal/chunk"
 	"github.com/distcache/distcache/internal/client"
+	"github.com/distcache/distcache/internal/testutil"
 	"github.com/distcache/distcache/internal/testutil/nodecluster"
 )
 
@@ -40,12 +39,14 @@ func newClient(t testing.TB, c *nodecluster.Cluster, tlsCfg *tls.Config, mod fun
 	return cl, reg
 }
 
-func randomBytes(r *rand.Rand, n int) []byte {
-	b := make([]byte, n+8)
-	for i := 0; i < n; i += 8 {
-		binary.LittleEndian.PutUint64(b[i:], r.Uint64())
-	}
-	return b[:n:n]
+// putStat puts data straight into S3 as bucket/key, behind the cache, and
+// returns cl's Stat of it.
+func putStat(t testing.TB, c *nodecluster.Cluster, cl *client.Client, bucket, key string, data []byte) client.Meta {
+	t.Helper()
+	c.PutDirect(bucket, key, data)
+	m, err := cl.Stat(context.Background(), bucket, key)
+	testutil.Must(t, err)
+	return m
 }
 
 // readBack reads bucket/key (metadata m) whole through cl and fails the
@@ -54,16 +55,9 @@ func readBack(t testing.TB, cl *client.Client, bucket, key string, m client.Meta
 	t.Helper()
 	p := make([]byte, len(want))
 	_, err := cl.ReadAt(context.Background(), bucket, key, m, p, 0)
-	must(t, err)
+	testutil.Must(t, err)
 	if !bytes.Equal(p, want) {
 		t.Fatal(msg)
-	}
-}
-
-func must(t testing.TB, err error) {
-	t.Helper()
-	if err != nil {
-		t.Fatal(err)
 	}
 }
 

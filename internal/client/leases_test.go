@@ -13,6 +13,7 @@ import (
 	"github.com/distcache/distcache/internal/client"
 	"github.com/distcache/distcache/internal/nodeapi"
 	"github.com/distcache/distcache/internal/pki"
+	"github.com/distcache/distcache/internal/testutil"
 	"github.com/distcache/distcache/internal/testutil/nodecluster"
 )
 
@@ -31,7 +32,7 @@ func statKept(t *testing.T, c *nodecluster.Cluster, cl *client.Client, bucket, k
 	for {
 		before := statRequests(c)
 		m, err := cl.Stat(context.Background(), bucket, key)
-		must(t, err)
+		testutil.Must(t, err)
 		if statRequests(c) == before {
 			return m
 		}
@@ -52,13 +53,13 @@ func TestLeasedMetadataIsKeptUntilAWriteAnywhere(t *testing.T) {
 	c := nodecluster.Start(t, 3)
 	writer, reader := leasedClient(t, c), leasedClient(t, c)
 	const key = "leased.bin"
-	c.PutDirect("bucket-a", key, randomBytes(r, 2*cs))
+	c.PutDirect("bucket-a", key, testutil.RandomBytes(r, 2*cs))
 
 	m := statKept(t, c, reader, "bucket-a", key)
 	before := statRequests(c)
 	for range 20 {
 		got, err := reader.Stat(ctx, "bucket-a", key)
-		must(t, err)
+		testutil.Must(t, err)
 		if got != m {
 			t.Fatalf("kept metadata %+v, want %+v", got, m)
 		}
@@ -68,11 +69,11 @@ func TestLeasedMetadataIsKeptUntilAWriteAnywhere(t *testing.T) {
 	}
 
 	for i := range 5 {
-		data := randomBytes(r, cs+i)
+		data := testutil.RandomBytes(r, cs+i)
 		put, err := writer.Put(ctx, "bucket-a", key, bytes.NewReader(data), int64(len(data)), "")
-		must(t, err)
+		testutil.Must(t, err)
 		got, err := reader.Stat(ctx, "bucket-a", key)
-		must(t, err)
+		testutil.Must(t, err)
 		if got.ETag != put.ETag || got.Size != int64(len(data)) {
 			t.Fatalf("write %d: the other client's Stat right after it answered %s (%d bytes), want %s (%d bytes)",
 				i, got.ETag, got.Size, put.ETag, len(data))
@@ -94,11 +95,11 @@ func TestLeasedMetadataIsKeptUntilAWriteAnywhere(t *testing.T) {
 			other = mb
 		}
 	}
-	data := randomBytes(r, 3*cs)
+	data := testutil.RandomBytes(r, 3*cs)
 	req, err := http.NewRequest(http.MethodPut, other.URL()+nodeapi.ObjectPath("bucket-a", key), bytes.NewReader(data))
-	must(t, err)
+	testutil.Must(t, err)
 	resp, err := c.HTTPClient(pki.Identity{Kind: pki.KindTenant, Name: "team-a"}).Do(req)
-	must(t, err)
+	testutil.Must(t, err)
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("PUT at %s (not the owner %s): %s", other.Name, owner, resp.Status)
@@ -108,7 +109,7 @@ func TestLeasedMetadataIsKeptUntilAWriteAnywhere(t *testing.T) {
 	}
 
 	statKept(t, c, reader, "bucket-a", key)
-	must(t, writer.Delete(ctx, "bucket-a", key))
+	testutil.Must(t, writer.Delete(ctx, "bucket-a", key))
 	if _, err := reader.Stat(ctx, "bucket-a", key); !errors.Is(err, client.ErrNotFound) {
 		t.Fatalf("Stat after the other client's Delete: %v, want ErrNotFound", err)
 	}
@@ -123,15 +124,15 @@ func TestLeasedMetadataOfAnObjectChangedBehindTheCacheLastsTheTTL(t *testing.T) 
 	c := nodecluster.StartWith(t, 2, nodecluster.Options{MetaTTL: time.Minute})
 	a, b := leasedClient(t, c), leasedClient(t, c)
 	const key = "behind.bin"
-	c.PutDirect("bucket-a", key, randomBytes(r, cs))
+	c.PutDirect("bucket-a", key, testutil.RandomBytes(r, cs))
 	m1 := statKept(t, c, a, "bucket-a", key)
 	statKept(t, c, b, "bucket-a", key)
-	etag2 := c.PutDirect("bucket-a", key, randomBytes(r, cs))
+	etag2 := c.PutDirect("bucket-a", key, testutil.RandomBytes(r, cs))
 
 	c.Clock.Advance(30 * time.Second) // within the TTL: either version, never an error
 	for _, cl := range []*client.Client{a, b} {
 		got, err := cl.Stat(ctx, "bucket-a", key)
-		must(t, err)
+		testutil.Must(t, err)
 		if got.ETag != m1.ETag && got.ETag != etag2 {
 			t.Fatalf("within the TTL: ETag %s, neither version", got.ETag)
 		}
@@ -139,7 +140,7 @@ func TestLeasedMetadataOfAnObjectChangedBehindTheCacheLastsTheTTL(t *testing.T) 
 	c.Clock.Advance(31 * time.Second) // past the TTL since the nodes fetched it
 	for i, cl := range []*client.Client{a, b} {
 		got, err := cl.Stat(ctx, "bucket-a", key)
-		must(t, err)
+		testutil.Must(t, err)
 		if got.ETag != etag2 {
 			t.Fatalf("client %d past the TTL: ETag %s, want the new version %s", i, got.ETag, etag2)
 		}
@@ -154,11 +155,11 @@ func TestASilentClientHoldsWritesForItsLeaseAtMost(t *testing.T) {
 	c := nodecluster.Start(t, 1)
 	writer, silent := leasedClient(t, c), leasedClient(t, c)
 	const key = "silent.bin"
-	c.PutDirect("bucket-a", key, randomBytes(r, cs))
+	c.PutDirect("bucket-a", key, testutil.RandomBytes(r, cs))
 	statKept(t, c, silent, "bucket-a", key)
-	must(t, silent.Close()) // its polls stop; the node still counts its lease
+	testutil.Must(t, silent.Close()) // its polls stop; the node still counts its lease
 
-	data := randomBytes(r, cs)
+	data := testutil.RandomBytes(r, cs)
 	if _, err := writer.Put(ctx, "bucket-a", key, bytes.NewReader(data), int64(len(data)), ""); err != nil {
 		t.Fatalf("a write with a silent client holding a lease: %v", err)
 	}

@@ -35,15 +35,13 @@ func TestPagesSmallerThanChunks(t *testing.T) {
 	})
 	ctx := context.Background()
 	r := rand.New(rand.NewPCG(31, 32))
-	data := randomBytes(r, 6*cs+1000)
-	c.PutDirect("bucket-a", "col.bin", data)
-	m, err := cl.Stat(ctx, "bucket-a", "col.bin")
-	must(t, err)
+	data := testutil.RandomBytes(r, 6*cs+1000)
+	m := putStat(t, c, cl, "bucket-a", "col.bin", data)
 	read := func(off, n int64) {
 		t.Helper()
 		p := make([]byte, n)
 		_, err := cl.ReadAt(ctx, "bucket-a", "col.bin", m, p, off)
-		must(t, err)
+		testutil.Must(t, err)
 		if !bytes.Equal(p, data[off:off+n]) {
 			t.Fatalf("read of %d bytes at %d differs", n, off)
 		}
@@ -103,10 +101,10 @@ func TestPagesSmallerThanChunks(t *testing.T) {
 	reqs = chunkRequests(c)
 	read(0, int64(len(data)))
 	obj, err := cl.OpenVersion(ctx, "bucket-a", "col.bin", m)
-	must(t, err)
+	testutil.Must(t, err)
 	defer obj.Close()
 	all, err := io.ReadAll(obj)
-	must(t, err)
+	testutil.Must(t, err)
 	if !bytes.Equal(all, data) {
 		t.Fatal("a sequential Object read differs")
 	}
@@ -131,14 +129,12 @@ func TestPageBytesThatDoNotDivideTheChunkSize(t *testing.T) {
 		cfg.PageBytes = 100_000
 	})
 	ctx := context.Background()
-	data := randomBytes(rand.New(rand.NewPCG(33, 34)), 2*cs)
-	c.PutDirect("bucket-a", "w.bin", data)
-	m, err := cl.Stat(ctx, "bucket-a", "w.bin")
-	must(t, err)
+	data := testutil.RandomBytes(rand.New(rand.NewPCG(33, 34)), 2*cs)
+	m := putStat(t, c, cl, "bucket-a", "w.bin", data)
 	before := responseBytes(c)
 	p := make([]byte, 10)
 	_, err = cl.ReadAt(ctx, "bucket-a", "w.bin", m, p, cs+5)
-	must(t, err)
+	testutil.Must(t, err)
 	if !bytes.Equal(p, data[cs+5:cs+15]) {
 		t.Fatal("read differs")
 	}
@@ -172,11 +168,9 @@ func TestPagesReusedAfterEviction(t *testing.T) {
 		metas [objects]client.Meta
 	)
 	for i := range objects {
-		data[i] = randomBytes(r, 16*cs)
+		data[i] = testutil.RandomBytes(r, 16*cs)
 		key := "obj-" + strconv.Itoa(i)
-		c.PutDirect("bucket-a", key, data[i])
-		m, err := cl.Stat(ctx, "bucket-a", key)
-		must(t, err)
+		m := putStat(t, c, cl, "bucket-a", key, data[i])
 		metas[i] = m
 	}
 
@@ -220,7 +214,7 @@ func TestPagesReusedAfterEviction(t *testing.T) {
 			return nil
 		})
 	}
-	must(t, g.Wait())
+	testutil.Must(t, g.Wait())
 
 	var fills float64
 	for _, mode := range []string{"read", "background", "ahead"} {
@@ -268,14 +262,14 @@ func TestPrefaultPageCache(t *testing.T) {
 	if _, _, held := lazy.PagePool(); held != 0 {
 		t.Fatalf("without PrefaultPageCache the page pool holds %d bytes before any read", held)
 	}
-	data := randomBytes(rand.New(rand.NewPCG(5, 6)), 2*cs)
+	data := testutil.RandomBytes(rand.New(rand.NewPCG(5, 6)), 2*cs)
 	c.PutDirect("bucket-a", "k", data)
 	ctx := context.Background()
 	m, err := lazy.Stat(ctx, "bucket-a", "k")
-	must(t, err)
+	testutil.Must(t, err)
 	p := make([]byte, len(data))
 	_, err = lazy.ReadAt(ctx, "bucket-a", "k", m, p, 0)
-	must(t, err)
+	testutil.Must(t, err)
 	if !bytes.Equal(p, data) {
 		t.Fatal("read differs")
 	}

@@ -67,9 +67,9 @@ func TestSmallReadDoesNotWaitForTheWholeChunk(t *testing.T) {
 		cfg.WrapTransport = g.wrap
 	})
 	ctx := context.Background()
-	data := randomBytes(rand.New(rand.NewPCG(7, 8)), 3*cs)
+	data := testutil.RandomBytes(rand.New(rand.NewPCG(7, 8)), 3*cs)
 	m, err := cl.Put(ctx, "bucket-a", "small-reads.bin", bytes.NewReader(data), int64(len(data)), "")
-	must(t, err)
+	testutil.Must(t, err)
 
 	// Whole-chunk requests are held: the read must be answered anyway.
 	rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
@@ -101,7 +101,7 @@ func TestSmallReadDoesNotWaitForTheWholeChunk(t *testing.T) {
 		hitsBefore := hits()
 		q := make([]byte, 100)
 		_, err := cl.ReadAt(ctx, "bucket-a", "small-reads.bin", m, q, off+5000)
-		must(t, err)
+		testutil.Must(t, err)
 		if !bytes.Equal(q, data[off+5000:off+5100]) {
 			t.Fatal("read from the page cache differs")
 		}

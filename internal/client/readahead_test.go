@@ -26,10 +26,8 @@ func TestReadAheadAcrossSeparateReads(t *testing.T) {
 	cl, reg := newClient(t, c, c.TenantTLS("team-a"), func(cfg *client.Config) { cfg.PageCacheBytes = 64 << 20 })
 	ctx := context.Background()
 	r := rand.New(rand.NewPCG(21, 22))
-	data := randomBytes(r, 12*cs)
-	c.PutDirect("bucket-a", "column.bin", data)
-	m, err := cl.Stat(ctx, "bucket-a", "column.bin")
-	must(t, err)
+	data := testutil.RandomBytes(r, 12*cs)
+	m := putStat(t, c, cl, "bucket-a", "column.bin", data)
 
 	ahead := func() float64 {
 		return nodecluster.Gather(t, reg, "distcache_client_page_fills_total", map[string]string{"mode": "ahead"})
@@ -38,7 +36,7 @@ func TestReadAheadAcrossSeparateReads(t *testing.T) {
 	for _, idx := range []int64{9, 2, 6} {
 		p := make([]byte, 100)
 		_, err := cl.ReadAt(ctx, "bucket-a", "column.bin", m, p, idx*cs+5)
-		must(t, err)
+		testutil.Must(t, err)
 		if !bytes.Equal(p, data[idx*cs+5:idx*cs+105]) {
 			t.Fatalf("read in chunk %d differs", idx)
 		}
@@ -52,7 +50,7 @@ func TestReadAheadAcrossSeparateReads(t *testing.T) {
 	for off := int64(0); off < int64(len(data)); off += step {
 		p := make([]byte, step)
 		_, err := cl.ReadAt(ctx, "bucket-a", "column.bin", m, p, off)
-		must(t, err)
+		testutil.Must(t, err)
 		if !bytes.Equal(p, data[off:off+step]) {
 			t.Fatalf("scan read at %d differs", off)
 		}
@@ -88,10 +86,8 @@ func TestView(t *testing.T) {
 	cl, _ := newClient(t, c, c.TenantTLS("team-a"), func(cfg *client.Config) { cfg.PageCacheBytes = 64 << 20 })
 	ctx := context.Background()
 	r := rand.New(rand.NewPCG(23, 24))
-	data := randomBytes(r, 3*cs+1000)
-	c.PutDirect("bucket-a", "v.bin", data)
-	m, err := cl.Stat(ctx, "bucket-a", "v.bin")
-	must(t, err)
+	data := testutil.RandomBytes(r, 3*cs+1000)
+	m := putStat(t, c, cl, "bucket-a", "v.bin", data)
 
 	if _, ok, err := cl.View(ctx, "bucket-a", "v.bin", m, 10, 100); ok || err != nil {
 		t.Fatalf("View of a small part of an uncached chunk: ok %v, err %v; want false, nil", ok, err)
@@ -124,7 +120,7 @@ func TestView(t *testing.T) {
 	}
 
 	// A version that is gone: the error, not stale bytes.
-	c.PutDirect("bucket-a", "v.bin", randomBytes(r, len(data)))
+	c.PutDirect("bucket-a", "v.bin", testutil.RandomBytes(r, len(data)))
 	c.Clock.Advance(2 * time.Minute)
 	_, ok, err = cl.View(ctx, "bucket-a", "v.bin", m, 2*cs, cs)
 	if ok || !errors.Is(err, client.ErrChanged) {
@@ -142,14 +138,14 @@ func TestImmutableMetadataIsKept(t *testing.T) {
 
 	c := nodecluster.StartWith(t, 2, nodecluster.Options{Immutable: true})
 	cl := leasedClient(t, c)
-	v1 := randomBytes(r, 2*cs)
+	v1 := testutil.RandomBytes(r, 2*cs)
 	c.PutDirect("bucket-a", "i.bin", v1)
 	m1 := statKept(t, c, cl, "bucket-a", "i.bin")
 	c.Clock.Advance(24 * time.Hour) // far past any metadata TTL
 	kept := statRequests(c)
 	for range 5 {
 		m, err := cl.Stat(ctx, "bucket-a", "i.bin")
-		must(t, err)
+		testutil.Must(t, err)
 		if m != m1 {
 			t.Fatalf("kept metadata %+v, want %+v", m, m1)
 		}
@@ -168,9 +164,9 @@ func TestImmutableMetadataIsKept(t *testing.T) {
 	}
 
 	// The client's own write replaces it.
-	v2 := randomBytes(r, 2*cs)
+	v2 := testutil.RandomBytes(r, 2*cs)
 	m2, err := cl.Put(ctx, "bucket-a", "i.bin", bytes.NewReader(v2), int64(len(v2)), "")
-	must(t, err)
+	testutil.Must(t, err)
 	if m, err := cl.Stat(ctx, "bucket-a", "i.bin"); err != nil || m.ETag != m2.ETag {
 		t.Fatalf("Stat after Put: %+v, %v; want ETag %s", m, err, m2.ETag)
 	}
@@ -178,12 +174,12 @@ func TestImmutableMetadataIsKept(t *testing.T) {
 	before := statRequests(c)
 	cl.Forget("bucket-a", "i.bin")
 	_, err = cl.Stat(ctx, "bucket-a", "i.bin")
-	must(t, err)
+	testutil.Must(t, err)
 	if n := statRequests(c) - before; n != 1 {
 		t.Fatalf("Stat after Forget made %v metadata requests, want 1", n)
 	}
 	// Delete drops it.
-	must(t, cl.Delete(ctx, "bucket-a", "i.bin"))
+	testutil.Must(t, cl.Delete(ctx, "bucket-a", "i.bin"))
 	if _, err := cl.Stat(ctx, "bucket-a", "i.bin"); !errors.Is(err, client.ErrNotFound) {
 		t.Fatalf("Stat after Delete: %v, want ErrNotFound", err)
 	}
@@ -196,12 +192,12 @@ func TestKeptMetadataIsDroppedWhenTheVersionIsGone(t *testing.T) {
 	r := rand.New(rand.NewPCG(27, 28))
 	c := nodecluster.StartWith(t, 1, nodecluster.Options{Immutable: true})
 	cl := leasedClient(t, c)
-	c.PutDirect("bucket-a", "o.bin", randomBytes(r, 2*cs))
+	c.PutDirect("bucket-a", "o.bin", testutil.RandomBytes(r, 2*cs))
 	m1 := statKept(t, c, cl, "bucket-a", "o.bin")
 	// Overwritten behind the cache (against the immutable contract): the
 	// node still has the old metadata but no chunk of it; S3 refuses the
 	// old ETag.
-	v2 := randomBytes(r, 2*cs)
+	v2 := testutil.RandomBytes(r, 2*cs)
 	c.PutDirect("bucket-a", "o.bin", v2)
 	p := make([]byte, 10)
 	if _, err := cl.ReadAt(ctx, "bucket-a", "o.bin", m1, p, 0); !errors.Is(err, client.ErrChanged) {
@@ -209,7 +205,7 @@ func TestKeptMetadataIsDroppedWhenTheVersionIsGone(t *testing.T) {
 	}
 	before := statRequests(c)
 	_, err := cl.Stat(ctx, "bucket-a", "o.bin")
-	must(t, err)
+	testutil.Must(t, err)
 	if n := statRequests(c) - before; n != 1 {
 		t.Fatalf("Stat after ErrChanged made %v metadata requests, want 1 (the kept version was not dropped)", n)
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/distcache/distcache/internal/client"
 	"github.com/distcache/distcache/internal/ring"
+	"github.com/distcache/distcache/internal/testutil"
 	"github.com/distcache/distcache/internal/testutil/nodecluster"
 )
 
@@ -54,7 +55,7 @@ func TestZoneClientRefusesRingOfAnotherZone(t *testing.T) {
 	foreign := c.ZoneRing("a").Spec()
 	foreign.Epoch = first.Epoch() + 10
 	r, err := ring.New(foreign)
-	must(t, err)
+	testutil.Must(t, err)
 	c.ZoneMembers("b")[0].Ring.Store(r)
 	waitUntil(t, "a refresh to refuse the ring of zone a", func() bool { return wrongZoneRings(t, reg) > 0 })
 	if got := cl.Ring(); got != first {
