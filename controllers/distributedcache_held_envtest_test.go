@@ -20,11 +20,9 @@ import (
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	cachev1alpha1 "github.com/distcache/distcache/api/v1alpha1"
-	"github.com/distcache/distcache/internal/testutil/envtestassets"
-	"github.com/distcache/distcache/internal/testutil/repo"
+	"github.com/distcache/distcache/internal/testutil/sharedapi"
 )
 
 // The scale-down's wait for held data and the pinned-full events, with
@@ -32,53 +30,33 @@ import (
 // its clock and the nodes' answers (a fake HeldProber) in the test's
 // hands: the pods are created by the test, as no kubelet runs.
 
-var (
-	envOnce   sync.Once
-	env       *envtest.Environment
-	envClient client.Client
-	envErr    error
-)
+// sharedAPIServer is the tests' API server, with the CRDs.
+var sharedAPIServer = sharedapi.New(filepath.Join("config", "crd", "bases"))
 
 // TestMain stops the API server the envtest tests started, if any.
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if env != nil {
-		if err := env.Stop(); err != nil {
-			fmt.Fprintln(os.Stderr, "stopping envtest:", err)
-		}
-	}
-	os.Exit(code)
+func TestMain(m *testing.M) { os.Exit(sharedAPIServer.Main(m)) }
+
+var envClient struct {
+	once sync.Once
+	c    client.Client
+	err  error
 }
 
-// apiServer starts (once) kube-apiserver and etcd with the CRDs.
+// apiServer starts (once) kube-apiserver and etcd with the CRDs and
+// returns a client of it.
 func apiServer(t *testing.T) client.Client {
 	t.Helper()
-	envOnce.Do(func() {
+	cfg := sharedAPIServer.Env(t).Config
+	envClient.once.Do(func() {
 		scheme := runtime.NewScheme()
-		if envErr = AddToScheme(scheme); envErr != nil {
-			return
+		if envClient.err = AddToScheme(scheme); envClient.err == nil {
+			envClient.c, envClient.err = client.New(cfg, client.Options{Scheme: scheme})
 		}
-		var root string
-		if root, envErr = repo.Root(); envErr != nil {
-			return
-		}
-		var assets string
-		if assets, envErr = envtestassets.Path(); envErr != nil {
-			return
-		}
-		env = &envtest.Environment{BinaryAssetsDirectory: assets, ErrorIfCRDPathMissing: true,
-			CRDDirectoryPaths: []string{filepath.Join(root, "config", "crd", "bases")}}
-		cfg, err := env.Start()
-		if err != nil {
-			envErr, env = err, nil
-			return
-		}
-		envClient, envErr = client.New(cfg, client.Options{Scheme: scheme})
 	})
-	if envErr != nil {
-		t.Fatal(envErr)
+	if envClient.err != nil {
+		t.Fatal(envClient.err)
 	}
-	return envClient
+	return envClient.c
 }
 
 // fakeProber answers for pods by name: a report or an error; a pod it

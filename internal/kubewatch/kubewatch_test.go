@@ -26,41 +26,20 @@ import (
 	"github.com/distcache/distcache/internal/ring"
 	"github.com/distcache/distcache/internal/tenancy"
 	"github.com/distcache/distcache/internal/testutil"
-	"github.com/distcache/distcache/internal/testutil/envtestassets"
 	"github.com/distcache/distcache/internal/testutil/logbuf"
+	"github.com/distcache/distcache/internal/testutil/sharedapi"
 )
 
-// The tests share one real kube-apiserver (envtest), started by the first
-// test that needs it and stopped by TestMain.
-var (
-	envOnce  sync.Once
-	env      *envtest.Environment
-	adminCfg *rest.Config
-	envErr   error
-)
+// sharedAPIServer is the kube-apiserver the tests share, started by the
+// first test that needs it and stopped by TestMain.
+var sharedAPIServer = sharedapi.New()
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if env != nil {
-		if err := env.Stop(); err != nil {
-			fmt.Fprintln(os.Stderr, "stopping envtest:", err)
-		}
-	}
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { os.Exit(sharedAPIServer.Main(m)) }
 
 // apiServer returns the admin configuration of the shared kube-apiserver.
 func apiServer(t *testing.T) *rest.Config {
 	t.Helper()
-	dir := envtestassets.Dir(t)
-	envOnce.Do(func() {
-		env = &envtest.Environment{BinaryAssetsDirectory: dir}
-		adminCfg, envErr = env.Start()
-	})
-	if envErr != nil {
-		t.Fatalf("starting envtest: %v", envErr)
-	}
-	return adminCfg
+	return sharedAPIServer.Env(t).Config
 }
 
 // nodeUser makes a namespace with the ring ConfigMap's and tenants
@@ -102,7 +81,7 @@ func nodeUser(t *testing.T, ringName, tenantsName string) (string, kubernetes.In
 	if _, err := cs.RbacV1().RoleBindings(ns.Name).Create(ctx, rb, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	u, err := env.AddUser(envtest.User{Name: user}, admin)
+	u, err := sharedAPIServer.Env(t).AddUser(envtest.User{Name: user}, admin)
 	if err != nil {
 		t.Fatal(err)
 	}
