@@ -115,14 +115,7 @@ func TestDeletionUnansweredPodBounded(t *testing.T) {
 	if f.gone() {
 		t.Fatal("the cache went while wb-a-1 could not be asked, within the bound")
 	}
-	l := f.leaving()
-	if len(l) != 1 || l[0].Name != "wb-a-1" || !strings.Contains(l[0].Unanswered, "connection refused") ||
-		l[0].UnansweredSince == nil || !l[0].UnansweredSince.Time.Equal(first.Truncate(time.Second)) {
-		t.Fatalf("status leavingPods %+v, want wb-a-1 unanswered since %s", l, first)
-	}
-	if c := f.progressing(); c.Reason != cachev1alpha1.ReasonLeavingPodUnanswered {
-		t.Errorf("Progressing %s: %s; want %s", c.Reason, c.Message, cachev1alpha1.ReasonLeavingPodUnanswered)
-	}
+	f.wantUnanswered("wb-a-1", first)
 	for range 4 {
 		f.advance(time.Minute)
 		f.reconcile()
@@ -137,10 +130,7 @@ func TestDeletionUnansweredPodBounded(t *testing.T) {
 	if !f.gone() {
 		t.Fatal("the cache stays past the bound")
 	}
-	evs := f.events.take(EventLeavingPodUnanswered)
-	if len(evs) != 1 || evs[0].eventType != corev1.EventTypeWarning || !strings.Contains(evs[0].note, "wb-a-1") {
-		t.Errorf("LeavingPodUnanswered events %v, want one Warning naming wb-a-1", evs)
-	}
+	f.wantUnansweredWarning("wb-a-1")
 }
 
 func TestDeletionSkipAnnotation(t *testing.T) {
@@ -246,9 +236,7 @@ func TestRemovedZoneUnansweredPodBounded(t *testing.T) {
 	if s := zoneB(); s != nil && s.DeletionTimestamp == nil {
 		t.Fatal("zone b's StatefulSet stays past the bound")
 	}
-	if evs := f.events.take(EventLeavingPodUnanswered); len(evs) != 1 || evs[0].eventType != corev1.EventTypeWarning || !strings.Contains(evs[0].note, "wb-b-0") {
-		t.Errorf("LeavingPodUnanswered events %v, want one Warning naming wb-b-0", evs)
-	}
+	f.wantUnansweredWarning("wb-b-0")
 }
 
 // newRemovedZoneFixture is a cache of zones a and b, one pod each, running

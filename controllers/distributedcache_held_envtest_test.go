@@ -246,6 +246,31 @@ func (f *heldFixture) leaving() []cachev1alpha1.LeavingPodStatus {
 	return zs[0].LeavingPods
 }
 
+// wantUnanswered checks that the status names pod alone as leaving,
+// unanswered ("connection refused") since since, and that Progressing
+// says LeavingPodUnanswered.
+func (f *heldFixture) wantUnanswered(pod string, since time.Time) {
+	f.t.Helper()
+	l := f.leaving()
+	if len(l) != 1 || l[0].Name != pod || !strings.Contains(l[0].Unanswered, "connection refused") ||
+		l[0].UnansweredSince == nil || !l[0].UnansweredSince.Time.Equal(since.Truncate(time.Second)) {
+		f.t.Fatalf("status leavingPods %+v, want %s unanswered since %s", l, pod, since)
+	}
+	if c := f.progressing(); c.Reason != cachev1alpha1.ReasonLeavingPodUnanswered {
+		f.t.Errorf("Progressing %s: %s; want %s", c.Reason, c.Message, cachev1alpha1.ReasonLeavingPodUnanswered)
+	}
+}
+
+// wantUnansweredWarning checks that one event was recorded since the
+// last take of LeavingPodUnanswered, a Warning naming pod.
+func (f *heldFixture) wantUnansweredWarning(pod string) {
+	f.t.Helper()
+	evs := f.events.take(EventLeavingPodUnanswered)
+	if len(evs) != 1 || evs[0].eventType != corev1.EventTypeWarning || !strings.Contains(evs[0].note, pod) {
+		f.t.Errorf("LeavingPodUnanswered events %v, want one Warning naming %s", evs, pod)
+	}
+}
+
 func (f *heldFixture) scale(replicas int32) {
 	f.t.Helper()
 	dc := f.cache()
@@ -368,14 +393,7 @@ func TestScaleDownUnansweredPod(t *testing.T) {
 	if got := f.replicas(); got != 3 {
 		t.Fatalf("StatefulSet at %d with wb-a-2 unanswered, want 3", got)
 	}
-	l := f.leaving()
-	if len(l) != 1 || l[0].Name != "wb-a-2" || !strings.Contains(l[0].Unanswered, "connection refused") ||
-		l[0].UnansweredSince == nil || !l[0].UnansweredSince.Time.Equal(first.Truncate(time.Second)) {
-		t.Fatalf("status leavingPods %+v, want wb-a-2 unanswered since %s", l, first)
-	}
-	if c := f.progressing(); c.Reason != cachev1alpha1.ReasonLeavingPodUnanswered {
-		t.Errorf("Progressing %s: %s; want %s", c.Reason, c.Message, cachev1alpha1.ReasonLeavingPodUnanswered)
-	}
+	f.wantUnanswered("wb-a-2", first)
 	if evs := f.events.take(EventWaitingForHeldData); len(evs) != 1 || !strings.Contains(evs[0].note, "cannot be asked") {
 		t.Errorf("WaitingForHeldData events %v, want one saying wb-a-2 cannot be asked", evs)
 	}
@@ -399,10 +417,7 @@ func TestScaleDownUnansweredPod(t *testing.T) {
 	if got := f.replicas(); got != 2 {
 		t.Fatalf("StatefulSet at %d past the bound, want 2", got)
 	}
-	evs := f.events.take(EventLeavingPodUnanswered)
-	if len(evs) != 1 || evs[0].eventType != corev1.EventTypeWarning || !strings.Contains(evs[0].note, "wb-a-2") {
-		t.Errorf("LeavingPodUnanswered events %v, want one Warning naming wb-a-2", evs)
-	}
+	f.wantUnansweredWarning("wb-a-2")
 }
 
 func TestScaleDownPendingPod(t *testing.T) {
