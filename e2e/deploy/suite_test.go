@@ -75,9 +75,9 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 	// The distcache CRDs come from the rendered manifests, not from envtest;
 	// the ServiceMonitor CRD is the prometheus-operator's own, for
 	// config/prometheus.
-	out, err := kubetest.Run(ctx, root, nil, nil, filepath.Join(root, "hack", "prometheus-operator-crds.sh"))
-	Expect(err).NotTo(HaveOccurred(), "hack/prometheus-operator-crds.sh")
-	testEnv, err = kubetest.Start(scheme, strings.TrimSpace(out))
+	crds, err := kubetest.CRDs(ctx, root, "prometheus-operator-crds.sh")
+	Expect(err).NotTo(HaveOccurred())
+	testEnv, err = kubetest.Start(scheme, crds)
 	Expect(err).NotTo(HaveOccurred())
 	k8sClient = testEnv.Client
 	kubectlBin = filepath.Join(testEnv.Assets, "kubectl")

@@ -1,11 +1,9 @@
 package monitoring_test
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -23,19 +21,16 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
-	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	cachev1alpha1 "github.com/distcache/distcache/api/v1alpha1"
 	"github.com/distcache/distcache/controllers"
 	"github.com/distcache/distcache/internal/monitoring"
 	"github.com/distcache/distcache/internal/testutil/kubetest"
-	"github.com/distcache/distcache/internal/testutil/repo"
 )
 
 // The envtest suite: the reconciler in a manager against a real
@@ -46,6 +41,7 @@ var (
 	restCfg   *rest.Config
 	k8sClient client.Client
 	scheme    = runtime.NewScheme()
+	root      string // repository root
 	operator  *kubetest.Manager
 	// operatorMetrics is the registry the operator's own metrics go to
 	// (controller-runtime's in main.go).
@@ -63,36 +59,18 @@ func TestOperatorMonitoring(t *testing.T) {
 // prometheusOperatorCRDs is the directory with the ServiceMonitor and
 // PrometheusRule CRDs: $PROMETHEUS_OPERATOR_CRDS, else what
 // hack/prometheus-operator-crds.sh prints (a no-op once they are in bin/).
-func prometheusOperatorCRDs() (string, error) {
+func prometheusOperatorCRDs(ctx context.Context) (string, error) {
 	if dir := os.Getenv("PROMETHEUS_OPERATOR_CRDS"); dir != "" {
 		return dir, nil
 	}
-	root, err := repo.Root()
-	if err != nil {
-		return "", err
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, filepath.Join(root, "hack", "prometheus-operator-crds.sh"))
-	cmd.Dir = root
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
-		return "", fmt.Errorf("hack/prometheus-operator-crds.sh (needs the Go module proxy on its first run): %v\n%s", err, stderr.String())
-	}
-	return strings.TrimSpace(stdout.String()), nil
+	return kubetest.CRDs(ctx, root, "prometheus-operator-crds.sh")
 }
 
 var _ = BeforeSuite(func() {
-	logf.SetLogger(GinkgoLogr)
-	SetDefaultEventuallyTimeout(60 * time.Second)
-	SetDefaultEventuallyPollingInterval(100 * time.Millisecond)
-	Expect(clientgoscheme.AddToScheme(scheme)).To(Succeed())
-	Expect(cachev1alpha1.AddToScheme(scheme)).To(Succeed())
-	Expect(monitoringv1.AddToScheme(scheme)).To(Succeed())
-
-	root, err := repo.Root()
-	Expect(err).NotTo(HaveOccurred())
+	root = kubetest.SetUpSuite(scheme, 60*time.Second, 100*time.Millisecond)
+	var err error
 	testEnv, err = kubetest.Start(scheme, filepath.Join(root, "config", "crd", "bases"))
 	Expect(err).NotTo(HaveOccurred())
 	restCfg, k8sClient = testEnv.Config, testEnv.Client
@@ -175,7 +153,7 @@ var _ = Describe("DistributedCache monitoring", Ordered, func() {
 	})
 
 	It("creates the ServiceMonitor and PrometheusRule once the CRDs are installed", func(ctx SpecContext) {
-		dir, err := prometheusOperatorCRDs()
+		dir, err := prometheusOperatorCRDs(ctx)
 		Expect(err).NotTo(HaveOccurred())
 		_, err = envtest.InstallCRDs(restCfg, envtest.CRDInstallOptions{Paths: []string{dir}, ErrorIfPathMissing: true})
 		Expect(err).NotTo(HaveOccurred())

@@ -13,7 +13,6 @@ package operator_test
 
 import (
 	"path/filepath"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -59,9 +58,9 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 	root := kubetest.SetUpSuite(scheme, timeout, interval)
 	// cert-manager's CRDs (not its controller): the specs check the
 	// Certificates the operator writes in cert-manager mode.
-	out, err := kubetest.Run(ctx, root, nil, nil, filepath.Join(root, "hack", "cert-manager-crds.sh"))
-	Expect(err).NotTo(HaveOccurred(), "hack/cert-manager-crds.sh")
-	testEnv, err = kubetest.Start(scheme, filepath.Join(root, "config", "crd", "bases"), strings.TrimSpace(out))
+	crds, err := kubetest.CRDs(ctx, root, "cert-manager-crds.sh")
+	Expect(err).NotTo(HaveOccurred())
+	testEnv, err = kubetest.Start(scheme, filepath.Join(root, "config", "crd", "bases"), crds)
 	Expect(err).NotTo(HaveOccurred())
 	restCfg, k8sClient = testEnv.Config, testEnv.Client
 

@@ -60,8 +60,8 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 
 	// The ServiceMonitor CRD is the prometheus-operator's own, for the
 	// chart's prometheus.enabled; the distcache CRDs come from the chart.
-	crds := strings.TrimSpace(run(ctx, nil, filepath.Join(root, "hack", "prometheus-operator-crds.sh")))
-	var err error
+	crds, err := kubetest.CRDs(ctx, root, "prometheus-operator-crds.sh")
+	Expect(err).NotTo(HaveOccurred())
 	testEnv, err = kubetest.Start(scheme, crds)
 	Expect(err).NotTo(HaveOccurred())
 	k8sClient = testEnv.Client

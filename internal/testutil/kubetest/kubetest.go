@@ -11,6 +11,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
+	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/runtime"
@@ -85,6 +87,19 @@ func (e *Env) Kubeconfig(dir, name string, groups ...string) (string, error) {
 	}
 	_, err = f.Write(data)
 	return f.Name(), errors.Join(err, f.Close())
+}
+
+// CRDs runs script, one of the hack/ scripts that fetch another
+// project's CRDs into bin/ (prometheus-operator-crds.sh,
+// cert-manager-crds.sh: a no-op once they are there, the Go module proxy
+// on the first run), in the repository root and returns the directory it
+// prints.
+func CRDs(ctx context.Context, root, script string) (string, error) {
+	out, err := Run(ctx, root, nil, nil, filepath.Join(root, "hack", script))
+	if err != nil {
+		return "", fmt.Errorf("hack/%s (needs the Go module proxy on its first run): %w", script, err)
+	}
+	return strings.TrimSpace(out), nil
 }
 
 // Manager is the operator running in the test process.
