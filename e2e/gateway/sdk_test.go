@@ -211,18 +211,55 @@ func TestPutObject(t *testing.T) {
 			}
 		})
 	}
-	t.Run("user metadata is passed through", func(t *testing.T) {
-		_, err := e.s3.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String("bucket-a"), Key: aws.String("put/meta"),
-			Body: strings.NewReader("with metadata"), Metadata: map[string]string{"owner": "team-a"}, CacheControl: aws.String("max-age=60")})
-		testutil.Must(t, err)
-		head, err := e.cluster.Direct.HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String("bucket-a"), Key: aws.String("put/meta")})
-		testutil.Must(t, err)
-		if head.Metadata["owner"] != "team-a" || aws.ToString(head.CacheControl) != "max-age=60" {
-			t.Errorf("metadata lost: %v, cache-control %q", head.Metadata, aws.ToString(head.CacheControl))
+	t.Run("user metadata is passed through and answered from the cache", func(t *testing.T) {
+		expires := time.Date(2031, 5, 6, 7, 8, 9, 0, time.UTC)
+		put := func(body string, md map[string]string, cacheControl string) {
+			t.Helper()
+			_, err := e.s3.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String("bucket-a"), Key: aws.String("put/meta"),
+				Body: strings.NewReader(body), Metadata: md, CacheControl: aws.String(cacheControl),
+				ContentDisposition: aws.String(`attachment; filename="m.txt"`), ContentLanguage: aws.String("de"),
+				Expires: &expires})
+			testutil.Must(t, err)
 		}
-		if got := e.mustGet("bucket-a", "put/meta", ""); string(got) != "with metadata" {
-			t.Errorf("read back %q", got)
+		// check compares what the gateway answers (HEAD, then GET twice:
+		// the second from the metadata the cache keeps) with S3's HEAD.
+		check := func(body string) {
+			t.Helper()
+			head, err := e.cluster.Direct.HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String("bucket-a"), Key: aws.String("put/meta")})
+			testutil.Must(t, err)
+			gh, err := e.s3.HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String("bucket-a"), Key: aws.String("put/meta")})
+			testutil.Must(t, err)
+			for i := range 2 {
+				g, err := e.s3.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String("bucket-a"), Key: aws.String("put/meta")})
+				testutil.Must(t, err)
+				got, err := io.ReadAll(g.Body)
+				g.Body.Close()
+				testutil.Must(t, err)
+				if string(got) != body {
+					t.Errorf("GET %d read back %q, want %q", i, got, body)
+				}
+				for _, c := range []struct{ what, gateway, s3 string }{
+					{"HEAD Cache-Control", aws.ToString(gh.CacheControl), aws.ToString(head.CacheControl)},
+					{"HEAD Content-Disposition", aws.ToString(gh.ContentDisposition), aws.ToString(head.ContentDisposition)},
+					{"HEAD Content-Language", aws.ToString(gh.ContentLanguage), aws.ToString(head.ContentLanguage)},
+					{"HEAD Expires", aws.ToString(gh.ExpiresString), aws.ToString(head.ExpiresString)},
+					{"HEAD metadata", fmt.Sprint(gh.Metadata), fmt.Sprint(head.Metadata)},
+					{"GET Cache-Control", aws.ToString(g.CacheControl), aws.ToString(head.CacheControl)},
+					{"GET Content-Disposition", aws.ToString(g.ContentDisposition), aws.ToString(head.ContentDisposition)},
+					{"GET Expires", aws.ToString(g.ExpiresString), aws.ToString(head.ExpiresString)},
+					{"GET metadata", fmt.Sprint(g.Metadata), fmt.Sprint(head.Metadata)},
+				} {
+					if c.gateway != c.s3 || c.s3 == "" || c.s3 == "map[]" {
+						t.Errorf("%s: the gateway answered %q, S3 %q", c.what, c.gateway, c.s3)
+					}
+				}
+			}
 		}
+		put("with metadata", map[string]string{"owner": "team-a", "run": "1"}, "max-age=60")
+		check("with metadata")
+		// An overwrite through the gateway with other metadata: never the old.
+		put("rewritten", map[string]string{"owner": "team-b"}, "no-store")
+		check("rewritten")
 	})
 	t.Run("conditional write", func(t *testing.T) {
 		_, err := e.s3.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String("bucket-a"), Key: aws.String("put/small"),
@@ -540,18 +577,18 @@ func TestErrorCodes(t *testing.T) {
 		t.Error("team-b's object is gone")
 	}
 
-	wrong := newS3Client(e.srv.URL(), accessKey, "not-the-secret")
+	wrong := testutil.S3Client(e.srv.URL(), accessKey, "not-the-secret")
 	wantCode(t, "wrong secret", getErr(wrong, "bucket-a", "missing"), "SignatureDoesNotMatch", http.StatusForbidden)
 	_, err = wrong.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String("bucket-a"), Key: aws.String("forged"), Body: strings.NewReader("x")})
 	wantCode(t, "put with the wrong secret", err, "SignatureDoesNotMatch", http.StatusForbidden)
 	if e.existsInS3("bucket-a", "forged") {
 		t.Error("a forged PUT reached S3")
 	}
-	unknown := newS3Client(e.srv.URL(), "NOSUCHKEY", secretKey)
+	unknown := testutil.S3Client(e.srv.URL(), "NOSUCHKEY", secretKey)
 	wantCode(t, "unknown access key", getErr(unknown, "bucket-a", "missing"), "InvalidAccessKeyId", http.StatusForbidden)
 
 	// MinIO's own credentials are not the gateway's.
-	minioCreds := newS3Client(e.srv.URL(), e.cluster.MinIO.AccessKey, e.cluster.MinIO.SecretKey)
+	minioCreds := testutil.S3Client(e.srv.URL(), e.cluster.MinIO.AccessKey, e.cluster.MinIO.SecretKey)
 	wantCode(t, "S3 credentials", getErr(minioCreds, "bucket-a", "missing"), "InvalidAccessKeyId", http.StatusForbidden)
 
 	_, err = e.s3.ListBuckets(ctx, &s3.ListBucketsInput{})

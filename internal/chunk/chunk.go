@@ -39,6 +39,9 @@ type Meta struct {
 	ETag         string    `json:"etag"`
 	ContentType  string    `json:"contentType,omitempty"`
 	LastModified time.Time `json:"lastModified"`
+	// Headers are the other headers S3 keeps with the version (user
+	// metadata, Cache-Control, ...).
+	Headers Headers `json:"headers,omitempty"`
 	// FetchedAt is when S3 last confirmed this metadata; revalidation is due
 	// once FetchedAt+TTL has passed (never in immutable mode).
 	FetchedAt time.Time `json:"fetchedAt"`

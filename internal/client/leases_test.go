@@ -6,6 +6,7 @@ import (
 	"errors"
 	"math/rand/v2"
 	"net/http"
+	"reflect"
 	"testing"
 	"time"
 
@@ -60,7 +61,7 @@ func TestLeasedMetadataIsKeptUntilAWriteAnywhere(t *testing.T) {
 	for range 20 {
 		got, err := reader.Stat(ctx, "bucket-a", key)
 		testutil.Must(t, err)
-		if got != m {
+		if !reflect.DeepEqual(got, m) {
 			t.Fatalf("kept metadata %+v, want %+v", got, m)
 		}
 	}

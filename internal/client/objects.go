@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/distcache/distcache/internal/chunk"
 	"github.com/distcache/distcache/internal/nodeapi"
 )
 
@@ -20,6 +21,9 @@ type Meta struct {
 	ETag         string // as S3 reports it, quotes included
 	ContentType  string
 	LastModified time.Time
+	// Headers are the other headers S3 keeps with the version (user
+	// metadata, Cache-Control, ...); nil for most objects.
+	Headers chunk.Headers
 	// NoCache: the object's write policy is NoCache (the node said so):
 	// the client keeps none of its pages.
 	NoCache bool
@@ -76,7 +80,7 @@ const policyNoCache = "NoCache"
 func metaFromHeader(resp *http.Response) (Meta, error) {
 	h := resp.Header
 	m := Meta{ETag: h.Get("ETag"), ContentType: h.Get(headerType), Size: resp.ContentLength,
-		NoCache: h.Get(nodeapi.HeaderPolicy) == policyNoCache}
+		NoCache: h.Get(nodeapi.HeaderPolicy) == policyNoCache, Headers: nodeapi.Stored(h)}
 	if v := h.Get(headerSize); v != "" {
 		n, err := strconv.ParseInt(v, 10, 64)
 		if err != nil {
@@ -100,11 +104,12 @@ func metaFromHeader(resp *http.Response) (Meta, error) {
 
 // metaResponse is the JSON a node answers a PUT with.
 type metaResponse struct {
-	Size         int64     `json:"size"`
-	ETag         string    `json:"etag"`
-	ContentType  string    `json:"contentType"`
-	LastModified time.Time `json:"lastModified"`
-	ChunkSize    int64     `json:"chunkSize"`
+	Size         int64         `json:"size"`
+	ETag         string        `json:"etag"`
+	ContentType  string        `json:"contentType"`
+	LastModified time.Time     `json:"lastModified"`
+	Headers      chunk.Headers `json:"headers,omitempty"`
+	ChunkSize    int64         `json:"chunkSize"`
 }
 
 // Put writes the object through the cache: the node answers once S3 has
@@ -209,7 +214,7 @@ func (c *Client) putOnce(ctx context.Context, addr, bucket, key string, body *at
 			return Meta{}, err
 		}
 	}
-	return Meta{Size: mr.Size, ETag: mr.ETag, ContentType: mr.ContentType, LastModified: mr.LastModified}, nil
+	return Meta{Size: mr.Size, ETag: mr.ETag, ContentType: mr.ContentType, LastModified: mr.LastModified, Headers: mr.Headers}, nil
 }
 
 type payloadKey struct{}

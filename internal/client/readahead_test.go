@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"math/rand/v2"
+	"reflect"
 	"testing"
 	"time"
 
@@ -146,7 +147,7 @@ func TestImmutableMetadataIsKept(t *testing.T) {
 	for range 5 {
 		m, err := cl.Stat(ctx, "bucket-a", "i.bin")
 		testutil.Must(t, err)
-		if m != m1 {
+		if !reflect.DeepEqual(m, m1) {
 			t.Fatalf("kept metadata %+v, want %+v", m, m1)
 		}
 	}

@@ -65,8 +65,11 @@
 // stores the body and its Content-Type only.
 //
 // HeadObject and GetObject answer the metadata the cache keeps: ETag,
-// Content-Length, Content-Type, Last-Modified, Accept-Ranges. User metadata
-// (x-amz-meta-*) and other stored headers of S3 are not returned.
+// Content-Length, Content-Type, Last-Modified, Accept-Ranges, and the
+// headers S3 stored with the object (user metadata x-amz-meta-*,
+// Cache-Control, Content-Disposition, Content-Encoding, Content-Language,
+// Expires), as S3's HEAD gave them to the node. Other headers of S3's
+// (storage class, encryption, tagging count, ...) are not returned.
 //
 // # Errors
 //

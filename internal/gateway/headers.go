@@ -2,23 +2,28 @@ package gateway
 
 import (
 	"hash/maphash"
+	"maps"
 	"net/http"
 	"sync/atomic"
 	"time"
 
+	"github.com/distcache/distcache/internal/chunk"
 	"github.com/distcache/distcache/internal/client"
 	"github.com/distcache/distcache/internal/s3cond"
 )
 
 // versionHeaders are the headers GetObject and HeadObject answer for one
 // object version, formatted once: the quoted ETag, Last-Modified in HTTP
-// format, Content-Type (S3's default when the object has none) and
-// Accept-Ranges, each a []string to put into a response's header map as
+// format, Content-Type (S3's default when the object has none),
+// Accept-Ranges and the headers S3 stored with it (user metadata,
+// Cache-Control, ...), each a []string to put into a response's header map as
 // it is (full slices: an Add copies, never appends into them).
 type versionHeaders struct {
 	etag, contentType string // the version's, the key of the entry
 	lastModified      time.Time
-	values            [4][]string // ETag, Last-Modified (nil: none), Content-Type, Accept-Ranges
+	stored            chunk.Headers // the version's, the rest of the key
+	values            [4][]string   // ETag, Last-Modified (nil: none), Content-Type, Accept-Ranges
+	storedValues      http.Header   // stored, as header values (nil for most objects)
 }
 
 // Canonical names, as http.Header.Set stores them.
@@ -31,7 +36,13 @@ func newVersionHeaders(m client.Meta) *versionHeaders {
 	if ct == "" {
 		ct = defaultContentType
 	}
-	v := &versionHeaders{etag: m.ETag, contentType: m.ContentType, lastModified: m.LastModified}
+	v := &versionHeaders{etag: m.ETag, contentType: m.ContentType, lastModified: m.LastModified, stored: m.Headers}
+	for k, val := range m.Headers {
+		if v.storedValues == nil {
+			v.storedValues = make(http.Header, len(m.Headers))
+		}
+		v.storedValues[k] = []string{val}
+	}
 	v.values[0] = []string{s3cond.QuoteETag(m.ETag)}
 	if !m.LastModified.IsZero() {
 		v.values[1] = []string{m.LastModified.UTC().Format(http.TimeFormat)}
@@ -42,7 +53,7 @@ func newVersionHeaders(m client.Meta) *versionHeaders {
 }
 
 func (v *versionHeaders) describes(m client.Meta) bool {
-	return v.etag == m.ETag && v.contentType == m.ContentType && v.lastModified.Equal(m.LastModified)
+	return v.etag == m.ETag && v.contentType == m.ContentType && v.lastModified.Equal(m.LastModified) && maps.Equal(v.stored, m.Headers)
 }
 
 // set puts the headers into h, as h.Set would.
@@ -51,6 +62,9 @@ func (v *versionHeaders) set(h http.Header) {
 		if vs != nil {
 			h[versionHeaderNames[i]] = vs
 		}
+	}
+	for k, vs := range v.storedValues {
+		h[k] = vs
 	}
 }
 

@@ -82,8 +82,9 @@ func (g *Gateway) serveVersion(x *exchange, m client.Meta) (retry bool) {
 	vh.set(h)
 	switch pre, cond := s3cond.Eval(r.Header, m.ETag, m.LastModified); pre {
 	case s3cond.NotModified:
-		delete(h, "Content-Type")
-		delete(h, "Accept-Ranges")
+		for _, k := range [...]string{"Content-Type", "Accept-Ranges", "Content-Encoding", "Content-Language", "Content-Disposition"} {
+			delete(h, k) // the body's, and there is none
+		}
 		x.w.WriteHeader(http.StatusNotModified)
 		return false
 	case s3cond.Failed:

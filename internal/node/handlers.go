@@ -322,6 +322,7 @@ func setMetaHeaders(h http.Header, m chunk.Meta) {
 	if m.ContentType != "" {
 		h.Set("X-Distcache-Content-Type", m.ContentType)
 	}
+	nodeapi.SetStored(h, m.Headers)
 }
 
 // metaFor parses, authorizes and resolves an object's metadata; on failure
@@ -370,18 +371,19 @@ func (s *Server) handleHead(w http.ResponseWriter, r *http.Request) {
 
 // MetaResponse is the JSON body of GET /v1/meta and of a successful PUT.
 type MetaResponse struct {
-	Bucket       string    `json:"bucket"`
-	Key          string    `json:"key"`
-	Size         int64     `json:"size"`
-	ETag         string    `json:"etag"`
-	ContentType  string    `json:"contentType,omitempty"`
-	LastModified time.Time `json:"lastModified"`
-	ChunkSize    int64     `json:"chunkSize"`
+	Bucket       string        `json:"bucket"`
+	Key          string        `json:"key"`
+	Size         int64         `json:"size"`
+	ETag         string        `json:"etag"`
+	ContentType  string        `json:"contentType,omitempty"`
+	LastModified time.Time     `json:"lastModified"`
+	Headers      chunk.Headers `json:"headers,omitempty"`
+	ChunkSize    int64         `json:"chunkSize"`
 }
 
 func (s *Server) metaResponse(o chunk.Object, m chunk.Meta) MetaResponse {
 	return MetaResponse{Bucket: o.Bucket, Key: o.Key, Size: m.Size, ETag: m.ETag, ContentType: m.ContentType,
-		LastModified: m.LastModified, ChunkSize: s.cfg.ChunkSize}
+		LastModified: m.LastModified, Headers: m.Headers, ChunkSize: s.cfg.ChunkSize}
 }
 
 func (s *Server) handleMeta(w http.ResponseWriter, r *http.Request) {

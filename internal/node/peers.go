@@ -293,7 +293,7 @@ func (p *Peers) head(ctx context.Context, m ring.Member, tenant string, o chunk.
 		return chunk.Meta{}, fmt.Errorf("metadata owner %s sent no object size", m.Name)
 	}
 	meta := chunk.Meta{Size: size, ETag: h.Get("ETag"), ContentType: h.Get("X-Distcache-Content-Type"), FetchedAt: time.Now(),
-		Held: h.Get(HeaderHeld)}
+		Held: h.Get(HeaderHeld), Headers: nodeapi.Stored(h)}
 	if lm, err := http.ParseTime(h.Get("Last-Modified")); err == nil {
 		meta.LastModified = lm
 	}

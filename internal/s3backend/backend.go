@@ -240,6 +240,7 @@ func (b *Backend) Head(ctx context.Context, cr Credentials, bucket, key string) 
 			ETag:         aws.ToString(out.ETag),
 			ContentType:  aws.ToString(out.ContentType),
 			LastModified: aws.ToTime(out.LastModified),
+			Headers:      headOutputHeaders(out),
 			FetchedAt:    time.Now(),
 		}
 		return nil

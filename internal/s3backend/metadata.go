@@ -2,8 +2,13 @@ package s3backend
 
 import (
 	"context"
+	"maps"
+	"net/http"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+
+	"github.com/distcache/distcache/internal/chunk"
 )
 
 type metadataKey struct{}
@@ -15,9 +20,90 @@ func WithMetadata(ctx context.Context, md map[string]string) context.Context {
 	return context.WithValue(ctx, metadataKey{}, md)
 }
 
+type headersKey struct{}
+
+// WithHeaders returns a context whose Put and PutParts store h with the
+// object: its user metadata (beside WithMetadata's), Cache-Control,
+// Content-Disposition, Content-Encoding, Content-Language and Expires (an
+// Expires that is not an HTTP date is not sent: the caller checks it).
+func WithHeaders(ctx context.Context, h chunk.Headers) context.Context {
+	if len(h) == 0 {
+		return ctx
+	}
+	return context.WithValue(ctx, headersKey{}, h)
+}
+
+// metadataOf is the user metadata to store: the object's, then the
+// cache's own (WithMetadata), which wins.
 func metadataOf(ctx context.Context) map[string]string {
 	md, _ := ctx.Value(metadataKey{}).(map[string]string)
-	return md
+	user := headersOf(ctx).UserMetadata()
+	if user == nil {
+		return md
+	}
+	maps.Copy(user, md)
+	return user
+}
+
+// objectHeaders are the stored headers (WithHeaders) other than user
+// metadata, as the S3 API's fields.
+type objectHeaders struct {
+	cacheControl, contentDisposition, contentEncoding, contentLanguage *string
+	expires                                                            *time.Time
+}
+
+func headersOf(ctx context.Context) chunk.Headers {
+	h, _ := ctx.Value(headersKey{}).(chunk.Headers)
+	return h
+}
+
+func objectHeadersOf(ctx context.Context) objectHeaders {
+	h := headersOf(ctx)
+	str := func(k string) *string {
+		if v, ok := h[k]; ok {
+			return &v
+		}
+		return nil
+	}
+	o := objectHeaders{cacheControl: str("Cache-Control"), contentDisposition: str("Content-Disposition"),
+		contentEncoding: str("Content-Encoding"), contentLanguage: str("Content-Language")}
+	if v, ok := h["Expires"]; ok {
+		if t, err := http.ParseTime(v); err == nil {
+			o.expires = &t
+		}
+	}
+	return o
+}
+
+// headOutputHeaders are the stored headers of a HeadObject answer.
+func headOutputHeaders(out *s3.HeadObjectOutput) chunk.Headers {
+	var h chunk.Headers
+	set := func(k string, v *string) {
+		if v != nil && *v != "" {
+			if h == nil {
+				h = chunk.Headers{}
+			}
+			h[k] = *v
+		}
+	}
+	set("Cache-Control", out.CacheControl)
+	set("Content-Disposition", out.ContentDisposition)
+	set("Content-Encoding", out.ContentEncoding)
+	set("Content-Language", out.ContentLanguage)
+	set("Expires", out.ExpiresString)
+	return h.WithUserMetadata(out.Metadata)
+}
+
+// putObject sets the headers on a PutObject.
+func (o objectHeaders) putObject(in *s3.PutObjectInput) {
+	in.CacheControl, in.ContentDisposition, in.ContentEncoding, in.ContentLanguage, in.Expires =
+		o.cacheControl, o.contentDisposition, o.contentEncoding, o.contentLanguage, o.expires
+}
+
+// createMultipartUpload sets the headers on a CreateMultipartUpload.
+func (o objectHeaders) createMultipartUpload(in *s3.CreateMultipartUploadInput) {
+	in.CacheControl, in.ContentDisposition, in.ContentEncoding, in.ContentLanguage, in.Expires =
+		o.cacheControl, o.contentDisposition, o.contentEncoding, o.contentLanguage, o.expires
 }
 
 // Metadata returns the object's user metadata, keys in lower case

@@ -19,6 +19,7 @@ func (b *Backend) PutParts(ctx context.Context, cr Credentials, bucket, key stri
 	err := b.do(ctx, OpPut, bucket, key, func(ctx context.Context) error {
 		c := b.Client(cr)
 		in := &s3.CreateMultipartUploadInput{Bucket: &bucket, Key: &key, Metadata: metadataOf(ctx)}
+		objectHeadersOf(ctx).createMultipartUpload(in)
 		if contentType != "" {
 			in.ContentType = &contentType
 		}

@@ -58,6 +58,7 @@ func (b *Backend) Put(ctx context.Context, cr Credentials, bucket, key string, b
 	err := b.do(ctx, OpPut, bucket, key, func(ctx context.Context) error {
 		counted := &callerBody{r: body, left: size}
 		in := &s3.PutObjectInput{Bucket: &bucket, Key: &key, Metadata: metadataOf(ctx)}
+		objectHeadersOf(ctx).putObject(in)
 		if contentType != "" {
 			in.ContentType = &contentType
 		}
@@ -79,7 +80,7 @@ func (b *Backend) Put(ctx context.Context, cr Credentials, bucket, key string, b
 	if err != nil {
 		return chunk.Meta{}, err
 	}
-	return chunk.Meta{Size: sent, ETag: etag, ContentType: contentType, LastModified: dates.latest(), FetchedAt: time.Now()}, nil
+	return chunk.Meta{Size: sent, ETag: etag, ContentType: contentType, Headers: headersOf(ctx), LastModified: dates.latest(), FetchedAt: time.Now()}, nil
 }
 
 // putRead reads the body whole, then PUTs it; the SDK may retry the PUT.

@@ -1,0 +1,88 @@
+package chunk
+
+import (
+	"net/http"
+	"strings"
+)
+
+// Headers are the headers S3 keeps with an object version besides its
+// Content-Type and answers with it on GET and HEAD: user metadata
+// (X-Amz-Meta-*) and the stored Cache-Control, Content-Disposition,
+// Content-Encoding, Content-Language and Expires. Keys are canonical
+// header names (http.CanonicalHeaderKey), one value each; nil when the
+// object has none, which is the common case.
+type Headers map[string]string
+
+// userMetaPrefix starts the canonical name of a user metadata header.
+const userMetaPrefix = "X-Amz-Meta-"
+
+// storedHeaders are the standard headers S3 stores as they came with the
+// PUT.
+var storedHeaders = map[string]bool{
+	"Cache-Control": true, "Content-Disposition": true, "Content-Encoding": true,
+	"Content-Language": true, "Expires": true,
+}
+
+// IsStoredHeader reports whether a header of this canonical name is one
+// that S3 keeps with the object (one of Headers).
+func IsStoredHeader(canonical string) bool {
+	return storedHeaders[canonical] || (strings.HasPrefix(canonical, userMetaPrefix) && len(canonical) > len(userMetaPrefix))
+}
+
+// StoredHeaders picks the stored headers out of h (a request's or an
+// answer's), nil when there are none.
+func StoredHeaders(h http.Header) Headers {
+	var out Headers
+	for k, vs := range h {
+		if len(vs) == 0 || !IsStoredHeader(k) {
+			continue
+		}
+		if out == nil {
+			out = Headers{}
+		}
+		out[k] = strings.Join(vs, ",")
+	}
+	return out
+}
+
+// UserMetadata is the user metadata as the AWS SDK takes and gives it:
+// names without the prefix, in lower case.
+func (h Headers) UserMetadata() map[string]string {
+	var md map[string]string
+	for k, v := range h {
+		if name, ok := strings.CutPrefix(k, userMetaPrefix); ok {
+			if md == nil {
+				md = map[string]string{}
+			}
+			md[strings.ToLower(name)] = v
+		}
+	}
+	return md
+}
+
+// WithUserMetadata returns h with the user metadata md (as the AWS SDK
+// gives it) added.
+func (h Headers) WithUserMetadata(md map[string]string) Headers {
+	for k, v := range md {
+		if h == nil {
+			h = Headers{}
+		}
+		h[http.CanonicalHeaderKey(userMetaPrefix+k)] = v
+	}
+	return h
+}
+
+// UserMetadataSize is what S3 counts against its 2 KiB limit of user
+// metadata: the bytes of each name (without the prefix) and value.
+func (h Headers) UserMetadataSize() int {
+	n := 0
+	for k, v := range h {
+		if name, ok := strings.CutPrefix(k, userMetaPrefix); ok {
+			n += len(name) + len(v)
+		}
+	}
+	return n
+}
+
+// MaxUserMetadata is S3's limit of UserMetadataSize for one object.
+const MaxUserMetadata = 2 << 10

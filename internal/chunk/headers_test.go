@@ -1,0 +1,35 @@
+package chunk
+
+import (
+	"maps"
+	"net/http"
+	"testing"
+)
+
+func TestStoredHeaders(t *testing.T) {
+	h := http.Header{}
+	h.Set("X-Amz-Meta-Owner", "team-a")
+	h.Set("Cache-Control", "max-age=60")
+	h.Set("Expires", "Thu, 01 Jan 2032 00:00:00 GMT")
+	h.Set("X-Amz-Meta-", "no name: not metadata")
+	h.Set("Content-Type", "text/plain") // kept apart, in Meta.ContentType
+	h.Set("X-Amz-Storage-Class", "STANDARD")
+	got := StoredHeaders(h)
+	want := Headers{"X-Amz-Meta-Owner": "team-a", "Cache-Control": "max-age=60", "Expires": "Thu, 01 Jan 2032 00:00:00 GMT"}
+	if !maps.Equal(got, want) {
+		t.Fatalf("StoredHeaders = %v, want %v", got, want)
+	}
+	if md := got.UserMetadata(); !maps.Equal(md, map[string]string{"owner": "team-a"}) {
+		t.Errorf("UserMetadata = %v", md)
+	}
+	if n := got.UserMetadataSize(); n != len("Owner")+len("team-a") {
+		t.Errorf("UserMetadataSize = %d", n)
+	}
+	back := Headers{"Cache-Control": "max-age=60", "Expires": "Thu, 01 Jan 2032 00:00:00 GMT"}.WithUserMetadata(map[string]string{"owner": "team-a"})
+	if !maps.Equal(back, want) {
+		t.Errorf("WithUserMetadata = %v, want %v", back, want)
+	}
+	if StoredHeaders(http.Header{"Content-Type": {"x"}}) != nil {
+		t.Error("no stored headers: want nil")
+	}
+}
