@@ -35,6 +35,7 @@ import (
 	"github.com/distcache/distcache/controllers"
 	"github.com/distcache/distcache/internal/kubectlplugin"
 	"github.com/distcache/distcache/internal/ring"
+	"github.com/distcache/distcache/internal/testutil"
 	"github.com/distcache/distcache/internal/testutil/chdbtest"
 )
 
@@ -55,7 +56,7 @@ var _ = Describe("a DistributedCache on a real cluster", Ordered, func() {
 		gwIP = gatewayPod(ctx, g).Status.PodIP
 		gwKeyID = secretValue(ctx, g, tenantNamespace, gatewayKeysSecret, "AWS_ACCESS_KEY_ID")
 		gwSecret = secretValue(ctx, g, tenantNamespace, gatewayKeysSecret, "AWS_SECRET_ACCESS_KEY")
-		gw = newS3Client(net.JoinHostPort(gwIP, fmt.Sprint(gatewayPort)), gwKeyID, gwSecret)
+		gw = testutil.S3Client("http://"+net.JoinHostPort(gwIP, fmt.Sprint(gatewayPort)), gwKeyID, gwSecret)
 	}
 
 	AfterEach(func(ctx SpecContext) {
@@ -158,12 +159,7 @@ var _ = Describe("a DistributedCache on a real cluster", Ordered, func() {
 		By("the bucket exists in MinIO")
 		var minio *s3.Client
 		Eventually(ctx, func(g Gomega) {
-			var pods corev1.PodList
-			g.Expect(k8sClient.List(ctx, &pods, client.InNamespace(minioNamespace), client.MatchingLabels{"app": minioName})).To(Succeed())
-			g.Expect(pods.Items).To(HaveLen(1))
-			minio = newS3Client(net.JoinHostPort(pods.Items[0].Status.PodIP, "9000"),
-				secretValue(ctx, g, minioNamespace, minioRootSecret, "MINIO_ROOT_USER"),
-				secretValue(ctx, g, minioNamespace, minioRootSecret, "MINIO_ROOT_PASSWORD"))
+			minio = minioClient(ctx, g)
 			g.Expect(createBucket(ctx, minio)).To(Succeed())
 		}).Should(Succeed())
 
@@ -171,24 +167,12 @@ var _ = Describe("a DistributedCache on a real cluster", Ordered, func() {
 			gwKeyID = secretValue(ctx, g, tenantNamespace, gatewayKeysSecret, "AWS_ACCESS_KEY_ID")
 			gwSecret = secretValue(ctx, g, tenantNamespace, gatewayKeysSecret, "AWS_SECRET_ACCESS_KEY")
 		}).Should(Succeed())
-		gw = newS3Client(net.JoinHostPort(gwIP, fmt.Sprint(gatewayPort)), gwKeyID, gwSecret)
+		gw = testutil.S3Client("http://"+net.JoinHostPort(gwIP, fmt.Sprint(gatewayPort)), gwKeyID, gwSecret)
 		objs = dataSet(fmt.Sprintf("e2e-cluster/%d", time.Now().UnixNano()))
 		fmt.Fprintf(GinkgoWriter, "data set: %d objects, %d bytes, %d chunks\n", len(objs), dataSetBytes(objs), dataSetChunks(objs))
 
 		By("PutObject through the gateway (write-through to MinIO)")
-		put := func(o object) error {
-			pctx, cancel := context.WithTimeout(ctx, requestTimeout)
-			defer cancel()
-			_, err := gw.PutObject(pctx, &s3.PutObjectInput{Bucket: aws.String(bucket), Key: aws.String(o.key), Body: bytes.NewReader(o.data)})
-			return err
-		}
-		// The nodes learn the tenant through their watch of the tenants
-		// Secret, a moment after the operator writes it: the first write
-		// may come before that.
-		Eventually(ctx, func() error { return put(objs[0]) }).WithPolling(2 * time.Second).Should(Succeed())
-		for _, o := range objs[1:] {
-			Expect(put(o)).To(Succeed(), "PutObject %s", o.key)
-		}
+		putAll(ctx, gw, objs)
 		for _, o := range objs {
 			head, err := minio.HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String(bucket), Key: aws.String(o.key)})
 			Expect(err).NotTo(HaveOccurred(), "%s in MinIO", o.key)
@@ -339,7 +323,7 @@ var _ = Describe("a DistributedCache on a real cluster", Ordered, func() {
 		Expect(k8sClient.Get(ctx, key(tenantNamespace, tenantName), &t)).To(Succeed())
 		var svc corev1.Service
 		Expect(k8sClient.Get(ctx, key(tenantNamespace, gatewayService), &svc)).To(Succeed())
-		viaService := newS3Client(net.JoinHostPort(svc.Spec.ClusterIP, fmt.Sprint(gatewayPort)), gwKeyID, gwSecret)
+		viaService := testutil.S3Client("http://"+net.JoinHostPort(svc.Spec.ClusterIP, fmt.Sprint(gatewayPort)), gwKeyID, gwSecret)
 		r := startReader(viaService, objs)
 		DeferCleanup(r.halt)
 		r.awaitPasses(ctx, 1)
@@ -462,7 +446,7 @@ var _ = Describe("a DistributedCache on a real cluster", Ordered, func() {
 		By("objects written and read through zone b's gateway come back byte-exact, served by zone b's cache pod alone")
 		keyID := secretValue(ctx, Default, tenantNamespace, "zoned-s3-credentials", "AWS_ACCESS_KEY_ID")
 		secret := secretValue(ctx, Default, tenantNamespace, "zoned-s3-credentials", "AWS_SECRET_ACCESS_KEY")
-		gwB := newS3Client(net.JoinHostPort(podsOn["gateway/"+zoneB].Status.PodIP, fmt.Sprint(gatewayPort)), keyID, secret)
+		gwB := testutil.S3Client("http://"+net.JoinHostPort(podsOn["gateway/"+zoneB].Status.PodIP, fmt.Sprint(gatewayPort)), keyID, secret)
 		zoned := dataSet(fmt.Sprintf("e2e-zones/%d", time.Now().UnixNano()))[:6]
 		cachePodsAB := []corev1.Pod{podsOn["cache/"+zone], podsOn["cache/"+zoneB]}
 		before := scrapePods(ctx, Default, cachePodsAB)

@@ -1,15 +1,12 @@
 package cluster_test
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"net"
 	"strings"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/s3"
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
@@ -21,6 +18,7 @@ import (
 
 	cachev1alpha1 "github.com/distcache/distcache/api/v1alpha1"
 	"github.com/distcache/distcache/controllers"
+	"github.com/distcache/distcache/internal/testutil"
 )
 
 // Pod Security (docs/operations.md, "Pod Security"): a cache on emptyDir
@@ -121,19 +119,9 @@ var _ = Describe("Pod Security on a real cluster", Ordered, func() {
 		By("objects written and read through the restricted gateway come back byte-exact, stored on the restricted node's disk tier")
 		keyID := secretValue(ctx, Default, tenantNS, name+"-s3-credentials", "AWS_ACCESS_KEY_ID")
 		secretKey := secretValue(ctx, Default, tenantNS, name+"-s3-credentials", "AWS_SECRET_ACCESS_KEY")
-		c := newS3Client(net.JoinHostPort(gw.Status.PodIP, fmt.Sprint(gatewayPort)), keyID, secretKey)
+		c := testutil.S3Client("http://"+net.JoinHostPort(gw.Status.PodIP, fmt.Sprint(gatewayPort)), keyID, secretKey)
 		objs := dataSet(fmt.Sprintf("e2e-podsecurity/%d", time.Now().UnixNano()))[:6]
-		put := func(o object) error {
-			pctx, cancel := context.WithTimeout(ctx, requestTimeout)
-			defer cancel()
-			_, err := c.PutObject(pctx, &s3.PutObjectInput{Bucket: aws.String(bucket), Key: aws.String(o.key), Body: bytes.NewReader(o.data)})
-			return err
-		}
-		// The node learns the new tenant through its tenants watch.
-		Eventually(ctx, func() error { return put(objs[0]) }).WithPolling(2 * time.Second).Should(Succeed())
-		for _, o := range objs[1:] {
-			Expect(put(o)).To(Succeed(), "PutObject %s", o.key)
-		}
+		putAll(ctx, c, objs)
 		readAll(ctx, c, objs)
 		Eventually(ctx, func(g Gomega) {
 			m := scrapePods(ctx, g, []corev1.Pod{node})[node.Name].m
@@ -191,14 +179,7 @@ func ensureMinIO(ctx context.Context) {
 	}
 	kubectlIn(ctx, []byte(b.String()), "apply", "--server-side", "-f", "-")
 	Eventually(ctx, func(g Gomega) {
-		var pods corev1.PodList
-		g.Expect(k8sClient.List(ctx, &pods, client.InNamespace(minioNamespace), client.MatchingLabels{"app": minioName})).To(Succeed())
-		g.Expect(pods.Items).To(HaveLen(1))
-		g.Expect(podReady(&pods.Items[0])).To(BeTrue())
-		minio := newS3Client(net.JoinHostPort(pods.Items[0].Status.PodIP, "9000"),
-			secretValue(ctx, g, minioNamespace, minioRootSecret, "MINIO_ROOT_USER"),
-			secretValue(ctx, g, minioNamespace, minioRootSecret, "MINIO_ROOT_PASSWORD"))
-		g.Expect(createBucket(ctx, minio)).To(Succeed())
+		g.Expect(createBucket(ctx, minioClient(ctx, g))).To(Succeed())
 	}).WithTimeout(rolloutTimeout).Should(Succeed())
 }
 

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 	. "github.com/onsi/ginkgo/v2"
@@ -22,19 +21,6 @@ import (
 
 // requestTimeout bounds one S3 request: a read that hangs is a failed read.
 const requestTimeout = time.Minute
-
-// newS3Client is an unmodified SDK client for http://hostPort, path-style,
-// that makes exactly one attempt per request: every error the server
-// returns is seen.
-func newS3Client(hostPort, accessKey, secretKey string) *s3.Client {
-	return s3.New(s3.Options{
-		Region:           "us-east-1",
-		BaseEndpoint:     aws.String("http://" + hostPort),
-		UsePathStyle:     true,
-		Credentials:      credentials.NewStaticCredentialsProvider(accessKey, secretKey, ""),
-		RetryMaxAttempts: 1,
-	})
-}
 
 // secretValue reads one key of a Secret.
 func secretValue(ctx context.Context, g Gomega, ns, name, k string) string {
@@ -125,6 +111,24 @@ func readAll(ctx context.Context, c *s3.Client, objs []object) {
 	GinkgoHelper()
 	for _, o := range objs {
 		Expect(verifyObject(ctx, c, o)).To(Succeed())
+	}
+}
+
+// putAll writes objs through c, failing the spec on an error. The first
+// write is tried again until it succeeds: the nodes learn a new tenant
+// through their watch of the tenants Secret, a moment after the operator
+// writes it.
+func putAll(ctx context.Context, c *s3.Client, objs []object) {
+	GinkgoHelper()
+	put := func(o object) error {
+		pctx, cancel := context.WithTimeout(ctx, requestTimeout)
+		defer cancel()
+		_, err := c.PutObject(pctx, &s3.PutObjectInput{Bucket: aws.String(bucket), Key: aws.String(o.key), Body: bytes.NewReader(o.data)})
+		return err
+	}
+	Eventually(ctx, func() error { return put(objs[0]) }).WithPolling(2 * time.Second).Should(Succeed())
+	for _, o := range objs[1:] {
+		Expect(put(o)).To(Succeed(), "PutObject %s", o.key)
 	}
 }
 

@@ -27,6 +27,7 @@ import (
 
 	cachev1alpha1 "github.com/distcache/distcache/api/v1alpha1"
 	"github.com/distcache/distcache/controllers"
+	"github.com/distcache/distcache/internal/testutil"
 )
 
 // Membership changes while the cache's nodes hold write-back data S3 has
@@ -53,12 +54,14 @@ const (
 	restartedAtAnnotation = "kubectl.kubernetes.io/restartedAt"
 )
 
-// minioClient is an S3 client of MinIO itself (root credentials).
+// minioClient is an S3 client of MinIO itself (root credentials), once its
+// one pod is Ready.
 func minioClient(ctx context.Context, g Gomega) *s3.Client {
 	var pods corev1.PodList
 	g.Expect(k8sClient.List(ctx, &pods, client.InNamespace(minioNamespace), client.MatchingLabels{"app": minioName})).To(Succeed())
 	g.Expect(pods.Items).To(HaveLen(1))
-	return newS3Client(net.JoinHostPort(pods.Items[0].Status.PodIP, "9000"),
+	g.Expect(podReady(&pods.Items[0])).To(BeTrue())
+	return testutil.S3Client("http://"+net.JoinHostPort(pods.Items[0].Status.PodIP, "9000"),
 		secretValue(ctx, g, minioNamespace, minioRootSecret, "MINIO_ROOT_USER"),
 		secretValue(ctx, g, minioNamespace, minioRootSecret, "MINIO_ROOT_PASSWORD"))
 }

@@ -11,14 +11,14 @@ import (
 	"sync"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/distcache/distcache/internal/testutil"
 )
 
 // A tenant's clients use its status.endpoint, http://<tenant>-gateway.<ns>.svc:PORT:
@@ -89,15 +89,10 @@ func newZoneClient(ctx context.Context, endpoint, zone string, viaClusterIP bool
 			}
 		}()
 	}
-	z.s3 = s3.New(s3.Options{
-		Region:           "us-east-1",
-		BaseEndpoint:     aws.String(endpoint),
-		UsePathStyle:     true,
-		Credentials:      credentials.NewStaticCredentialsProvider(keyID, secret, ""),
-		RetryMaxAttempts: 1, // every error the gateway returns is seen
-		HTTPClient: &http.Client{Transport: &http.Transport{
+	z.s3 = testutil.S3Client(endpoint, keyID, secret, func(o *s3.Options) {
+		o.HTTPClient = &http.Client{Transport: &http.Transport{
 			DialContext: dial, MaxIdleConnsPerHost: 8, IdleConnTimeout: 30 * time.Second,
-		}},
+		}}
 	})
 	return z
 }

@@ -20,7 +20,6 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/smithy-go"
 	"github.com/prometheus/client_golang/prometheus"
@@ -124,7 +123,7 @@ func gatewayOn(t testing.TB, c *nodecluster.Cluster, opts envOptions) *env {
 	}
 	e.srv = c.StartGateway(id, cfg)
 	e.cache = e.srv.Client()
-	e.s3 = newS3Client(e.srv.URL(), accessKey, secretKey)
+	e.s3 = testutil.S3Client(e.srv.URL(), accessKey, secretKey)
 	return e
 }
 
@@ -138,15 +137,6 @@ type testWriter struct{ t testing.TB }
 func (w testWriter) Write(p []byte) (int, error) {
 	w.t.Log(strings.TrimSpace(string(p)))
 	return len(p), nil
-}
-
-// newS3Client is an unmodified SDK client pointed at endpoint, path-style.
-func newS3Client(endpoint, key, secret string, optFns ...func(*s3.Options)) *s3.Client {
-	return s3.New(s3.Options{
-		Region: region, BaseEndpoint: aws.String(endpoint), UsePathStyle: true,
-		Credentials:      credentials.NewStaticCredentialsProvider(key, secret, ""),
-		RetryMaxAttempts: 1, // the tests want to see every error
-	}, optFns...)
 }
 
 // get reads an object (or a range) through the gateway.

@@ -70,7 +70,7 @@ func TestGatewayProcess(t *testing.T) {
 	}
 
 	ctx := context.Background()
-	cl := newS3Client("http://"+listen, accessKey, secretKey)
+	cl := testutil.S3Client("http://"+listen, accessKey, secretKey)
 	data := testutil.RandomBytes(rand.New(rand.NewPCG(21, 22)), 5*chunkSize+9)
 	_, err := cl.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String("bucket-a"), Key: aws.String("proc/obj"), Body: bytes.NewReader(data)})
 	testutil.Must(t, err)
@@ -89,7 +89,7 @@ func TestGatewayProcess(t *testing.T) {
 	if len(list.Contents) != 1 {
 		t.Errorf("listing: %d objects", len(list.Contents))
 	}
-	_, err = newS3Client("http://"+listen, accessKey, "wrong").ListObjectsV2(ctx, &s3.ListObjectsV2Input{Bucket: aws.String("bucket-a")})
+	_, err = testutil.S3Client("http://"+listen, accessKey, "wrong").ListObjectsV2(ctx, &s3.ListObjectsV2Input{Bucket: aws.String("bucket-a")})
 	wantCode(t, "wrong secret", err, "SignatureDoesNotMatch", http.StatusForbidden)
 
 	testutil.WantMetrics(t, metricsAddr,
@@ -132,7 +132,7 @@ func TestGatewayProcessWaitsForTheCache(t *testing.T) {
 	forwardTCP(t, nodeAddr, c.Member(0).Addr)
 	testutil.WaitStatus(t, "http://"+metricsAddr+"/readyz", http.StatusOK, gw.Done())
 	c.PutDirect("bucket-a", "late", []byte("hello"))
-	out, err := newS3Client("http://"+listen, accessKey, secretKey).GetObject(context.Background(),
+	out, err := testutil.S3Client("http://"+listen, accessKey, secretKey).GetObject(context.Background(),
 		&s3.GetObjectInput{Bucket: aws.String("bucket-a"), Key: aws.String("late")})
 	testutil.Must(t, err)
 	got, _ := io.ReadAll(out.Body)

@@ -98,5 +98,5 @@ func smallWindowClient(e *env) *s3.Client {
 		return errors.Join(err, serr)
 	}}
 	hc := &http.Client{Transport: &http.Transport{DialContext: dialer.DialContext}}
-	return newS3Client(e.srv.URL(), accessKey, secretKey, func(o *s3.Options) { o.HTTPClient = hc })
+	return testutil.S3Client(e.srv.URL(), accessKey, secretKey, func(o *s3.Options) { o.HTTPClient = hc })
 }

@@ -238,7 +238,7 @@ func TestZoneGatewayProcess(t *testing.T) {
 	data := testutil.RandomBytes(rand.New(rand.NewPCG(34, 1)), 3*chunkSize+1)
 	c.PutDirect("bucket-a", "zones/process", data)
 	c.KillMember(c.ZoneMembers("b")[0])
-	out, err := newS3Client("http://"+listen, accessKey, secretKey).GetObject(context.Background(),
+	out, err := testutil.S3Client("http://"+listen, accessKey, secretKey).GetObject(context.Background(),
 		&s3.GetObjectInput{Bucket: aws.String("bucket-a"), Key: aws.String("zones/process")})
 	testutil.Must(t, err)
 	got, err := io.ReadAll(out.Body)

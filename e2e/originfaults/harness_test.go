@@ -45,7 +45,6 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/smithy-go"
 	"github.com/prometheus/client_golang/prometheus"
@@ -54,6 +53,7 @@ import (
 	"github.com/distcache/distcache/internal/client"
 	"github.com/distcache/distcache/internal/embed"
 	"github.com/distcache/distcache/internal/pki"
+	"github.com/distcache/distcache/internal/testutil"
 	"github.com/distcache/distcache/internal/testutil/nodecluster"
 )
 
@@ -100,11 +100,7 @@ func newEnv(t *testing.T, opts envOptions) *env {
 		Now:      c.Clock.Now, // kept metadata ages with the nodes' clock
 	})
 	e.cache = e.srv.Client()
-	e.s3 = s3.New(s3.Options{
-		Region: region, BaseEndpoint: aws.String(e.srv.URL()), UsePathStyle: true,
-		Credentials:      credentials.NewStaticCredentialsProvider(accessKey, secretKey, ""),
-		RetryMaxAttempts: 1,
-	})
+	e.s3 = testutil.S3Client(e.srv.URL(), accessKey, secretKey)
 	return e
 }
 

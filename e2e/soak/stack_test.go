@@ -15,8 +15,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/distcache/distcache/internal/testutil"
@@ -103,11 +101,8 @@ func startStack(t *testing.T, opts stackOptions) *stack {
 	for _, p := range append(st.nodes, st.gateway) {
 		testutil.WaitStatus(t, strings.TrimSuffix(p.metrics, "/metrics")+"/readyz", http.StatusOK, p.Done())
 	}
-	st.s3 = s3.New(s3.Options{
-		Region: "us-east-1", BaseEndpoint: aws.String("http://" + gw), UsePathStyle: true,
-		Credentials:      credentials.NewStaticCredentialsProvider(accessKey, secretKey, ""),
-		RetryMaxAttempts: 1, // every error counts
-		HTTPClient:       &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 128}},
+	st.s3 = testutil.S3Client("http://"+gw, accessKey, secretKey, func(o *s3.Options) {
+		o.HTTPClient = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 128}}
 	})
 	return st
 }

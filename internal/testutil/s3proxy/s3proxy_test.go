@@ -11,11 +11,11 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/smithy-go"
 	smithyhttp "github.com/aws/smithy-go/transport/http"
 
+	"github.com/distcache/distcache/internal/testutil"
 	"github.com/distcache/distcache/internal/testutil/miniotest"
 	"github.com/distcache/distcache/internal/testutil/s3proxy"
 )
@@ -25,13 +25,7 @@ func TestProxy(t *testing.T) {
 	srv.CreateBucket(t, "bkt")
 	p := s3proxy.New(t, srv.Endpoint)
 	// A client of the proxy that does not retry, so every call is one request.
-	c := s3.New(s3.Options{
-		Region:           srv.Region,
-		BaseEndpoint:     aws.String(p.URL()),
-		UsePathStyle:     true,
-		Credentials:      credentials.NewStaticCredentialsProvider(srv.AccessKey, srv.SecretKey, ""),
-		RetryMaxAttempts: 1,
-	})
+	c := testutil.S3Client(p.URL(), srv.AccessKey, srv.SecretKey)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	bkt, key := aws.String("bkt"), aws.String("dir/key")
@@ -99,11 +93,7 @@ func TestRulesAndBrokenResponses(t *testing.T) {
 	srv.CreateBucket(t, "bkt")
 	p := s3proxy.New(t, srv.Endpoint)
 	// The SDK retries, so the log shows attempts of one invocation.
-	c := s3.New(s3.Options{
-		Region: srv.Region, BaseEndpoint: aws.String(p.URL()), UsePathStyle: true,
-		Credentials:      credentials.NewStaticCredentialsProvider(srv.AccessKey, srv.SecretKey, ""),
-		RetryMaxAttempts: 3,
-	})
+	c := testutil.S3Client(p.URL(), srv.AccessKey, srv.SecretKey, func(o *s3.Options) { o.RetryMaxAttempts = 3 })
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	bkt, key := aws.String("bkt"), aws.String("obj")
