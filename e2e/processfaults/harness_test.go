@@ -70,16 +70,7 @@ const (
 )
 
 // cycles is the number of kill/restart cycles of each kill test.
-func cycles(t *testing.T) int {
-	if v := os.Getenv("DISTCACHE_PROCESS_FAULT_CYCLES"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 {
-			t.Fatalf("DISTCACHE_PROCESS_FAULT_CYCLES=%q: want a positive integer", v)
-		}
-		return n
-	}
-	return 3
-}
+func cycles(t *testing.T) int { return testutil.EnvInt(t, "DISTCACHE_PROCESS_FAULT_CYCLES", 3) }
 
 // newRand returns the test's seeded generator and logs the seed, so a
 // failure can be replayed with DISTCACHE_PROCESS_FAULT_SEED.

@@ -47,7 +47,7 @@ func TestSoak(t *testing.T) {
 		t.Skip("soak: starts MinIO and four cachenode processes")
 	}
 	duration := envDuration(t, "DISTCACHE_SOAK_DURATION", 20*time.Second)
-	workers := envInt(t, "DISTCACHE_SOAK_CONCURRENCY", 64)
+	workers := testutil.EnvInt(t, "DISTCACHE_SOAK_CONCURRENCY", 64)
 	st := startStack(t, stackOptions{chunkSize: "256Ki", ramBytes: "8Mi", diskBytes: strconv.Itoa(diskBytes), pageCacheBytes: "16Mi"})
 	ctx := context.Background()
 
@@ -492,16 +492,4 @@ func envDuration(t *testing.T, name string, def time.Duration) time.Duration {
 		t.Fatalf("%s=%q: %v", name, v, err)
 	}
 	return d
-}
-
-func envInt(t *testing.T, name string, def int) int {
-	v := os.Getenv(name)
-	if v == "" {
-		return def
-	}
-	n, err := strconv.Atoi(v)
-	if err != nil || n < 1 {
-		t.Fatalf("%s=%q: want a positive integer", name, v)
-	}
-	return n
 }

@@ -2,6 +2,7 @@ package testutil
 
 import (
 	"bytes"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"sync/atomic"
@@ -33,5 +34,37 @@ func TestWaitStatusWaitsForTheStatus(t *testing.T) {
 	WaitStatus(t, srv.URL, http.StatusOK, nil)
 	if got := n.Load(); got != 3 {
 		t.Fatalf("%d requests, want 3", got)
+	}
+}
+
+// fatalTB records a Fatalf instead of stopping the test.
+type fatalTB struct {
+	testing.TB
+	failed string
+}
+
+func (f *fatalTB) Helper() {}
+
+func (f *fatalTB) Fatalf(format string, args ...any) { f.failed = fmt.Sprintf(format, args...) }
+
+func TestEnvInt(t *testing.T) {
+	const name = "DISTCACHE_TESTUTIL_ENVINT"
+	for _, tc := range []struct {
+		value string
+		want  int
+		fails bool
+	}{
+		{"", 3, false},
+		{"12", 12, false},
+		{"0", 0, true},
+		{"-2", 0, true},
+		{"lots", 0, true},
+	} {
+		t.Setenv(name, tc.value)
+		f := &fatalTB{TB: t}
+		got := EnvInt(f, name, 3)
+		if tc.fails != (f.failed != "") || !tc.fails && got != tc.want {
+			t.Errorf("%s=%q: %d, failed %q; want %d, fails %v", name, tc.value, got, f.failed, tc.want, tc.fails)
+		}
 	}
 }
