@@ -20,6 +20,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
@@ -40,6 +41,19 @@ func TestMain(m *testing.M) { os.Exit(sharedAPIServer.Main(m)) }
 func apiServer(t *testing.T) *rest.Config {
 	t.Helper()
 	return sharedAPIServer.Env(t).Config
+}
+
+// createRing creates the ConfigMap cache-ring in ns, holding data.
+func createRing(t *testing.T, cms typedcorev1.ConfigMapInterface, ns string, data map[string]string) *corev1.ConfigMap {
+	t.Helper()
+	cm, err := cms.Create(t.Context(), &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: "cache-ring", Namespace: ns},
+		Data:       data,
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cm
 }
 
 // nodeUser makes a namespace with the ring ConfigMap's and tenants
@@ -191,13 +205,7 @@ func TestRingFollowsConfigMap(t *testing.T) {
 	ns, admin, userCfg := nodeUser(t, "cache-ring", "cache-tenants")
 	ctx := t.Context()
 	cms := admin.CoreV1().ConfigMaps(ns)
-	cm, err := cms.Create(ctx, &corev1.ConfigMap{
-		ObjectMeta: metav1.ObjectMeta{Name: "cache-ring", Namespace: ns},
-		Data:       map[string]string{"zone-a.json": ringDoc(t, 1, 3), "zone-b.json": "not this zone's"},
-	}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	cm := createRing(t, cms, ns, map[string]string{"zone-a.json": ringDoc(t, 1, 3), "zone-b.json": "not this zone's"})
 	// Another ConfigMap in the namespace, which the user may not read: the
 	// watch must not need it.
 	if _, err := cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "other", Namespace: ns}}, metav1.CreateOptions{}); err != nil {
@@ -274,12 +282,7 @@ func TestRingFollowsConfigMap(t *testing.T) {
 		t.Fatalf("updates ok=%d failed=%d, want 2 and 2", ok, failed)
 	}
 
-	if _, err := cms.Create(ctx, &corev1.ConfigMap{
-		ObjectMeta: metav1.ObjectMeta{Name: "cache-ring", Namespace: ns},
-		Data:       map[string]string{"zone-a.json": ringDoc(t, 5, 3)},
-	}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	createRing(t, cms, ns, map[string]string{"zone-a.json": ringDoc(t, 5, 3)})
 	testutil.WaitFor(t, "the re-created ConfigMap's epoch 5 in force", func() bool { return epoch(h) == 5 })
 	if strings.Contains(logs.String(), "forbidden") {
 		t.Errorf("the watch was refused by RBAC at some point:\n%s", logs.String())
@@ -410,13 +413,7 @@ func TestLostConnectionKeepsConfig(t *testing.T) {
 	ns, admin, userCfg := nodeUser(t, "cache-ring", "cache-tenants")
 	ctx := t.Context()
 	cms := admin.CoreV1().ConfigMaps(ns)
-	cm, err := cms.Create(ctx, &corev1.ConfigMap{
-		ObjectMeta: metav1.ObjectMeta{Name: "cache-ring", Namespace: ns},
-		Data:       map[string]string{"ring.json": ringDoc(t, 1, 3)},
-	}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	cm := createRing(t, cms, ns, map[string]string{"ring.json": ringDoc(t, 1, 3)})
 	target, err := url.Parse(userCfg.Host)
 	if err != nil {
 		t.Fatal(err)
