@@ -20,7 +20,6 @@ package deploy_test
 import (
 	"bytes"
 	"context"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -58,14 +57,12 @@ const (
 )
 
 var (
-	testEnv    *kubetest.Env
-	k8sClient  client.Client
-	scheme     = runtime.NewScheme()
-	root       string // repository root
-	kubectlBin string
+	testEnv   *kubetest.Admin
+	k8sClient client.Client
+	scheme    = runtime.NewScheme()
+	root      string // repository root
 	// adminKubeconfig is a system:masters user's kubeconfig file.
 	adminKubeconfig string
-	kubeconfigDir   string
 )
 
 func TestDeploy(t *testing.T) { kubetest.RunSuite(t, "deploy suite") }
@@ -77,21 +74,13 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 	// config/prometheus.
 	crds, err := kubetest.CRDs(ctx, root, "prometheus-operator-crds.sh")
 	Expect(err).NotTo(HaveOccurred())
-	testEnv, err = kubetest.Start(scheme, crds)
+	testEnv, err = kubetest.StartAdmin(scheme, "deploy-e2e-", crds)
 	Expect(err).NotTo(HaveOccurred())
-	k8sClient = testEnv.Client
-	kubectlBin = filepath.Join(testEnv.Assets, "kubectl")
-
-	kubeconfigDir, err = os.MkdirTemp("", "deploy-e2e-")
-	Expect(err).NotTo(HaveOccurred())
-	adminKubeconfig = userKubeconfig("admin", "system:masters")
+	k8sClient, adminKubeconfig = testEnv.Client, testEnv.AdminKubeconfig
 }, NodeTimeout(5*time.Minute))
 
 var _ = AfterSuite(func() {
 	Expect(testEnv.Stop()).To(Succeed())
-	if kubeconfigDir != "" {
-		Expect(os.RemoveAll(kubeconfigDir)).To(Succeed())
-	}
 	gexec.CleanupBuildArtifacts()
 })
 
@@ -100,7 +89,7 @@ var _ = AfterSuite(func() {
 // user name system:serviceaccount:NS:NAME as that ServiceAccount.
 func userKubeconfig(name string, groups ...string) string {
 	GinkgoHelper()
-	path, err := testEnv.Kubeconfig(kubeconfigDir, name, groups...)
+	path, err := testEnv.Kubeconfig(testEnv.Dir, name, groups...)
 	Expect(err).NotTo(HaveOccurred())
 	return path
 }
@@ -115,7 +104,7 @@ func kubectl(ctx context.Context, kubeconfig string, stdin []byte, args ...strin
 }
 
 func tryKubectl(ctx context.Context, kubeconfig string, stdin []byte, args ...string) (string, error) {
-	return kubetest.Run(ctx, root, nil, stdin, kubectlBin, append([]string{"--kubeconfig=" + kubeconfig}, args...)...)
+	return testEnv.Kubectl(ctx, root, kubeconfig, stdin, args...)
 }
 
 // applyManifests applies like `make deploy` does.
@@ -129,7 +118,7 @@ func applyManifests(ctx context.Context, kubeconfig string, manifests []byte) {
 func renderDeploy(ctx context.Context, env ...string) []byte {
 	GinkgoHelper()
 	out, err := kubetest.Run(ctx, root, append([]string{
-		"KUBECTL=" + kubectlBin, "IMG=" + testIMG, "CACHENODE_IMG=" + testCacheNodeIMG,
+		"KUBECTL=" + testEnv.KubectlBin, "IMG=" + testIMG, "CACHENODE_IMG=" + testCacheNodeIMG,
 	}, env...), nil, filepath.Join(root, "hack", "deploy-manifests.sh"))
 	Expect(err).NotTo(HaveOccurred(), "hack/deploy-manifests.sh")
 	return []byte(out)

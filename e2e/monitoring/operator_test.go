@@ -22,7 +22,6 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
@@ -99,14 +98,7 @@ func objKey(ns, name string) client.ObjectKey { return client.ObjectKey{Namespac
 // editCache changes the cache as kubectl edit would, retrying on conflicts
 // with the operator's status writes.
 func editCache(ctx context.Context, ns, name string, edit func(dc *cachev1alpha1.DistributedCache)) {
-	Expect(retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		var dc cachev1alpha1.DistributedCache
-		if err := k8sClient.Get(ctx, objKey(ns, name), &dc); err != nil {
-			return err
-		}
-		edit(&dc)
-		return k8sClient.Update(ctx, &dc)
-	})).To(Succeed())
+	Expect(kubetest.Edit(ctx, k8sClient, objKey(ns, name), edit)).To(Succeed())
 }
 
 var _ = Describe("DistributedCache monitoring", Ordered, func() {

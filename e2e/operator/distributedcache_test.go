@@ -16,13 +16,13 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	cachev1alpha1 "github.com/distcache/distcache/api/v1alpha1"
 	"github.com/distcache/distcache/controllers"
 	"github.com/distcache/distcache/internal/ring"
+	"github.com/distcache/distcache/internal/testutil/kubetest"
 )
 
 var nsCount int
@@ -395,17 +395,9 @@ var _ = Describe("DistributedCache", func() {
 	})
 })
 
-// updateCache changes a DistributedCache the way kubectl edit does: read,
-// change, write, and again on a conflict (the operator writes its status
-// concurrently, which moves the resourceVersion).
+// updateCache changes a DistributedCache the way kubectl edit does
+// (kubetest.Edit).
 func updateCache(ctx context.Context, ns, name string, mutate func(*cachev1alpha1.DistributedCache)) {
 	GinkgoHelper()
-	Expect(retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		var dc cachev1alpha1.DistributedCache
-		if err := k8sClient.Get(ctx, key(ns, name), &dc); err != nil {
-			return err
-		}
-		mutate(&dc)
-		return k8sClient.Update(ctx, &dc)
-	})).To(Succeed())
+	Expect(kubetest.Edit(ctx, k8sClient, key(ns, name), mutate)).To(Succeed())
 }

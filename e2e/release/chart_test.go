@@ -41,7 +41,7 @@ var _ = Describe("the Helm chart", Ordered, func() {
 	})
 
 	It("packaged as a release renders the release's manifest, both images pinned to the version", func(ctx SpecContext) {
-		pkgDir := filepath.Join(workDir, "package")
+		pkgDir := filepath.Join(testEnv.Dir, "package")
 		helm(ctx, "package", filepath.Join(root, "charts", "distcache"), "--version", "9.9.9", "--app-version", "v9.9.9",
 			"--destination", pkgDir)
 		chart := helm(ctx, "template", releaseName, filepath.Join(pkgDir, "distcache-9.9.9.tgz"), "--namespace", namespace)
@@ -98,7 +98,7 @@ var _ = Describe("the Helm chart", Ordered, func() {
 // images at tag.
 func renderManifest(ctx context.Context, tag string) string {
 	GinkgoHelper()
-	return run(ctx, []string{"KUBECTL=" + kubectlBin, "IMG=" + operatorRepo + ":" + tag, "CACHENODE_IMG=" + cachenodeRepo + ":" + tag},
+	return run(ctx, []string{"KUBECTL=" + testEnv.KubectlBin, "IMG=" + operatorRepo + ":" + tag, "CACHENODE_IMG=" + cachenodeRepo + ":" + tag},
 		filepath.Join(root, "hack", "deploy-manifests.sh"))
 }
 

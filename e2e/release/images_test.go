@@ -28,7 +28,7 @@ var _ = Describe("the release images", func() {
 		reg := httptest.NewServer(registry.New(registry.Logger(log.New(GinkgoWriter, "registry: ", 0))))
 		DeferCleanup(reg.Close)
 		repoName := strings.TrimPrefix(reg.URL, "http://") + "/distcache"
-		out := filepath.Join(workDir, "dist")
+		out := filepath.Join(testEnv.Dir, "dist")
 		platform := v1.Platform{OS: "linux", Architecture: runtime.GOARCH}
 		// One platform keeps the test's build short; make release builds
 		// linux/amd64 and linux/arm64 the same way.
@@ -73,7 +73,7 @@ var _ = Describe("the release images", func() {
 			Expect(fileIn(image, "etc/passwd")).To(ContainSubstring("nonroot:x:65532:65532"))
 
 			// The binary in the image reports the release's version.
-			bin := filepath.Join(workDir, img.name)
+			bin := filepath.Join(testEnv.Dir, img.name)
 			Expect(os.WriteFile(bin, []byte(fileIn(image, img.binary)), 0o755)).To(Succeed())
 			Expect(run(ctx, nil, bin, img.versionArg)).To(ContainSubstring("9.9.9"))
 		}
@@ -139,7 +139,7 @@ func readLines(path string) []string {
 // untar unpacks an OCI archive into a new directory.
 func untar(archive string) string {
 	GinkgoHelper()
-	dir, err := os.MkdirTemp(workDir, "oci-")
+	dir, err := os.MkdirTemp(testEnv.Dir, "oci-")
 	Expect(err).NotTo(HaveOccurred())
 	f, err := os.Open(archive)
 	Expect(err).NotTo(HaveOccurred())

@@ -19,7 +19,6 @@ package release_test
 
 import (
 	"context"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -41,14 +40,12 @@ const (
 )
 
 var (
-	testEnv    *kubetest.Env
-	k8sClient  client.Client
-	scheme     = runtime.NewScheme()
-	root       string // repository root
-	kubectlBin string
-	helmBin    string
-	kubeconfig string // a system:masters user's
-	workDir    string
+	// testEnv.Dir is the suite's working directory.
+	testEnv   *kubetest.Admin
+	k8sClient client.Client
+	scheme    = runtime.NewScheme()
+	root      string // repository root
+	helmBin   string
 )
 
 func TestRelease(t *testing.T) { kubetest.RunSuite(t, "release suite") }
@@ -62,22 +59,13 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 	// chart's prometheus.enabled; the distcache CRDs come from the chart.
 	crds, err := kubetest.CRDs(ctx, root, "prometheus-operator-crds.sh")
 	Expect(err).NotTo(HaveOccurred())
-	testEnv, err = kubetest.Start(scheme, crds)
+	testEnv, err = kubetest.StartAdmin(scheme, "release-e2e-", crds)
 	Expect(err).NotTo(HaveOccurred())
 	k8sClient = testEnv.Client
-	kubectlBin = filepath.Join(testEnv.Assets, "kubectl")
-
-	workDir, err = os.MkdirTemp("", "release-e2e-")
-	Expect(err).NotTo(HaveOccurred())
-	kubeconfig, err = testEnv.Kubeconfig(workDir, "admin", "system:masters")
-	Expect(err).NotTo(HaveOccurred())
 }, NodeTimeout(10*time.Minute))
 
 var _ = AfterSuite(func() {
 	Expect(testEnv.Stop()).To(Succeed())
-	if workDir != "" {
-		Expect(os.RemoveAll(workDir)).To(Succeed())
-	}
 })
 
 // run runs a program in the repository root and returns its stdout; a
@@ -92,15 +80,16 @@ func run(ctx context.Context, env []string, name string, args ...string) string 
 // helm runs bin/helm against the envtest API server.
 func helm(ctx context.Context, args ...string) string {
 	GinkgoHelper()
-	return run(ctx, []string{"KUBECONFIG=" + kubeconfig, "HELM_CACHE_HOME=" + filepath.Join(workDir, "helm-cache"),
-		"HELM_CONFIG_HOME=" + filepath.Join(workDir, "helm-config"), "HELM_DATA_HOME=" + filepath.Join(workDir, "helm-data")},
+	dir := testEnv.Dir
+	return run(ctx, []string{"KUBECONFIG=" + testEnv.AdminKubeconfig, "HELM_CACHE_HOME=" + filepath.Join(dir, "helm-cache"),
+		"HELM_CONFIG_HOME=" + filepath.Join(dir, "helm-config"), "HELM_DATA_HOME=" + filepath.Join(dir, "helm-data")},
 		helmBin, args...)
 }
 
 // kubectl runs kubectl as the admin user, with stdin.
 func kubectl(ctx context.Context, stdin []byte, args ...string) string {
 	GinkgoHelper()
-	out, err := kubetest.Run(ctx, root, nil, stdin, kubectlBin, append([]string{"--kubeconfig=" + kubeconfig}, args...)...)
+	out, err := testEnv.Kubectl(ctx, root, testEnv.AdminKubeconfig, stdin, args...)
 	Expect(err).NotTo(HaveOccurred(), "kubectl %s", strings.Join(args, " "))
 	return out
 }

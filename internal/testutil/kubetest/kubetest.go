@@ -17,6 +17,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/retry"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -100,6 +101,71 @@ func CRDs(ctx context.Context, root, script string) (string, error) {
 		return "", fmt.Errorf("hack/%s (needs the Go module proxy on its first run): %w", script, err)
 	}
 	return strings.TrimSpace(out), nil
+}
+
+// Admin is Env plus what the suites that drive the API server with
+// kubectl, helm and the hack/ scripts need: a temporary directory and in
+// it a system:masters user's kubeconfig.
+type Admin struct {
+	*Env
+	// Dir is the suite's temporary directory, removed by Stop.
+	Dir string
+	// KubectlBin is the kubectl of the envtest binaries.
+	KubectlBin string
+	// AdminKubeconfig is the kubeconfig file of user "admin" in group
+	// system:masters.
+	AdminKubeconfig string
+}
+
+// StartAdmin is Start (the CRDs of crdDirs), then a new temporary
+// directory, its name beginning with prefix, holding an admin's kubeconfig.
+func StartAdmin(scheme *runtime.Scheme, prefix string, crdDirs ...string) (*Admin, error) {
+	env, err := Start(scheme, crdDirs...)
+	if err != nil {
+		return nil, err
+	}
+	a := &Admin{Env: env, KubectlBin: filepath.Join(env.Assets, "kubectl")}
+	if a.Dir, err = os.MkdirTemp("", prefix); err != nil {
+		return nil, errors.Join(err, env.Stop())
+	}
+	if a.AdminKubeconfig, err = env.Kubeconfig(a.Dir, "admin", "system:masters"); err != nil {
+		return nil, errors.Join(err, a.Stop())
+	}
+	return a, nil
+}
+
+// Stop stops the API server and removes Dir; a nil Admin is stopped
+// already.
+func (a *Admin) Stop() error {
+	if a == nil {
+		return nil
+	}
+	return errors.Join(a.Env.Stop(), os.RemoveAll(a.Dir))
+}
+
+// Kubectl runs kubectl in dir as the user of kubeconfig, with stdin (nil:
+// none), and returns its stdout; when it fails, the error ends with its
+// stderr.
+func (a *Admin) Kubectl(ctx context.Context, dir, kubeconfig string, stdin []byte, args ...string) (string, error) {
+	return Run(ctx, dir, nil, stdin, a.KubectlBin, append([]string{"--kubeconfig=" + kubeconfig}, args...)...)
+}
+
+// Edit changes the object at key as kubectl edit does: reads it, calls
+// edit on it and writes it, from a fresh read again when the write
+// conflicts (the operator writes the status concurrently, which moves the
+// resourceVersion).
+func Edit[T any, PT interface {
+	*T
+	client.Object
+}](ctx context.Context, c client.Client, key client.ObjectKey, edit func(PT)) error {
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		obj := PT(new(T))
+		if err := c.Get(ctx, key, obj); err != nil {
+			return err
+		}
+		edit(obj)
+		return c.Update(ctx, obj)
+	})
 }
 
 // Manager is the operator running in the test process.
