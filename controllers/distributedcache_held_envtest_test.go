@@ -246,6 +246,15 @@ func (f *heldFixture) leaving() []cachev1alpha1.LeavingPodStatus {
 	return zs[0].LeavingPods
 }
 
+// wantReplicas fails the test unless the StatefulSet is at want
+// replicas; when says when, for the message.
+func (f *heldFixture) wantReplicas(want int32, when string) {
+	f.t.Helper()
+	if got := f.replicas(); got != want {
+		f.t.Fatalf("StatefulSet at %d %s, want %d", got, when, want)
+	}
+}
+
 // wantUnanswered checks that the status names pod alone as leaving,
 // unanswered ("connection refused") since since, and that Progressing
 // says LeavingPodUnanswered.
@@ -309,9 +318,7 @@ func TestScaleDownWaitsForHeldData(t *testing.T) {
 	f.prober.set("wb-a-2", HeldReport{Objects: 5, Bytes: 5 << 20, LimitBytes: 1 << 30})
 	f.drainPublished(1)
 	f.reconcile()
-	if got := f.replicas(); got != 3 {
-		t.Fatalf("StatefulSet at %d while wb-a-2 holds data, want 3", got)
-	}
+	f.wantReplicas(3, "while wb-a-2 holds data")
 	want := []cachev1alpha1.LeavingPodStatus{
 		{Name: "wb-a-1", HeldObjects: 3, HeldBytes: 3000},
 		{Name: "wb-a-2", HeldObjects: 5, HeldBytes: 5 << 20},
@@ -343,17 +350,13 @@ func TestScaleDownWaitsForHeldData(t *testing.T) {
 	if evs := f.events.take(EventWaitingForHeldData); len(evs) != 0 {
 		t.Errorf("WaitingForHeldData recorded again for the same pods: %v", evs)
 	}
-	if got := f.replicas(); got != 3 {
-		t.Fatalf("StatefulSet at %d, want 3", got)
-	}
+	f.wantReplicas(3, "while both leaving pods hold data")
 
 	t.Log("wb-a-2 has handed everything over: it goes, wb-a-1 stays")
 	f.prober.set("wb-a-2", HeldReport{LimitBytes: 1 << 30})
 	f.advance(heldLookInterval)
 	f.reconcile()
-	if got := f.replicas(); got != 2 {
-		t.Fatalf("StatefulSet at %d once only wb-a-1 holds data, want 2", got)
-	}
+	f.wantReplicas(2, "once only wb-a-1 holds data")
 	if evs := f.events.take(EventWaitingForHeldData); len(evs) != 1 || strings.Contains(evs[0].note, "wb-a-2") {
 		t.Errorf("WaitingForHeldData events %v, want one naming only wb-a-1", evs)
 	}
@@ -362,9 +365,7 @@ func TestScaleDownWaitsForHeldData(t *testing.T) {
 	f.prober.set("wb-a-1", HeldReport{LimitBytes: 1 << 30})
 	f.advance(heldLookInterval)
 	f.reconcile()
-	if got := f.replicas(); got != 1 {
-		t.Fatalf("StatefulSet at %d once no leaving pod holds data, want 1", got)
-	}
+	f.wantReplicas(1, "once no leaving pod holds data")
 	f.reconcile()
 	if got := f.leaving(); len(got) != 0 {
 		t.Errorf("status leavingPods %+v after the scale-down, want none", got)
@@ -390,9 +391,7 @@ func TestScaleDownUnansweredPod(t *testing.T) {
 	t.Log("wb-a-2 cannot be asked: it stays for the bound, counted from the first failure")
 	f.reconcile()
 	first := f.now
-	if got := f.replicas(); got != 3 {
-		t.Fatalf("StatefulSet at %d with wb-a-2 unanswered, want 3", got)
-	}
+	f.wantReplicas(3, "with wb-a-2 unanswered")
 	f.wantUnanswered("wb-a-2", first)
 	if evs := f.events.take(EventWaitingForHeldData); len(evs) != 1 || !strings.Contains(evs[0].note, "cannot be asked") {
 		t.Errorf("WaitingForHeldData events %v, want one saying wb-a-2 cannot be asked", evs)
@@ -414,9 +413,7 @@ func TestScaleDownUnansweredPod(t *testing.T) {
 	t.Log("past the bound it goes, with a Warning")
 	f.advance(time.Minute)
 	f.reconcile()
-	if got := f.replicas(); got != 2 {
-		t.Fatalf("StatefulSet at %d past the bound, want 2", got)
-	}
+	f.wantReplicas(2, "past the bound")
 	f.wantUnansweredWarning("wb-a-2")
 }
 
@@ -434,9 +431,7 @@ func TestScaleDownPendingPod(t *testing.T) {
 
 	t.Log("a pending pod is not asked; it is kept for the bound like an unreachable one")
 	f.reconcile()
-	if got := f.replicas(); got != 2 {
-		t.Fatalf("StatefulSet at %d with wb-a-1 pending, want 2", got)
-	}
+	f.wantReplicas(2, "with wb-a-1 pending")
 	if n := f.prober.calls["wb-a-1"]; n != 0 {
 		t.Errorf("the pending pod was asked %d times", n)
 	}
@@ -445,9 +440,7 @@ func TestScaleDownPendingPod(t *testing.T) {
 	}
 	f.advance(testUnanswered)
 	f.reconcile()
-	if got := f.replicas(); got != 1 {
-		t.Fatalf("StatefulSet at %d past the bound, want 1", got)
-	}
+	f.wantReplicas(1, "past the bound")
 }
 
 func TestPinnedSpaceFullEvents(t *testing.T) {
