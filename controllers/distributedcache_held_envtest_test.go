@@ -246,6 +246,16 @@ func (f *heldFixture) leaving() []cachev1alpha1.LeavingPodStatus {
 	return zs[0].LeavingPods
 }
 
+// addEmptyPods adds the pods of ordinals 0 to n-1, running, each
+// answering that it holds nothing.
+func (f *heldFixture) addEmptyPods(n int) {
+	f.t.Helper()
+	for i := range n {
+		f.addPod(i, true)
+		f.prober.set(f.podName(i), HeldReport{LimitBytes: 1 << 30})
+	}
+}
+
 // wantReplicas fails the test unless the StatefulSet is at want
 // replicas; when says when, for the message.
 func (f *heldFixture) wantReplicas(want int32, when string) {
@@ -307,10 +317,7 @@ func (f *heldFixture) drainPublished(replicas int32) {
 
 func TestScaleDownWaitsForHeldData(t *testing.T) {
 	f := newHeldFixture(t, 3)
-	for i := range 3 {
-		f.addPod(i, true)
-		f.prober.set(f.podName(i), HeldReport{LimitBytes: 1 << 30})
-	}
+	f.addEmptyPods(3)
 	f.reconcile()
 
 	t.Log("scale to 1 while wb-a-1 and wb-a-2 hold write-back data")
@@ -380,10 +387,7 @@ func TestScaleDownWaitsForHeldData(t *testing.T) {
 
 func TestScaleDownUnansweredPod(t *testing.T) {
 	f := newHeldFixture(t, 3)
-	for i := range 3 {
-		f.addPod(i, true)
-		f.prober.set(f.podName(i), HeldReport{LimitBytes: 1 << 30})
-	}
+	f.addEmptyPods(3)
 	f.reconcile()
 	f.prober.fail("wb-a-2", errors.New("connection refused"))
 	f.drainPublished(2)
