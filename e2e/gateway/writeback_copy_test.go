@@ -84,6 +84,30 @@ func TestWriteBackCopyObject(t *testing.T) {
 		}
 	}
 
+	// User metadata: the request's with REPLACE, the source's with COPY
+	// (without the cache's version mark of the source), into a held key and
+	// from one into S3.
+	_, err = copyObject("wb/src", "wb/with-meta", func(in *s3.CopyObjectInput) {
+		in.MetadataDirective, in.Metadata, in.CacheControl = types.MetadataDirectiveReplace, map[string]string{"owner": "me"}, aws.String("no-cache")
+	})
+	testutil.Must(t, err)
+	_, err = copyObject("wb/with-meta", "wb/meta-copied", nil)
+	testutil.Must(t, err)
+	for _, key := range []string{"wb/with-meta", "wb/meta-copied"} {
+		h, err := reader.s3.HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String("bucket-a"), Key: aws.String(key)})
+		testutil.Must(t, err)
+		if h.Metadata["owner"] != "me" || h.Metadata["distcache-version"] == "" || aws.ToString(h.CacheControl) != "no-cache" {
+			t.Errorf("%s: metadata %v, Cache-Control %q; want owner=me, the cache's version, no-cache", key, h.Metadata, aws.ToString(h.CacheControl))
+		}
+	}
+	_, err = copyObject("wb/with-meta", "plain/meta-from-held", nil)
+	testutil.Must(t, err)
+	h, err := writer.cluster.Direct.HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String("bucket-a"), Key: aws.String("plain/meta-from-held")})
+	testutil.Must(t, err)
+	if fmt.Sprint(h.Metadata) != "map[owner:me]" || aws.ToString(h.CacheControl) != "no-cache" {
+		t.Errorf("S3 holds plain/meta-from-held with metadata %v, Cache-Control %q; want owner=me, no-cache", h.Metadata, aws.ToString(h.CacheControl))
+	}
+
 	// From a held key into an ordinary one: S3 gets the held bytes.
 	_, err = copyObject("wb/src", "plain/from-held", nil)
 	testutil.Must(t, err)
@@ -104,8 +128,8 @@ func TestWriteBackCopyObject(t *testing.T) {
 		{"if-none-match of its ETag", "wb/src", "wb/x", "PreconditionFailed", func(in *s3.CopyObjectInput) { in.CopySourceIfNoneMatch = aws.String(s3ETag(held)) }},
 		{"onto itself, nothing changed", "wb/src", "wb/src", "InvalidRequest", nil},
 		{"missing source", "wb/none", "wb/x", "NoSuchKey", nil},
-		{"user metadata", "plain/src", "wb/x", "NotImplemented", func(in *s3.CopyObjectInput) {
-			in.MetadataDirective, in.Metadata = types.MetadataDirectiveReplace, map[string]string{"owner": "me"}
+		{"tagging", "plain/src", "wb/x", "NotImplemented", func(in *s3.CopyObjectInput) {
+			in.MetadataDirective, in.Tagging = types.MetadataDirectiveReplace, aws.String("team=a")
 		}},
 	}
 	for _, tt := range refusals {

@@ -188,6 +188,7 @@ func (c *Client) putOnce(ctx context.Context, addr, bucket, key string, body *at
 	if sum := payloadSHA256(ctx); sum != "" {
 		req.Header.Set(nodeapi.HeaderContentSHA256, sum)
 	}
+	nodeapi.SetStored(req.Header, storedHeaders(ctx))
 	resp, err := c.http.Do(req)
 	if bodyErr := body.bodyError(); bodyErr != nil {
 		// The upload's own body failed (e.g. a checksum mismatch while
@@ -232,6 +233,24 @@ func WithPayloadSHA256(ctx context.Context, sum string) context.Context {
 func payloadSHA256(ctx context.Context) string {
 	s, _ := ctx.Value(payloadKey{}).(string)
 	return s
+}
+
+type storedKey struct{}
+
+// WithStoredHeaders declares the headers S3 is to store with the object
+// that a Put made with the returned context uploads (user metadata,
+// Cache-Control, ...): the node sends them to S3, or keeps them with a
+// held version, and answers them with the object's metadata.
+func WithStoredHeaders(ctx context.Context, h chunk.Headers) context.Context {
+	if len(h) == 0 {
+		return ctx
+	}
+	return context.WithValue(ctx, storedKey{}, h)
+}
+
+func storedHeaders(ctx context.Context) chunk.Headers {
+	h, _ := ctx.Value(storedKey{}).(chunk.Headers)
+	return h
 }
 
 // attemptBody is the caller's body as one upload attempt sees it. It counts

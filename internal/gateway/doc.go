@@ -33,12 +33,15 @@
 //	                        overrides. versionId, partNumber and SSE-C:
 //	                        501 NotImplemented.
 //	PutObject               written through the cache (the node answers once
-//	                        S3 has the object, then caches it). A PutObject
-//	                        carrying what the write-through path cannot store
-//	                        (x-amz-meta-*, tagging, storage class, SSE, ACLs,
-//	                        object lock, If-Match/If-None-Match, Cache-Control,
-//	                        Content-Disposition/Encoding/Language, Expires) is
-//	                        passed through to S3 instead.
+//	                        S3 has the object, then caches it), with its
+//	                        Content-Type and the headers S3 stores (x-amz-meta-*,
+//	                        Cache-Control, Content-Disposition/Encoding/Language,
+//	                        Expires); user metadata over S3's 2 KiB is 400
+//	                        MetadataTooLarge. A PutObject carrying what the
+//	                        cache's write path cannot store (tagging, storage
+//	                        class, SSE, ACLs, object lock, If-Match/If-None-Match,
+//	                        an Expires that is not an HTTP date) is passed
+//	                        through to S3 instead.
 //	CreateMultipartUpload, UploadPart, UploadPartCopy,
 //	CompleteMultipartUpload, AbortMultipartUpload, ListParts,
 //	ListMultipartUploads, CopyObject, DeleteObject, DeleteObjects,
@@ -61,8 +64,9 @@
 // verification never reaches S3 complete. Checksums that come as aws-chunked
 // trailers are verified by the gateway but not stored in S3 (the
 // pass-through cannot pass them on ahead of the body); checksums sent as
-// headers are passed through on pass-through operations. Write-through PutObject
-// stores the body and its Content-Type only.
+// headers are passed through on pass-through operations. A PutObject
+// through the cache stores the body, its Content-Type and the headers
+// above; the checksums it came with are verified, not stored.
 //
 // HeadObject and GetObject answer the metadata the cache keeps: ETag,
 // Content-Length, Content-Type, Last-Modified, Accept-Ranges, and the

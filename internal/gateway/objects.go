@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/distcache/distcache/internal/chunk"
 	"github.com/distcache/distcache/internal/client"
 	"github.com/distcache/distcache/internal/httprange"
 	"github.com/distcache/distcache/internal/s3cond"
@@ -276,6 +277,12 @@ func (g *Gateway) putObject(x *exchange, auth *sigv4.Result) {
 	if auth.PayloadMode == sigv4.PayloadSHA256 {
 		ctx = client.WithPayloadSHA256(ctx, r.Header.Get("X-Amz-Content-Sha256"))
 	}
+	stored := chunk.StoredHeaders(r.Header)
+	if stored.UserMetadataSize() > chunk.MaxUserMetadata {
+		x.fail(newS3Error(http.StatusBadRequest, "MetadataTooLarge", "Your metadata headers exceed the maximum allowed metadata size."))
+		return
+	}
+	ctx = client.WithStoredHeaders(ctx, stored)
 	size := r.ContentLength
 	var body io.Reader = http.NoBody
 	var tracked *trackingBody
@@ -316,6 +323,10 @@ func (g *Gateway) putObject(x *exchange, auth *sigv4.Result) {
 	x.w.WriteHeader(http.StatusOK)
 }
 
+// nodeS3Codes are the S3 error codes a node's 4xx answer may carry as
+// they are (the node refused the request as S3 would).
+var nodeS3Codes = map[string]bool{"MetadataTooLarge": true, "InvalidArgument": true}
+
 // cacheError maps a client error to the S3 error to answer.
 func (g *Gateway) cacheError(ctx context.Context, x *exchange, err error) *s3Error {
 	var ce *client.Error
@@ -343,7 +354,11 @@ func (g *Gateway) cacheError(ctx context.Context, x *exchange, err error) *s3Err
 	case errors.Is(err, context.Canceled) && ctx.Err() != nil:
 		return newS3Error(http.StatusBadRequest, CodeRequestTimeout, "The client went away.")
 	case ce != nil && ce.Status >= 400 && ce.Status < 500:
-		return newS3Error(http.StatusBadRequest, CodeInvalidRequest, "%s", msg)
+		code := CodeInvalidRequest
+		if nodeS3Codes[ce.Code] {
+			code = ce.Code
+		}
+		return newS3Error(http.StatusBadRequest, code, "%s", msg)
 	}
 	g.log.Error("cache request failed", "op", x.rt.op, "bucket", x.rt.bucket, "key", x.rt.key, "err", err)
 	return errInternal(err)

@@ -4,6 +4,8 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+
+	"github.com/distcache/distcache/internal/chunk"
 )
 
 // S3 operation names, used in metrics labels and logs.
@@ -216,12 +218,14 @@ func objectRoute(method string, q url.Values, header http.Header) route {
 }
 
 // writeThroughHeaders are the PutObject request headers the cache's
-// write-through path honours (or that only describe the body, which the
-// gateway verified). A PutObject with any other x-amz-* or representation
-// header (user metadata, tagging, storage class, encryption, ACLs, object
-// lock, conditional writes, Cache-Control...) is passed through to S3
-// unchanged instead, so nothing the client asked for is dropped; the node
-// invalidates the key afterwards.
+// write path honours (or that only describe the body, which the gateway
+// verified), beside the headers S3 stores with the object
+// (chunk.IsStoredHeader: user metadata, Cache-Control, ...), which the
+// nodes keep and send on. A PutObject with any other x-amz-* header
+// (tagging, storage class, encryption, ACLs, object lock, ...), a
+// conditional write or an Expires S3 would keep as something else than an
+// HTTP date is passed through to S3 unchanged instead, so nothing the
+// client asked for is dropped; the node invalidates the key afterwards.
 var writeThroughHeaders = map[string]bool{
 	"Content-Type": true, "Content-Md5": true, "X-Amz-Content-Sha256": true, "X-Amz-Date": true,
 	"X-Amz-Decoded-Content-Length": true, "X-Amz-Trailer": true, "X-Amz-Sdk-Checksum-Algorithm": true,
@@ -230,18 +234,19 @@ var writeThroughHeaders = map[string]bool{
 	"X-Amz-Security-Token": true, "X-Amz-User-Agent": true,
 }
 
-// representationHeaders are standard headers S3 stores with an object.
-var representationHeaders = []string{"Cache-Control", "Content-Disposition", "Content-Encoding", "Content-Language",
-	"Expires", "If-Match", "If-None-Match"}
-
 func needsPassthroughPut(h http.Header) bool {
 	for k := range h {
-		if hasPrefixFold(k, "x-amz-") && !writeThroughHeaders[http.CanonicalHeaderKey(k)] {
-			return true
+		if hasPrefixFold(k, "x-amz-") {
+			if ck := http.CanonicalHeaderKey(k); !writeThroughHeaders[ck] && !chunk.IsStoredHeader(ck) {
+				return true
+			}
 		}
 	}
-	for _, k := range representationHeaders {
-		if h.Get(k) != "" {
+	if h.Get("If-Match") != "" || h.Get("If-None-Match") != "" {
+		return true
+	}
+	if v := h.Get("Expires"); v != "" {
+		if _, err := http.ParseTime(v); err != nil {
 			return true
 		}
 	}

@@ -420,8 +420,13 @@ func (s *Server) handlePut(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, opPut, tenant, q.start, e)
 		return
 	}
+	stored, aerr := storedHeadersOf(r.Header)
+	if aerr != nil {
+		s.fail(w, opPut, tenant, q.start, aerr)
+		return
+	}
 	if p, ok := s.heldPolicy(q.caller, q.obj); ok {
-		s.putHeld(w, r, q, p)
+		s.putHeld(w, r, q, p, stored)
 		return
 	}
 	noCache := q.noCache(q.obj)
@@ -431,6 +436,7 @@ func (s *Server) handlePut(w http.ResponseWriter, r *http.Request) {
 	contentType := r.Header.Get("Content-Type")
 	// With the SHA-256 the writer signed, the upload streams (s3backend.Put).
 	ctx := s3backend.WithPayloadSHA256(r.Context(), r.Header.Get(nodeapi.HeaderContentSHA256))
+	ctx = s3backend.WithHeaders(ctx, stored)
 	uploadStart := time.Now()
 	m, err := s.s3.Put(ctx, q.creds, q.obj.Bucket, q.obj.Key, body, r.ContentLength, contentType)
 	took := time.Since(uploadStart)
@@ -468,6 +474,29 @@ func (s *Server) handlePut(w http.ResponseWriter, r *http.Request) {
 	}
 	writeJSON(w, http.StatusOK, s.metaResponse(q.obj, m))
 	s.observe(opPut, tenant, metrics.ResultMiss, 0, q.start)
+}
+
+// storedHeadersOf are the headers a PUT to this node asks S3 to store with
+// the object (nodeapi.HeaderStoredPrefix), refused as S3 would refuse them
+// when S3 could not store them as they are: a held version must never be
+// acknowledged with what its upload to S3 would fail on or change.
+func storedHeadersOf(h http.Header) (chunk.Headers, *apiError) {
+	stored := nodeapi.Stored(h)
+	return stored, checkStoredHeaders(stored)
+}
+
+// checkStoredHeaders refuses stored headers S3 would refuse or could not
+// keep as they are.
+func checkStoredHeaders(stored chunk.Headers) *apiError {
+	if stored.UserMetadataSize() > chunk.MaxUserMetadata {
+		return newError(http.StatusBadRequest, "MetadataTooLarge", "Your metadata headers exceed the maximum allowed metadata size.")
+	}
+	if v, ok := stored["Expires"]; ok {
+		if _, err := http.ParseTime(v); err != nil {
+			return newError(http.StatusBadRequest, "InvalidArgument", "Expires must be an HTTP date, not "+strconv.Quote(v))
+		}
+	}
+	return nil
 }
 
 // handleDelete deletes in S3 first, then invalidates, so a failed delete

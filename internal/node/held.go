@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -114,7 +115,7 @@ func (s *Server) holdersFor(o chunk.Object, n int) ([]string, *apiError) {
 }
 
 // putHeld takes a PUT of a held key.
-func (s *Server) putHeld(w http.ResponseWriter, r *http.Request, q request, p tenancy.Policy) {
+func (s *Server) putHeld(w http.ResponseWriter, r *http.Request, q request, p tenancy.Policy, stored chunk.Headers) {
 	tenant := q.tenant.Name
 	if s.cfg.Journal == nil {
 		s.fail(w, opPut, tenant, q.start, errNoJournal)
@@ -124,12 +125,17 @@ func (s *Server) putHeld(w http.ResponseWriter, r *http.Request, q request, p te
 		s.fail(w, opPut, tenant, q.start, newError(http.StatusLengthRequired, CodeBadRequest, "a held write needs a Content-Length"))
 		return
 	}
+	if aerr := checkHeldHeaders(stored); aerr != nil {
+		s.fail(w, opPut, tenant, q.start, aerr)
+		return
+	}
 	holders, aerr := s.holdersFor(q.obj, p.ReplicaCount())
 	if aerr != nil {
 		s.fail(w, opPut, tenant, q.start, aerr)
 		return
 	}
 	e := s.heldPut(q.obj, p, r.ContentLength, r.Header.Get("Content-Type"), holders)
+	e.Headers = stored
 	m, aerr := s.holdWrite(r.Context(), q.caller, e, r.Body)
 	if aerr != nil {
 		s.fail(w, opPut, tenant, q.start, aerr)
@@ -137,6 +143,26 @@ func (s *Server) putHeld(w http.ResponseWriter, r *http.Request, q request, p te
 	}
 	writeJSON(w, http.StatusOK, s.metaResponse(q.obj, m))
 	s.observe(opPut, tenant, metrics.ResultHeld, 0, q.start)
+}
+
+// versionMetaHeader is the canonical header of writeback.VersionMetadata.
+var versionMetaHeader = http.CanonicalHeaderKey("X-Amz-Meta-" + writeback.VersionMetadata)
+
+// checkHeldHeaders refuses stored headers (storedHeadersOf's, already
+// within S3's limits) that a held version cannot take as they are: S3
+// gets the cache's own VersionMetadata beside the writer's, which must
+// neither use its name nor leave it no room within S3's limit.
+func checkHeldHeaders(h chunk.Headers) *apiError {
+	if _, ok := h[versionMetaHeader]; ok {
+		return newError(http.StatusBadRequest, "InvalidArgument",
+			"x-amz-meta-"+writeback.VersionMetadata+" is the cache's own: a WriteBack or Transient key cannot take it from a client")
+	}
+	if h.UserMetadataSize()+len(writeback.VersionMetadata)+20 > chunk.MaxUserMetadata {
+		return newError(http.StatusBadRequest, "MetadataTooLarge",
+			"Your metadata headers exceed the maximum allowed metadata size (a WriteBack or Transient key keeps "+
+				strconv.Itoa(len(writeback.VersionMetadata)+20)+" bytes of it for the cache's own).")
+	}
+	return nil
 }
 
 // heldPut is a new version of o written under policy p, kept by holders.
@@ -229,7 +255,7 @@ func peerSize(m chunk.Meta) int64 {
 
 // heldMeta is the metadata of a held version.
 func heldMeta(e writeback.Entry, now time.Time) chunk.Meta {
-	return chunk.Meta{Size: e.Size, ETag: e.ETag, ContentType: e.ContentType, LastModified: e.LastModified,
+	return chunk.Meta{Size: e.Size, ETag: e.ETag, ContentType: e.ContentType, Headers: e.StoredHeaders(), LastModified: e.LastModified,
 		FetchedAt: now, Held: strings.Join(e.Holders, ",")}
 }
 
@@ -398,9 +424,11 @@ func (s *Server) passthroughHeld(w http.ResponseWriter, r *http.Request, c calle
 			return true
 		}
 		// A PutObject the gateway passes on because it asks for more than
-		// the body and Content-Type (user metadata, tagging, ...).
+		// the body and the headers S3 stores (tagging, encryption, a
+		// conditional write, ...).
 		s.failS3(w, rq, http.StatusNotImplemented, "NotImplemented",
-			"a "+string(p.Mode)+" key ("+p.String()+") keeps the body and Content-Type only: this request asks the object to keep more (user metadata, tagging, encryption, ...)")
+			"a "+string(p.Mode)+" key ("+p.String()+") keeps the body, Content-Type, user metadata, Cache-Control, Content-Disposition, "+
+				"Content-Encoding, Content-Language and Expires only: this request asks for more (tagging, encryption, storage class, a conditional write, ...)")
 		return true
 	}
 	return deleteBody != nil && s.deleteObjectsHeld(w, r, c, bucket, deleteBody, start)

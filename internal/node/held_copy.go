@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/xml"
 	"io"
+	"maps"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -13,6 +14,7 @@ import (
 	"github.com/distcache/distcache/internal/chunk"
 	"github.com/distcache/distcache/internal/httprange"
 	"github.com/distcache/distcache/internal/metrics"
+	"github.com/distcache/distcache/internal/s3backend"
 	"github.com/distcache/distcache/internal/s3cond"
 	"github.com/distcache/distcache/internal/tenancy"
 )
@@ -30,9 +32,11 @@ import (
 // The source's bytes are read through the cache (its held version, cached
 // chunks, S3 on a miss), at the version its metadata names when the copy
 // starts; its x-amz-copy-source-if-* conditions are checked against that
-// version. Held versions keep the body and Content-Type only, so a copy
-// that asks for more (user metadata, tagging, encryption, ...) is refused
-// rather than done without it.
+// version. Held versions keep the body, Content-Type and the headers S3
+// stores (user metadata, Cache-Control, ...: the source's, or with
+// x-amz-metadata-directive REPLACE the request's), so a copy that asks for
+// more (tagging, encryption, storage class, ...) is refused rather than
+// done without it.
 
 // copyHeaders are the x-amz-* request headers of a copy the cache serves
 // itself honours (or that only sign or describe the request).
@@ -118,20 +122,18 @@ func copySource(h, tenant string) (chunk.Object, *apiError) {
 // copy of an object onto itself that changes nothing.
 func (s *Server) checkCopy(r *http.Request, cr *copyRequest) *apiError {
 	for k := range r.Header {
-		if strings.HasPrefix(k, "X-Amz-") && !copyHeaders[k] {
+		if strings.HasPrefix(k, "X-Amz-") && !copyHeaders[k] && !chunk.IsStoredHeader(k) {
 			return newError(http.StatusNotImplemented, "NotImplemented",
-				k+" cannot be kept by a copy involving a WriteBack or Transient key: the cache keeps the body and Content-Type")
-		}
-	}
-	for _, k := range []string{"Cache-Control", "Content-Disposition", "Content-Encoding", "Content-Language", "Expires"} {
-		if r.Header.Get(k) != "" {
-			return newError(http.StatusNotImplemented, "NotImplemented",
-				k+" cannot be kept by a copy involving a WriteBack or Transient key: the cache keeps the body and Content-Type")
+				k+" cannot be kept by a copy involving a WriteBack or Transient key: the cache keeps the body, Content-Type, "+
+					"user metadata, Cache-Control, Content-Disposition, Content-Encoding, Content-Language and Expires")
 		}
 	}
 	directive := r.Header.Get("X-Amz-Metadata-Directive")
 	if directive != "" && directive != "COPY" && directive != "REPLACE" {
 		return newError(http.StatusBadRequest, "InvalidArgument", "Unknown metadata directive.")
+	}
+	if aerr := checkStoredHeaders(cr.storedHeaders(r)); aerr != nil {
+		return aerr
 	}
 	if cond := s3cond.EvalCopySource(r.Header, cr.srcMeta.ETag, cr.srcMeta.LastModified); cond != "" {
 		return newError(http.StatusPreconditionFailed, CodePreconditionFailed, "At least one of the pre-conditions you specified did not hold: "+cond)
@@ -171,6 +173,21 @@ func (cr copyRequest) contentType(r *http.Request) string {
 	return cr.srcMeta.ContentType
 }
 
+// storedHeaders are the headers S3 is to store with the copy: the
+// source's (without the cache's own version mark, which is the source
+// version's), or with REPLACE the request's.
+func (cr copyRequest) storedHeaders(r *http.Request) chunk.Headers {
+	if r.Header.Get("X-Amz-Metadata-Directive") == "REPLACE" {
+		return chunk.StoredHeaders(r.Header)
+	}
+	if _, ok := cr.srcMeta.Headers[versionMetaHeader]; !ok {
+		return cr.srcMeta.Headers
+	}
+	h := maps.Clone(cr.srcMeta.Headers)
+	delete(h, versionMetaHeader)
+	return h
+}
+
 // copyToHeld makes the source's bytes a new held version of cr.obj.
 func (s *Server) copyToHeld(w http.ResponseWriter, r *http.Request, cr copyRequest, p tenancy.Policy, body *sourceReader) {
 	if s.cfg.Journal == nil {
@@ -182,7 +199,14 @@ func (s *Server) copyToHeld(w http.ResponseWriter, r *http.Request, cr copyReque
 		s.fail(w, opPassthrough, cr.tenant.Name, cr.start, aerr)
 		return
 	}
-	m, aerr := s.holdWrite(r.Context(), cr.caller, s.heldPut(cr.obj, p, cr.rng.Len, cr.contentType(r), holders), body)
+	stored := cr.storedHeaders(r)
+	if aerr := checkHeldHeaders(stored); aerr != nil {
+		s.failCopy(w, cr.request, aerr)
+		return
+	}
+	e := s.heldPut(cr.obj, p, cr.rng.Len, cr.contentType(r), holders)
+	e.Headers = stored
+	m, aerr := s.holdWrite(r.Context(), cr.caller, e, body)
 	if body.err != nil {
 		aerr = asAPIError(body.err) // the source failed, not the journal
 	}
@@ -198,7 +222,7 @@ func (s *Server) copyToHeld(w http.ResponseWriter, r *http.Request, cr copyReque
 func (s *Server) copyToS3(w http.ResponseWriter, r *http.Request, cr copyRequest, body *sourceReader) {
 	ctx := r.Context()
 	if cr.part == 0 {
-		m, err := s.s3.Put(ctx, cr.creds, cr.obj.Bucket, cr.obj.Key, body, cr.rng.Len, cr.contentType(r))
+		m, err := s.s3.Put(s3backend.WithHeaders(ctx, cr.storedHeaders(r)), cr.creds, cr.obj.Bucket, cr.obj.Key, body, cr.rng.Len, cr.contentType(r))
 		if body.err != nil {
 			err = body.err
 		}

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/distcache/distcache/internal/chunk"
 	"github.com/distcache/distcache/internal/metrics"
 	"github.com/distcache/distcache/internal/tenancy"
 	"github.com/distcache/distcache/internal/writeback"
@@ -65,7 +66,16 @@ func (s *Server) createHeldUpload(w http.ResponseWriter, r *http.Request, q requ
 		s.fail(w, opPassthrough, q.tenant.Name, q.start, aerr)
 		return
 	}
-	up, err := s.cfg.Uploads.Create(heldName(q.obj), r.Header.Get("Content-Type"), s.cfg.Now())
+	stored := chunk.StoredHeaders(r.Header) // a pass-through: the client's own headers
+	aerr := checkStoredHeaders(stored)
+	if aerr == nil {
+		aerr = checkHeldHeaders(stored)
+	}
+	if aerr != nil {
+		s.fail(w, opPassthrough, q.tenant.Name, q.start, aerr)
+		return
+	}
+	up, err := s.cfg.Uploads.Create(heldName(q.obj), r.Header.Get("Content-Type"), stored, s.cfg.Now())
 	if err != nil {
 		s.storeFailed("held_upload", err)
 		s.fail(w, opPassthrough, q.tenant.Name, q.start, newError(http.StatusInternalServerError, CodeInternal, "starting the upload: "+err.Error()))
@@ -218,6 +228,7 @@ func (s *Server) completeHeldUpload(w http.ResponseWriter, r *http.Request, q re
 		return
 	}
 	e := s.heldPut(q.obj, p, size, up.ContentType, holders)
+	e.Headers = up.Headers
 	e.Parts, e.ETag = sizes, writeback.MultipartETag(sums) // the journal checks the parts' bytes against it
 	f, err := s.cfg.Uploads.Open(id, parts)
 	if err != nil {

@@ -260,7 +260,7 @@ func (s *Server) HeldPersisted(e writeback.Entry, etag string) {
 		s.invalidateObjects(ctx, c, o)
 	}
 	if e.Op == writeback.OpPut && s.ownsMeta(o) {
-		m := chunk.Meta{Size: e.Size, ETag: etag, ContentType: e.ContentType, LastModified: e.LastModified, FetchedAt: s.cfg.Now()}
+		m := chunk.Meta{Size: e.Size, ETag: etag, ContentType: e.ContentType, Headers: e.StoredHeaders(), LastModified: e.LastModified, FetchedAt: s.cfg.Now()}
 		if err := s.store.PutMeta(o, m); err != nil {
 			s.storeFailed("put_meta", err)
 		}

@@ -32,6 +32,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -39,6 +40,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/distcache/distcache/internal/chunk"
 )
 
 // Name is an object of a tenant.
@@ -73,6 +76,9 @@ type Entry struct {
 	Parts        []int64   `json:"parts,omitempty"`
 	ContentType  string    `json:"contentType,omitempty"`
 	LastModified time.Time `json:"lastModified"`
+	// Headers are the other headers S3 is to store with the version
+	// (user metadata, Cache-Control, ...).
+	Headers chunk.Headers `json:"headers,omitempty"`
 	// Transient entries never go to S3; Expires, when set, ends them.
 	Transient bool      `json:"transient,omitempty"`
 	Expires   time.Time `json:"expires,omitzero"`
@@ -82,6 +88,19 @@ type Entry struct {
 	// Holders are the nodes that keep this version (by member name), the
 	// one that took the write first.
 	Holders []string `json:"holders,omitempty"`
+}
+
+// StoredHeaders are the headers S3 answers for the version once it has
+// it: the writer's, and for a version that goes to S3 the cache's own
+// user metadata (VersionMetadata), so that a read before and after the
+// upload sees the same.
+func (e Entry) StoredHeaders() chunk.Headers {
+	if e.Transient || e.Op != OpPut {
+		return e.Headers
+	}
+	h := make(chunk.Headers, len(e.Headers)+1)
+	maps.Copy(h, e.Headers)
+	return h.WithUserMetadata(map[string]string{VersionMetadata: strconv.FormatUint(e.Version, 10)})
 }
 
 // Errors of Write.

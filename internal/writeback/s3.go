@@ -38,6 +38,7 @@ func (b Backend) Put(ctx context.Context, e Entry, body io.Reader) (string, erro
 		return "", fmt.Errorf("no credentials for tenant %s, bucket %s", e.Tenant, e.Bucket)
 	}
 	ctx = s3backend.WithMetadata(ctx, map[string]string{VersionMetadata: strconv.FormatUint(e.Version, 10)})
+	ctx = s3backend.WithHeaders(ctx, e.Headers)
 	if len(e.Parts) > 0 {
 		at, ok := body.(io.ReaderAt)
 		if !ok {

@@ -16,6 +16,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/distcache/distcache/internal/chunk"
 )
 
 // MinPartSize is the smallest part S3 takes but for the last one: a held
@@ -52,10 +54,11 @@ type Uploads struct {
 
 // Upload is a multipart upload under way.
 type Upload struct {
-	ID          string    `json:"id"`
-	Name        Name      `json:"name"`
-	ContentType string    `json:"contentType,omitempty"`
-	Created     time.Time `json:"created"`
+	ID          string        `json:"id"`
+	Name        Name          `json:"name"`
+	ContentType string        `json:"contentType,omitempty"`
+	Headers     chunk.Headers `json:"headers,omitempty"` // what S3 is to store with the object besides
+	Created     time.Time     `json:"created"`
 }
 
 // Part is an uploaded part.
@@ -95,13 +98,14 @@ func (u *Uploads) Used() int64 {
 	return u.used
 }
 
-// Create starts an upload of n.
-func (u *Uploads) Create(n Name, contentType string, now time.Time) (Upload, error) {
+// Create starts an upload of n, which S3 is to store with contentType and
+// headers.
+func (u *Uploads) Create(n Name, contentType string, headers chunk.Headers, now time.Time) (Upload, error) {
 	var b [16]byte
 	if _, err := rand.Read(b[:]); err != nil {
 		return Upload{}, err
 	}
-	up := Upload{ID: uploadIDPrefix + hex.EncodeToString(b[:]), Name: n, ContentType: contentType, Created: now.UTC()}
+	up := Upload{ID: uploadIDPrefix + hex.EncodeToString(b[:]), Name: n, ContentType: contentType, Headers: headers, Created: now.UTC()}
 	data, err := json.Marshal(up)
 	if err != nil {
 		return Upload{}, err

@@ -23,7 +23,7 @@ func TestUploadCompletesIntoAMultipartVersion(t *testing.T) {
 	j, err := Open(dir, 1<<30)
 	testutil.Must(t, err)
 	n := Name{"team-a", "bucket-a", "wb/big"}
-	up, err := u.Create(n, "text/plain", time.Now())
+	up, err := u.Create(n, "text/plain", nil, time.Now())
 	testutil.Must(t, err)
 	if _, err := u.Get(up.ID, Name{"team-a", "bucket-a", "other"}); !errors.Is(err, ErrNoSuchUpload) {
 		t.Fatalf("the upload read as another key's: %v", err)
@@ -86,9 +86,9 @@ func TestUploadsReopenAndSweep(t *testing.T) {
 	u, err := OpenUploads(dir)
 	testutil.Must(t, err)
 	n := Name{"team-a", "bucket-a", "k"}
-	old, err := u.Create(n, "", time.Now().Add(-48*time.Hour))
+	old, err := u.Create(n, "", nil, time.Now().Add(-48*time.Hour))
 	testutil.Must(t, err)
-	fresh, err := u.Create(n, "", time.Now())
+	fresh, err := u.Create(n, "", nil, time.Now())
 	testutil.Must(t, err)
 	for _, id := range []string{old.ID, fresh.ID} {
 		_, err := u.PutPart(id, 1, bytes.NewReader([]byte("12345")), 5)

@@ -1,0 +1,107 @@
+package gateway_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/s3/manager"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+
+	"github.com/distcache/distcache/internal/testutil"
+	"github.com/distcache/distcache/internal/testutil/s3proxy"
+)
+
+// objectHeaders are the stored headers an S3 answer gives, as one string
+// to compare (user metadata sorted by fmt).
+func objectHeaders(cacheControl, disposition, language, expires *string, md map[string]string) string {
+	return fmt.Sprintf("Cache-Control=%q Content-Disposition=%q Content-Language=%q Expires=%q metadata=%v",
+		aws.ToString(cacheControl), aws.ToString(disposition), aws.ToString(language), aws.ToString(expires), md)
+}
+
+// A WriteBack key keeps the headers S3 stores (user metadata,
+// Cache-Control, ...) with the held version: another gateway reads them
+// before S3 has the object, S3 gets them with it (single PUT and multipart
+// upload), and what the gateways answer before and after is what S3
+// answers. Metadata S3 would refuse is refused at once, not acknowledged.
+func TestWriteBackKeepsStoredHeaders(t *testing.T) {
+	writer := newEnv(t, envOptions{tenants: heldTenants, pageCache: 8 << 20})
+	reader := gatewayOn(t, writer.cluster, envOptions{})
+	ctx := context.Background()
+	r := testutil.NewRand(91)
+	expires := time.Date(2031, 5, 6, 7, 8, 9, 0, time.UTC)
+	small, large := testutil.RandomBytes(r, 10<<10), testutil.RandomBytes(r, 11<<20)
+
+	writer.cluster.Proxy.Inject(s3proxy.Rule{Method: "PUT", Fault: s3proxy.InternalError},
+		s3proxy.Rule{Method: "POST", Fault: s3proxy.InternalError})
+	_, err := writer.s3.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String("bucket-a"), Key: aws.String("wb/headers/small"),
+		Body: bytes.NewReader(small), ContentType: aws.String("text/csv"), Metadata: map[string]string{"owner": "team-a", "batch": "7"},
+		CacheControl: aws.String("max-age=60"), ContentDisposition: aws.String(`attachment; filename="s.csv"`),
+		ContentLanguage: aws.String("de"), Expires: &expires})
+	testutil.Must(t, err)
+	up := manager.NewUploader(writer.s3, func(u *manager.Uploader) { u.PartSize = 5 << 20 })
+	_, err = up.Upload(ctx, &s3.PutObjectInput{Bucket: aws.String("bucket-a"), Key: aws.String("wb/headers/large"),
+		Body: bytes.NewReader(large), Metadata: map[string]string{"owner": "team-b"}, CacheControl: aws.String("no-store")})
+	testutil.Must(t, err)
+
+	// What another gateway answers, while S3 refuses every write.
+	answered := func(key string) string {
+		t.Helper()
+		h, err := reader.s3.HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String("bucket-a"), Key: aws.String(key)})
+		testutil.Must(t, err)
+		g, err := reader.s3.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String("bucket-a"), Key: aws.String(key)})
+		testutil.Must(t, err)
+		_, err = io.Copy(io.Discard, g.Body)
+		g.Body.Close()
+		testutil.Must(t, err)
+		head := objectHeaders(h.CacheControl, h.ContentDisposition, h.ContentLanguage, h.ExpiresString, h.Metadata)
+		if get := objectHeaders(g.CacheControl, g.ContentDisposition, g.ContentLanguage, g.ExpiresString, g.Metadata); get != head {
+			t.Errorf("%s: GET answers %s, HEAD %s", key, get, head)
+		}
+		return head
+	}
+	before := map[string]string{}
+	for key, want := range map[string]string{"wb/headers/small": "owner:team-a", "wb/headers/large": "owner:team-b"} {
+		if got := inMinIO(t, writer, key); got != nil {
+			t.Fatalf("%s reached MinIO while it refused writes", key)
+		}
+		before[key] = answered(key)
+		if !strings.Contains(before[key], want) || !strings.Contains(before[key], "distcache-version:") {
+			t.Errorf("%s before S3 has it: %s, want its metadata (%s) and the cache's version", key, before[key], want)
+		}
+	}
+	if !strings.Contains(before["wb/headers/small"], `Cache-Control="max-age=60" Content-Disposition="attachment; filename=\"s.csv\"" Content-Language="de" Expires="Tue, 06 May 2031 07:08:09 GMT"`) {
+		t.Errorf("small before S3 has it: %s", before["wb/headers/small"])
+	}
+
+	writer.cluster.Proxy.ClearFaults()
+	for key, body := range map[string][]byte{"wb/headers/small": small, "wb/headers/large": large} {
+		testutil.WaitFor(t, key+" in MinIO", func() bool { return bytes.Equal(inMinIO(t, writer, key), body) })
+		h, err := writer.cluster.Direct.HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String("bucket-a"), Key: aws.String(key)})
+		testutil.Must(t, err)
+		if got := objectHeaders(h.CacheControl, h.ContentDisposition, h.ContentLanguage, h.ExpiresString, h.Metadata); got != before[key] {
+			t.Errorf("%s: S3 has %s, the gateways answered %s before", key, got, before[key])
+		}
+		if after := answered(key); after != before[key] {
+			t.Errorf("%s after persistence: %s, before %s", key, after, before[key])
+		}
+	}
+
+	// Refused as S3 would refuse it, or because the cache could not keep it.
+	_, err = writer.s3.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String("bucket-a"), Key: aws.String("wb/headers/too-much"),
+		Body: strings.NewReader("x"), Metadata: map[string]string{"big": strings.Repeat("v", 2040)}})
+	wantCode(t, "2 KiB of user metadata", err, "MetadataTooLarge", 400)
+	_, err = writer.s3.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String("bucket-a"), Key: aws.String("wb/headers/theirs"),
+		Body: strings.NewReader("x"), Metadata: map[string]string{"distcache-version": "1"}})
+	wantCode(t, "the cache's own metadata name", err, "InvalidArgument", 400)
+	for _, key := range []string{"wb/headers/too-much", "wb/headers/theirs"} {
+		if _, _, err := reader.get("bucket-a", key, ""); !isNoSuchKey(err) {
+			t.Errorf("%s after its refusal: %v, want NoSuchKey", key, err)
+		}
+	}
+}
