@@ -15,7 +15,6 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"strings"
 	"testing"
 	"time"
 
@@ -129,14 +128,7 @@ func gatewayOn(t testing.TB, c *nodecluster.Cluster, opts envOptions) *env {
 
 // testLogger logs warnings and errors to the test log.
 func testLogger(t testing.TB) *slog.Logger {
-	return slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
-}
-
-type testWriter struct{ t testing.TB }
-
-func (w testWriter) Write(p []byte) (int, error) {
-	w.t.Log(strings.TrimSpace(string(p)))
-	return len(p), nil
+	return slog.New(slog.NewTextHandler(testutil.LogWriter{T: t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
 }
 
 // get reads an object (or a range) through the gateway.
