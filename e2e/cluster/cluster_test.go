@@ -37,6 +37,7 @@ import (
 	"github.com/distcache/distcache/internal/ring"
 	"github.com/distcache/distcache/internal/testutil"
 	"github.com/distcache/distcache/internal/testutil/chdbtest"
+	"github.com/distcache/distcache/internal/testutil/kubetest"
 )
 
 const specTimeout = 12 * time.Minute
@@ -736,7 +737,7 @@ var _ = Describe("a DistributedCache on a real cluster", Ordered, func() {
 		o := objs[0]
 		Expect(verifyObject(ctx, gw, o)).To(Succeed())
 		var tenantDoc []byte
-		for _, obj := range decode(renderLocal(ctx)) {
+		for _, obj := range kubetest.Decode(renderLocal(ctx)) {
 			if obj.GetKind() == "CacheTenant" && obj.GetName() == tenantName {
 				var err error
 				tenantDoc, err = obj.MarshalJSON()
@@ -917,7 +918,7 @@ func ranges(n int64) []byteRange {
 // JSON for kubectl apply.
 func invalidCache(name string, edit func(spec map[string]any)) []byte {
 	GinkgoHelper()
-	for _, obj := range decode(renderLocal(context.Background())) {
+	for _, obj := range kubetest.Decode(renderLocal(context.Background())) {
 		if obj.GetKind() != "DistributedCache" {
 			continue
 		}

@@ -20,8 +20,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	runtimeutil "k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	cachev1alpha1 "github.com/distcache/distcache/api/v1alpha1"
@@ -124,31 +122,19 @@ func renderLocal(ctx context.Context) []byte {
 // Secret in the cache's namespace.
 func localObjects(ctx context.Context) (dc cachev1alpha1.DistributedCache, tenant cachev1alpha1.CacheTenant, s3Secret corev1.Secret) {
 	GinkgoHelper()
-	for _, obj := range decode(renderLocal(ctx)) {
+	for _, obj := range kubetest.Decode(renderLocal(ctx)) {
 		switch obj.GetKind() {
 		case "DistributedCache":
-			convert(obj, &dc)
+			kubetest.Convert(obj, &dc)
 		case "CacheTenant":
-			convert(obj, &tenant)
+			kubetest.Convert(obj, &tenant)
 		case "Secret":
 			if obj.GetNamespace() == cacheNamespace {
-				convert(obj, &s3Secret)
+				kubetest.Convert(obj, &s3Secret)
 			}
 		}
 	}
 	return dc, tenant, s3Secret
-}
-
-func decode(manifests []byte) []*unstructured.Unstructured {
-	GinkgoHelper()
-	objs, err := kubetest.Decode(manifests)
-	Expect(err).NotTo(HaveOccurred())
-	return objs
-}
-
-func convert(obj *unstructured.Unstructured, into any) {
-	GinkgoHelper()
-	Expect(runtimeutil.DefaultUnstructuredConverter.FromUnstructured(obj.Object, into)).To(Succeed())
 }
 
 // ---------------------------------------------------------------- state

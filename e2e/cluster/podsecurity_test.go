@@ -19,6 +19,7 @@ import (
 	cachev1alpha1 "github.com/distcache/distcache/api/v1alpha1"
 	"github.com/distcache/distcache/controllers"
 	"github.com/distcache/distcache/internal/testutil"
+	"github.com/distcache/distcache/internal/testutil/kubetest"
 )
 
 // Pod Security (docs/operations.md, "Pod Security"): a cache on emptyDir
@@ -168,7 +169,7 @@ func onlyReadyPod(ctx context.Context, g Gomega, ns string, sel client.MatchingL
 func ensureMinIO(ctx context.Context) {
 	GinkgoHelper()
 	var b strings.Builder
-	for _, obj := range decode(renderLocal(ctx)) {
+	for _, obj := range kubetest.Decode(renderLocal(ctx)) {
 		if obj.GetNamespace() != minioNamespace && !(obj.GetKind() == "Namespace" && obj.GetName() == minioNamespace) {
 			continue
 		}

@@ -17,6 +17,8 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/distcache/distcache/internal/testutil/kubetest"
 )
 
 // Releases built from this tree by `make release`'s script (hack/release.sh)
@@ -113,7 +115,7 @@ func deleteOperator(ctx context.Context, r release) {
 	data, err := os.ReadFile(r.manifest)
 	Expect(err).NotTo(HaveOccurred())
 	var b bytes.Buffer
-	for _, obj := range decode(data) {
+	for _, obj := range kubetest.Decode(data) {
 		if obj.GetKind() == "CustomResourceDefinition" || obj.GetKind() == "Namespace" {
 			continue
 		}

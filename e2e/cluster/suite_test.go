@@ -255,12 +255,12 @@ func removeLeftovers(ctx context.Context) {
 // cache pods' disk tiers: spec.storage.hostPath.path/<cache>.
 func hostPathDir(ctx context.Context) string {
 	GinkgoHelper()
-	for _, obj := range decode(renderLocal(ctx)) {
+	for _, obj := range kubetest.Decode(renderLocal(ctx)) {
 		if obj.GetKind() != "DistributedCache" {
 			continue
 		}
 		var dc cachev1alpha1.DistributedCache
-		convert(obj, &dc)
+		kubetest.Convert(obj, &dc)
 		Expect(dc.Spec.Storage.HostPath).NotTo(BeNil(), "config/local's cache stores on a hostPath")
 		Expect(dc.Spec.Storage.HostPath.Path).To(HavePrefix("/var/lib/distcache-cluster/"), "not a test directory")
 		return filepath.Join(dc.Spec.Storage.HostPath.Path, dc.Name)

@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	cachev1alpha1 "github.com/distcache/distcache/api/v1alpha1"
+	"github.com/distcache/distcache/internal/testutil/kubetest"
 )
 
 const (
@@ -32,7 +33,7 @@ var deployed []*unstructured.Unstructured
 var _ = Describe("make deploy", Ordered, func() {
 	BeforeAll(func(ctx SpecContext) {
 		manifests := renderDeploy(ctx)
-		deployed = decode(manifests)
+		deployed = kubetest.Decode(manifests)
 		applyManifests(ctx, adminKubeconfig, manifests)
 	})
 
@@ -82,7 +83,7 @@ var _ = Describe("make deploy", Ordered, func() {
 		} {
 			data, err := os.ReadFile(filepath.Join(root, "config", "crd", "bases", file))
 			Expect(err).NotTo(HaveOccurred())
-			want := decode(data)
+			want := kubetest.Decode(data)
 			Expect(want).To(HaveLen(1))
 			Expect(find(deployed, "CustomResourceDefinition", "", name).Object["spec"]).To(Equal(want[0].Object["spec"]), file)
 		}
@@ -136,7 +137,7 @@ var _ = Describe("make deploy", Ordered, func() {
 		data, err := os.ReadFile(filepath.Join(root, "config", "rbac", "role.yaml"))
 		Expect(err).NotTo(HaveOccurred())
 		generated := &rbacv1.ClusterRole{}
-		convert(decode(data)[0], generated)
+		kubetest.Convert(kubetest.Decode(data)[0], generated)
 		Expect(generated.Rules).NotTo(BeEmpty())
 
 		bound := &rbacv1.ClusterRole{}
@@ -216,15 +217,15 @@ var _ = Describe("make deploy", Ordered, func() {
 	})
 
 	It("accepts the samples, each from a user holding only the role meant for it", func(ctx SpecContext) {
-		samples := decode([]byte(kubectl(ctx, adminKubeconfig, nil, "kustomize", "config/samples")))
+		samples := kubetest.Decode([]byte(kubectl(ctx, adminKubeconfig, nil, "kustomize", "config/samples")))
 		cacheObj := ofKind(samples, "DistributedCache")
 		tenantObj := ofKind(samples, "CacheTenant")
 		Expect(cacheObj).To(HaveLen(1))
 		Expect(tenantObj).To(HaveLen(1))
 		dc := &cachev1alpha1.DistributedCache{}
-		convert(cacheObj[0], dc)
+		kubetest.Convert(cacheObj[0], dc)
 		tenant := &cachev1alpha1.CacheTenant{}
-		convert(tenantObj[0], tenant)
+		kubetest.Convert(tenantObj[0], tenant)
 		Expect(tenant.Spec.CacheRef.Namespace).To(Equal(dc.Namespace))
 		Expect(tenant.Spec.CacheRef.Name).To(Equal(dc.Name))
 

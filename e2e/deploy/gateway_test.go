@@ -15,6 +15,7 @@ import (
 
 	cachev1alpha1 "github.com/distcache/distcache/api/v1alpha1"
 	"github.com/distcache/distcache/internal/monitoring"
+	"github.com/distcache/distcache/internal/testutil/kubetest"
 )
 
 // podLabelSource is how Prometheus's Kubernetes service discovery names a
@@ -32,19 +33,19 @@ func podLabelSource(label string) monitoringv1.LabelName {
 // samples are applied (the tenant's namespace exists then): the gateway as
 // a sidecar of clickhouse-server (config/samples/sidecar).
 func checkSidecarSample(ctx SpecContext) {
-	samples := decode([]byte(kubectl(ctx, adminKubeconfig, nil, "kustomize", "config/samples")))
+	samples := kubetest.Decode([]byte(kubectl(ctx, adminKubeconfig, nil, "kustomize", "config/samples")))
 	dc := &cachev1alpha1.DistributedCache{}
-	convert(ofKind(samples, "DistributedCache")[0], dc)
+	kubetest.Convert(ofKind(samples, "DistributedCache")[0], dc)
 	tenant := &cachev1alpha1.CacheTenant{}
-	convert(ofKind(samples, "CacheTenant")[0], tenant)
+	kubetest.Convert(ofKind(samples, "CacheTenant")[0], tenant)
 
-	objs := decode([]byte(kubectl(ctx, adminKubeconfig, nil, "kustomize", "config/samples/sidecar")))
+	objs := kubetest.Decode([]byte(kubectl(ctx, adminKubeconfig, nil, "kustomize", "config/samples/sidecar")))
 	Expect(ofKind(objs, "StatefulSet")).To(HaveLen(1))
 	Expect(ofKind(objs, "PodMonitor")).To(HaveLen(1))
 	ch := &appsv1.StatefulSet{}
-	convert(ofKind(objs, "StatefulSet")[0], ch)
+	kubetest.Convert(ofKind(objs, "StatefulSet")[0], ch)
 	pm := &monitoringv1.PodMonitor{}
-	convert(ofKind(objs, "PodMonitor")[0], pm)
+	kubetest.Convert(ofKind(objs, "PodMonitor")[0], pm)
 
 	By("the gateway runs beside clickhouse-server with the tenant's certificate, in its zone, on a port ClickHouse leaves free")
 	Expect(ch.Namespace).To(Equal(tenant.Namespace))
@@ -68,7 +69,7 @@ func checkSidecarSample(ctx SpecContext) {
 		Expect(p.ContainerPort).NotTo(BeElementOf(int32(8099), int32(9091)), "ClickHouse's port %s collides with the gateway's", p.Name)
 	}
 	var cm corev1.ConfigMap
-	convert(ofKind(objs, "ConfigMap")[0], &cm)
+	kubetest.Convert(ofKind(objs, "ConfigMap")[0], &cm)
 	Expect(cm.Data["distcache.xml"]).To(ContainSubstring("<endpoint>http://127.0.0.1:8099/"))
 
 	By("the PodMonitor selects the pods, scrapes the gateway's metrics port and relabels the cache labels")

@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	cachev1alpha1 "github.com/distcache/distcache/api/v1alpha1"
+	"github.com/distcache/distcache/internal/testutil/kubetest"
 )
 
 // checkNetworkPolicySample is a spec of the "make deploy" container, run
@@ -21,18 +22,18 @@ import (
 // (controllers), against the pods the operator builds; envtest runs no
 // network plugin to enforce it.
 func checkNetworkPolicySample(ctx SpecContext) {
-	samples := decode([]byte(kubectl(ctx, adminKubeconfig, nil, "kustomize", "config/samples")))
+	samples := kubetest.Decode([]byte(kubectl(ctx, adminKubeconfig, nil, "kustomize", "config/samples")))
 	dc := &cachev1alpha1.DistributedCache{}
-	convert(ofKind(samples, "DistributedCache")[0], dc)
+	kubetest.Convert(ofKind(samples, "DistributedCache")[0], dc)
 
-	objs := decode([]byte(kubectl(ctx, adminKubeconfig, nil, "kustomize", "config/samples/networkpolicy")))
+	objs := kubetest.Decode([]byte(kubectl(ctx, adminKubeconfig, nil, "kustomize", "config/samples/networkpolicy")))
 	policies := ofKind(objs, "NetworkPolicy")
 	Expect(policies).NotTo(BeEmpty())
 	Expect(policies).To(HaveLen(len(objs)), "the kustomization holds NetworkPolicies only")
 	var want []networkingv1.NetworkPolicy
 	for _, obj := range policies {
 		var np networkingv1.NetworkPolicy
-		convert(obj, &np)
+		kubetest.Convert(obj, &np)
 		Expect(np.Namespace).To(Equal(dc.Namespace), "policy %s guards the sample cache's namespace", np.Name)
 		Expect(np.Spec.PodSelector.MatchLabels).To(HaveKeyWithValue("app.kubernetes.io/instance", dc.Name))
 		want = append(want, np)

@@ -14,6 +14,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/distcache/distcache/internal/testutil/kubetest"
 )
 
 // copyTree copies the regular files under src to dst.
@@ -49,15 +51,15 @@ var _ = Describe("config/prometheus", func() {
 		Expect(strings.Count(string(data), "\n#- ../prometheus\n")).To(Equal(1), "the commented line config/default tells to uncomment")
 		Expect(os.WriteFile(path, []byte(strings.Replace(string(data), "\n#- ../prometheus\n", "\n- ../prometheus\n", 1)), 0o644)).To(Succeed())
 		manifests := renderDeploy(ctx, "CONFIG_DIR="+filepath.Join(config, "default"))
-		objs := decode(manifests)
+		objs := kubetest.Decode(manifests)
 
 		monitor := find(objs, "ServiceMonitor", systemNamespace, "distcache-controller-manager-metrics-monitor")
 		svcObj := find(objs, "Service", systemNamespace, "distcache-controller-manager-metrics-service")
 		depObj := find(objs, "Deployment", systemNamespace, deploymentName)
 		svc := &corev1.Service{}
-		convert(svcObj, svc)
+		kubetest.Convert(svcObj, svc)
 		dep := &appsv1.Deployment{}
-		convert(depObj, dep)
+		kubetest.Convert(depObj, dep)
 
 		By("selecting the metrics Service, whose port the endpoint names")
 		selector, _, err := unstructured.NestedStringMap(monitor.Object, "spec", "selector", "matchLabels")

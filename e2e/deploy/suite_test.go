@@ -124,14 +124,6 @@ func renderDeploy(ctx context.Context, env ...string) []byte {
 	return []byte(out)
 }
 
-// decode splits a multi-document YAML stream into objects.
-func decode(manifests []byte) []*unstructured.Unstructured {
-	GinkgoHelper()
-	objs, err := kubetest.Decode(manifests)
-	Expect(err).NotTo(HaveOccurred())
-	return objs
-}
-
 // encode joins objects into a YAML stream.
 func encode(objs ...*unstructured.Unstructured) []byte {
 	GinkgoHelper()
@@ -168,12 +160,6 @@ func ofKind(objs []*unstructured.Unstructured, kind string) []*unstructured.Unst
 		}
 	}
 	return found
-}
-
-// convert turns an unstructured object into a typed one.
-func convert(obj *unstructured.Unstructured, into any) {
-	GinkgoHelper()
-	Expect(runtime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, into)).To(Succeed())
 }
 
 // serviceAccountUser is the user name and groups the API server gives a

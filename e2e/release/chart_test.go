@@ -63,7 +63,7 @@ var _ = Describe("the Helm chart", Ordered, func() {
 		} {
 			rendered := helm(ctx, append([]string{"template", releaseName, chartDir, "--namespace", namespace}, set...)...)
 			out := kubectl(ctx, []byte(rendered), "apply", "--server-side", "--dry-run=server", "-f", "-")
-			n := len(decode(rendered))
+			n := len(kubetest.Decode([]byte(rendered)))
 			Expect(strings.Count(out, "serverside-applied (server dry run)")).To(Equal(n), "%v:\n%s", set, out)
 		}
 	})
@@ -108,20 +108,13 @@ func renderManifest(ctx context.Context, tag string) string {
 // helm install --namespace distcache-system --create-namespace).
 func expectSameObjects(manifest, chart string) {
 	GinkgoHelper()
-	want, got := byKey(decode(manifest)), byKey(decode(chart))
+	want, got := byKey(kubetest.Decode([]byte(manifest))), byKey(kubetest.Decode([]byte(chart)))
 	Expect(want).To(HaveKey("Namespace//" + namespace))
 	delete(want, "Namespace//"+namespace)
 	Expect(sortedKeys(got)).To(Equal(sortedKeys(want)), "the chart's objects and the manifest's")
 	for k, w := range want {
 		Expect(toYAML(normalize(got[k]))).To(Equal(toYAML(normalize(w))), k)
 	}
-}
-
-func decode(text string) []*unstructured.Unstructured {
-	GinkgoHelper()
-	objs, err := kubetest.Decode([]byte(text))
-	Expect(err).NotTo(HaveOccurred())
-	return objs
 }
 
 func byKey(objs []*unstructured.Unstructured) map[string]*unstructured.Unstructured {

@@ -72,21 +72,27 @@ func Run(ctx context.Context, dir string, env []string, stdin []byte, name strin
 
 // Decode splits a stream of YAML or JSON documents (what kustomize, helm
 // template and the hack/ scripts print) into objects, leaving out empty
-// documents.
-func Decode(manifests []byte) ([]*unstructured.Unstructured, error) {
+// documents; a stream that does not decode fails the spec.
+func Decode(manifests []byte) []*unstructured.Unstructured {
+	GinkgoHelper()
 	var objs []*unstructured.Unstructured
 	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(manifests), 4096)
 	for {
 		var u unstructured.Unstructured
 		err := dec.Decode(&u.Object)
 		if errors.Is(err, io.EOF) {
-			return objs, nil
+			return objs
 		}
-		if err != nil {
-			return nil, err
-		}
+		Expect(err).NotTo(HaveOccurred())
 		if len(u.Object) > 0 {
 			objs = append(objs, &u)
 		}
 	}
+}
+
+// Convert turns an unstructured object into the typed into, failing the
+// spec when it does not fit.
+func Convert(obj *unstructured.Unstructured, into any) {
+	GinkgoHelper()
+	Expect(runtime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, into)).To(Succeed())
 }
