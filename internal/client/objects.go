@@ -102,16 +102,6 @@ func metaFromHeader(resp *http.Response) (Meta, error) {
 	return m, nil
 }
 
-// metaResponse is the JSON a node answers a PUT with.
-type metaResponse struct {
-	Size         int64         `json:"size"`
-	ETag         string        `json:"etag"`
-	ContentType  string        `json:"contentType"`
-	LastModified time.Time     `json:"lastModified"`
-	Headers      chunk.Headers `json:"headers,omitempty"`
-	ChunkSize    int64         `json:"chunkSize"`
-}
-
 // Put writes the object through the cache: the node answers once S3 has
 // it, and caches its chunks. size is the body's length, or -1 when unknown.
 // If a member fails, the upload is retried on the next one when nothing
@@ -206,7 +196,7 @@ func (c *Client) putOnce(ctx context.Context, addr, bucket, key string, body *at
 	if resp.StatusCode != http.StatusOK {
 		return Meta{}, answerError(opPut, bucket, key, addr, resp)
 	}
-	var mr metaResponse
+	var mr nodeapi.MetaResponse
 	if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&mr); err != nil {
 		return Meta{}, fmt.Errorf("decoding the put answer: %w", err)
 	}

@@ -322,7 +322,6 @@ func setMetaHeaders(h http.Header, m chunk.Meta) {
 	if m.ContentType != "" {
 		h.Set("X-Distcache-Content-Type", m.ContentType)
 	}
-	nodeapi.SetStored(h, m.Headers)
 }
 
 // metaFor parses, authorizes and resolves an object's metadata; on failure
@@ -349,6 +348,9 @@ func (s *Server) handleHead(w http.ResponseWriter, r *http.Request) {
 	}
 	h := w.Header()
 	setMetaHeaders(h, m)
+	// Only the metadata answer carries the stored headers: chunk answers
+	// (read connections take a handful of header lines) need none.
+	nodeapi.SetStored(h, m.Headers)
 	if m.ContentType != "" {
 		h.Set("Content-Type", m.ContentType)
 	}
@@ -369,20 +371,8 @@ func (s *Server) handleHead(w http.ResponseWriter, r *http.Request) {
 	s.observe(opHead, q.tenant.Name, metrics.ResultHitRAM, 0, q.start)
 }
 
-// MetaResponse is the JSON body of GET /v1/meta and of a successful PUT.
-type MetaResponse struct {
-	Bucket       string        `json:"bucket"`
-	Key          string        `json:"key"`
-	Size         int64         `json:"size"`
-	ETag         string        `json:"etag"`
-	ContentType  string        `json:"contentType,omitempty"`
-	LastModified time.Time     `json:"lastModified"`
-	Headers      chunk.Headers `json:"headers,omitempty"`
-	ChunkSize    int64         `json:"chunkSize"`
-}
-
-func (s *Server) metaResponse(o chunk.Object, m chunk.Meta) MetaResponse {
-	return MetaResponse{Bucket: o.Bucket, Key: o.Key, Size: m.Size, ETag: m.ETag, ContentType: m.ContentType,
+func (s *Server) metaResponse(o chunk.Object, m chunk.Meta) nodeapi.MetaResponse {
+	return nodeapi.MetaResponse{Bucket: o.Bucket, Key: o.Key, Size: m.Size, ETag: m.ETag, ContentType: m.ContentType,
 		LastModified: m.LastModified, Headers: m.Headers, ChunkSize: s.cfg.ChunkSize}
 }
 

@@ -3,6 +3,7 @@ package nodeapi
 import (
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/distcache/distcache/internal/chunk"
 )
@@ -35,4 +36,17 @@ func Stored(h http.Header) chunk.Headers {
 		hs[name] = vs[0]
 	}
 	return hs
+}
+
+// MetaResponse is the JSON body a node answers a successful PUT with: the
+// new version's metadata as S3 (or the held version) has it.
+type MetaResponse struct {
+	Bucket       string        `json:"bucket"`
+	Key          string        `json:"key"`
+	Size         int64         `json:"size"`
+	ETag         string        `json:"etag"`
+	ContentType  string        `json:"contentType,omitempty"`
+	LastModified time.Time     `json:"lastModified"`
+	Headers      chunk.Headers `json:"headers,omitempty"`
+	ChunkSize    int64         `json:"chunkSize"`
 }
