@@ -105,21 +105,24 @@ type ZoneStatus struct {
 	// +optional
 	RingEpoch int64 `json:"ringEpoch,omitempty"`
 
-	// LeavingPods are the pods a scale-down is removing (ordinals at or
-	// above spec.replicas) once the drain grace has passed, with the
-	// write-back and transient data each still holds: the StatefulSet
-	// keeps a pod while it holds any (its node hands it to the holders the
-	// ring wants, or persists it), and keeps a pod that cannot be asked
-	// for a bounded time (docs/operations.md, "Scaling down"). Empty when
-	// no scale-down waits on held data.
+	// LeavingPods are the pods that are going while they may still hold
+	// write-back or transient data, with what each last reported: those a
+	// scale-down removes (ordinals at or above spec.replicas, once the
+	// drain grace has passed), and every pod of the zone when the cache is
+	// deleted or the zone removed from spec.zones. The StatefulSet (or its
+	// deletion) waits while a pod holds any (its node hands it to the
+	// holders the ring wants, or persists it), and waits for a pod that
+	// cannot be asked for a bounded time (docs/operations.md, "Scaling
+	// down"; docs/write-back.md). Empty when nothing waits on held data.
 	// +listType=map
 	// +listMapKey=name
 	// +optional
 	LeavingPods []LeavingPodStatus `json:"leavingPods,omitempty"`
 }
 
-// LeavingPodStatus is what a pod being scaled away last reported of the
-// data it holds for WriteBack and Transient policies.
+// LeavingPodStatus is what a pod that is going (scale-down, deletion, a
+// removed zone) last reported of the data it holds for WriteBack and
+// Transient policies.
 type LeavingPodStatus struct {
 	// Name of the pod.
 	// +required
