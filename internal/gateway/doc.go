@@ -30,8 +30,12 @@
 //	                        with Content-Range, 416 InvalidRange), If-Match,
 //	                        If-None-Match, If-Modified-Since,
 //	                        If-Unmodified-Since (412 / 304), response-*
-//	                        overrides. versionId, partNumber and SSE-C:
-//	                        501 NotImplemented.
+//	                        overrides. With versionId, partNumber (the
+//	                        parts of a multipart object, as SDKs' transfer
+//	                        managers read them) or SSE-C: passed through to
+//	                        S3, uncached (for a WriteBack or Transient key,
+//	                        whose current version S3 may not have yet, 501
+//	                        NotImplemented).
 //	PutObject               written through the cache (the node answers once
 //	                        S3 has the object, then caches it), with its
 //	                        Content-Type and the headers S3 stores (x-amz-meta-*,

@@ -178,12 +178,10 @@ func objectRoute(method string, q url.Values, header http.Header) route {
 			return pass(OpListParts)
 		case method == http.MethodGet && q.Has("attributes"):
 			return pass(OpGetObjectAttributes)
-		case q.Has("versionId"):
-			return refuse(op, errNotImplemented("Reading a specific object version (versionId)"), "", "")
-		case q.Has("partNumber"):
-			return refuse(op, errNotImplemented("Reading one part of an object (partNumber)"), "", "")
-		case header.Get("X-Amz-Server-Side-Encryption-Customer-Algorithm") != "":
-			return refuse(op, errNotImplemented("Server-side encryption with customer keys (SSE-C)"), "", "")
+		case q.Has("versionId") || q.Has("partNumber") || header.Get("X-Amz-Server-Side-Encryption-Customer-Algorithm") != "":
+			// What the cache does not keep (other versions, the parts of
+			// a multipart upload, keys only the client has) S3 answers.
+			return pass(op)
 		}
 		return route{op: op, handling: viaCacheRead}
 	case http.MethodPut:
