@@ -413,10 +413,12 @@ func (s *Server) passthroughHeld(w http.ResponseWriter, r *http.Request, c calle
 		switch {
 		case !held:
 			return isCopy && s.copyInto(w, r, rq, p, false) // from a held source (held_copy.go)
-		case (r.Method == http.MethodGet || r.Method == http.MethodHead) && (q.Has("partNumber") || q.Has("versionId")):
+		case (r.Method == http.MethodGet || r.Method == http.MethodHead) &&
+			(q.Has("partNumber") || q.Has("versionId") || r.Header.Get("X-Amz-Server-Side-Encryption-Customer-Algorithm") != ""):
 			// S3 may not have the key's current version yet.
 			s.failS3(w, rq, http.StatusNotImplemented, "NotImplemented",
-				"a "+string(p.Mode)+" key ("+p.String()+") is read whole or by range: its parts (partNumber) and versions (versionId) are S3's, which may not have it yet")
+				"a "+string(p.Mode)+" key ("+p.String()+") is read whole or by range: its parts (partNumber), versions (versionId) "+
+					"and SSE-C reads are S3's, which may not have it yet")
 			return true
 		case (r.Method == http.MethodGet || r.Method == http.MethodHead) && !q.Has("uploadId"):
 			return false
