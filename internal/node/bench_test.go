@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/distcache/distcache/internal/pki"
+	"github.com/distcache/distcache/internal/testutil"
 )
 
 // BenchmarkHitPath measures the node's own work on a RAM hit (routing,
@@ -30,10 +31,10 @@ func BenchmarkHitPath(b *testing.B) {
 	handler := h.handler
 	// The verified chain a TLS handshake would have produced for team-a.
 	leaf, err := h.ca.IssueClient(tenant("team-a"), time.Hour)
-	must(b, err)
+	testutil.Must(b, err)
 	block, _ := pem.Decode(leaf.CertPEM)
 	cert, err := x509.ParseCertificate(block.Bytes)
-	must(b, err)
+	testutil.Must(b, err)
 	state := &tls.ConnectionState{VerifiedChains: [][]*x509.Certificate{{cert, h.ca.Cert}}}
 	for _, size := range []int{64 << 10, testChunk} {
 		b.Run(fmt.Sprintf("range=%dKiB", size>>10), func(b *testing.B) {
@@ -79,7 +80,7 @@ func BenchmarkHitPathTLS(b *testing.B) {
 		_, _ = w.Write(data[off : off+64<<10])
 	})), TLSConfig: h.server.TLSConfig, TLSNextProto: map[string]func(*http.Server, *tls.Conn, http.Handler){}}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	must(b, err)
+	testutil.Must(b, err)
 	go func() { _ = bare.Serve(tls.NewListener(ln, h.server.TLSConfig)) }()
 	b.Cleanup(func() { _ = bare.Close() })
 

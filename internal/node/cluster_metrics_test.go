@@ -11,6 +11,7 @@ import (
 	"github.com/distcache/distcache/internal/chunk"
 	"github.com/distcache/distcache/internal/metrics"
 	"github.com/distcache/distcache/internal/ring"
+	"github.com/distcache/distcache/internal/testutil"
 )
 
 // readResults are the results a chunk read can have.
@@ -125,7 +126,7 @@ func TestClusterObjectReadsCountEveryByteOnceAcrossNodes(t *testing.T) {
 	r := rand.New(rand.NewPCG(51, 52))
 
 	t.Run("all chunks forwarded", func(t *testing.T) {
-		data := randomBytes(r, testChunk/2)
+		data := testutil.RandomBytes(r, testChunk/2)
 		c.putDirect("bucket-a", "one.bin", data)
 		owner := c.chunkOwners("bucket-a", "one.bin", len(data))[0]
 		via, viaIdx := c.members[0], 0
@@ -160,7 +161,7 @@ func TestClusterObjectReadsCountEveryByteOnceAcrossNodes(t *testing.T) {
 	})
 
 	t.Run("mixed local and forwarded chunks", func(t *testing.T) {
-		data := randomBytes(r, 9*testChunk+123)
+		data := testutil.RandomBytes(r, 9*testChunk+123)
 		c.putDirect("bucket-a", "mixed.bin", data)
 		owners := c.chunkOwners("bucket-a", "mixed.bin", len(data))
 		via, viaIdx := c.members[0], 0
@@ -233,7 +234,7 @@ func TestClusterNodesReportRingMembers(t *testing.T) {
 	spec.Epoch++
 	spec.Members[3].State = ring.StateDraining
 	r, err := ring.New(spec)
-	must(t, err)
+	testutil.Must(t, err)
 	for _, m := range c.members {
 		m.Ring.Store(r)
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/distcache/distcache/internal/chunk"
 	"github.com/distcache/distcache/internal/ring"
+	"github.com/distcache/distcache/internal/testutil"
 	"github.com/distcache/distcache/internal/testutil/nodecluster"
 )
 
@@ -61,7 +62,7 @@ func TestClusterReadsThroughAnyNodeAreByteExactAndStoredOnTheOwner(t *testing.T)
 	c := newCluster(t, 3)
 	a := c.client(tenant("team-a"))
 	r := rand.New(rand.NewPCG(31, 32))
-	data := randomBytes(r, 12*testChunk+5)
+	data := testutil.RandomBytes(r, 12*testChunk+5)
 	c.putDirect("bucket-a", "table.bin", data)
 	for _, m := range c.members {
 		if got := c.read(a, m, "bucket-a", "table.bin"); got.status != http.StatusOK || !bytes.Equal(got.body, data) {
@@ -96,7 +97,7 @@ func TestClusterReadsSurviveAMemberDyingMidRead(t *testing.T) {
 	c := newCluster(t, 3)
 	a := c.client(tenant("team-a"))
 	r := rand.New(rand.NewPCG(33, 34))
-	data := randomBytes(r, 24*testChunk)
+	data := testutil.RandomBytes(r, 24*testChunk)
 	c.putDirect("bucket-a", "big.bin", data)
 	c.read(a, c.members[0], "bucket-a", "big.bin") // warm: chunks spread over all three
 
@@ -150,7 +151,7 @@ func growAndReread(t *testing.T, handoff bool) (moved float64, gets, chunks int)
 	}
 	var objects []object
 	for i := 0; i < 10; i++ {
-		o := object{key: fmt.Sprintf("part-%d.bin", i), data: randomBytes(r, 20*testChunk)}
+		o := object{key: fmt.Sprintf("part-%d.bin", i), data: testutil.RandomBytes(r, 20*testChunk)}
 		c.putDirect("bucket-a", o.key, o.data)
 		c.read(a, c.members[i%3], "bucket-a", o.key)
 		objects = append(objects, o)
@@ -195,7 +196,7 @@ func TestClusterGrowthWithWarmHandoffRefetchesAlmostNothing(t *testing.T) {
 func TestClusterForwardingKeepsTenantsApart(t *testing.T) {
 	c := newCluster(t, 3)
 	a, b := c.client(tenant("team-a")), c.client(tenant("team-b"))
-	data := randomBytes(rand.New(rand.NewPCG(37, 38)), 6*testChunk)
+	data := testutil.RandomBytes(rand.New(rand.NewPCG(37, 38)), 6*testChunk)
 	c.putDirect("shared", "x", data)
 	c.putDirect("bucket-b", "secret", data)
 	c.read(b, c.members[0], "shared", "x") // team-b's chunks now on their owners
@@ -224,7 +225,7 @@ func TestClusterForwardingKeepsTenantsApart(t *testing.T) {
 func TestClusterWriteThroughHandsChunksToTheirOwners(t *testing.T) {
 	c := newCluster(t, 3)
 	a := c.client(tenant("team-a"))
-	data := randomBytes(rand.New(rand.NewPCG(39, 40)), 9*testChunk+1)
+	data := testutil.RandomBytes(rand.New(rand.NewPCG(39, 40)), 9*testChunk+1)
 	resp := c.do(a, http.MethodPut, c.objectURL(c.members[0], "bucket-a", "written.bin", ""), data, nil)
 	if resp.status != http.StatusOK {
 		t.Fatalf("put: %d %s", resp.status, resp.body)
@@ -267,7 +268,7 @@ func TestClusterOverwriteThroughAnyNodeIsNeverStaleOnOthers(t *testing.T) {
 	a := c.client(tenant("team-a"))
 	r := rand.New(rand.NewPCG(43, 44))
 	for round := 0; round < 3; round++ {
-		data := randomBytes(r, 3*testChunk+round)
+		data := testutil.RandomBytes(r, 3*testChunk+round)
 		writer := c.members[round%3]
 		if resp := c.do(a, http.MethodPut, c.objectURL(writer, "bucket-a", "k", ""), data, nil); resp.status != http.StatusOK {
 			t.Fatalf("put via %s: %d", writer.Name, resp.status)
@@ -280,7 +281,7 @@ func TestClusterOverwriteThroughAnyNodeIsNeverStaleOnOthers(t *testing.T) {
 	}
 	// A copy over the key through one node's pass-through, then a delete
 	// through another: every node sees each change at once.
-	src := randomBytes(r, testChunk)
+	src := testutil.RandomBytes(r, testChunk)
 	c.putDirect("bucket-a", "src", src)
 	copyURL := "https://" + c.members[1].Addr + "/v1/s3/bucket-a/k"
 	if resp := c.do(a, http.MethodPut, copyURL, nil, map[string]string{"X-Amz-Copy-Source": "bucket-a/src"}); resp.status != http.StatusOK {

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/distcache/distcache/internal/pki"
+	"github.com/distcache/distcache/internal/testutil"
 )
 
 func TestClientCertificatesAreRequiredAtTheHandshake(t *testing.T) {
@@ -24,15 +25,15 @@ func TestClientCertificatesAreRequiredAtTheHandshake(t *testing.T) {
 	roots := h.client(tenant("team-a")).Transport.(*http.Transport).TLSClientConfig.RootCAs
 
 	other, err := pki.NewCA("some other CA", time.Hour)
-	must(t, err)
+	testutil.Must(t, err)
 	foreign, err := other.IssueClient(tenant("team-a"), time.Hour)
-	must(t, err)
+	testutil.Must(t, err)
 	foreignCert, err := tls.X509KeyPair(foreign.CertPEM, foreign.KeyPEM)
-	must(t, err)
+	testutil.Must(t, err)
 	expired, err := h.ca.IssueClientWindow(tenant("team-a"), time.Now().Add(-2*time.Hour), time.Now().Add(-time.Hour))
-	must(t, err)
+	testutil.Must(t, err)
 	expiredCert, err := tls.X509KeyPair(expired.CertPEM, expired.KeyPEM)
-	must(t, err)
+	testutil.Must(t, err)
 
 	for name, certs := range map[string][]tls.Certificate{
 		"no certificate":         nil,
@@ -62,7 +63,7 @@ func TestChunksCachedBeforeARestartAreHitsAfter(t *testing.T) {
 	objects := map[string][]byte{}
 	for i := 0; i < 4; i++ {
 		key := fmt.Sprintf("warm-%d", i)
-		objects[key] = randomBytes(r, 2*testChunk+i)
+		objects[key] = testutil.RandomBytes(r, 2*testChunk+i)
 		h.putDirect("bucket-a", key, objects[key])
 		h.get(a, "bucket-a", key, "", nil)
 	}
@@ -89,13 +90,13 @@ func TestCorruptedStoreFilesNeverReachTheClient(t *testing.T) {
 	objects := map[string][]byte{}
 	for i := 0; i < 6; i++ {
 		key := fmt.Sprintf("c-%d", i)
-		objects[key] = randomBytes(r, 3*testChunk)
+		objects[key] = testutil.RandomBytes(r, 3*testChunk)
 		h.putDirect("bucket-a", key, objects[key])
 		h.get(a, "bucket-a", key, "", nil)
 	}
 	h.stopNode()
 	flipped := 0
-	must(t, filepath.WalkDir(h.dataDir, func(path string, d fs.DirEntry, err error) error {
+	testutil.Must(t, filepath.WalkDir(h.dataDir, func(path string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() || !strings.HasSuffix(path, ".vlog") {
 			return err
 		}
@@ -127,7 +128,7 @@ func TestCorruptedStoreFilesNeverReachTheClient(t *testing.T) {
 // duBytes is what `du` reports for a directory: allocated blocks.
 func duBytes(t testing.TB, dir string) int64 {
 	var total int64
-	must(t, filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+	testutil.Must(t, filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil // removed by compaction or GC while we walked
 		}
@@ -165,7 +166,7 @@ func TestDiskBoundAndQuotaHoldUnderChurn(t *testing.T) {
 	// team-a far over its 4 MiB quota.
 	peak := int64(0)
 	for i := 0; i < 10*bound/objSize; i++ {
-		data := randomBytes(r, objSize)
+		data := testutil.RandomBytes(r, objSize)
 		key := fmt.Sprintf("churn-%d", i)
 		if resp := h.do(b, http.MethodPut, h.url("bucket-b", key, ""), data, nil); resp.status != http.StatusOK {
 			t.Fatalf("put %s: %d %s", key, resp.status, resp.body)
@@ -198,7 +199,7 @@ func TestS3DownServesHitsAndRefusesMisses(t *testing.T) {
 	h := newHarness(t, options{metaTTL: time.Minute, s3Attempts: 2, s3Timeout: 2 * time.Second})
 	a := h.client(tenant("team-a"))
 	r := rand.New(rand.NewPCG(19, 20))
-	cached, cold := randomBytes(r, 2*testChunk), randomBytes(r, testChunk)
+	cached, cold := testutil.RandomBytes(r, 2*testChunk), testutil.RandomBytes(r, testChunk)
 	h.putDirect("bucket-a", "cached", cached)
 	h.putDirect("bucket-a", "cold", cold)
 	h.get(a, "bucket-a", "cached", "", nil)
@@ -225,11 +226,11 @@ func TestS3DownServesHitsAndRefusesMisses(t *testing.T) {
 func TestBrokenStoreFallsBackToS3(t *testing.T) {
 	h := newHarness(t, options{})
 	a := h.client(tenant("team-a"))
-	data := randomBytes(rand.New(rand.NewPCG(21, 22)), 2*testChunk)
+	data := testutil.RandomBytes(rand.New(rand.NewPCG(21, 22)), 2*testChunk)
 	h.putDirect("bucket-a", "k", data)
 	// Closing the database under the running server makes every store call
 	// fail, as a dead disk would.
-	must(t, h.store.Close())
+	testutil.Must(t, h.store.Close())
 	for i := 0; i < 2; i++ {
 		if got := h.get(a, "bucket-a", "k", "", nil); got.status != http.StatusOK || !bytes.Equal(got.body, data) {
 			t.Fatalf("read with a broken store: %d", got.status)

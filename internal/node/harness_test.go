@@ -18,6 +18,7 @@ import (
 	"github.com/distcache/distcache/internal/nodeapi"
 	"github.com/distcache/distcache/internal/pki"
 	"github.com/distcache/distcache/internal/store"
+	"github.com/distcache/distcache/internal/testutil"
 	"github.com/distcache/distcache/internal/testutil/miniotest"
 	"github.com/distcache/distcache/internal/testutil/nodecluster"
 	"github.com/distcache/distcache/internal/testutil/s3proxy"
@@ -126,7 +127,7 @@ func (h *harness) stopNode() {
 
 // startNode starts the node again on its data dir and a new port.
 func (h *harness) startNode() {
-	must(h.t, h.nc.RestartMember(h.member))
+	testutil.Must(h.t, h.nc.RestartMember(h.member))
 	h.useNode()
 }
 
@@ -194,15 +195,15 @@ func (h *harness) do(c *http.Client, method, url string, body []byte, hdr map[st
 		rd = bytes.NewReader(body)
 	}
 	req, err := http.NewRequest(method, url, rd)
-	must(h.t, err)
+	testutil.Must(h.t, err)
 	for k, v := range hdr {
 		req.Header.Set(k, v)
 	}
 	resp, err := c.Do(req)
-	must(h.t, err)
+	testutil.Must(h.t, err)
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
-	must(h.t, err)
+	testutil.Must(h.t, err)
 	return response{status: resp.StatusCode, header: resp.Header, body: b}
 }
 
@@ -227,11 +228,4 @@ func (h *harness) getDirect(bucket, key, rng string) []byte {
 func (h *harness) counter(name string, want map[string]string) float64 {
 	h.t.Helper()
 	return nodecluster.Gather(h.t, h.reg, name, want)
-}
-
-func must(t testing.TB, err error) {
-	t.Helper()
-	if err != nil {
-		t.Fatal(err)
-	}
 }

@@ -13,16 +13,9 @@ import (
 
 	"github.com/distcache/distcache/internal/node"
 	"github.com/distcache/distcache/internal/pki"
+	"github.com/distcache/distcache/internal/testutil"
 	"github.com/distcache/distcache/internal/testutil/s3proxy"
 )
-
-func randomBytes(r *rand.Rand, n int) []byte {
-	b := make([]byte, n)
-	for i := range b {
-		b[i] = byte(r.Uint32())
-	}
-	return b
-}
 
 // Every size class that has tripped chunking code: empty, one byte, around
 // one chunk, and several chunks with a ragged tail.
@@ -34,7 +27,7 @@ func TestReadsAreByteExactAgainstMinIO(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
 	for _, size := range objectSizes {
 		key := fmt.Sprintf("obj-%d", size)
-		h.putDirect("bucket-a", key, randomBytes(r, size))
+		h.putDirect("bucket-a", key, testutil.RandomBytes(r, size))
 	}
 	for _, size := range objectSizes {
 		key := fmt.Sprintf("obj-%d", size)
@@ -119,7 +112,7 @@ func TestWriteThroughThenReadBackIsAHit(t *testing.T) {
 	r := rand.New(rand.NewPCG(3, 4))
 	for _, size := range []int{1, testChunk + 5, 11 << 20} { // the last one is a multipart upload
 		key := fmt.Sprintf("wt-%d", size)
-		data := randomBytes(r, size)
+		data := testutil.RandomBytes(r, size)
 		resp := h.do(a, http.MethodPut, h.url("bucket-a", key, ""), data, map[string]string{"Content-Type": "application/x-test"})
 		if resp.status != http.StatusOK {
 			t.Fatalf("put %s: %d %s", key, resp.status, resp.body)
@@ -150,7 +143,7 @@ func TestWriteThroughThenReadBackIsAHit(t *testing.T) {
 func TestWriteThroughAsksS3NothingBeforeItAnswers(t *testing.T) {
 	h := newHarness(t, options{})
 	a := h.client(tenant("team-a"))
-	data := randomBytes(rand.New(rand.NewPCG(41, 42)), 2*testChunk+17)
+	data := testutil.RandomBytes(rand.New(rand.NewPCG(41, 42)), 2*testChunk+17)
 	h.proxy.Reset()
 	h.proxy.Inject(s3proxy.Rule{Method: http.MethodHead, Fault: s3proxy.InternalError})
 	t.Cleanup(h.proxy.ClearFaults)
@@ -192,7 +185,7 @@ func TestWriteThroughConfirmsOnlyWhenInDoubt(t *testing.T) {
 	heads := func(key string) int { return h.proxy.Count(http.MethodHead, "/bucket-a/"+key) }
 	settle := func() { time.Sleep(4 * node.ConfirmSettle) }
 
-	data := randomBytes(r, testChunk+3)
+	data := testutil.RandomBytes(r, testChunk+3)
 	if resp := h.do(a, http.MethodPut, h.url("bucket-a", "alone", ""), data, nil); resp.status != http.StatusOK {
 		t.Fatalf("put: %d %s", resp.status, resp.body)
 	}
@@ -214,7 +207,7 @@ func TestWriteThroughConfirmsOnlyWhenInDoubt(t *testing.T) {
 		}
 	})
 	t.Cleanup(func() { h.proxy.OnRequest(nil) })
-	data = randomBytes(r, 100)
+	data = testutil.RandomBytes(r, 100)
 	if resp := h.do(a, http.MethodPut, h.url("bucket-a", "overlapped", ""), data, nil); resp.status != http.StatusOK {
 		t.Fatalf("put: %d %s", resp.status, resp.body)
 	}
@@ -248,7 +241,7 @@ func TestOverwriteThroughTheCacheIsNeverStale(t *testing.T) {
 	a := h.client(tenant("team-a"))
 	r := rand.New(rand.NewPCG(5, 6))
 	for round := 0; round < 3; round++ {
-		data := randomBytes(r, 2*testChunk+round*1000)
+		data := testutil.RandomBytes(r, 2*testChunk+round*1000)
 		if resp := h.do(a, http.MethodPut, h.url("bucket-a", "k", ""), data, nil); resp.status != http.StatusOK {
 			t.Fatalf("put: %d %s", resp.status, resp.body)
 		}
@@ -272,7 +265,7 @@ func TestOverwriteBehindTheCacheIsStaleAtMostTheTTL(t *testing.T) {
 	h := newHarness(t, options{metaTTL: ttl})
 	a := h.client(tenant("team-a"))
 	r := rand.New(rand.NewPCG(7, 8))
-	v1, v2 := randomBytes(r, 3*testChunk), randomBytes(r, 3*testChunk+99)
+	v1, v2 := testutil.RandomBytes(r, 3*testChunk), testutil.RandomBytes(r, 3*testChunk+99)
 	h.putDirect("bucket-a", "k", v1)
 	if got := h.get(a, "bucket-a", "k", "", nil); !bytes.Equal(got.body, v1) {
 		t.Fatal("first read differs")
@@ -289,7 +282,7 @@ func TestOverwriteBehindTheCacheIsStaleAtMostTheTTL(t *testing.T) {
 
 	// A chunk that was never cached, of an object changed behind our back
 	// while its metadata is fresh: S3's If-Match catches it; never mixed.
-	v3 := randomBytes(r, 3*testChunk)
+	v3 := testutil.RandomBytes(r, 3*testChunk)
 	h.putDirect("bucket-a", "k", v3)
 	got := h.get(a, "bucket-a", "k", "chunk=2", nil) // metadata fresh (v2), chunk 2 cached for v2
 	if !bytes.Equal(got.body, v2[2*testChunk:3*testChunk]) && !bytes.Equal(got.body, v3[2*testChunk:]) {
@@ -315,7 +308,7 @@ func TestOverwriteBehindTheCacheIsStaleAtMostTheTTL(t *testing.T) {
 func TestHundredConcurrentReadersOfAColdChunkMakeOneS3Get(t *testing.T) {
 	h := newHarness(t, options{})
 	a := h.client(tenant("team-a"))
-	data := randomBytes(rand.New(rand.NewPCG(9, 10)), 2*testChunk)
+	data := testutil.RandomBytes(rand.New(rand.NewPCG(9, 10)), 2*testChunk)
 	h.putDirect("bucket-a", "hot", data)
 	h.proxy.Reset()
 	h.proxy.SetDelay(50 * time.Millisecond) // widen the window in which readers overlap
@@ -350,7 +343,7 @@ func TestHundredConcurrentReadersOfAColdChunkMakeOneS3Get(t *testing.T) {
 func TestTenantsAreIsolated(t *testing.T) {
 	h := newHarness(t, options{})
 	a, b := h.client(tenant("team-a")), h.client(tenant("team-b"))
-	data := randomBytes(rand.New(rand.NewPCG(11, 12)), testChunk)
+	data := testutil.RandomBytes(rand.New(rand.NewPCG(11, 12)), testChunk)
 	h.putDirect("shared", "x", data)
 	h.putDirect("bucket-b", "secret", data)
 

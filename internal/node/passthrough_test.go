@@ -13,6 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
+	"github.com/distcache/distcache/internal/testutil"
 )
 
 // viaNode is a real S3 SDK client whose requests reach S3 through the node's
@@ -42,7 +43,7 @@ func TestPassthroughOperationsAndInvalidation(t *testing.T) {
 	p := s3.NewListObjectsV2Paginator(s3a, &s3.ListObjectsV2Input{Bucket: aws.String("bucket-a"), Prefix: aws.String("logs/2026/"), MaxKeys: aws.Int32(3)})
 	for p.HasMorePages() {
 		page, err := p.NextPage(ctx)
-		must(t, err)
+		testutil.Must(t, err)
 		for _, o := range page.Contents {
 			keys = append(keys, aws.ToString(o.Key))
 		}
@@ -51,53 +52,53 @@ func TestPassthroughOperationsAndInvalidation(t *testing.T) {
 		t.Fatalf("listed %d keys through the node, want 7: %v", len(keys), keys)
 	}
 	dl, err := s3a.ListObjectsV2(ctx, &s3.ListObjectsV2Input{Bucket: aws.String("bucket-a"), Prefix: aws.String("logs/"), Delimiter: aws.String("/")})
-	must(t, err)
+	testutil.Must(t, err)
 	if len(dl.CommonPrefixes) != 1 || len(dl.Contents) != 1 {
 		t.Fatalf("delimiter listing: %d prefixes, %d objects; want 1 and 1", len(dl.CommonPrefixes), len(dl.Contents))
 	}
 
 	// CopyObject over a cached object invalidates it.
-	v1, v2 := randomBytes(r, 2*testChunk), randomBytes(r, testChunk+3)
+	v1, v2 := testutil.RandomBytes(r, 2*testChunk), testutil.RandomBytes(r, testChunk+3)
 	h.putDirect("bucket-a", "dst", v1)
 	h.putDirect("bucket-a", "src", v2)
 	if got := h.get(a, "bucket-a", "dst", "", nil); !bytes.Equal(got.body, v1) {
 		t.Fatal("first read of dst differs")
 	}
 	_, err = s3a.CopyObject(ctx, &s3.CopyObjectInput{Bucket: aws.String("bucket-a"), Key: aws.String("dst"), CopySource: aws.String("bucket-a/src")})
-	must(t, err)
+	testutil.Must(t, err)
 	if got := h.get(a, "bucket-a", "dst", "", nil); !bytes.Equal(got.body, v2) {
 		t.Fatal("read after CopyObject through the node returned the old version")
 	}
 
 	// A multipart upload with an uploaded part and a copied part, completed
 	// over a cached key.
-	part1 := randomBytes(r, 5<<20)
+	part1 := testutil.RandomBytes(r, 5<<20)
 	mp, err := s3a.CreateMultipartUpload(ctx, &s3.CreateMultipartUploadInput{Bucket: aws.String("bucket-a"), Key: aws.String("dst")})
-	must(t, err)
+	testutil.Must(t, err)
 	up1, err := s3a.UploadPart(ctx, &s3.UploadPartInput{Bucket: aws.String("bucket-a"), Key: aws.String("dst"), UploadId: mp.UploadId,
 		PartNumber: aws.Int32(1), Body: bytes.NewReader(part1)})
-	must(t, err)
+	testutil.Must(t, err)
 	up2, err := s3a.UploadPartCopy(ctx, &s3.UploadPartCopyInput{Bucket: aws.String("bucket-a"), Key: aws.String("dst"), UploadId: mp.UploadId,
 		PartNumber: aws.Int32(2), CopySource: aws.String("bucket-a/src")})
-	must(t, err)
+	testutil.Must(t, err)
 	_, err = s3a.CompleteMultipartUpload(ctx, &s3.CompleteMultipartUploadInput{Bucket: aws.String("bucket-a"), Key: aws.String("dst"), UploadId: mp.UploadId,
 		MultipartUpload: &types.CompletedMultipartUpload{Parts: []types.CompletedPart{
 			{PartNumber: aws.Int32(1), ETag: up1.ETag}, {PartNumber: aws.Int32(2), ETag: up2.CopyPartResult.ETag}}}})
-	must(t, err)
+	testutil.Must(t, err)
 	want := append(append([]byte{}, part1...), v2...)
 	if got := h.get(a, "bucket-a", "dst", "", nil); !bytes.Equal(got.body, want) {
 		t.Fatalf("read after CompleteMultipartUpload: %d bytes, want the %d-byte new object", len(got.body), len(want))
 	}
 	aborted, err := s3a.CreateMultipartUpload(ctx, &s3.CreateMultipartUploadInput{Bucket: aws.String("bucket-a"), Key: aws.String("gone")})
-	must(t, err)
+	testutil.Must(t, err)
 	_, err = s3a.AbortMultipartUpload(ctx, &s3.AbortMultipartUploadInput{Bucket: aws.String("bucket-a"), Key: aws.String("gone"), UploadId: aborted.UploadId})
-	must(t, err)
+	testutil.Must(t, err)
 
 	// DeleteObjects of cached keys invalidates them.
 	h.get(a, "bucket-a", "src", "", nil)
 	_, err = s3a.DeleteObjects(ctx, &s3.DeleteObjectsInput{Bucket: aws.String("bucket-a"), Delete: &types.Delete{
 		Objects: []types.ObjectIdentifier{{Key: aws.String("src")}, {Key: aws.String("dst")}}}})
-	must(t, err)
+	testutil.Must(t, err)
 	for _, k := range []string{"src", "dst"} {
 		if got := h.get(a, "bucket-a", k, "", nil); got.status != http.StatusNotFound {
 			t.Fatalf("%s after DeleteObjects: %d, want 404", k, got.status)

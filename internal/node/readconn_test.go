@@ -15,6 +15,7 @@ import (
 	"github.com/distcache/distcache/internal/client"
 	"github.com/distcache/distcache/internal/nodeapi"
 	"github.com/distcache/distcache/internal/pki"
+	"github.com/distcache/distcache/internal/testutil"
 )
 
 // TestReadConnectionsAnswerAsHandler sends the same chunk reads on plain
@@ -23,7 +24,7 @@ import (
 // metrics must be the same.
 func TestReadConnectionsAnswerAsHandler(t *testing.T) {
 	h := newHarness(t, options{ramBytes: 16 << 20})
-	data := randomBytes(rand.New(rand.NewPCG(7, 7)), 2*testChunk+100)
+	data := testutil.RandomBytes(rand.New(rand.NewPCG(7, 7)), 2*testChunk+100)
 	h.putDirect("bucket-a", "dir/obj", data)
 	h.putDirect("bucket-a", "sp ace+plus", data[:100])
 	plain, fast := h.client(tenant("team-a")), h.readClient(tenant("team-a"))
@@ -55,15 +56,15 @@ func TestReadConnectionsAnswerAsHandler(t *testing.T) {
 			want := h.get(plain, tc.bucket, tc.key, tc.query, hdr)
 			before := h.counter("distcache_requests_total", map[string]string{"op": "get_chunk"})
 			req, err := http.NewRequest(http.MethodGet, h.url(tc.bucket, tc.key, tc.query), nil)
-			must(t, err)
+			testutil.Must(t, err)
 			if tc.rng != "" {
 				req.Header.Set("Range", tc.rng)
 			}
 			resp, err := fast.Do(req)
-			must(t, err)
+			testutil.Must(t, err)
 			body, err := io.ReadAll(resp.Body)
 			resp.Body.Close()
-			must(t, err)
+			testutil.Must(t, err)
 			if resp.TLS == nil || resp.TLS.NegotiatedProtocol != nodeapi.ProtoRead {
 				t.Fatalf("negotiated %q, want %q", resp.TLS.NegotiatedProtocol, nodeapi.ProtoRead)
 			}
@@ -115,9 +116,9 @@ func TestReadConnectionsRefuseOtherRequests(t *testing.T) {
 		{http.MethodPut, h.url("bucket-a", "k", "chunk=0")},
 	} {
 		req, err := http.NewRequest(tc.method, tc.url, strings.NewReader(""))
-		must(t, err)
+		testutil.Must(t, err)
 		resp, err := fast.Do(req)
-		must(t, err)
+		testutil.Must(t, err)
 		resp.Body.Close()
 		if resp.StatusCode != http.StatusBadRequest || !resp.Close {
 			t.Errorf("%s %s: status %d, close %v; want 400 and the connection closed", tc.method, tc.url, resp.StatusCode, resp.Close)
@@ -151,17 +152,17 @@ func TestShutdownClosesIdleReadConnections(t *testing.T) {
 // sentinels.
 func TestClientReadsOverReadConnections(t *testing.T) {
 	h := newHarness(t, options{ramBytes: 16 << 20})
-	data := randomBytes(rand.New(rand.NewPCG(3, 3)), 3*testChunk+7)
+	data := testutil.RandomBytes(rand.New(rand.NewPCG(3, 3)), 3*testChunk+7)
 	h.putDirect("bucket-a", "obj", data)
 	h.putDirect("bucket-a", "with space+plus%pct?q#h", data[:10])
 	h.client(tenant("team-a")) // writes team-a's certificate files
 	cfg, err := pki.ClientTLSConfig(filepath.Join(h.dir, "tenant-team-a.crt"), filepath.Join(h.dir, "tenant-team-a.key"), h.serverCA)
-	must(t, err)
+	testutil.Must(t, err)
 	c, err := client.New(t.Context(), client.Config{Seeds: []string{"https://" + h.addr}, TLS: cfg, ChunkSize: testChunk})
-	must(t, err)
+	testutil.Must(t, err)
 	defer c.Close()
 	m, err := c.Stat(t.Context(), "bucket-a", "obj")
-	must(t, err)
+	testutil.Must(t, err)
 	r := rand.New(rand.NewPCG(4, 4))
 	for i := 0; i < 50; i++ {
 		off := r.IntN(len(data))
@@ -184,7 +185,7 @@ func TestClientReadsOverReadConnections(t *testing.T) {
 		t.Errorf("read of a missing object: %v, want ErrNotFound or ErrChanged", err)
 	}
 	odd, err := c.Stat(t.Context(), "bucket-a", "with space+plus%pct?q#h")
-	must(t, err)
+	testutil.Must(t, err)
 	buf10 := make([]byte, 10)
 	if _, err := c.ReadAt(t.Context(), "bucket-a", "with space+plus%pct?q#h", odd, buf10, 0); err != nil || !bytes.Equal(buf10, data[:10]) {
 		t.Fatalf("read of a key that needs escaping: %v", err)
@@ -202,7 +203,7 @@ func TestClientReadsOverReadConnections(t *testing.T) {
 // in one write; an answer longer than a batch arrives whole, in several.
 func TestReadAnswerIsOneSocketWrite(t *testing.T) {
 	h := newHarness(t, options{ramBytes: 16 << 20})
-	data := randomBytes(rand.New(rand.NewPCG(9, 9)), testChunk)
+	data := testutil.RandomBytes(rand.New(rand.NewPCG(9, 9)), testChunk)
 	h.putDirect("bucket-a", "obj", data)
 	fast := h.readClient(tenant("team-a"))
 	rng := map[string]string{"Range": "bytes=65536-131071"}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/distcache/distcache/internal/node"
 	"github.com/distcache/distcache/internal/pki"
+	"github.com/distcache/distcache/internal/testutil"
 	"github.com/distcache/distcache/internal/testutil/nodecluster"
 )
 
@@ -17,10 +18,10 @@ func readObject(t *testing.T, c *nodecluster.Cluster, m *nodecluster.Member, buc
 	t.Helper()
 	cl := c.HTTPClient(pki.Identity{Kind: pki.KindTenant, Name: "team-a"})
 	resp, err := cl.Get(m.URL() + "/v1/objects/" + bucket + "/" + key)
-	must(t, err)
+	testutil.Must(t, err)
 	defer resp.Body.Close()
 	body, err := io.ReadAll(resp.Body)
-	must(t, err)
+	testutil.Must(t, err)
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("GET %s/%s via %s: %d %s", bucket, key, m.Name, resp.StatusCode, body)
 	}
@@ -38,7 +39,7 @@ func TestOnMissOtherZoneMissingOrDownFallsToS3(t *testing.T) {
 	}
 	r := rand.New(rand.NewPCG(41, 42))
 
-	cold := randomBytes(r, chunks*testChunk)
+	cold := testutil.RandomBytes(r, chunks*testChunk)
 	c.PutDirect("bucket-a", "cold.bin", cold)
 	if got := readObject(t, c, b, "bucket-a", "cold.bin"); !bytes.Equal(got, cold) {
 		t.Fatal("read of an object zone a never read differs")
@@ -50,7 +51,7 @@ func TestOnMissOtherZoneMissingOrDownFallsToS3(t *testing.T) {
 		t.Errorf("%d S3 GETs, want %d", n, chunks)
 	}
 
-	down := randomBytes(r, chunks*testChunk)
+	down := testutil.RandomBytes(r, chunks*testChunk)
 	c.PutDirect("bucket-a", "down.bin", down)
 	c.KillMember(a)
 	if got := readObject(t, c, b, "bucket-a", "down.bin"); !bytes.Equal(got, down) {
