@@ -51,14 +51,8 @@ func (g *Gateway) deleteObjects(x *exchange) {
 		x.fail(newS3Error(http.StatusBadRequest, "MalformedXML", "The DeleteObjects request is too large."))
 		return
 	}
-	body := make([]byte, r.ContentLength)
-	_, err := io.ReadFull(r.Body, body)
-	if err == nil {
-		err = expectEOF(r.Body)
-	}
-	x.in = int64(len(body))
-	if err != nil {
-		x.fail(fromBodyError(err))
+	body, ok := x.readBody(r.ContentLength)
+	if !ok {
 		return
 	}
 	groups, req := g.groupByOwner(x.rt.bucket, body)

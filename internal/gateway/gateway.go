@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"errors"
+	"io"
 	"log/slog"
 	"math/rand/v2"
 	"net"
@@ -158,6 +159,23 @@ type exchange struct {
 }
 
 func (x *exchange) fail(e *s3Error) { writeError(x.w, x.r, x.rt, x.id, e) }
+
+// readBody reads the request's whole body of n bytes (its Content-Length,
+// then its end, so that sigv4's end-of-body checks run) and counts it in
+// x.in. On an error it answers the request and returns false.
+func (x *exchange) readBody(n int64) ([]byte, bool) {
+	buf := make([]byte, n)
+	_, err := io.ReadFull(x.r.Body, buf)
+	if err == nil {
+		err = expectEOF(x.r.Body)
+	}
+	x.in = int64(len(buf))
+	if err != nil {
+		x.fail(fromBodyError(err))
+		return nil, false
+	}
+	return buf, true
+}
 
 // ServeHTTP authenticates, routes and serves one S3 request.
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {

@@ -291,14 +291,8 @@ func (g *Gateway) putObject(x *exchange, auth *sigv4.Result) {
 	case size == 0:
 	case buffered:
 		defer release()
-		buf := make([]byte, size)
-		_, err := io.ReadFull(r.Body, buf)
-		if err == nil {
-			err = expectEOF(r.Body)
-		}
-		x.in = int64(len(buf))
-		if err != nil {
-			x.fail(fromBodyError(err))
+		buf, ok := x.readBody(size)
+		if !ok {
 			return
 		}
 		body = bytes.NewReader(buf)
