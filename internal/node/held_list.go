@@ -163,27 +163,38 @@ func writeS3Answer(w http.ResponseWriter, a s3Answer) {
 // listS3 lists bucket in S3 with query q; page is nil when S3 answered
 // with an error, which the answer carries.
 func (s *Server) listS3(ctx context.Context, c caller, bucket string, q url.Values) (*s3list.Page, s3Answer, error) {
-	resp, err := s.s3.Passthrough(ctx, c.creds, http.MethodGet, bucket, "", q.Encode(), http.Header{}, nil, 0)
-	if err != nil {
-		return nil, s3Answer{}, err
+	a, ok, err := s.getS3Listing(ctx, c, bucket, q)
+	if !ok || err != nil {
+		return nil, a, err
 	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, maxListBody+1))
-	if err != nil {
-		return nil, s3Answer{}, err
-	}
-	a := s3Answer{status: resp.StatusCode, header: resp.Header, body: body}
-	if resp.StatusCode != http.StatusOK {
-		return nil, a, nil
-	}
-	if len(body) > maxListBody {
-		return nil, a, fmt.Errorf("S3's listing page is larger than %d bytes", maxListBody)
-	}
-	page, err := s3list.Parse(body)
+	page, err := s3list.Parse(a.body)
 	if err != nil {
 		return nil, a, fmt.Errorf("reading S3's listing: %w", err)
 	}
 	return page, a, nil
+}
+
+// getS3Listing asks S3 for a page of a bucket listing (query q) and reads
+// it whole; ok is false when S3 answered with an error, which the answer
+// carries.
+func (s *Server) getS3Listing(ctx context.Context, c caller, bucket string, q url.Values) (a s3Answer, ok bool, err error) {
+	resp, err := s.s3.Passthrough(ctx, c.creds, http.MethodGet, bucket, "", q.Encode(), http.Header{}, nil, 0)
+	if err != nil {
+		return s3Answer{}, false, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, maxListBody+1))
+	if err != nil {
+		return s3Answer{}, false, err
+	}
+	a = s3Answer{status: resp.StatusCode, header: resp.Header, body: body}
+	if resp.StatusCode != http.StatusOK {
+		return a, false, nil
+	}
+	if len(body) > maxListBody {
+		return a, false, fmt.Errorf("S3's listing page is larger than %d bytes", maxListBody)
+	}
+	return a, true, nil
 }
 
 // stillListed reports whether S3 has keys under prefix besides deleted.
@@ -267,7 +278,8 @@ func (s *Server) gatherHeld(ctx context.Context, c caller, bucket, prefix string
 }
 
 // handleHeldList answers a peer's gatherHeld with this node's held
-// versions.
+// versions, or with ?uploads its gatherHeldUploads with this node's held
+// multipart uploads.
 func (s *Server) handleHeldList(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	c, aerr := s.authorize(r, r.PathValue("bucket"))
@@ -278,11 +290,22 @@ func (s *Server) handleHeldList(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, opPassthrough, "", start, aerr)
 		return
 	}
-	var es []writeback.Entry
-	if s.cfg.Journal != nil {
-		es = s.cfg.Journal.List(c.tenant.Name, r.PathValue("bucket"), r.URL.Query().Get("prefix"))
+	var list any
+	switch bucket, prefix := r.PathValue("bucket"), r.URL.Query().Get("prefix"); {
+	case r.URL.Query().Has("uploads"):
+		var ups []writeback.Upload
+		if s.cfg.Uploads != nil {
+			ups = s.cfg.Uploads.List(c.tenant.Name, bucket, prefix)
+		}
+		list = ups
+	default:
+		var es []writeback.Entry
+		if s.cfg.Journal != nil {
+			es = s.cfg.Journal.List(c.tenant.Name, bucket, prefix)
+		}
+		list = es
 	}
-	body, err := json.Marshal(es)
+	body, err := json.Marshal(list)
 	if err != nil {
 		s.fail(w, opPassthrough, c.tenant.Name, start, newError(http.StatusInternalServerError, CodeInternal, err.Error()))
 		return
@@ -294,25 +317,38 @@ func (s *Server) handleHeldList(w http.ResponseWriter, r *http.Request) {
 
 // listHeld asks m for its held versions of bucket under prefix.
 func (p *Peers) listHeld(ctx context.Context, m ring.Member, tenant, bucket, prefix string) ([]writeback.Entry, error) {
-	req, cancel, err := p.request(ctx, http.MethodGet, m, tenant, nodeapi.PathHeld+"/"+url.PathEscape(bucket), url.Values{"prefix": {prefix}}, nil)
+	var es []writeback.Entry
+	return es, p.heldList(ctx, m, tenant, bucket, url.Values{"prefix": {prefix}}, &es)
+}
+
+// listHeldUploads asks m for its held multipart uploads into bucket under
+// prefix.
+func (p *Peers) listHeldUploads(ctx context.Context, m ring.Member, tenant, bucket, prefix string) ([]writeback.Upload, error) {
+	var ups []writeback.Upload
+	return ups, p.heldList(ctx, m, tenant, bucket, url.Values{"prefix": {prefix}, "uploads": {""}}, &ups)
+}
+
+// heldList asks m for a list of what it holds of bucket (handleHeldList)
+// into out.
+func (p *Peers) heldList(ctx context.Context, m ring.Member, tenant, bucket string, q url.Values, out any) error {
+	req, cancel, err := p.request(ctx, http.MethodGet, m, tenant, nodeapi.PathHeld+"/"+url.PathEscape(bucket), q, nil)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer cancel()
 	resp, err := p.Client.Do(req)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
-		return nil, &peerError{status: resp.StatusCode, msg: string(msg)}
+		return &peerError{status: resp.StatusCode, msg: string(msg)}
 	}
-	var es []writeback.Entry
-	if err := json.NewDecoder(resp.Body).Decode(&es); err != nil {
-		return nil, fmt.Errorf("member %s: reading its held list: %w", m.Name, err)
+	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
+		return fmt.Errorf("member %s: reading its held list: %w", m.Name, err)
 	}
-	return es, nil
+	return nil
 }
 
 func cloneValues(q url.Values) url.Values {

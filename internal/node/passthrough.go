@@ -87,6 +87,12 @@ func (s *Server) handlePassthrough(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	if key == "" && isUploadsListing(r) && s.cfg.Uploads != nil {
+		if _, ok := s.listsHeld(c, bucket, r.URL.Query().Get("prefix")); ok {
+			s.listHeldUploads(w, r, c, bucket, start)
+			return
+		}
+	}
 	var heldDeletes []byte // a DeleteObjects that may name held keys
 	if key == "" && isDeleteObjects(r) && s.mayHold(c, bucket) {
 		if heldDeletes, _, perr = readDeleteObjects(body); perr != nil {

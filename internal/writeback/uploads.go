@@ -137,6 +137,30 @@ func (u *Uploads) Get(id string, n Name) (Upload, error) {
 	return up, nil
 }
 
+// List is the uploads under way into tenant's bucket with keys under
+// prefix, in no order.
+func (u *Uploads) List(tenant, bucket, prefix string) []Upload {
+	dirs, err := os.ReadDir(u.dir)
+	if err != nil {
+		return nil
+	}
+	var out []Upload
+	for _, d := range dirs {
+		if !validUploadID(d.Name()) {
+			continue
+		}
+		data, err := os.ReadFile(filepath.Join(u.dir, d.Name(), "upload.json"))
+		var up Upload
+		if err != nil || json.Unmarshal(data, &up) != nil {
+			continue // being created or removed
+		}
+		if up.Name.Tenant == tenant && up.Name.Bucket == bucket && strings.HasPrefix(up.Name.Key, prefix) {
+			out = append(out, up)
+		}
+	}
+	return out
+}
+
 func validUploadID(id string) bool {
 	rest, ok := strings.CutPrefix(id, uploadIDPrefix)
 	_, err := hex.DecodeString(rest)

@@ -1,0 +1,103 @@
+package node
+
+import (
+	"context"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/distcache/distcache/internal/metrics"
+	"github.com/distcache/distcache/internal/ring"
+	"github.com/distcache/distcache/internal/s3list"
+	"github.com/distcache/distcache/internal/writeback"
+)
+
+// isUploadsListing reports whether a bucket request is a
+// ListMultipartUploads.
+func isUploadsListing(r *http.Request) bool {
+	return r.Method == http.MethodGet && r.URL.Query().Has("uploads")
+}
+
+// listHeldUploads answers a ListMultipartUploads that may cover held keys:
+// S3's page with the multipart uploads into held keys under way on the
+// members merged in (S3 never has those: they become held versions when
+// completed). A member that cannot be asked is left out: its uploads are
+// its own, not copied, and go with it (docs/write-back.md).
+func (s *Server) listHeldUploads(w http.ResponseWriter, r *http.Request, c caller, bucket string, start time.Time) {
+	tenant := c.tenant.Name
+	q := r.URL.Query()
+	req := s3list.UploadsRequest{Prefix: q.Get("prefix"), Delimiter: q.Get("delimiter"),
+		KeyMarker: q.Get("key-marker"), UploadIDMarker: q.Get("upload-id-marker"), MaxUploads: 1000}
+	if v := q.Get("max-uploads"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			s.fail(w, opPassthrough, tenant, start, newError(http.StatusBadRequest, "InvalidArgument", "max-uploads must be a number from 0"))
+			return
+		}
+		req.MaxUploads = min(n, 1000)
+	}
+	held := s.gatherHeldUploads(r.Context(), c, bucket, req.Prefix)
+	a, ok, err := s.getS3Listing(r.Context(), c, bucket, req.S3Query(q))
+	if err != nil {
+		s.fail(w, opPassthrough, tenant, start, asAPIError(err))
+		return
+	}
+	if !ok { // S3's error: the client gets it as is
+		writeS3Answer(w, a)
+		s.observe(opPassthrough, tenant, metrics.ResultError, len(a.body), start)
+		return
+	}
+	page, err := s3list.ParseUploads(a.body)
+	if err != nil {
+		s.fail(w, opPassthrough, tenant, start, newError(http.StatusBadGateway, CodeInternal, "reading S3's uploads listing: "+err.Error()))
+		return
+	}
+	s3list.MergeUploads(page, req, held)
+	page.KeyMarker, page.UploadIDMarker, page.MaxUploads = req.KeyMarker, req.UploadIDMarker, req.MaxUploads
+	body, err := page.Marshal()
+	if err != nil {
+		s.fail(w, opPassthrough, tenant, start, newError(http.StatusInternalServerError, CodeInternal, "writing the uploads listing: "+err.Error()))
+		return
+	}
+	w.Header().Set("Content-Type", "application/xml")
+	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+	w.WriteHeader(http.StatusOK)
+	n, _ := w.Write(body)
+	s.observe(opPassthrough, tenant, metrics.ResultHeld, n, start)
+}
+
+// gatherHeldUploads is the held multipart uploads into bucket under prefix
+// on this node and every member that answers.
+func (s *Server) gatherHeldUploads(ctx context.Context, c caller, bucket, prefix string) []s3list.Upload {
+	var all []writeback.Upload
+	if s.cfg.Uploads != nil {
+		all = s.cfg.Uploads.List(c.tenant.Name, bucket, prefix)
+	}
+	if r := s.currentRing(); r != nil {
+		var asked []ring.Member
+		for _, m := range r.Members() {
+			if m.Name != s.cfg.Self {
+				asked = append(asked, m)
+			}
+		}
+		answers := make(chan []writeback.Upload, len(asked))
+		for _, m := range asked {
+			go func() {
+				ups, err := s.peers.listHeldUploads(ctx, m, c.tenant.Name, bucket, prefix)
+				if err != nil {
+					s.log.Warn("a member's held uploads are left out of a listing", "peer", m.Name, "bucket", bucket, "err", err)
+				}
+				answers <- ups
+			}()
+		}
+		for range asked {
+			all = append(all, <-answers...)
+		}
+	}
+	out := make([]s3list.Upload, 0, len(all))
+	for _, up := range all {
+		out = append(out, s3list.Upload{Key: up.Name.Key, UploadID: up.ID, StorageClass: "STANDARD",
+			Initiated: up.Created.UTC().Format("2006-01-02T15:04:05.000Z")})
+	}
+	return out
+}
