@@ -160,14 +160,7 @@ func (r *CacheTenantReconciler) finalize(ctx context.Context, t *cachev1alpha1.C
 	if listed {
 		return ctrl.Result{RequeueAfter: tenantRetry}, nil
 	}
-	controllerutil.RemoveFinalizer(t, TenantFinalizer)
-	if err := r.Update(ctx, t); err != nil {
-		if apierrors.IsConflict(err) {
-			return ctrl.Result{Requeue: true}, nil
-		}
-		return ctrl.Result{}, client.IgnoreNotFound(err)
-	}
-	return ctrl.Result{}, nil
+	return removeFinalizer(ctx, r.Client, t, TenantFinalizer)
 }
 
 // listedByCache reports whether the cache's tenants file still lists the

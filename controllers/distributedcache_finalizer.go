@@ -83,8 +83,15 @@ func (r *DistributedCacheReconciler) finalize(ctx context.Context, dc *cachev1al
 	if err != nil || wait > 0 {
 		return ctrl.Result{RequeueAfter: wait}, err
 	}
-	controllerutil.RemoveFinalizer(dc, CacheFinalizer)
-	if err := r.Update(ctx, dc); err != nil {
+	return removeFinalizer(ctx, r.Client, dc, CacheFinalizer)
+}
+
+// removeFinalizer takes finalizer off obj and writes it: the last step of a
+// cache's or a tenant's deletion. A conflict (obj was written meanwhile) is
+// a retry, not a failure; an obj already gone is done.
+func removeFinalizer(ctx context.Context, c client.Client, obj client.Object, finalizer string) (ctrl.Result, error) {
+	controllerutil.RemoveFinalizer(obj, finalizer)
+	if err := c.Update(ctx, obj); err != nil {
 		if apierrors.IsConflict(err) {
 			return ctrl.Result{Requeue: true}, nil
 		}
