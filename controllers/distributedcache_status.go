@@ -155,27 +155,28 @@ func setCondition(dc *cachev1alpha1.DistributedCache, condType string, f *findin
 	meta.SetStatusCondition(&dc.Status.Conditions, c)
 }
 
-// zonesWhere lists "zone (detail)" for the zones where bad says so.
-func zonesWhere(zones []zoneObservation, bad func(z *zoneObservation) (string, bool)) string {
+// zonesWhere is a finding with reason whose message is prefix and
+// "zone (detail)" for the zones where bad says so, or nil where it says so
+// of none.
+func zonesWhere(zones []zoneObservation, reason, prefix string, bad func(z *zoneObservation) (string, bool)) *finding {
 	var out []string
 	for i := range zones {
 		if detail, ok := bad(&zones[i]); ok {
 			out = append(out, fmt.Sprintf("%s (%s)", zones[i].Name, detail))
 		}
 	}
-	return strings.Join(out, ", ")
+	if len(out) == 0 {
+		return nil
+	}
+	return &finding{reason, prefix + strings.Join(out, ", ")}
 }
 
 var readyChecks = []check{
 	func(dc *cachev1alpha1.DistributedCache, zones []zoneObservation) *finding {
 		want := desiredReplicas(dc)
-		msg := zonesWhere(zones, func(z *zoneObservation) (string, bool) {
+		return zonesWhere(zones, cachev1alpha1.ReasonPodsNotReady, "zones short of ready nodes: ", func(z *zoneObservation) (string, bool) {
 			return fmt.Sprintf("%d/%d ready", z.ready(), want), z.ready() < want || z.Ring == nil
 		})
-		if msg == "" {
-			return nil
-		}
-		return &finding{cachev1alpha1.ReasonPodsNotReady, "zones short of ready nodes: " + msg}
 	},
 }
 
@@ -184,7 +185,7 @@ var readyChecks = []check{
 // Scaling until the pods are gone.
 var progressingChecks = []check{
 	func(dc *cachev1alpha1.DistributedCache, zones []zoneObservation) *finding {
-		msg := zonesWhere(zones, func(z *zoneObservation) (string, bool) {
+		return zonesWhere(zones, cachev1alpha1.ReasonHeldDataDraining, "scale-down waits for pods to hand over their write-back and transient data: ", func(z *zoneObservation) (string, bool) {
 			var held []string
 			for _, l := range z.Leaving {
 				if l.Unanswered == "" && l.HeldObjects > 0 {
@@ -193,13 +194,9 @@ var progressingChecks = []check{
 			}
 			return strings.Join(held, "; "), len(held) > 0
 		})
-		if msg == "" {
-			return nil
-		}
-		return &finding{cachev1alpha1.ReasonHeldDataDraining, "scale-down waits for pods to hand over their write-back and transient data: " + msg}
 	},
 	func(dc *cachev1alpha1.DistributedCache, zones []zoneObservation) *finding {
-		msg := zonesWhere(zones, func(z *zoneObservation) (string, bool) {
+		return zonesWhere(zones, cachev1alpha1.ReasonLeavingPodUnanswered, "scale-down waits for pods that cannot be asked what they hold: ", func(z *zoneObservation) (string, bool) {
 			var un []string
 			for _, l := range z.Leaving {
 				if l.Unanswered != "" && keptBy(z.StatefulSet, l.Name) {
@@ -208,13 +205,9 @@ var progressingChecks = []check{
 			}
 			return strings.Join(un, "; "), len(un) > 0
 		})
-		if msg == "" {
-			return nil
-		}
-		return &finding{cachev1alpha1.ReasonLeavingPodUnanswered, "scale-down waits for pods that cannot be asked what they hold: " + msg}
 	},
 	func(dc *cachev1alpha1.DistributedCache, zones []zoneObservation) *finding {
-		msg := zonesWhere(zones, func(z *zoneObservation) (string, bool) {
+		return zonesWhere(zones, cachev1alpha1.ReasonRingHandoff, "ring handoff: ", func(z *zoneObservation) (string, bool) {
 			var draining []string
 			if z.Ring != nil {
 				for _, m := range z.Ring.Members {
@@ -225,37 +218,25 @@ var progressingChecks = []check{
 			}
 			return "draining " + strings.Join(draining, " "), len(draining) > 0
 		})
-		if msg == "" {
-			return nil
-		}
-		return &finding{cachev1alpha1.ReasonRingHandoff, "ring handoff: " + msg}
 	},
 	func(dc *cachev1alpha1.DistributedCache, zones []zoneObservation) *finding {
 		want := desiredReplicas(dc)
-		msg := zonesWhere(zones, func(z *zoneObservation) (string, bool) {
+		return zonesWhere(zones, cachev1alpha1.ReasonScaling, "scaling: ", func(z *zoneObservation) (string, bool) {
 			if z.StatefulSet == nil || z.StatefulSet.Spec.Replicas == nil {
 				return "no StatefulSet yet", true
 			}
 			r := *z.StatefulSet.Spec.Replicas
 			return fmt.Sprintf("%d pods, StatefulSet %d, want %d", len(z.Pods), r, want), r != want || int32(len(z.Pods)) != want
 		})
-		if msg == "" {
-			return nil
-		}
-		return &finding{cachev1alpha1.ReasonScaling, "scaling: " + msg}
 	},
 	func(dc *cachev1alpha1.DistributedCache, zones []zoneObservation) *finding {
-		msg := zonesWhere(zones, func(z *zoneObservation) (string, bool) {
+		return zonesWhere(zones, cachev1alpha1.ReasonRollingOut, "rolling out: ", func(z *zoneObservation) (string, bool) {
 			if z.StatefulSet == nil {
 				return "", false
 			}
 			s := z.StatefulSet.Status
 			return "revision " + s.UpdateRevision, s.UpdateRevision != "" && s.CurrentRevision != s.UpdateRevision
 		})
-		if msg == "" {
-			return nil
-		}
-		return &finding{cachev1alpha1.ReasonRollingOut, "rolling out: " + msg}
 	},
 }
 
@@ -270,10 +251,6 @@ func keptBy(sts *appsv1.StatefulSet, pod string) bool {
 
 var degradedChecks = []check{
 	func(dc *cachev1alpha1.DistributedCache, zones []zoneObservation) *finding {
-		msg := zonesWhere(zones, func(z *zoneObservation) (string, bool) { return "no ready node", z.ready() == 0 })
-		if msg == "" {
-			return nil
-		}
-		return &finding{cachev1alpha1.ReasonZoneUnavailable, "zones without a ready node: " + msg}
+		return zonesWhere(zones, cachev1alpha1.ReasonZoneUnavailable, "zones without a ready node: ", func(z *zoneObservation) (string, bool) { return "no ready node", z.ready() == 0 })
 	},
 }
