@@ -150,12 +150,9 @@ func (v *Verifier) verifyHeader(r *http.Request, q []queryParam, authz string) (
 	if err != nil {
 		return nil, err
 	}
-	if err := v.checkScope(params.scope, t, malformedHeader); err != nil {
+	creds, err := v.credentials(params.scope, t, malformedHeader)
+	if err != nil {
 		return nil, err
-	}
-	creds, ok := v.Store.Lookup(params.scope.accessKeyID)
-	if !ok {
-		return nil, unknownKey()
 	}
 	if d := v.now().Sub(t); d > v.maxSkew() || d < -v.maxSkew() {
 		return nil, newError(CodeRequestTimeTooSkewed, "The difference between the request time and the current time is too large.")
@@ -170,15 +167,7 @@ func (v *Verifier) verifyHeader(r *http.Request, q []queryParam, authz string) (
 	if err != nil {
 		return nil, err
 	}
-	req := &request{r: r, query: q, params: params, t: t, payload: payload}
-	sig, err := v.checkSignature(req, creds)
-	if err != nil {
-		return nil, err
-	}
-	if err := v.installBody(req, mode, creds, sig); err != nil {
-		return nil, err
-	}
-	return &Result{AccessKeyID: params.scope.accessKeyID, Region: params.scope.region, SignedTime: t, PayloadMode: mode}, nil
+	return v.authenticate(&request{r: r, query: q, params: params, t: t, payload: payload}, mode, creds)
 }
 
 func (v *Verifier) verifyPresigned(r *http.Request, q []queryParam) (*Result, *Error) {
@@ -186,12 +175,9 @@ func (v *Verifier) verifyPresigned(r *http.Request, q []queryParam) (*Result, *E
 	if err != nil {
 		return nil, err
 	}
-	if err := v.checkScope(params.scope, t, malformedQuery); err != nil {
+	creds, err := v.credentials(params.scope, t, malformedQuery)
+	if err != nil {
 		return nil, err
-	}
-	creds, ok := v.Store.Lookup(params.scope.accessKeyID)
-	if !ok {
-		return nil, unknownKey()
 	}
 	now := v.now()
 	if now.Add(v.maxSkew()).Before(t) {
@@ -213,7 +199,12 @@ func (v *Verifier) verifyPresigned(r *http.Request, q []queryParam) (*Result, *E
 	if mode != PayloadUnsigned && mode != PayloadSHA256 {
 		return nil, newError(CodeInvalidRequest, "aws-chunked payloads cannot be used with presigned URLs")
 	}
-	req := &request{r: r, query: q, params: params, t: t, payload: payload, presigned: true}
+	return v.authenticate(&request{r: r, query: q, params: params, t: t, payload: payload, presigned: true}, mode, creds)
+}
+
+// authenticate checks req's signature with creds and installs its body as
+// mode says: the last steps of both ways of signing.
+func (v *Verifier) authenticate(req *request, mode string, creds Credentials) (*Result, *Error) {
 	sig, err := v.checkSignature(req, creds)
 	if err != nil {
 		return nil, err
@@ -221,7 +212,8 @@ func (v *Verifier) verifyPresigned(r *http.Request, q []queryParam) (*Result, *E
 	if err := v.installBody(req, mode, creds, sig); err != nil {
 		return nil, err
 	}
-	return &Result{AccessKeyID: params.scope.accessKeyID, Region: params.scope.region, SignedTime: t, PayloadMode: mode, Presigned: true}, nil
+	s := req.params.scope
+	return &Result{AccessKeyID: s.accessKeyID, Region: s.region, SignedTime: req.t, PayloadMode: mode, Presigned: req.presigned}, nil
 }
 
 func unknownKey() *Error {
@@ -247,18 +239,25 @@ func requestTime(r *http.Request) (time.Time, *Error) {
 	return time.Time{}, newError(CodeAccessDenied, "AWS authentication requires a valid Date or x-amz-date header")
 }
 
-func (v *Verifier) checkScope(s scope, t time.Time, fail func(string, ...any) *Error) *Error {
+// credentials checks the credential scope s against the request's time t
+// and the verifier's region and service (fail words what is wrong), then
+// finds the secret of its access key.
+func (v *Verifier) credentials(s scope, t time.Time, fail func(string, ...any) *Error) (Credentials, *Error) {
 	var day [len(scopeDateFormat)]byte
 	if s.date != string(t.AppendFormat(day[:0], scopeDateFormat)) {
-		return fail("Invalid credential date %q. Date is not the same as X-Amz-Date.", s.date)
+		return Credentials{}, fail("Invalid credential date %q. Date is not the same as X-Amz-Date.", s.date)
 	}
 	if v.Region != "" && s.region != v.Region {
-		return fail("the region %q is wrong; expecting %q", s.region, v.Region)
+		return Credentials{}, fail("the region %q is wrong; expecting %q", s.region, v.Region)
 	}
 	if s.service != v.service() {
-		return fail("the service %q is wrong; expecting %q", s.service, v.service())
+		return Credentials{}, fail("the service %q is wrong; expecting %q", s.service, v.service())
 	}
-	return nil
+	creds, ok := v.Store.Lookup(s.accessKeyID)
+	if !ok {
+		return Credentials{}, unknownKey()
+	}
+	return creds, nil
 }
 
 // payloadMode classifies an x-amz-content-sha256 value.
