@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/feature/s3/manager"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 
 	"github.com/distcache/distcache/internal/testutil"
 	"github.com/distcache/distcache/internal/testutil/s3proxy"
@@ -75,6 +76,16 @@ func TestWriteBackKeepsStoredHeaders(t *testing.T) {
 			t.Errorf("%s before S3 has it: %s, want its metadata (%s) and the cache's version", key, before[key], want)
 		}
 	}
+	// GetObjectAttributes of a held version: from the cache, as S3 will.
+	attrs, err := reader.s3.GetObjectAttributes(ctx, &s3.GetObjectAttributesInput{Bucket: aws.String("bucket-a"), Key: aws.String("wb/headers/large"),
+		ObjectAttributes: []types.ObjectAttributes{types.ObjectAttributesEtag, types.ObjectAttributesObjectSize,
+			types.ObjectAttributesStorageClass, types.ObjectAttributesObjectParts}})
+	testutil.Must(t, err)
+	if aws.ToString(attrs.ETag) != strings.Trim(multipartETag(large, 5<<20), `"`) || aws.ToInt64(attrs.ObjectSize) != int64(len(large)) ||
+		attrs.StorageClass != types.StorageClassStandard || attrs.ObjectParts == nil || aws.ToInt32(attrs.ObjectParts.TotalPartsCount) != 3 {
+		t.Errorf("attributes of the held large object: ETag %s, size %d, class %s, parts %+v", aws.ToString(attrs.ETag),
+			aws.ToInt64(attrs.ObjectSize), attrs.StorageClass, attrs.ObjectParts)
+	}
 	if !strings.Contains(before["wb/headers/small"], `Cache-Control="max-age=60" Content-Disposition="attachment; filename=\"s.csv\"" Content-Language="de" Expires="Tue, 06 May 2031 07:08:09 GMT"`) {
 		t.Errorf("small before S3 has it: %s", before["wb/headers/small"])
 	}
@@ -90,6 +101,15 @@ func TestWriteBackKeepsStoredHeaders(t *testing.T) {
 		if after := answered(key); after != before[key] {
 			t.Errorf("%s after persistence: %s, before %s", key, after, before[key])
 		}
+	}
+
+	// Once S3 has it, S3 answers: the same.
+	after, err := reader.s3.GetObjectAttributes(ctx, &s3.GetObjectAttributesInput{Bucket: aws.String("bucket-a"), Key: aws.String("wb/headers/large"),
+		ObjectAttributes: []types.ObjectAttributes{types.ObjectAttributesEtag, types.ObjectAttributesObjectSize}})
+	testutil.Must(t, err)
+	if aws.ToString(after.ETag) != aws.ToString(attrs.ETag) || aws.ToInt64(after.ObjectSize) != aws.ToInt64(attrs.ObjectSize) {
+		t.Errorf("attributes from S3: ETag %s, size %d; from the cache before: %s, %d", aws.ToString(after.ETag), aws.ToInt64(after.ObjectSize),
+			aws.ToString(attrs.ETag), aws.ToInt64(attrs.ObjectSize))
 	}
 
 	// Refused as S3 would refuse it, or because the cache could not keep it.

@@ -420,6 +420,8 @@ func (s *Server) passthroughHeld(w http.ResponseWriter, r *http.Request, c calle
 				"a "+string(p.Mode)+" key ("+p.String()+") is read whole or by range: its parts (partNumber), versions (versionId) "+
 					"and SSE-C reads are S3's, which may not have it yet")
 			return true
+		case r.Method == http.MethodGet && q.Has("attributes"):
+			return s.heldAttributes(w, r, rq)
 		case (r.Method == http.MethodGet || r.Method == http.MethodHead) && !q.Has("uploadId"):
 			return false
 		case r.Method == http.MethodDelete && !q.Has("uploadId"):
