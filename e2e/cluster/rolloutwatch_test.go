@@ -41,10 +41,17 @@ type podRollout struct {
 	maxUnreadyAt time.Time
 	maxDown      []string        // which, and why, at that moment
 	readyNow     map[string]bool // each pod's readiness as last seen, by UID
-	downs        []podMoment     // old pods, as each began terminating
-	ups          []podMoment     // new pods on image, as each turned Ready
-	seen         map[string]bool
-	watchErr     error
+	everReady    map[string]bool // the new pods that have been Ready, by UID
+	// maxTakenDown is the most pods the rollout itself had down at one
+	// moment: missing, terminating, or new and not yet Ready. A running
+	// pod that turns unready on its own (a probe, or its node, on a loaded
+	// machine) counts in maxUnready only.
+	maxTakenDown   int
+	maxTakenDownAt time.Time
+	downs          []podMoment // old pods, as each began terminating
+	ups            []podMoment // new pods on image, as each turned Ready
+	seen           map[string]bool
+	watchErr       error
 }
 
 // podMoment is when a pod of a zone did something.
@@ -79,7 +86,7 @@ func watchRollout(ctx context.Context, ns, cache string, expected int, image str
 
 	wctx, cancel := context.WithCancel(context.Background())
 	r := &podRollout{expected: expected, old: map[types.UID]bool{}, image: image, start: time.Now(), now: time.Now,
-		cancel: cancel, done: make(chan struct{}), pods: map[string]*corev1.Pod{}, seen: map[string]bool{}, readyNow: map[string]bool{}}
+		cancel: cancel, done: make(chan struct{}), pods: map[string]*corev1.Pod{}, seen: map[string]bool{}, readyNow: map[string]bool{}, everReady: map[string]bool{}}
 	for i := range list.Items {
 		p := &list.Items[i]
 		r.old[p.UID] = true
@@ -135,6 +142,7 @@ func (r *podRollout) apply(ev watch.Event) {
 	// down can be told apart afterwards.
 	if ready := ev.Type != watch.Deleted && podReady(p); ready != r.readyNow[string(p.UID)] {
 		r.readyNow[string(p.UID)] = ready
+		r.everReady[string(p.UID)] = r.everReady[string(p.UID)] || ready
 		fmt.Fprintf(GinkgoWriter, "%s rollout: %s (uid %.8s) %s\n", now.Format("15:04:05.000"), p.Name, p.UID, podState(p, ev.Type == watch.Deleted))
 	}
 	if r.old[p.UID] && (ev.Type == watch.Deleted || p.DeletionTimestamp != nil) && !r.seen["down/"+string(p.UID)] {
@@ -165,7 +173,8 @@ func (r *podRollout) observe(now time.Time) {
 }
 
 // observeLocked counts the pods missing or not Ready (a terminating pod is
-// not Ready) against the settled count.
+// not Ready) against the settled count, and those of them the rollout took
+// down.
 func (r *podRollout) observeLocked(now time.Time) {
 	ready := 0
 	var down []string
@@ -177,12 +186,22 @@ func (r *podRollout) observeLocked(now time.Time) {
 		}
 	}
 	unready := r.expected - ready
-	if missing := unready - len(down); missing > 0 {
+	missing := max(r.expected-len(r.pods), 0)
+	if missing > 0 {
 		down = append(down, fmt.Sprintf("%d missing", missing))
 	}
 	if unready > r.maxUnready {
 		slices.Sort(down)
 		r.maxUnready, r.maxUnreadyAt, r.maxDown = unready, now, down
+	}
+	taken := missing
+	for _, p := range r.pods {
+		if p.DeletionTimestamp != nil || !r.old[p.UID] && !r.everReady[string(p.UID)] {
+			taken++
+		}
+	}
+	if taken > r.maxTakenDown {
+		r.maxTakenDown, r.maxTakenDownAt = taken, now
 	}
 }
 
@@ -206,9 +225,12 @@ type rolloutResult struct {
 	maxUnready   int
 	maxUnreadyAt time.Time
 	maxDown      []string
-	changes      int
-	downs, ups   []podMoment
-	err          error
+	// maxTakenDown: the most pods the rollout had down at once (podRollout).
+	maxTakenDown   int
+	maxTakenDownAt time.Time
+	changes        int
+	downs, ups     []podMoment
+	err            error
 }
 
 // stop ends the watch and returns what it saw.
@@ -222,7 +244,8 @@ func (r *podRollout) stop() rolloutResult {
 func (r *podRollout) result() rolloutResult {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return rolloutResult{maxUnready: r.maxUnready, maxUnreadyAt: r.maxUnreadyAt, maxDown: slices.Clone(r.maxDown), changes: r.changes,
+	return rolloutResult{maxUnready: r.maxUnready, maxUnreadyAt: r.maxUnreadyAt, maxDown: slices.Clone(r.maxDown),
+		maxTakenDown: r.maxTakenDown, maxTakenDownAt: r.maxTakenDownAt, changes: r.changes,
 		downs: slices.Clone(r.downs), ups: slices.Clone(r.ups), err: r.watchErr}
 }
 

@@ -38,7 +38,7 @@ func TestPodRolloutBookkeeping(t *testing.T) {
 		clock := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 		tick := func() time.Time { clock = clock.Add(time.Second); return clock }
 		r := &podRollout{expected: 4, old: map[types.UID]bool{}, image: newImage, now: tick,
-			pods: map[string]*corev1.Pod{}, seen: map[string]bool{}, readyNow: map[string]bool{}}
+			pods: map[string]*corev1.Pod{}, seen: map[string]bool{}, readyNow: map[string]bool{}, everReady: map[string]bool{}}
 		for _, p := range []*corev1.Pod{
 			pod("c-zone-a-0", "zone-a", "a0", oldImage, true, false), pod("c-zone-a-1", "zone-a", "a1", oldImage, true, false),
 			pod("c-zone-b-0", "zone-b", "b0", oldImage, true, false), pod("c-zone-b-1", "zone-b", "b1", oldImage, true, false),
@@ -65,8 +65,8 @@ func TestPodRolloutBookkeeping(t *testing.T) {
 		replace(r, "c-zone-b-1", "zone-b", "b1", "b1'")
 		replace(r, "c-zone-b-0", "zone-b", "b0", "b0'")
 		res := r.result()
-		if res.maxUnready != 1 {
-			t.Errorf("maxUnready = %d, want 1", res.maxUnready)
+		if res.maxUnready != 1 || res.maxTakenDown != 1 {
+			t.Errorf("maxUnready = %d, maxTakenDown = %d, want 1 and 1", res.maxUnready, res.maxTakenDown)
 		}
 		if got := res.sequence(); len(got) != 4 || got[0] != "c-zone-a-1" || got[3] != "c-zone-b-0" {
 			t.Errorf("sequence = %v", got)
@@ -90,8 +90,8 @@ func TestPodRolloutBookkeeping(t *testing.T) {
 		r.apply(watch.Event{Type: watch.Deleted, Object: pod("c-zone-a-1", "zone-a", "a1", oldImage, false, true)})
 		r.apply(watch.Event{Type: watch.Added, Object: pod("c-zone-a-1", "zone-a", "a1'", newImage, true, false)})
 		res := r.result()
-		if res.maxUnready != 2 {
-			t.Errorf("maxUnready = %d, want 2", res.maxUnready)
+		if res.maxUnready != 2 || res.maxTakenDown != 2 {
+			t.Errorf("maxUnready = %d, maxTakenDown = %d, want 2 and 2", res.maxUnready, res.maxTakenDown)
 		}
 		_, lastA := res.zoneSpan("zone-a")
 		firstB, _ := res.zoneSpan("zone-b")
@@ -104,8 +104,12 @@ func TestPodRolloutBookkeeping(t *testing.T) {
 		r := start()
 		r.apply(watch.Event{Type: watch.Modified, Object: pod("c-zone-a-0", "zone-a", "a0", oldImage, false, false)})
 		r.apply(watch.Event{Type: watch.Modified, Object: pod("c-zone-a-1", "zone-a", "a1", oldImage, false, true)})
-		if res := r.result(); res.maxUnready != 2 || !slices.Equal(res.maxDown, []string{"c-zone-a-0 not Ready", "c-zone-a-1 terminating"}) {
+		res := r.result()
+		if res.maxUnready != 2 || !slices.Equal(res.maxDown, []string{"c-zone-a-0 not Ready", "c-zone-a-1 terminating"}) {
 			t.Errorf("maxUnready = %d (%v), want 2 (c-zone-a-0 not Ready, c-zone-a-1 terminating)", res.maxUnready, res.maxDown)
+		}
+		if res.maxTakenDown != 1 {
+			t.Errorf("maxTakenDown = %d, want 1: a-0 turned unready on its own, only a-1 was taken down", res.maxTakenDown)
 		}
 	})
 }
