@@ -130,6 +130,11 @@ func (s *Server) listHeld(w http.ResponseWriter, r *http.Request, c caller, buck
 	} else if page.IsTruncated {
 		page.NextMarker = next
 	}
+	s.writeListing(w, tenant, start, page)
+}
+
+// writeListing answers a listing merged with what the members hold.
+func (s *Server) writeListing(w http.ResponseWriter, tenant string, start time.Time, page interface{ Marshal() ([]byte, error) }) {
 	body, err := page.Marshal()
 	if err != nil {
 		s.fail(w, opPassthrough, tenant, start, newError(http.StatusInternalServerError, CodeInternal, "writing the listing: "+err.Error()))

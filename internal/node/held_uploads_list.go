@@ -54,16 +54,7 @@ func (s *Server) listHeldUploads(w http.ResponseWriter, r *http.Request, c calle
 	}
 	s3list.MergeUploads(page, req, held)
 	page.KeyMarker, page.UploadIDMarker, page.MaxUploads = req.KeyMarker, req.UploadIDMarker, req.MaxUploads
-	body, err := page.Marshal()
-	if err != nil {
-		s.fail(w, opPassthrough, tenant, start, newError(http.StatusInternalServerError, CodeInternal, "writing the uploads listing: "+err.Error()))
-		return
-	}
-	w.Header().Set("Content-Type", "application/xml")
-	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
-	w.WriteHeader(http.StatusOK)
-	n, _ := w.Write(body)
-	s.observe(opPassthrough, tenant, metrics.ResultHeld, n, start)
+	s.writeListing(w, tenant, start, page)
 }
 
 // gatherHeldUploads is the held multipart uploads into bucket under prefix

@@ -71,13 +71,8 @@ func (p *Page) Prefixes() []string {
 // Parse reads an S3 listing answer.
 func Parse(body []byte) (*Page, error) {
 	var p Page
-	if err := xml.Unmarshal(body, &p); err != nil {
+	if err := parseListing(body, &p, func() bool { return p.EncodingType == "url" }); err != nil {
 		return nil, err
-	}
-	if p.EncodingType == "url" {
-		if err := p.code(url.QueryUnescape); err != nil {
-			return nil, err
-		}
 	}
 	return &p, nil
 }
@@ -87,15 +82,39 @@ func (p *Page) Marshal() ([]byte, error) {
 	q := *p
 	q.Contents = append([]Object(nil), p.Contents...)
 	q.CommonPrefixes = append([]commonPrefix(nil), p.CommonPrefixes...)
-	if q.EncodingType == "url" {
-		if err := q.code(func(s string) (string, error) { return Escape(s), nil }); err != nil {
-			return nil, err
-		}
-	}
 	if q.Xmlns == "" {
 		q.Xmlns = "http://s3.amazonaws.com/doc/2006-03-01/"
 	}
-	b, err := xml.Marshal(&q)
+	return marshalListing(&q, q.EncodingType == "url")
+}
+
+// listing is an answer whose keys, prefixes and markers encoding-type=url
+// encodes: code rewrites each of them.
+type listing interface {
+	code(func(string) (string, error)) error
+}
+
+// parseListing reads body into p, decoding its keys when encoded (read
+// from p once it is read) says S3 encoded them.
+func parseListing(body []byte, p listing, encoded func() bool) error {
+	if err := xml.Unmarshal(body, p); err != nil {
+		return err
+	}
+	if encoded() {
+		return p.code(url.QueryUnescape)
+	}
+	return nil
+}
+
+// marshalListing writes p, a copy of the caller's own, as S3 would: its
+// keys encoded when encoded.
+func marshalListing(p listing, encoded bool) ([]byte, error) {
+	if encoded {
+		if err := p.code(func(s string) (string, error) { return Escape(s), nil }); err != nil {
+			return nil, err
+		}
+	}
+	b, err := xml.Marshal(p)
 	if err != nil {
 		return nil, err
 	}

@@ -41,30 +41,18 @@ type UploadsPage struct {
 // ParseUploads reads a ListMultipartUploads answer.
 func ParseUploads(body []byte) (*UploadsPage, error) {
 	var p UploadsPage
-	if err := xml.Unmarshal(body, &p); err != nil {
+	if err := parseListing(body, &p, func() bool { return p.EncodingType == "url" }); err != nil {
 		return nil, err
-	}
-	if p.EncodingType == "url" {
-		if err := p.code(url.QueryUnescape); err != nil {
-			return nil, err
-		}
 	}
 	return &p, nil
 }
 
 // Marshal writes the page as S3 would.
 func (p *UploadsPage) Marshal() ([]byte, error) {
-	out := *p
-	out.Uploads = append([]Upload(nil), p.Uploads...)
-	out.CommonPrefixes = append([]commonPrefix(nil), p.CommonPrefixes...)
-	if out.EncodingType == "url" {
-		_ = out.code(func(s string) (string, error) { return Escape(s), nil })
-	}
-	b, err := xml.Marshal(&out)
-	if err != nil {
-		return nil, err
-	}
-	return append([]byte(xml.Header), b...), nil
+	q := *p
+	q.Uploads = append([]Upload(nil), p.Uploads...)
+	q.CommonPrefixes = append([]commonPrefix(nil), p.CommonPrefixes...)
+	return marshalListing(&q, q.EncodingType == "url")
 }
 
 func (p *UploadsPage) code(f func(string) (string, error)) error {
