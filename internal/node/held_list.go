@@ -5,10 +5,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/distcache/distcache/internal/metrics"
@@ -85,7 +87,7 @@ func (s *Server) listHeld(w http.ResponseWriter, r *http.Request, c caller, buck
 	}
 	v2 := q.Get("list-type") == "2"
 	token := q.Get("continuation-token")
-	s3q := cloneValues(q)
+	s3q := maps.Clone(q) // Set and Del leave q's values alone
 	switch {
 	case !v2:
 		req.After = q.Get("marker")
@@ -240,35 +242,9 @@ func (s *Server) gatherHeld(ctx context.Context, c caller, bucket, prefix string
 	if s.cfg.Journal != nil {
 		add(s.cfg.Journal.List(c.tenant.Name, bucket, prefix))
 	}
-	var failed []string
-	if r := s.currentRing(); r != nil {
-		type answer struct {
-			name    string
-			entries []writeback.Entry
-			err     error
-		}
-		var asked []ring.Member
-		for _, m := range r.Members() {
-			if m.Name != s.cfg.Self {
-				asked = append(asked, m)
-			}
-		}
-		answers := make(chan answer, len(asked))
-		for _, m := range asked {
-			go func() {
-				es, err := s.peers.listHeld(ctx, m, c.tenant.Name, bucket, prefix)
-				answers <- answer{m.Name, es, err}
-			}()
-		}
-		for range asked {
-			a := <-answers
-			if a.err != nil {
-				failed = append(failed, a.name+": "+a.err.Error())
-				continue
-			}
-			add(a.entries)
-		}
-	}
+	failed := askOthers(s, func(m ring.Member) ([]writeback.Entry, error) {
+		return s.peers.listHeld(ctx, m, c.tenant.Name, bucket, prefix)
+	}, add)
 	if len(failed) >= minCopies {
 		return nil, fmt.Errorf("cannot list held objects: %s", strings.Join(failed, "; "))
 	}
@@ -280,6 +256,37 @@ func (s *Server) gatherHeld(ctx context.Context, c caller, bucket, prefix string
 		}})
 	}
 	return out, nil
+}
+
+// askOthers asks every other member of the ring at once and passes each
+// answer to take, one at a time; it returns the failures ("member:
+// error").
+func askOthers[T any](s *Server, ask func(ring.Member) (T, error), take func(T)) (failed []string) {
+	r := s.currentRing()
+	if r == nil {
+		return nil
+	}
+	var (
+		mu sync.Mutex
+		wg sync.WaitGroup
+	)
+	for _, m := range r.Members() {
+		if m.Name == s.cfg.Self {
+			continue
+		}
+		wg.Go(func() {
+			v, err := ask(m)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				failed = append(failed, m.Name+": "+err.Error())
+				return
+			}
+			take(v)
+		})
+	}
+	wg.Wait()
+	return failed
 }
 
 // handleHeldList answers a peer's gatherHeld with this node's held
@@ -354,12 +361,4 @@ func (p *Peers) heldList(ctx context.Context, m ring.Member, tenant, bucket stri
 		return fmt.Errorf("member %s: reading its held list: %w", m.Name, err)
 	}
 	return nil
-}
-
-func cloneValues(q url.Values) url.Values {
-	out := make(url.Values, len(q))
-	for k, v := range q {
-		out[k] = append([]string(nil), v...)
-	}
-	return out
 }

@@ -64,26 +64,11 @@ func (s *Server) gatherHeldUploads(ctx context.Context, c caller, bucket, prefix
 	if s.cfg.Uploads != nil {
 		all = s.cfg.Uploads.List(c.tenant.Name, bucket, prefix)
 	}
-	if r := s.currentRing(); r != nil {
-		var asked []ring.Member
-		for _, m := range r.Members() {
-			if m.Name != s.cfg.Self {
-				asked = append(asked, m)
-			}
-		}
-		answers := make(chan []writeback.Upload, len(asked))
-		for _, m := range asked {
-			go func() {
-				ups, err := s.peers.listHeldUploads(ctx, m, c.tenant.Name, bucket, prefix)
-				if err != nil {
-					s.log.Warn("a member's held uploads are left out of a listing", "peer", m.Name, "bucket", bucket, "err", err)
-				}
-				answers <- ups
-			}()
-		}
-		for range asked {
-			all = append(all, <-answers...)
-		}
+	failed := askOthers(s, func(m ring.Member) ([]writeback.Upload, error) {
+		return s.peers.listHeldUploads(ctx, m, c.tenant.Name, bucket, prefix)
+	}, func(ups []writeback.Upload) { all = append(all, ups...) })
+	if len(failed) > 0 {
+		s.log.Warn("members' held uploads are left out of a listing", "bucket", bucket, "failed", failed)
 	}
 	out := make([]s3list.Upload, 0, len(all))
 	for _, up := range all {

@@ -2,6 +2,7 @@ package s3list
 
 import (
 	"encoding/xml"
+	"maps"
 	"net/url"
 	"sort"
 	"strings"
@@ -96,18 +97,10 @@ func IsHeldUploadID(id string) bool { return strings.HasPrefix(id, heldUploadPre
 // uploads of a key after S3's, so S3 is asked for the keys after it.
 func (q UploadsRequest) S3Query(v url.Values) url.Values {
 	if IsHeldUploadID(q.UploadIDMarker) {
-		v = cloneQuery(v)
+		v = maps.Clone(v) // Del leaves the caller's values alone
 		v.Del("upload-id-marker")
 	}
 	return v
-}
-
-func cloneQuery(v url.Values) url.Values {
-	out := make(url.Values, len(v))
-	for k, vs := range v {
-		out[k] = append([]string(nil), vs...)
-	}
-	return out
 }
 
 // after reports whether upload u (held: one of the cache's), whose entry
