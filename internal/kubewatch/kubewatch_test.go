@@ -11,7 +11,6 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -175,23 +174,19 @@ func TestUpdateCountedAfterItsLogLine(t *testing.T) {
 		}},
 		delivered: make(chan struct{}),
 	}
-	var lines []string // each line logged, with the counts while it was written
-	w.logger = slog.New(logbuf.RecordHandler{Record: func(r slog.Record) {
+	lines := &logbuf.StateLines{State: func() (string, bool) {
 		ok, failed := w.Updates()
-		lines = append(lines, fmt.Sprintf("%s: ok=%d failed=%d", r.Message, ok, failed))
-	}})
+		return fmt.Sprintf("ok=%d failed=%d", ok, failed), true
+	}}
+	w.logger = lines.Logger()
 	for i, data := range []map[string]string{{"ring.json": "good"}, {"ring.json": "bad"}, {"other.json": "good"}} {
 		w.update(&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{ResourceVersion: fmt.Sprint(i + 1)}, Data: data})
 	}
-	want := []string{
+	lines.Expect(t,
 		"update applied: ok=0 failed=0",
 		"update refused; keeping the configuration in force: ok=1 failed=0",
 		"watched object has no such key; keeping the configuration in force: ok=1 failed=1",
-	}
-	if !slices.Equal(lines, want) {
-		t.Errorf("logged, with the counts while each line was written:\n%s\nwant:\n%s",
-			strings.Join(lines, "\n"), strings.Join(want, "\n"))
-	}
+	)
 	if ok, failed := w.Updates(); ok != 1 || failed != 2 {
 		t.Errorf("Updates() = %d, %d; want 1, 2", ok, failed)
 	}

@@ -5,9 +5,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -157,22 +155,16 @@ func TestWatchInvalidReloadKeepsPrevious(t *testing.T) {
 func TestReloadCountedAfterItsEffects(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "tenants.yaml")
 	writeFile(t, path, tenantsYAML("a"))
-	var (
-		watcher atomic.Pointer[Watcher]
-		mu      sync.Mutex
-		lines   []string // each line logged after Watch, with the state while it was written
-	)
-	logger := slog.New(logbuf.RecordHandler{Record: func(r slog.Record) {
+	var watcher atomic.Pointer[Watcher]
+	lines := &logbuf.StateLines{State: func() (string, bool) {
 		w := watcher.Load()
 		if w == nil {
-			return // the initial load
+			return "", false // the initial load
 		}
 		ok, failed := w.Reloads()
-		mu.Lock()
-		defer mu.Unlock()
-		lines = append(lines, fmt.Sprintf("%s: b=%v ok=%d failed=%d", r.Message, hasTenant(w, "b"), ok, failed))
-	}})
-	w, err := Watch(t.Context(), path, logger)
+		return fmt.Sprintf("b=%v ok=%d failed=%d", hasTenant(w, "b"), ok, failed), true
+	}}
+	w, err := Watch(t.Context(), path, lines.Logger())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -189,16 +181,10 @@ func TestReloadCountedAfterItsEffects(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	mu.Lock()
-	defer mu.Unlock()
-	want := []string{
+	lines.Expect(t,
 		"tenants config reload failed; keeping the previous config: b=false ok=0 failed=0",
 		"tenants config reloaded: b=true ok=0 failed=1",
-	}
-	if !slices.Equal(lines, want) {
-		t.Errorf("logged, with the state while each line was written:\n%s\nwant:\n%s",
-			strings.Join(lines, "\n"), strings.Join(want, "\n"))
-	}
+	)
 	if ok, failed := w.Reloads(); ok != 1 || failed != 1 {
 		t.Errorf("Reloads() = %d, %d; want 1, 1", ok, failed)
 	}
