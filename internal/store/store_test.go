@@ -56,59 +56,66 @@ func settle(s *Store) {
 	}
 }
 
-// tierCases are a store with a RAM tier and one without, and the tier
-// their reads come from.
-var tierCases = []struct {
+// tierCase is a store with a RAM tier of ram bytes (0: none) and the tier
+// its reads come from.
+type tierCase struct {
 	name string
 	ram  int64
 	tier Tier
-}{{"ram", 8 << 20, TierRAM}, {"disk only", 0, TierDisk}}
+}
 
-func TestRoundTripByTier(t *testing.T) {
-	for _, tc := range tierCases {
+// forEachTier runs test, as a subtest, on a new store with a RAM tier and
+// on one without.
+func forEachTier(t *testing.T, test func(t *testing.T, s *Store, tc tierCase)) {
+	for _, tc := range []tierCase{{"ram", 8 << 20, TierRAM}, {"disk only", 0, TierDisk}} {
 		t.Run(tc.name, func(t *testing.T) {
-			s := newTestStore(t, func(o *Options) { o.RAMBytes = tc.ram })
-			id := testID("t", "b", "k", "e1", 0)
-			data := payload(id, 300<<10)
-			wantMiss(t, s, id)
-			mustPut(t, s, id, data)
-			settle(s)
-			wantChunk(t, s, id, data, tc.tier)
-
-			tiny := testID("t", "b", "k", "e1", 1)
-			mustPut(t, s, tiny, []byte("x")) // below the value threshold: inline in the LSM tree
-			settle(s)
-			wantChunk(t, s, tiny, []byte("x"), tc.tier)
-
-			o := id.Object
-			if _, err := s.GetMeta(o); !errors.Is(err, ErrNotFound) {
-				t.Fatalf("GetMeta before PutMeta: %v", err)
-			}
-			m := chunk.Meta{Size: 1 << 30, ETag: "e1", ContentType: "application/octet-stream",
-				LastModified: time.Unix(1700000000, 0).UTC(), FetchedAt: time.Unix(1700000100, 5).UTC()}
-			if err := s.PutMeta(o, m); err != nil {
-				t.Fatal(err)
-			}
-			if got, err := s.GetMeta(o); err != nil || !got.LastModified.Equal(m.LastModified) || got.Size != m.Size ||
-				got.ETag != m.ETag || got.ContentType != m.ContentType || !got.FetchedAt.Equal(m.FetchedAt) {
-				t.Fatalf("GetMeta = %+v, %v; want %+v", got, err, m)
-			}
-
-			st := s.Stats()
-			if st.Chunks != 2 || st.DiskBytes != int64(len(data)+1) || st.Misses != 1 {
-				t.Errorf("stats = %+v", st)
-			}
-			if tc.ram > 0 && (st.RAMHits != 2 || st.RAMBytes != int64(len(data)+1)) {
-				t.Errorf("ram stats: hits %d bytes %d", st.RAMHits, st.RAMBytes)
-			}
-			if tc.ram == 0 && st.DiskHits != 2 {
-				t.Errorf("disk hits = %d, want 2", st.DiskHits)
-			}
-			if st.Tenants["t"] != (TenantStats{Bytes: st.DiskBytes, Chunks: 2}) {
-				t.Errorf("tenant stats = %+v", st.Tenants)
-			}
+			test(t, newTestStore(t, func(o *Options) { o.RAMBytes = tc.ram }), tc)
 		})
 	}
+}
+
+func TestRoundTripByTier(t *testing.T) {
+	forEachTier(t, func(t *testing.T, s *Store, tc tierCase) {
+		id := testID("t", "b", "k", "e1", 0)
+		data := payload(id, 300<<10)
+		wantMiss(t, s, id)
+		mustPut(t, s, id, data)
+		settle(s)
+		wantChunk(t, s, id, data, tc.tier)
+
+		tiny := testID("t", "b", "k", "e1", 1)
+		mustPut(t, s, tiny, []byte("x")) // below the value threshold: inline in the LSM tree
+		settle(s)
+		wantChunk(t, s, tiny, []byte("x"), tc.tier)
+
+		o := id.Object
+		if _, err := s.GetMeta(o); !errors.Is(err, ErrNotFound) {
+			t.Fatalf("GetMeta before PutMeta: %v", err)
+		}
+		m := chunk.Meta{Size: 1 << 30, ETag: "e1", ContentType: "application/octet-stream",
+			LastModified: time.Unix(1700000000, 0).UTC(), FetchedAt: time.Unix(1700000100, 5).UTC()}
+		if err := s.PutMeta(o, m); err != nil {
+			t.Fatal(err)
+		}
+		if got, err := s.GetMeta(o); err != nil || !got.LastModified.Equal(m.LastModified) || got.Size != m.Size ||
+			got.ETag != m.ETag || got.ContentType != m.ContentType || !got.FetchedAt.Equal(m.FetchedAt) {
+			t.Fatalf("GetMeta = %+v, %v; want %+v", got, err, m)
+		}
+
+		st := s.Stats()
+		if st.Chunks != 2 || st.DiskBytes != int64(len(data)+1) || st.Misses != 1 {
+			t.Errorf("stats = %+v", st)
+		}
+		if tc.ram > 0 && (st.RAMHits != 2 || st.RAMBytes != int64(len(data)+1)) {
+			t.Errorf("ram stats: hits %d bytes %d", st.RAMHits, st.RAMBytes)
+		}
+		if tc.ram == 0 && st.DiskHits != 2 {
+			t.Errorf("disk hits = %d, want 2", st.DiskHits)
+		}
+		if st.Tenants["t"] != (TenantStats{Bytes: st.DiskBytes, Chunks: 2}) {
+			t.Errorf("tenant stats = %+v", st.Tenants)
+		}
+	})
 }
 
 func TestStatsReportCapacities(t *testing.T) {
@@ -513,28 +520,25 @@ func TestPutSameIDDifferentLength(t *testing.T) {
 // Value's payload without copying them (the RAM tier hands out that very
 // buffer), and the disk copy is the same, checksum verified.
 func TestPutValueKeepsTheBuffer(t *testing.T) {
-	for _, tc := range tierCases {
-		t.Run(tc.name, func(t *testing.T) {
-			s := newTestStore(t, func(o *Options) { o.RAMBytes = tc.ram })
-			id := testID("t", "b", "k", "e1", 0)
-			data := payload(id, 300<<10)
-			v := NewValue(len(data))
-			copy(v.Payload(), data)
-			if err := s.PutValue(id, v); err != nil {
-				t.Fatal(err)
-			}
-			settle(s)
-			wantChunk(t, s, id, data, tc.tier)
-			got, _, _ := s.GetChunk(id)
-			if same := &got[0] == &v.Payload()[0]; same != (tc.ram > 0) {
-				t.Errorf("GetChunk returned the put buffer: %v, want %v", same, tc.ram > 0)
-			}
-			if tc.ram > 0 {
-				s.ram.Clear() // the disk copy next
-				wantChunk(t, s, id, data, TierDisk)
-			}
-		})
-	}
+	forEachTier(t, func(t *testing.T, s *Store, tc tierCase) {
+		id := testID("t", "b", "k", "e1", 0)
+		data := payload(id, 300<<10)
+		v := NewValue(len(data))
+		copy(v.Payload(), data)
+		if err := s.PutValue(id, v); err != nil {
+			t.Fatal(err)
+		}
+		settle(s)
+		wantChunk(t, s, id, data, tc.tier)
+		got, _, _ := s.GetChunk(id)
+		if same := &got[0] == &v.Payload()[0]; same != (tc.ram > 0) {
+			t.Errorf("GetChunk returned the put buffer: %v, want %v", same, tc.ram > 0)
+		}
+		if tc.ram > 0 {
+			s.ram.Clear() // the disk copy next
+			wantChunk(t, s, id, data, TierDisk)
+		}
+	})
 }
 
 // dbUpdate writes to s's badger behind the store's back, as its own writes
