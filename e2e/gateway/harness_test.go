@@ -15,6 +15,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -41,12 +42,23 @@ const (
 
 // tenants: team-a may use bucket-a, shared, clickhouse and ghost-bucket
 // (which does not exist in S3); bucket-b is team-b's only.
-const tenants = `tenants:
-  - name: team-a
-    buckets: [bucket-a, shared, ghost-bucket, clickhouse]
-  - name: team-b
-    buckets: [bucket-b, shared]
-`
+const tenants = "tenants:\n" + teamA + teamB
+
+const (
+	teamA = "  - name: team-a\n    buckets: [bucket-a, shared, ghost-bucket, clickhouse]\n"
+	teamB = "  - name: team-b\n    buckets: [bucket-b, shared]\n"
+)
+
+// teamAPolicies is tenants with these policies (YAML flow mappings) for
+// team-a.
+func teamAPolicies(policies ...string) string {
+	var b strings.Builder
+	b.WriteString("tenants:\n" + teamA + "    policies:\n")
+	for _, p := range policies {
+		b.WriteString("      - " + p + "\n")
+	}
+	return b.String() + teamB
+}
 
 // buckets are created in MinIO.
 var buckets = []string{"bucket-a", "bucket-b", "shared", "clickhouse"}

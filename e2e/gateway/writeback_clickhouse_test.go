@@ -27,14 +27,7 @@ import (
 
 // clickhouseHeldTenants puts team-a's clickhouse/held/ under WriteBack,
 // two copies.
-const clickhouseHeldTenants = `tenants:
-  - name: team-a
-    buckets: [bucket-a, shared, ghost-bucket, clickhouse]
-    policies:
-      - {bucket: clickhouse, prefix: held/, mode: WriteBack, replicas: 2}
-  - name: team-b
-    buckets: [bucket-b, shared]
-`
+var clickhouseHeldTenants = teamAPolicies("{bucket: clickhouse, prefix: held/, mode: WriteBack, replicas: 2}")
 
 // The MergeTree table of the write-back test: its UUID is fixed, so that
 // a fresh ClickHouse can ATTACH it over the first one's disk metadata

@@ -22,15 +22,9 @@ import (
 
 // heldTenants puts team-a's bucket-a/wb/ under WriteBack and tmp/ under
 // Transient, two copies each.
-const heldTenants = `tenants:
-  - name: team-a
-    buckets: [bucket-a, shared, ghost-bucket, clickhouse]
-    policies:
-      - {bucket: bucket-a, prefix: wb/, mode: WriteBack, replicas: 2}
-      - {bucket: bucket-a, prefix: tmp/, mode: Transient, replicas: 2}
-  - name: team-b
-    buckets: [bucket-b, shared]
-`
+var heldTenants = teamAPolicies(
+	"{bucket: bucket-a, prefix: wb/, mode: WriteBack, replicas: 2}",
+	"{bucket: bucket-a, prefix: tmp/, mode: Transient, replicas: 2}")
 
 // inMinIO is what MinIO itself holds at bucket-a/key (nil: nothing).
 func inMinIO(t *testing.T, e *env, key string) []byte {
