@@ -28,6 +28,22 @@ func newDocServer(t *testing.T, now time.Time) *s3Server {
 	}))
 }
 
+// docChunked is the body of the documentation's chunked examples: chunks
+// of 65536 and 1024 bytes of 'a' and the final empty one, signed sig1,
+// sig2 and sig3, then trailer (trailing header lines, each ending in CRLF)
+// and the closing CRLF.
+func docChunked(sig1, sig2, sig3, trailer string) string {
+	return "10000;chunk-signature=" + sig1 + "\r\n" + strings.Repeat("a", 65536) + "\r\n" +
+		"400;chunk-signature=" + sig2 + "\r\n" + strings.Repeat("a", 1024) + "\r\n" +
+		"0;chunk-signature=" + sig3 + "\r\n" + trailer + "\r\n"
+}
+
+// docChunkedBody is the body of "Signature Calculations ... Transferring
+// Payload in Multiple Chunks".
+var docChunkedBody = docChunked("ad80c730a21e5b8d04586a2213dd63b9a0e99e0e2307b0ade35a65485a288648",
+	"0055627c9e194cb4542bae2aa5492e3c1575bbb81b612b7d234b86a503ef5497",
+	"b6c6ea8a5354eaf15b3cb7646744f4275b71ea724fed81ceb9323e279d449df9", "")
+
 func docAuth(signedHeaders, sig string) string {
 	return "AWS4-HMAC-SHA256 Credential=" + docScope + ",SignedHeaders=" + signedHeaders + ",Signature=" + sig
 }
@@ -87,9 +103,7 @@ func TestAWSDocumentationVectors(t *testing.T) {
 			"Authorization": docAuth("content-encoding;content-length;host;x-amz-content-sha256;x-amz-date;x-amz-decoded-content-length;x-amz-storage-class",
 				"4f232c4386841ef735655705268965c44a0e4690baa4adea153f7db9fa80a0a9"),
 		},
-		body: "10000;chunk-signature=ad80c730a21e5b8d04586a2213dd63b9a0e99e0e2307b0ade35a65485a288648\r\n" + strings.Repeat("a", 65536) + "\r\n" +
-			"400;chunk-signature=0055627c9e194cb4542bae2aa5492e3c1575bbb81b612b7d234b86a503ef5497\r\n" + strings.Repeat("a", 1024) + "\r\n" +
-			"0;chunk-signature=b6c6ea8a5354eaf15b3cb7646744f4275b71ea724fed81ceb9323e279d449df9\r\n\r\n",
+		body: docChunkedBody,
 		mode: PayloadStreamingSigned,
 	}, {
 		name: "chunked PUT Object with trailer", method: "PUT", path: "/examplebucket/chunkObject.txt", host: "s3.amazonaws.com",
@@ -103,11 +117,11 @@ func TestAWSDocumentationVectors(t *testing.T) {
 			"Authorization": docAuth("content-encoding;host;x-amz-content-sha256;x-amz-date;x-amz-decoded-content-length;x-amz-storage-class;x-amz-trailer",
 				"106e2a8a18243abcf37539882f36619c00e2dfc72633413f02d3b74544bfeb8e"),
 		},
-		body: "10000;chunk-signature=b474d8862b1487a5145d686f57f013e54db672cee1c953b3010fb58501ef5aa2\r\n" + strings.Repeat("a", 65536) + "\r\n" +
-			"400;chunk-signature=1c1344b170168f8e65b41376b44b20fe354e373826ccbbe2c1d40a8cae51e5c7\r\n" + strings.Repeat("a", 1024) + "\r\n" +
-			"0;chunk-signature=2ca2aba2005185cf7159c6277faf83795951dd77a3a99e6e65d5c9f85863f992\r\n" +
-			"x-amz-checksum-crc32c:sOO8/Q==\r\n" +
-			"x-amz-trailer-signature:d81f82fc3505edab99d459891051a732e8730629a2e4a59689829ca17fe2e435\r\n\r\n",
+		body: docChunked("b474d8862b1487a5145d686f57f013e54db672cee1c953b3010fb58501ef5aa2",
+			"1c1344b170168f8e65b41376b44b20fe354e373826ccbbe2c1d40a8cae51e5c7",
+			"2ca2aba2005185cf7159c6277faf83795951dd77a3a99e6e65d5c9f85863f992",
+			"x-amz-checksum-crc32c:sOO8/Q==\r\n"+
+				"x-amz-trailer-signature:d81f82fc3505edab99d459891051a732e8730629a2e4a59689829ca17fe2e435\r\n"),
 		mode: PayloadStreamingSignedTrailer,
 	}}
 	for _, vec := range vectors {
