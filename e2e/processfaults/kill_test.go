@@ -36,6 +36,34 @@ type write struct {
 	etag string
 }
 
+// readBackAcked fails t unless the acknowledged write wr reads back exact
+// through nd.
+func readBackAcked(t *testing.T, nd *node, wr write) {
+	t.Helper()
+	want := content(wr.key, wr.size)
+	r, err := nd.get(wr.key, "", "")
+	if err != nil || r.status != 200 || !bytes.Equal(r.body, want) {
+		t.Fatalf("read of acknowledged %s through the restarted node: %v, status %d, %d bytes", wr.key, err, r.status, len(r.body))
+	}
+}
+
+// readUnacked is what became of the unacknowledged write wr: whether MinIO
+// holds it (a part of it fails t: it is whole or absent there), nd's answer
+// to a read of it (an error fails t) and the content it was to have.
+func readUnacked(t *testing.T, e *env, nd *node, wr write) (inS3 bool, r reply, want []byte) {
+	t.Helper()
+	want = content(wr.key, wr.size)
+	got, _, inS3 := e.getS3(t, wr.key)
+	if inS3 && !bytes.Equal(got, want) {
+		t.Fatalf("unacknowledged write %s is in MinIO but not whole: %d of %d bytes", wr.key, len(got), wr.size)
+	}
+	r, err := nd.get(wr.key, "", "")
+	if err != nil {
+		t.Fatalf("read of unacknowledged %s: %v", wr.key, err)
+	}
+	return inS3, r, want
+}
+
 // writeUntilKilled runs four writers putting through nd the writes next
 // draws (writer w's i-th, from the writer's own generator, seeded by a
 // draw of rng and stream), kills nd with killAfter once
@@ -113,23 +141,13 @@ func TestKillDuringWriteThroughs(t *testing.T) {
 				t.Fatalf("acknowledged write %s (%d bytes, ETag %s) in MinIO: exists %v, %d bytes, ETag %s, exact %v",
 					wr.key, wr.size, wr.etag, ok, len(got), etag, bytes.Equal(got, want))
 			}
-			r, err := nd.get(wr.key, "", "")
-			if err != nil || r.status != 200 || !bytes.Equal(r.body, want) {
-				t.Fatalf("read of acknowledged %s through the restarted node: %v, status %d, %d bytes", wr.key, err, r.status, len(r.body))
-			}
+			readBackAcked(t, nd, wr)
 			stats.puts++
 			stats.ackedBytes += wr.size
 		}
 		for _, wr := range unacked {
-			want := content(wr.key, wr.size)
-			got, _, ok := e.getS3(t, wr.key)
-			if ok && !bytes.Equal(got, want) {
-				t.Fatalf("unacknowledged write %s is in MinIO but not whole: %d of %d bytes", wr.key, len(got), wr.size)
-			}
-			r, err := nd.get(wr.key, "", "")
+			ok, r, want := readUnacked(t, e, nd, wr)
 			switch {
-			case err != nil:
-				t.Fatalf("read of unacknowledged %s: %v", wr.key, err)
 			case ok && (r.status != 200 || !bytes.Equal(r.body, want)):
 				t.Fatalf("unacknowledged %s is in MinIO, the node answered %d with %d bytes", wr.key, r.status, len(r.body))
 			case !ok && r.status != 404:

@@ -46,11 +46,7 @@ func TestKillDuringWriteBack(t *testing.T) {
 		}
 		nd.start(t)
 		for _, wr := range cycleAcked {
-			want := content(wr.key, wr.size)
-			r, err := nd.get(wr.key, "", "")
-			if err != nil || r.status != 200 || !bytes.Equal(r.body, want) {
-				t.Fatalf("read of acknowledged %s through the restarted node: %v, status %d, %d bytes", wr.key, err, r.status, len(r.body))
-			}
+			readBackAcked(t, nd, wr)
 		}
 		deadline := time.Now().Add(2 * time.Minute)
 		for _, wr := range cycleAcked {
@@ -70,15 +66,8 @@ func TestKillDuringWriteBack(t *testing.T) {
 			stats.ackedBytes += wr.size
 		}
 		for _, wr := range cycleUnacked {
-			want := content(wr.key, wr.size)
-			got, _, ok := e.getS3(t, wr.key)
-			if ok && !bytes.Equal(got, want) {
-				t.Fatalf("unacknowledged write-back %s is in MinIO but not whole: %d of %d bytes", wr.key, len(got), wr.size)
-			}
-			r, err := nd.get(wr.key, "", "")
+			_, r, want := readUnacked(t, e, nd, wr)
 			switch {
-			case err != nil:
-				t.Fatalf("read of unacknowledged %s: %v", wr.key, err)
 			case r.status == 200 && !bytes.Equal(r.body, want):
 				t.Fatalf("unacknowledged %s read through the node: %d bytes that are not what was written", wr.key, len(r.body))
 			case r.status != 200 && r.status != 404:
