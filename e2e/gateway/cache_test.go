@@ -185,12 +185,10 @@ func TestPeerCertificateActingForATenant(t *testing.T) {
 	if got := e.mustGet("bucket-a", "peer/obj", "bytes=100-"); !bytes.Equal(got, data[100:]) {
 		t.Error("read differs")
 	}
-	list, err := e.s3.ListObjectsV2(ctx, &s3.ListObjectsV2Input{Bucket: aws.String("bucket-a"), Prefix: aws.String("peer/")})
-	testutil.Must(t, err)
-	if len(list.Contents) != 1 {
-		t.Errorf("listing: %d objects", len(list.Contents))
+	if n := len(e.mustList("bucket-a", "peer/")); n != 1 {
+		t.Errorf("listing: %d objects", n)
 	}
-	_, _, err = e.get("bucket-b", "anything", "")
+	_, _, err := e.get("bucket-b", "anything", "")
 	wantCode(t, "team-b's bucket", err, "AccessDenied", http.StatusForbidden)
 	_, err = e.s3.ListObjectsV2(ctx, &s3.ListObjectsV2Input{Bucket: aws.String("bucket-b")})
 	wantCode(t, "list team-b's bucket", err, "AccessDenied", http.StatusForbidden)

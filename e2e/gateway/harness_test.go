@@ -21,6 +21,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"github.com/aws/smithy-go"
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -163,6 +164,14 @@ func (e *env) mustGet(bucket, key, rng string) []byte {
 	b, _, err := e.get(bucket, key, rng)
 	testutil.Must(e.t, err)
 	return b
+}
+
+// mustList lists bucket under prefix (one page) through the gateway.
+func (e *env) mustList(bucket, prefix string) []types.Object {
+	e.t.Helper()
+	out, err := e.s3.ListObjectsV2(context.Background(), &s3.ListObjectsV2Input{Bucket: aws.String(bucket), Prefix: aws.String(prefix)})
+	testutil.Must(e.t, err)
+	return out.Contents
 }
 
 func (e *env) put(bucket, key string, data []byte) *s3.PutObjectOutput {
