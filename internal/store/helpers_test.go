@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/distcache/distcache/internal/chunk"
+	"github.com/distcache/distcache/internal/testutil"
 )
 
 // testLogger keeps test output readable: badger's warnings about the
@@ -56,18 +57,8 @@ func testID(tenant, bucket, key, etag string, index int64) chunk.ID {
 	return chunk.ID{Object: chunk.Object{Tenant: tenant, Bucket: bucket, Key: key}, ETag: etag, Size: 1 << 20, Index: index}
 }
 
-// pool is random bytes that payloads are cut from.
-var pool = func() []byte {
-	b := make([]byte, 9<<20)
-	x := uint64(0x9E3779B97F4A7C15)
-	for i := 0; i+8 <= len(b); i += 8 {
-		x ^= x << 13
-		x ^= x >> 7
-		x ^= x << 17
-		binary.LittleEndian.PutUint64(b[i:], x)
-	}
-	return b
-}()
+// pool is random bytes (the same every run) that payloads are cut from.
+var pool = testutil.SeededBytes(0x9E3779B97F4A7C15, 9<<20)
 
 // payload returns n (at most 8 MiB) deterministic bytes derived from id, so
 // any mix-up between chunks shows: a window of pool chosen by a hash of the
