@@ -1,7 +1,6 @@
 package cachenode_test
 
 import (
-	"bufio"
 	"bytes"
 	"crypto/rand"
 	"encoding/json"
@@ -10,8 +9,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"testing"
 
 	"github.com/distcache/distcache/internal/pki"
@@ -21,32 +18,18 @@ import (
 	"github.com/distcache/distcache/internal/testutil/freeport"
 	"github.com/distcache/distcache/internal/testutil/miniotest"
 	"github.com/distcache/distcache/internal/testutil/s3proxy"
+	"github.com/distcache/distcache/tools/benchmark/benchkit"
 )
 
-// metricSum sums the samples of the /metrics text whose series starts with
-// prefix (a name, or a name and the first labels in Prometheus' order).
-func metricSum(t *testing.T, ops, prefix string) float64 {
+// metricSum sums the samples of name on the node serving ops whose labels
+// hold every k="v" of labels.
+func metricSum(t *testing.T, ops, name string, labels ...string) float64 {
 	t.Helper()
-	resp, err := http.Get("http://" + ops + "/metrics")
+	m, err := benchkit.Scrape(t.Context(), "http://"+ops+"/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer resp.Body.Close()
-	var sum float64
-	sc := bufio.NewScanner(resp.Body)
-	for sc.Scan() {
-		line := sc.Text()
-		if !strings.HasPrefix(line, prefix) {
-			continue
-		}
-		i := strings.LastIndexByte(line, ' ')
-		v, err := strconv.ParseFloat(line[i+1:], 64)
-		if err != nil {
-			t.Fatalf("%q: %v", line, err)
-		}
-		sum += v
-	}
-	return sum
+	return m.Sum(name, labels...)
 }
 
 // Two `cachenode serve` processes, one per zone, configured as nodes run
@@ -131,10 +114,10 @@ func TestServeCrossZoneOnMiss(t *testing.T) {
 	if n := proxy.Count(http.MethodGet, "/data/zones.bin"); n != chunks {
 		t.Errorf("zone b's read made %d more S3 GETs, want 0", n-chunks)
 	}
-	if n := metricSum(t, ops["b"], `distcache_cross_zone_bytes_total{direction="in",peer_zone="a"}`); n != float64(len(payload)) {
+	if n := metricSum(t, ops["b"], "distcache_cross_zone_bytes_total", `direction="in"`, `peer_zone="a"`); n != float64(len(payload)) {
 		t.Errorf("zone b's node counts %v bytes from zone a, want %d", n, len(payload))
 	}
-	if n := metricSum(t, ops["b"], `distcache_peer_requests_total{kind="cross_zone",result="ok"}`); n != chunks {
+	if n := metricSum(t, ops["b"], "distcache_peer_requests_total", `kind="cross_zone"`, `result="ok"`); n != chunks {
 		t.Errorf("zone b's node counts %v chunks found in zone a, want %d", n, chunks)
 	}
 }

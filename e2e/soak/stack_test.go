@@ -1,10 +1,8 @@
 package soak_test
 
 import (
-	"bufio"
 	"context"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -21,6 +19,7 @@ import (
 	"github.com/distcache/distcache/internal/testutil/freeport"
 	"github.com/distcache/distcache/internal/testutil/gobin"
 	"github.com/distcache/distcache/internal/testutil/miniotest"
+	"github.com/distcache/distcache/tools/benchmark/benchkit"
 )
 
 // stack is MinIO, three `cachenode serve` processes sharing a ring and one
@@ -174,37 +173,16 @@ func (p *proc) files() string {
 	return b.String()
 }
 
-// metric sums the samples of name whose labels include every k="v" of want.
+// metric sums the samples of name whose labels include every k="v" of
+// want; -1 when the scrape fails.
 func (p *proc) metric(name string, want ...string) float64 {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, p.metrics, nil)
-	resp, err := http.DefaultClient.Do(req)
+	m, err := benchkit.Scrape(ctx, p.metrics)
 	if err != nil {
 		return -1
 	}
-	defer resp.Body.Close()
-	var sum float64
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-lines:
-	for sc.Scan() {
-		line := sc.Text()
-		if !strings.HasPrefix(line, name+"{") && !strings.HasPrefix(line, name+" ") {
-			continue
-		}
-		for _, w := range want {
-			if !strings.Contains(line, w) {
-				continue lines
-			}
-		}
-		if i := strings.LastIndexByte(line, ' '); i > 0 {
-			v, _ := strconv.ParseFloat(line[i+1:], 64)
-			sum += v
-		}
-	}
-	_, _ = io.Copy(io.Discard, resp.Body)
-	return sum
+	return m.Sum(name, want...)
 }
 
 func tail(b []byte, n int) []byte {
