@@ -23,6 +23,7 @@ import (
 
 	"github.com/distcache/distcache/internal/nodeapi"
 	"github.com/distcache/distcache/internal/pki"
+	"github.com/distcache/distcache/internal/testutil"
 	"github.com/distcache/distcache/internal/testutil/certfiles"
 )
 
@@ -41,10 +42,10 @@ func newTLSServer(t *testing.T, h http.Handler) *tlsServer {
 	certfiles.Write(t, dir, "transport test CA", map[string]pki.Identity{"tenant": {Kind: pki.KindTenant, Name: "team-a"}})
 	caFile := filepath.Join(dir, "ca.crt")
 	serverTLS, err := pki.ServerTLSConfig(filepath.Join(dir, "server.crt"), filepath.Join(dir, "server.key"), caFile)
-	mustT(t, err)
+	testutil.Must(t, err)
 	s := &tlsServer{Server: httptest.NewUnstartedServer(h), dir: dir}
 	s.clientTLS, err = pki.ClientTLSConfig(filepath.Join(dir, "tenant.crt"), filepath.Join(dir, "tenant.key"), caFile)
-	mustT(t, err)
+	testutil.Must(t, err)
 	s.TLS = serverTLS
 	s.Config.TLSNextProto = map[string]func(*http.Server, *tls.Conn, http.Handler){}
 	s.Config.ConnState = func(_ net.Conn, st http.ConnState) {
@@ -67,7 +68,7 @@ func (s *tlsServer) transport(t *testing.T) *inlineTransport {
 func get(t *testing.T, tr http.RoundTripper, ctx context.Context, method, u string) (*http.Response, error) {
 	t.Helper()
 	req, err := http.NewRequestWithContext(ctx, method, u, nil)
-	mustT(t, err)
+	testutil.Must(t, err)
 	return tr.RoundTrip(req)
 }
 
@@ -75,8 +76,8 @@ func get(t *testing.T, tr http.RoundTripper, ctx context.Context, method, u stri
 func readAll(t *testing.T, resp *http.Response, want string) {
 	t.Helper()
 	b, err := io.ReadAll(resp.Body)
-	mustT(t, err)
-	mustT(t, resp.Body.Close())
+	testutil.Must(t, err)
+	testutil.Must(t, resp.Body.Close())
 	if string(b) != want {
 		t.Fatalf("body %q, want %q", b, want)
 	}
@@ -92,7 +93,7 @@ func TestTransportFollowsCARotation(t *testing.T) {
 	}))
 	file := func(name string) string { return filepath.Join(s.dir, name) }
 	files, err := pki.NewClientTLS(file("tenant.crt"), file("tenant.key"), file("ca.crt"))
-	mustT(t, err)
+	testutil.Must(t, err)
 	following := newInlineTransport(newTransport(Config{TLS: files.Config(), CurrentTLS: files.Config}), files.Config)
 	t.Cleanup(following.close)
 	fixed := s.transport(t)
@@ -100,7 +101,7 @@ func TestTransportFollowsCARotation(t *testing.T) {
 	for _, method := range []string{http.MethodGet, http.MethodPut} {
 		for _, tr := range []*inlineTransport{following, fixed} {
 			resp, err := get(t, tr, ctx, method, s.URL+"/a")
-			mustT(t, err)
+			testutil.Must(t, err)
 			readAll(t, resp, method)
 		}
 	}
@@ -114,7 +115,7 @@ func TestTransportFollowsCARotation(t *testing.T) {
 
 	for _, method := range []string{http.MethodGet, http.MethodPut} {
 		resp, err := get(t, following, ctx, method, s.URL+"/a")
-		mustT(t, err)
+		testutil.Must(t, err)
 		readAll(t, resp, method)
 		if resp.TLS == nil || !resp.TLS.PeerCertificates[0].Equal(mustParse(t, server.CertPEM)) {
 			t.Fatalf("%s: not answered over a connection to the reissued certificate", method)
@@ -132,7 +133,7 @@ func mustParse(t *testing.T, certPEM []byte) *x509.Certificate {
 		t.Fatal("no PEM certificate")
 	}
 	c, err := x509.ParseCertificate(block.Bytes)
-	mustT(t, err)
+	testutil.Must(t, err)
 	return c
 }
 
@@ -160,23 +161,23 @@ func TestInlineTransportKeepsConnectionsAlive(t *testing.T) {
 	ctx := t.Context()
 	for i := 0; i < 5; i++ {
 		resp, err := get(t, tr, ctx, http.MethodGet, s.URL+"/a")
-		mustT(t, err)
+		testutil.Must(t, err)
 		if resp.StatusCode != http.StatusOK || resp.ContentLength != int64(len(body)) || resp.TLS == nil {
 			t.Fatalf("status %d, length %d, TLS %v", resp.StatusCode, resp.ContentLength, resp.TLS != nil)
 		}
 		// As getChunk reads: exactly Content-Length bytes, never to EOF.
 		buf := make([]byte, len(body))
 		_, err = io.ReadFull(resp.Body, buf)
-		mustT(t, err)
-		mustT(t, resp.Body.Close())
+		testutil.Must(t, err)
+		testutil.Must(t, resp.Body.Close())
 		resp, err = get(t, tr, ctx, http.MethodHead, s.URL+"/a")
-		mustT(t, err)
+		testutil.Must(t, err)
 		readAll(t, resp, "")
 		resp, err = get(t, tr, ctx, http.MethodGet, s.URL+"/chunked")
-		mustT(t, err)
+		testutil.Must(t, err)
 		readAll(t, resp, body[:20])
 		resp, err = get(t, tr, ctx, http.MethodGet, s.URL+"/empty")
-		mustT(t, err)
+		testutil.Must(t, err)
 		readAll(t, resp, "")
 	}
 	if n := s.conns.Load(); n != 1 {
@@ -185,12 +186,12 @@ func TestInlineTransportKeepsConnectionsAlive(t *testing.T) {
 
 	// A body closed before its end takes its connection with it.
 	resp, err := get(t, tr, ctx, http.MethodGet, s.URL+"/a")
-	mustT(t, err)
+	testutil.Must(t, err)
 	_, err = io.ReadFull(resp.Body, make([]byte, 10))
-	mustT(t, err)
-	mustT(t, resp.Body.Close())
+	testutil.Must(t, err)
+	testutil.Must(t, resp.Body.Close())
 	resp, err = get(t, tr, ctx, http.MethodGet, s.URL+"/a")
-	mustT(t, err)
+	testutil.Must(t, err)
 	readAll(t, resp, body)
 	if n := s.conns.Load(); n != 2 {
 		t.Fatalf("%d connections, want 2 (one replacing the connection of the body closed early)", n)
@@ -198,10 +199,10 @@ func TestInlineTransportKeepsConnectionsAlive(t *testing.T) {
 
 	// Headers go out as given; requests with a body go through http.Transport.
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.URL+"/a", nil)
-	mustT(t, err)
+	testutil.Must(t, err)
 	req.Header.Set("X-Test", "yes")
 	resp, err = tr.RoundTrip(req)
-	mustT(t, err)
+	testutil.Must(t, err)
 	if resp.Header.Get("X-Test") != "yes" {
 		t.Errorf("header X-Test came back as %q", resp.Header.Get("X-Test"))
 	}
@@ -211,9 +212,9 @@ func TestInlineTransportKeepsConnectionsAlive(t *testing.T) {
 		t.Error("a header value with CRLF was sent")
 	}
 	req, err = http.NewRequestWithContext(ctx, http.MethodPut, s.URL+"/a", strings.NewReader("payload"))
-	mustT(t, err)
+	testutil.Must(t, err)
 	resp, err = tr.RoundTrip(req)
-	mustT(t, err)
+	testutil.Must(t, err)
 	readAll(t, resp, body)
 }
 
@@ -227,7 +228,7 @@ func TestInlineTransportRetriesConnectionsTheServerClosed(t *testing.T) {
 	var resps []*http.Response
 	for i := 0; i < 3; i++ {
 		resp, err := get(t, tr, t.Context(), http.MethodGet, s.URL)
-		mustT(t, err)
+		testutil.Must(t, err)
 		resps = append(resps, resp)
 	}
 	for _, resp := range resps {
@@ -275,18 +276,18 @@ func TestInlineTransportCancel(t *testing.T) {
 	// Cancelled while reading the body.
 	ctx, cancel = context.WithCancel(t.Context())
 	resp, err := get(t, tr, ctx, http.MethodGet, s.URL+"/body")
-	mustT(t, err)
+	testutil.Must(t, err)
 	_, err = io.ReadFull(resp.Body, make([]byte, 4))
-	mustT(t, err)
+	testutil.Must(t, err)
 	cancel()
 	if _, err := io.ReadFull(resp.Body, make([]byte, 10)); !errors.Is(err, context.Canceled) {
 		t.Fatalf("body read after cancel: %v, want context.Canceled", err)
 	}
-	mustT(t, resp.Body.Close())
+	testutil.Must(t, resp.Body.Close())
 
 	// The transport still works, on a new connection.
 	resp, err = get(t, tr, t.Context(), http.MethodGet, s.URL+"/fast")
-	mustT(t, err)
+	testutil.Must(t, err)
 	readAll(t, resp, "ok")
 	if n := s.conns.Load(); n != 3 {
 		t.Errorf("%d connections, want 3 (the cancelled ones are not reused)", n)
@@ -300,20 +301,13 @@ func TestNewRequestURLIsWhatParsingGives(t *testing.T) {
 		{"b", "sp ace+plus%pct"}, {"b", "q?h#s;c,"}, {"b", "ütf/ø"}, {"b.c-d", "key~_"}, {"b", "%2F"},
 	} {
 		req, err := c.newRequest(t.Context(), http.MethodGet, "127.0.0.1:1", tc.bucket, tc.key, "chunk=1&etag=%22e%22")
-		mustT(t, err)
+		testutil.Must(t, err)
 		want, err := url.Parse("https://127.0.0.1:1" + nodeapi.ObjectPath(tc.bucket, tc.key) + "?chunk=1&etag=%22e%22")
-		mustT(t, err)
+		testutil.Must(t, err)
 		if req.URL.Path != want.Path || req.URL.EscapedPath() != want.EscapedPath() || req.URL.RequestURI() != want.RequestURI() ||
 			req.URL.String() != want.String() || req.Host != want.Host {
 			t.Errorf("%q/%q: built %q (path %q), parsed %q (path %q)", tc.bucket, tc.key, req.URL, req.URL.Path, want, want.Path)
 		}
-	}
-}
-
-func mustT(t testing.TB, err error) {
-	t.Helper()
-	if err != nil {
-		t.Fatal(err)
 	}
 }
 
@@ -329,13 +323,13 @@ func TestReadChunkResponseIsWhatReadResponseGives(t *testing.T) {
 	} {
 		req := httptest.NewRequest(http.MethodGet, "https://node/v1/objects/b/k?chunk=0", nil)
 		want, err := http.ReadResponse(bufio.NewReader(strings.NewReader(raw)), req)
-		mustT(t, err)
+		testutil.Must(t, err)
 		wantBody, err := io.ReadAll(want.Body)
-		mustT(t, err)
+		testutil.Must(t, err)
 		got, err := readChunkResponse(bufio.NewReader(strings.NewReader(raw)), req)
-		mustT(t, err)
+		testutil.Must(t, err)
 		gotBody, err := io.ReadAll(got.Body)
-		mustT(t, err)
+		testutil.Must(t, err)
 		if got.StatusCode != want.StatusCode || got.Status != want.Status || got.ContentLength != want.ContentLength ||
 			got.Close != want.Close || !reflect.DeepEqual(got.Header, want.Header) || string(gotBody) != string(wantBody) {
 			t.Errorf("%q:\ngot  %d %q len %d close %v %v %q\nwant %d %q len %d close %v %v %q", raw,
@@ -385,7 +379,7 @@ func newReadServer(t *testing.T, s *tlsServer, answer func(w *bufio.Writer, r *h
 		}
 	}
 	ln, err := tls.Listen("tcp", "127.0.0.1:0", cfg)
-	mustT(t, err)
+	testutil.Must(t, err)
 	t.Cleanup(func() { _ = ln.Close() })
 	rs := &readServer{addr: ln.Addr().String()}
 	go func() {
@@ -454,7 +448,7 @@ func TestInlineChunkReads(t *testing.T) {
 	}
 	for i := 0; i < 3; i++ {
 		r, err := read(g)
-		mustT(t, err)
+		testutil.Must(t, err)
 		buf := make([]byte, 1000)
 		if r.code != http.StatusPartialContent || r.header.Get("ETag") != `"e"` || r.readBody(buf) != nil || string(buf) != body {
 			t.Fatalf("answer %d %v", r.code, r.header)
@@ -463,7 +457,7 @@ func TestInlineChunkReads(t *testing.T) {
 		missing := g
 		missing.path = "/v1/objects/b/missing"
 		r, err = read(missing)
-		mustT(t, err)
+		testutil.Must(t, err)
 		resp, left := r.response()
 		if e := answerError(opGetChunk, "b", "missing", rs.addr, resp); e.Kind != ErrNotFound || e.Code != "NoSuchKey" || e.Message != "no such key" {
 			t.Fatalf("error answer: %+v", e)
@@ -497,8 +491,8 @@ func TestInlineChunkReads(t *testing.T) {
 	}
 	r.done(false)
 	r, err = read(g)
-	mustT(t, err)
-	mustT(t, r.readBody(make([]byte, 1000)))
+	testutil.Must(t, err)
+	testutil.Must(t, r.readBody(make([]byte, 1000)))
 	r.done(true)
 	if n := rs.conns.Load(); n != 2 {
 		t.Fatalf("%d connections, want 2 (the hang took the first one)", n)
@@ -510,6 +504,6 @@ func TestInlineChunkReads(t *testing.T) {
 		t.Fatalf("getChunk on a plain HTTP/1.1 server: ok %v, err %v", ok, err)
 	}
 	resp, err := get(t, tr, ctx, http.MethodGet, plain.URL)
-	mustT(t, err)
+	testutil.Must(t, err)
 	readAll(t, resp, "ok")
 }
