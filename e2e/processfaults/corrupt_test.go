@@ -11,6 +11,8 @@ import (
 	"sort"
 	"strings"
 	"testing"
+
+	"github.com/distcache/distcache/internal/testutil"
 )
 
 // corruption damages a stopped node's data directory in one way.
@@ -41,29 +43,6 @@ func storeFiles(t *testing.T, dir, pattern string) []string {
 	})
 	sort.Strings(files)
 	return files
-}
-
-// flipBytes XORs n random bytes of each file after its first skip bytes.
-func flipBytes(t *testing.T, files []string, skip, n int, rng *rand.Rand) {
-	t.Helper()
-	if len(files) == 0 {
-		t.Fatal("no file to damage")
-	}
-	for _, f := range files {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(b) <= skip {
-			continue
-		}
-		for range n {
-			b[skip+rng.IntN(len(b)-skip)] ^= byte(1 + rng.IntN(255))
-		}
-		if err := os.WriteFile(f, b, 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
 }
 
 func truncateFile(t *testing.T, f string, size int64) {
@@ -128,7 +107,7 @@ func dataSize(t *testing.T, f string) int64 {
 
 var corruptions = []corruption{
 	{name: "vlog bytes flipped", expect: "crc", damage: func(t *testing.T, dir string, rng *rand.Rand) {
-		flipBytes(t, storeFiles(t, dir, "*.vlog"), 20, 64, rng)
+		testutil.FlipBytes(t, storeFiles(t, dir, "*.vlog"), 20, 64, rng)
 	}},
 	{name: "vlog zeroed", expect: "crc", damage: func(t *testing.T, dir string, rng *rand.Rand) {
 		f := usedVlog(t, dir)
@@ -142,7 +121,7 @@ var corruptions = []corruption{
 		remove(t, usedVlog(t, dir))
 	}},
 	{name: "sst bytes flipped", expect: "reset", damage: func(t *testing.T, dir string, rng *rand.Rand) {
-		flipBytes(t, storeFiles(t, dir, "*.sst"), 0, 16, rng)
+		testutil.FlipBytes(t, storeFiles(t, dir, "*.sst"), 0, 16, rng)
 	}},
 	{name: "sst truncated", expect: "reset", damage: func(t *testing.T, dir string, rng *rand.Rand) {
 		for _, f := range storeFiles(t, dir, "*.sst") {
@@ -175,7 +154,7 @@ var corruptions = []corruption{
 		overwrite(t, f, bytes.Repeat([]byte{0xff}, int(fileSize(t, f))))
 	}},
 	{name: "memtable WAL bytes flipped", kill: true, damage: func(t *testing.T, dir string, rng *rand.Rand) {
-		flipBytes(t, storeFiles(t, dir, "*.mem"), 0, 64, rng)
+		testutil.FlipBytes(t, storeFiles(t, dir, "*.mem"), 0, 64, rng)
 	}},
 	{name: "memtable WAL truncated", kill: true, damage: func(t *testing.T, dir string, rng *rand.Rand) {
 		for _, f := range storeFiles(t, dir, "*.mem") {
@@ -257,25 +236,25 @@ func TestCorruptStoreFiles(t *testing.T) {
 			readAll(t, n)
 			readAll(t, n) // what the first pass refetched is served again, still exact
 			m := n.metrics(t)
-			failures := m.sum("distcache_store_checksum_failures_total")
+			failures := m.Sum("distcache_store_checksum_failures_total")
 			hits, misses := m.chunkReads("hit_disk"), m.chunkReads("miss")
 			total.failures += failures
 			total.hits += hits
 			total.misses += misses
-			if m.sum("distcache_store_resets_total") > 0 {
+			if m.Sum("distcache_store_resets_total") > 0 {
 				resets++
 			}
 			reset := strings.Contains(n.logs.since(mark), "starting with an empty store")
 			t.Logf("after damage: %v checksum failures, %v disk hits, %v misses, store reset: %v, store errors %v",
-				failures, hits, misses, reset, m.sum("distcache_store_errors_total"))
+				failures, hits, misses, reset, m.Sum("distcache_store_errors_total"))
 			switch c.expect {
 			case "crc":
 				if failures == 0 {
 					t.Error("no checksum failure counted for damaged value-log data")
 				}
 			case "reset":
-				if !reset || m.sum("distcache_store_resets_total") != 1 {
-					t.Errorf("store not reset (logged %v, distcache_store_resets_total %v)", reset, m.sum("distcache_store_resets_total"))
+				if !reset || m.Sum("distcache_store_resets_total") != 1 {
+					t.Errorf("store not reset (logged %v, distcache_store_resets_total %v)", reset, m.Sum("distcache_store_resets_total"))
 				}
 			}
 			if !n.running() {

@@ -91,16 +91,16 @@ func TestDiskFull(t *testing.T) {
 	report := func(phase string, hits, count int) metricSet {
 		m := n.metrics(t)
 		t.Logf("%s: %d of %d re-reads were disk hits; chunks on disk %v, disk limit %v of capacity %v, filesystem free %v, rejected %v, evictions %v, store errors %v",
-			phase, hits, count, m.sum("distcache_store_chunks"), m.sum("distcache_store_disk_limit_bytes"),
-			m.sum("distcache_store_disk_capacity_bytes"), m.sum("distcache_store_filesystem_free_bytes"),
-			m.sum("distcache_store_rejected_total"), m.sum("distcache_store_evictions_total"), m.sum("distcache_store_errors_total"))
+			phase, hits, count, m.Sum("distcache_store_chunks"), m.Sum("distcache_store_disk_limit_bytes"),
+			m.Sum("distcache_store_disk_capacity_bytes"), m.Sum("distcache_store_filesystem_free_bytes"),
+			m.Sum("distcache_store_rejected_total"), m.Sum("distcache_store_evictions_total"), m.Sum("distcache_store_errors_total"))
 		return m
 	}
 
 	// 1. The bound is larger than the filesystem: 120 MiB of chunks.
 	hits := round(t, 40)
 	m := report("bound larger than the filesystem", hits, 40)
-	if limit := m.sum("distcache_store_disk_limit_bytes"); limit >= 96<<20 {
+	if limit := m.Sum("distcache_store_disk_limit_bytes"); limit >= 96<<20 {
 		t.Errorf("distcache_store_disk_limit_bytes %v: the store did not notice the 96 MiB filesystem", limit)
 	}
 	if !strings.Contains(n.logs.String(), "less room than the disk bound") {
@@ -116,10 +116,10 @@ func TestDiskFull(t *testing.T) {
 	if err := os.WriteFile(filler, make([]byte, max(0, free-1<<20)), 0o600); err != nil {
 		t.Fatalf("fill the filesystem: %v", err)
 	}
-	rejected := m.sum("distcache_store_rejected_total")
+	rejected := m.Sum("distcache_store_rejected_total")
 	hits = round(t, 10)
 	m = report("filesystem filled by another writer", hits, 10)
-	if m.sum("distcache_store_rejected_total") == rejected && hits == 10 {
+	if m.Sum("distcache_store_rejected_total") == rejected && hits == 10 {
 		t.Error("the store cached everything on a full filesystem")
 	}
 

@@ -26,7 +26,6 @@
 package processfaults_test
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"crypto/tls"
@@ -58,6 +57,7 @@ import (
 	"github.com/distcache/distcache/internal/testutil/gobin"
 	"github.com/distcache/distcache/internal/testutil/logbuf"
 	"github.com/distcache/distcache/internal/testutil/miniotest"
+	"github.com/distcache/distcache/tools/benchmark/benchkit"
 )
 
 const (
@@ -397,71 +397,28 @@ func (n *node) get(key, query, rangeHeader string) (reply, error) {
 	return reply{resp.StatusCode, body, resp.Header}, nil
 }
 
-// metrics scrapes /metrics into series -> value (series as printed:
-// name{labels}).
+// metrics scrapes the node's /metrics.
 func (n *node) metrics(t *testing.T) metricSet {
 	t.Helper()
-	resp, err := http.Get("http://" + n.ops + "/metrics")
+	m, err := benchkit.Scrape(context.Background(), "http://"+n.ops+"/metrics")
 	if err != nil {
 		t.Fatalf("scrape %s: %v", n.name, err)
 	}
-	defer resp.Body.Close()
-	m := metricSet{}
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		if line == "" || line[0] == '#' {
-			continue
-		}
-		i := strings.LastIndexByte(line, ' ')
-		if i < 0 {
-			continue
-		}
-		v, err := strconv.ParseFloat(line[i+1:], 64)
-		if err != nil {
-			continue
-		}
-		m[line[:i]] = v
-	}
-	if err := sc.Err(); err != nil {
-		t.Fatalf("scrape %s: %v", n.name, err)
-	}
-	return m
+	return metricSet{m}
 }
 
-type metricSet map[string]float64
-
-// sum adds every series of name whose labels contain all of labels
-// (each `k="v"`).
-func (m metricSet) sum(name string, labels ...string) float64 {
-	var total float64
-	for series, v := range m {
-		if series != name && !strings.HasPrefix(series, name+"{") {
-			continue
-		}
-		ok := true
-		for _, l := range labels {
-			if !strings.Contains(series, l) {
-				ok = false
-				break
-			}
-		}
-		if ok {
-			total += v
-		}
-	}
-	return total
-}
+// metricSet is a scrape of one node (Sum adds the series of a name whose
+// labels hold every `k="v"` given).
+type metricSet struct{ benchkit.Metrics }
 
 // s3Gets is the number of ranged GETs the process made to S3.
 func (m metricSet) s3Gets() float64 {
-	return m.sum("distcache_s3_requests_total", `op="get"`)
+	return m.Sum("distcache_s3_requests_total", `op="get"`)
 }
 
 // chunkReads is distcache_chunk_reads_total for one result.
 func (m metricSet) chunkReads(result string) float64 {
-	return m.sum("distcache_chunk_reads_total", `result="`+result+`"`)
+	return m.Sum("distcache_chunk_reads_total", `result="`+result+`"`)
 }
 
 // logBuffer collects a process's output across restarts.

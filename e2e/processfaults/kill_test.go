@@ -271,7 +271,7 @@ func TestKillDuringReads(t *testing.T) {
 		cachedBefore := 0
 		killAfter(t, nd, rng, int64(20+rng.IntN(80)), reads.Load, func() {
 			// How many chunks the store held just before the kill.
-			cachedBefore = int(nd.metrics(t).sum("distcache_store_chunks"))
+			cachedBefore = int(nd.metrics(t).Sum("distcache_store_chunks"))
 		})
 		wg.Wait()
 		if t.Failed() {
@@ -281,7 +281,7 @@ func TestKillDuringReads(t *testing.T) {
 
 		nd.start(t)
 		m := nd.metrics(t)
-		onDiskAfter := int(m.sum("distcache_store_chunks"))
+		onDiskAfter := int(m.Sum("distcache_store_chunks"))
 		// The warm set again, whole: from disk, not S3.
 		before := m.s3Gets()
 		chunks := 0

@@ -416,7 +416,7 @@ func holdBackWriteBack(p *s3proxy.Proxy, slow bool) {
 // dirty is the node's count of held objects not in S3 yet.
 func (n *node) dirty(t *testing.T) float64 {
 	t.Helper()
-	return n.metrics(t).sum("distcache_writeback_objects", `kind="dirty"`)
+	return n.metrics(t).Sum("distcache_writeback_objects", `kind="dirty"`)
 }
 
 // waitClean waits until no running node holds dirty objects: every copy

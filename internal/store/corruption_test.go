@@ -5,11 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"os"
 	"path/filepath"
 	"testing"
 
 	"github.com/distcache/distcache/internal/chunk"
+	"github.com/distcache/distcache/internal/testutil"
 )
 
 // TestCorruptionOnDisk flips bytes inside the value-log files of a closed
@@ -38,23 +38,8 @@ func testCorruptionOnDisk(t *testing.T, n, chunks, flips int) {
 	if err != nil || len(vlogs) < 2 {
 		t.Fatalf("value-log files: %v, %v; want at least 2", vlogs, err)
 	}
-	rng := rand.New(rand.NewPCG(1, 2))
-	for _, f := range vlogs {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		const header = 20 // badger's vlog file header (key id, IV)
-		if len(b) <= header {
-			continue
-		}
-		for range flips {
-			b[header+rng.IntN(len(b)-header)] ^= byte(1 + rng.IntN(255))
-		}
-		if err := os.WriteFile(f, b, 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
+	const header = 20 // badger's vlog file header (key id, IV)
+	testutil.FlipBytes(t, vlogs, header, flips, rand.New(rand.NewPCG(1, 2)))
 
 	s2, err := Open(s.opts)
 	if err != nil {

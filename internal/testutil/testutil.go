@@ -9,6 +9,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"net/http"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -40,6 +41,27 @@ func NewRand(seed uint64) *rand.Rand {
 
 // SeededBytes is RandomBytes of NewRand(seed).
 func SeededBytes(seed uint64, n int) []byte { return RandomBytes(NewRand(seed), n) }
+
+// FlipBytes damages files as a bad disk would: it XORs n bytes of each,
+// at offsets drawn from rng past its first skip bytes (a file no longer
+// than skip is left alone). No files at all fails the test.
+func FlipBytes(t testing.TB, files []string, skip, n int, rng *rand.Rand) {
+	t.Helper()
+	if len(files) == 0 {
+		t.Fatal("no file to damage")
+	}
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		Must(t, err)
+		if len(b) <= skip {
+			continue
+		}
+		for range n {
+			b[skip+rng.IntN(len(b)-skip)] ^= byte(1 + rng.IntN(255))
+		}
+		Must(t, os.WriteFile(f, b, 0o600))
+	}
+}
 
 // WaitTimeout bounds WaitFor: generous, so a loaded 2-core machine slows
 // a test down rather than failing it (tests never assert on time).
