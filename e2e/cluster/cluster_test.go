@@ -963,54 +963,44 @@ func ownedObjects(ctx context.Context, uid types.UID) []client.Object {
 // readinessWatch samples how many cache pods are Ready, every 200ms, from a
 // goroutine of its own, until stopped.
 type readinessWatch struct {
-	cancel   context.CancelFunc
-	done     chan struct{}
+	sampling *poller
 	mu       sync.Mutex
 	minReady int
 	samples  int
 }
 
 func watchReadiness() *readinessWatch {
-	ctx, cancel := context.WithCancel(context.Background())
-	w := &readinessWatch{cancel: cancel, done: make(chan struct{}), minReady: -1}
-	go func() {
-		defer GinkgoRecover()
-		defer close(w.done)
-		tick := time.NewTicker(200 * time.Millisecond)
-		defer tick.Stop()
-		for {
-			var pods corev1.PodList
-			err := k8sClient.List(ctx, &pods, client.InNamespace(cacheNamespace),
-				client.MatchingLabels{controllers.LabelName: controllers.NodeAppName, controllers.LabelInstance: cacheName})
-			if err == nil {
-				ready := 0
-				for i := range pods.Items {
-					if podReady(&pods.Items[i]) {
-						ready++
-					}
-				}
-				w.mu.Lock()
-				if w.minReady < 0 || ready < w.minReady {
-					w.minReady = ready
-				}
-				w.samples++
-				w.mu.Unlock()
-			}
-			select {
-			case <-ctx.Done():
-				return
-			case <-tick.C:
-			}
-		}
-	}()
+	w := &readinessWatch{minReady: -1}
+	w.sampling = poll(200*time.Millisecond, true, w.sample)
 	return w
+}
+
+// sample counts the Ready cache pods, if it can list them.
+func (w *readinessWatch) sample(ctx context.Context) {
+	var pods corev1.PodList
+	err := k8sClient.List(ctx, &pods, client.InNamespace(cacheNamespace),
+		client.MatchingLabels{controllers.LabelName: controllers.NodeAppName, controllers.LabelInstance: cacheName})
+	if err != nil {
+		return
+	}
+	ready := 0
+	for i := range pods.Items {
+		if podReady(&pods.Items[i]) {
+			ready++
+		}
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.minReady < 0 || ready < w.minReady {
+		w.minReady = ready
+	}
+	w.samples++
 }
 
 // stop ends the sampling and returns the fewest Ready pods seen and the
 // number of samples.
 func (w *readinessWatch) stop() (int, int) {
-	w.cancel()
-	<-w.done
+	w.sampling.stop()
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.minReady, w.samples

@@ -294,10 +294,9 @@ func (res rolloutResult) sequence() []string {
 // from its last scrape to its exit is missed, so what it returns is a
 // floor, short by at most an interval's worth of each replaced pod.
 type counterSampler struct {
-	name   string
-	match  map[string]string
-	cancel context.CancelFunc
-	done   chan struct{}
+	name     string
+	match    map[string]string
+	sampling *poller
 
 	mu   sync.Mutex
 	base map[types.UID]float64 // the pods' values when sampling began
@@ -307,8 +306,7 @@ type counterSampler struct {
 
 func sampleCounter(ctx context.Context, ns, cache, name string, match map[string]string, every time.Duration) *counterSampler {
 	GinkgoHelper()
-	sctx, cancel := context.WithCancel(context.Background())
-	s := &counterSampler{name: name, match: match, cancel: cancel, done: make(chan struct{}),
+	s := &counterSampler{name: name, match: match,
 		base: map[types.UID]float64{}, last: map[types.UID]float64{}, zone: map[types.UID]string{}}
 	sel := client.MatchingLabels{controllers.LabelName: controllers.NodeAppName, controllers.LabelInstance: cache}
 	sample := func(ctx context.Context, first bool) error {
@@ -339,28 +337,14 @@ func sampleCounter(ctx context.Context, ns, cache, name string, match map[string
 		return nil
 	}
 	Eventually(ctx, func() error { return sample(ctx, true) }).Should(Succeed())
-	go func() {
-		defer GinkgoRecover()
-		defer close(s.done)
-		tick := time.NewTicker(every)
-		defer tick.Stop()
-		for {
-			select {
-			case <-sctx.Done():
-				return
-			case <-tick.C:
-				_ = sample(sctx, false)
-			}
-		}
-	}()
+	s.sampling = poll(every, false, func(ctx context.Context) { _ = sample(ctx, false) })
 	return s
 }
 
 // stop ends the sampling and returns how much the counter grew, by zone;
 // pods that started meanwhile count from zero.
 func (s *counterSampler) stop() map[string]float64 {
-	s.cancel()
-	<-s.done
+	s.sampling.stop()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	out := map[string]float64{}

@@ -35,8 +35,7 @@ import (
 type zoneClient struct {
 	zone   string
 	s3     *s3.Client
-	cancel context.CancelFunc
-	done   chan struct{}
+	follow *poller // nil: the client dials the cluster IP
 
 	mu    sync.Mutex
 	addrs []string // ready endpoints of the zone (other zones only)
@@ -56,8 +55,7 @@ func newZoneClient(ctx context.Context, endpoint, zone string, viaClusterIP bool
 	Expect(k8sClient.Get(ctx, key(svcNS, svcName), &svc)).To(Succeed())
 	Expect(u.Port()).NotTo(BeEmpty(), "endpoint %s names its port", endpoint)
 
-	fctx, cancel := context.WithCancel(context.Background())
-	z := &zoneClient{zone: zone, cancel: cancel, done: make(chan struct{})}
+	z := &zoneClient{zone: zone}
 	dialer := &net.Dialer{Timeout: 5 * time.Second}
 	dial := func(ctx context.Context, network, _ string) (net.Conn, error) {
 		if viaClusterIP {
@@ -69,25 +67,10 @@ func newZoneClient(ctx context.Context, endpoint, zone string, viaClusterIP bool
 		}
 		return dialer.DialContext(ctx, network, addr)
 	}
-	if viaClusterIP {
-		close(z.done)
-	} else {
+	if !viaClusterIP {
 		z.refresh(ctx, svcNS, svcName)
 		Expect(z.ready()).NotTo(BeEmpty(), "ready endpoints of %s/%s in %s", svcNS, svcName, zone)
-		go func() {
-			defer GinkgoRecover()
-			defer close(z.done)
-			tick := time.NewTicker(250 * time.Millisecond)
-			defer tick.Stop()
-			for {
-				select {
-				case <-fctx.Done():
-					return
-				case <-tick.C:
-					z.refresh(fctx, svcNS, svcName)
-				}
-			}
-		}()
+		z.follow = poll(250*time.Millisecond, false, func(ctx context.Context) { z.refresh(ctx, svcNS, svcName) })
 	}
 	z.s3 = testutil.S3Client(endpoint, keyID, secret, func(o *s3.Options) {
 		o.HTTPClient = &http.Client{Transport: &http.Transport{
@@ -147,6 +130,7 @@ func (z *zoneClient) pick() (string, error) {
 
 // close stops following the endpoints.
 func (z *zoneClient) close() {
-	z.cancel()
-	<-z.done
+	if z.follow != nil {
+		z.follow.stop()
+	}
 }
