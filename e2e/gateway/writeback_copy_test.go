@@ -133,7 +133,7 @@ func TestWriteBackCopyObject(t *testing.T) {
 		}},
 	}
 	for _, tt := range refusals {
-		if _, err := copyObject(tt.src, tt.dst, tt.edit); s3Code(err) != tt.code {
+		if _, err := copyObject(tt.src, tt.dst, tt.edit); apiCode(err) != tt.code {
 			t.Errorf("%s: %v, want %s", tt.name, err, tt.code)
 		}
 	}
@@ -163,7 +163,7 @@ func TestWriteBackCopyObject(t *testing.T) {
 	p2 := partCopy("wb/parts", created.UploadId, 2, "wb/src", "")
 	if _, err := writer.s3.UploadPartCopy(ctx, &s3.UploadPartCopyInput{Bucket: aws.String("bucket-a"), Key: aws.String("wb/parts"),
 		UploadId: created.UploadId, PartNumber: aws.Int32(3), CopySource: aws.String("bucket-a/wb/src"),
-		CopySourceRange: aws.String(fmt.Sprintf("bytes=0-%d", len(held)))}); s3Code(err) != "InvalidArgument" {
+		CopySourceRange: aws.String(fmt.Sprintf("bytes=0-%d", len(held)))}); apiCode(err) != "InvalidArgument" {
 		t.Fatalf("a range past the source's end: %v, want InvalidArgument", err)
 	}
 	completed, err := writer.s3.CompleteMultipartUpload(ctx, &s3.CompleteMultipartUploadInput{Bucket: aws.String("bucket-a"), Key: aws.String("wb/parts"),
@@ -191,9 +191,7 @@ func TestWriteBackCopyObject(t *testing.T) {
 
 	writer.cluster.Proxy.ClearFaults()
 	want := map[string][]byte{"wb/from-s3": inS3, "wb/from-held": held, "wb/replaced": held, "wb/x": held, "wb/parts": parts, "wb/src": held}
-	for key, body := range want {
-		testutil.WaitFor(t, "MinIO holds "+key, func() bool { return bytes.Equal(inMinIO(t, writer, key), body) })
-	}
+	waitInMinIO(t, writer, want)
 	head, err := writer.cluster.Direct.HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String("bucket-a"), Key: aws.String("wb/replaced")})
 	testutil.Must(t, err)
 	if !strings.HasPrefix(aws.ToString(head.ContentType), "text/x-replaced") {

@@ -94,14 +94,7 @@ func TestWriteBackDrainHandsHeldVersionsOver(t *testing.T) {
 	}
 
 	e.cluster.Proxy.ClearFaults()
-	testutil.WaitFor(t, "MinIO holds every acknowledged write", func() bool {
-		for key, b := range want {
-			if !bytes.Equal(inMinIO(t, e, key), b) {
-				return false
-			}
-		}
-		return inMinIO(t, e, "wb1/deleted") == nil
-	})
+	waitInMinIO(t, e, want, "wb1/deleted")
 	check("after persistence", transient)
 	for key := range transient {
 		if inMinIO(t, e, key) != nil {

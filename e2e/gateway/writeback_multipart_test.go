@@ -5,7 +5,6 @@ import (
 	"context"
 	"crypto/md5"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -14,7 +13,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/feature/s3/manager"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
-	"github.com/aws/smithy-go"
 
 	"github.com/distcache/distcache/internal/testutil"
 	"github.com/distcache/distcache/internal/testutil/s3proxy"
@@ -32,14 +30,6 @@ func multipartETag(body []byte, partSize int) string {
 	}
 	all := md5.Sum(sums)
 	return fmt.Sprintf(`"%s-%d"`, hex.EncodeToString(all[:]), n)
-}
-
-func s3Code(err error) string {
-	var ae smithy.APIError
-	if errors.As(err, &ae) {
-		return ae.ErrorCode()
-	}
-	return ""
 }
 
 // A multipart upload into a WriteBack prefix is acknowledged while S3
@@ -101,11 +91,11 @@ func TestWriteBackMultipartUpload(t *testing.T) {
 	}
 	id := start("wb/small-parts")
 	p1, p2 := part("wb/small-parts", id, 1, []byte("too small")), part("wb/small-parts", id, 2, []byte("last"))
-	if err := complete("wb/small-parts", id, p1, p2); s3Code(err) != "EntityTooSmall" {
+	if err := complete("wb/small-parts", id, p1, p2); apiCode(err) != "EntityTooSmall" {
 		t.Fatalf("a small first part: %v, want EntityTooSmall", err)
 	}
 	p2.ETag = aws.String(`"00000000000000000000000000000000"`)
-	if err := complete("wb/small-parts", id, types.CompletedPart{PartNumber: aws.Int32(2), ETag: p2.ETag}); s3Code(err) != "InvalidPart" {
+	if err := complete("wb/small-parts", id, types.CompletedPart{PartNumber: aws.Int32(2), ETag: p2.ETag}); apiCode(err) != "InvalidPart" {
 		t.Fatalf("a part of another ETag: %v, want InvalidPart", err)
 	}
 	// The last part alone may be small; a part uploaded again replaces the
@@ -125,7 +115,7 @@ func TestWriteBackMultipartUpload(t *testing.T) {
 	part("wb/aborted", aborted, 1, []byte("gone"))
 	_, err = writer.s3.AbortMultipartUpload(ctx, &s3.AbortMultipartUploadInput{Bucket: aws.String("bucket-a"), Key: aws.String("wb/aborted"), UploadId: aborted})
 	testutil.Must(t, err)
-	if err := complete("wb/aborted", aborted, types.CompletedPart{PartNumber: aws.Int32(1), ETag: aws.String(s3ETag([]byte("gone")))}); s3Code(err) != "NoSuchUpload" {
+	if err := complete("wb/aborted", aborted, types.CompletedPart{PartNumber: aws.Int32(1), ETag: aws.String(s3ETag([]byte("gone")))}); apiCode(err) != "NoSuchUpload" {
 		t.Fatalf("completing an aborted upload: %v, want NoSuchUpload", err)
 	}
 	if _, _, err := reader.get("bucket-a", "wb/aborted", ""); !isNoSuchKey(err) {

@@ -32,6 +32,25 @@ func inMinIO(t *testing.T, e *env, key string) []byte {
 	return miniotest.Object(t, e.cluster.Direct, "bucket-a", key)
 }
 
+// waitInMinIO waits until MinIO itself holds want (key -> bytes) and none
+// of absent.
+func waitInMinIO(t *testing.T, e *env, want map[string][]byte, absent ...string) {
+	t.Helper()
+	testutil.WaitFor(t, "MinIO holds every acknowledged write", func() bool {
+		for key, b := range want {
+			if !bytes.Equal(inMinIO(t, e, key), b) {
+				return false
+			}
+		}
+		for _, key := range absent {
+			if inMinIO(t, e, key) != nil {
+				return false
+			}
+		}
+		return true
+	})
+}
+
 func s3ETag(b []byte) string {
 	h := md5.Sum(b)
 	return `"` + hex.EncodeToString(h[:]) + `"`
@@ -94,14 +113,7 @@ func TestWriteBackIsReadEverywhereBeforeS3HasIt(t *testing.T) {
 	}
 
 	writer.cluster.Proxy.ClearFaults()
-	testutil.WaitFor(t, "MinIO holds every acknowledged write", func() bool {
-		for key, b := range want {
-			if !bytes.Equal(inMinIO(t, writer, key), b) {
-				return false
-			}
-		}
-		return inMinIO(t, writer, "wb/deleted") == nil
-	})
+	waitInMinIO(t, writer, want, "wb/deleted")
 	for key, b := range want {
 		if got := cold.mustGet("bucket-a", key, ""); !bytes.Equal(got, b) {
 			t.Fatalf("%s after persistence: %d bytes, want %d", key, len(got), len(b))
