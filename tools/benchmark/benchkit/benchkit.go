@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -74,6 +75,18 @@ func Percent(a, b float64) string {
 		return "n/a"
 	}
 	return fmt.Sprintf("%.0f%%", 100*a/b)
+}
+
+// Size formats a size in bytes as "4 MiB", "64 KiB" or "1000 B": in the
+// largest unit that divides it.
+func Size(n int64) string {
+	switch {
+	case n >= 1<<20 && n%(1<<20) == 0:
+		return strconv.FormatInt(n>>20, 10) + " MiB"
+	case n >= 1<<10 && n%(1<<10) == 0:
+		return strconv.FormatInt(n>>10, 10) + " KiB"
+	}
+	return strconv.FormatInt(n, 10) + " B"
 }
 
 // Millis formats a duration as milliseconds with three decimals.

@@ -38,6 +38,14 @@ func TestRatios(t *testing.T) {
 	}
 }
 
+func TestSize(t *testing.T) {
+	for n, want := range map[int64]string{0: "0 B", 1000: "1000 B", 1 << 10: "1 KiB", 1536: "1536 B", 3 << 19: "1536 KiB", 4 << 20: "4 MiB"} {
+		if got := Size(n); got != want {
+			t.Errorf("Size(%d) = %q, want %q", n, got, want)
+		}
+	}
+}
+
 func TestProcessCPUGrows(t *testing.T) {
 	before := ProcessCPU()
 	deadline := time.Now().Add(5 * time.Second)

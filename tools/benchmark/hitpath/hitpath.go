@@ -30,7 +30,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"time"
 
 	"github.com/distcache/distcache/tools/benchmark/benchkit"
@@ -148,8 +147,8 @@ func measureAll(ctx context.Context, env benchkit.Env, cfg config) (*report, err
 		return nil, err
 	}
 	for _, wl := range []workload{
-		{id: "range", name: sizeName(cfg.rangeSize) + " range", size: cfg.rangeSize},
-		{id: "chunk", name: "whole chunk (" + sizeName(cfg.chunkSize) + ")", size: cfg.chunkSize},
+		{id: "range", name: benchkit.Size(cfg.rangeSize) + " range", size: cfg.rangeSize},
+		{id: "chunk", name: "whole chunk (" + benchkit.Size(cfg.chunkSize) + ")", size: cfg.chunkSize},
 	} {
 		if len(cfg.workloads) == 0 || slices.Contains(cfg.workloads, wl.id) {
 			rep.workloads = append(rep.workloads, wl)
@@ -228,14 +227,4 @@ func (w *world) checkTLS(ctx context.Context) (string, error) {
 	suites["raw"] = cipherName(rc.c.ConnectionState().CipherSuite)
 	return fmt.Sprintf("TLS 1.3 with client certificates for the node, nginx's TLS listener and the raw ceiling; cipher suites negotiated: node %s, nginx %s, raw %s",
 		suites["node"], suites["nginx"], suites["raw"]), nil
-}
-
-func sizeName(n int64) string {
-	switch {
-	case n >= 1<<20 && n%(1<<20) == 0:
-		return strconv.FormatInt(n>>20, 10) + " MiB"
-	case n >= 1<<10 && n%(1<<10) == 0:
-		return strconv.FormatInt(n>>10, 10) + " KiB"
-	}
-	return strconv.FormatInt(n, 10) + " B"
 }

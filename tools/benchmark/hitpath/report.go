@@ -33,7 +33,7 @@ func (r *report) markdown(imgDir string) (string, error) {
 	fmt.Fprintf(&b, "Reads of cached data: %s ranges at random %s-aligned offsets and whole %s chunks of one %s object, "+
 		"%s concurrent clients, each client one read at a time, %s per cell after a %s warm-up. "+
 		"The whole table is measured %d times, round after round; each cell shows its best round (highest GB/s), all of whose figures come from that round.\n\n",
-		sizeName(c.rangeSize), sizeName(c.rangeSize), sizeName(c.chunkSize), sizeName(c.objectSize),
+		benchkit.Size(c.rangeSize), benchkit.Size(c.rangeSize), benchkit.Size(c.chunkSize), benchkit.Size(c.objectSize),
 		joinInts(c.clients), c.cell, c.warmup, c.rounds)
 	b.WriteString("```sh\nmake bench BENCH_PARTS=b1        # this section (tools/benchmark/hitpath)\n" +
 		"BENCH_PROFILE_DIR=/tmp/b1 make bench BENCH_PARTS=b1   # plus CPU/allocation profiles of the in-process cells\n```\n\n")

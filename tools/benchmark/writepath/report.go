@@ -59,7 +59,7 @@ func (r *report) markdown() string {
 	p("- **through the gateway**: the client against an in-process gateway in its default configuration (plain HTTP on loopback, ")
 	p("256 MiB page cache of 1 MiB pages), in front of %d in-process cache node(s) in one ring over mTLS, in `cachenode serve`'s ", r.nodes)
 	p("default TTL mode with its default write cache (64 MiB per upload) and S3 settings, %s chunks, reading and writing S3 through the same link. ",
-		sizeName(c.chunkSize))
+		benchkit.Size(c.chunkSize))
 	p("A PUT is answered once S3 has the object; the nodes keep its chunks and metadata, so the GET right after it is a hit.\n\n")
 
 	if len(c.rows) > 0 {
@@ -146,7 +146,7 @@ func (r *report) reading() string {
 			text := fmt.Sprintf("A %s PUT through the gateway cost %.0f ms of CPU (this process and MinIO) against %.0f "+
 				"straight to S3 (%.1fx): the gateway verifies the body's SHA-256 and passes it over TLS to a node, which sends it on "+
 				"to S3 and keeps it (its disk tier; the chunks other members own go to them over TLS).",
-				sizeName(row.size), cpuGW, cpuS3, cpuGW/cpuS3)
+				benchkit.Size(row.size), cpuGW, cpuS3, cpuGW/cpuS3)
 			if tput, inverse := gw.mbps()/s3.mbps(), cpuS3/cpuGW; tput < inverse*1.15 && tput > inverse*0.85 {
 				text += fmt.Sprintf(" With %d writers on this machine's %d cores the CPU is what runs out: the gateway's throughput "+
 					"was %.2fx S3's, about the inverse of its CPU per PUT (1/%.1f = %.2f).", row.clients, runtime.NumCPU(),

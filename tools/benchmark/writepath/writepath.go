@@ -32,7 +32,6 @@ import (
 	"fmt"
 	"os"
 	"slices"
-	"strconv"
 	"time"
 
 	"github.com/distcache/distcache/tools/benchmark/benchkit"
@@ -66,9 +65,9 @@ type row struct {
 
 func (r row) name() string {
 	if r.getAfter {
-		return "GET right after a " + sizeName(r.size) + " PUT"
+		return "GET right after a " + benchkit.Size(r.size) + " PUT"
 	}
-	return fmt.Sprintf("%s PUT, %d client%s", sizeName(r.size), r.clients, plural(r.clients))
+	return fmt.Sprintf("%s PUT, %d client%s", benchkit.Size(r.size), r.clients, plural(r.clients))
 }
 
 func defaultConfig(quick bool) config {
@@ -153,16 +152,6 @@ func run(ctx context.Context, env benchkit.Env) (*report, benchkit.Section, erro
 		return nil, benchkit.Section{}, err
 	}
 	return rep, benchkit.Section{Title: "B5 — write-through", Markdown: rep.markdown()}, nil
-}
-
-func sizeName(n int64) string {
-	switch {
-	case n >= 1<<20 && n%(1<<20) == 0:
-		return strconv.FormatInt(n>>20, 10) + " MiB"
-	case n >= 1<<10 && n%(1<<10) == 0:
-		return strconv.FormatInt(n>>10, 10) + " KiB"
-	}
-	return strconv.FormatInt(n, 10) + " B"
 }
 
 func plural(n int) string {
