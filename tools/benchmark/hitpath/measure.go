@@ -100,28 +100,26 @@ func (w *world) columns() []column {
 			read: func(ctx context.Context, _ *worker, off int64, buf []byte) error {
 				return w.readS3(ctx, w.gateways[0].S3, off, buf)
 			}},
-		{id: "nginx-http", name: "nginx proxy_cache, plain HTTP (aws-sdk-go-v2)",
-			read: func(ctx context.Context, wk *worker, off int64, buf []byte) error {
-				hit, err := w.readNginxS3(ctx, off, buf)
-				if err == nil && !hit {
-					wk.nginxMiss.Add(1)
-				}
-				return err
-			}},
+		{id: "nginx-http", name: "nginx proxy_cache, plain HTTP (aws-sdk-go-v2)", read: countingMisses(w.readNginxS3)},
 		{id: "minio", name: "MinIO direct (aws-sdk-go-v2)",
 			read: func(ctx context.Context, _ *worker, off int64, buf []byte) error {
 				return w.readS3(ctx, w.minioS3, off, buf)
 			}},
-		{id: "nginx", name: "nginx proxy_cache, mTLS (net/http)",
-			read: func(ctx context.Context, wk *worker, off int64, buf []byte) error {
-				hit, err := w.readNginx(ctx, off, buf)
-				if err == nil && !hit {
-					wk.nginxMiss.Add(1)
-				}
-				return err
-			}},
+		{id: "nginx", name: "nginx proxy_cache, mTLS (net/http)", read: countingMisses(w.readNginx)},
 		{id: "raw", name: "raw TLS 1.3 ceiling", profiled: true,
 			read: func(_ context.Context, wk *worker, off int64, buf []byte) error { return w.readRaw(&wk.raw, off, buf) }},
+	}
+}
+
+// countingMisses is a column's read through nginx: read, counting in the
+// worker's nginxMiss each read nginx did not answer from its cache.
+func countingMisses(read func(ctx context.Context, off int64, buf []byte) (hit bool, err error)) func(context.Context, *worker, int64, []byte) error {
+	return func(ctx context.Context, wk *worker, off int64, buf []byte) error {
+		hit, err := read(ctx, off, buf)
+		if err == nil && !hit {
+			wk.nginxMiss.Add(1)
+		}
+		return err
 	}
 }
 
