@@ -78,16 +78,44 @@ func (d *dlist) remove(k int32) {
 	d.bytes -= d.l.size[k]
 }
 
-// lru is plain byte-capacity LRU: the old store's policy.
-type lru struct {
+// queue holds chunks up to capacity bytes, new ones at the head, victims
+// taken from the tail.
+type queue struct {
 	capacity int64
 	in       []bool
 	q        *dlist
 }
 
-func newLRU(n int, capacity int64) *lru {
-	return &lru{capacity: capacity, in: make([]bool, n), q: newLists(n).list()}
+func newQueue(n int, capacity int64) queue {
+	return queue{capacity: capacity, in: make([]bool, n), q: newLists(n).list()}
 }
+
+// insert puts chunk k at the head once the victims from the tail make room
+// for it, and reports whether it did (not when k alone exceeds the
+// capacity). A victim that spare, when not nil, reports true for goes back
+// to the head instead.
+func (c *queue) insert(k int32, size int64, spare func(v int32) bool) bool {
+	if size > c.capacity {
+		return false
+	}
+	for c.q.bytes+size > c.capacity {
+		v := c.q.tail
+		c.q.remove(v)
+		if spare != nil && spare(v) {
+			c.q.pushFront(v, c.q.l.size[v])
+			continue
+		}
+		c.in[v] = false
+	}
+	c.q.pushFront(k, size)
+	c.in[k] = true
+	return true
+}
+
+// lru is plain byte-capacity LRU: the old store's policy.
+type lru struct{ queue }
+
+func newLRU(n int, capacity int64) *lru { return &lru{newQueue(n, capacity)} }
 
 func (c *lru) get(k int32) bool {
 	if !c.in[k] {
@@ -99,31 +127,18 @@ func (c *lru) get(k int32) bool {
 	return true
 }
 
-func (c *lru) put(k int32, size int64) {
-	if size > c.capacity {
-		return
-	}
-	for c.q.bytes+size > c.capacity {
-		v := c.q.tail
-		c.q.remove(v)
-		c.in[v] = false
-	}
-	c.q.pushFront(k, size)
-	c.in[k] = true
-}
+func (c *lru) put(k int32, size int64) { c.insert(k, size, nil) }
 
 // clock is FIFO with reinsertion and a 2-bit frequency (CLOCK): a victim
 // that was read since it was last passed over goes back to the head with
 // its count decremented.
 type clock struct {
-	capacity int64
-	in       []bool
-	freq     []uint8
-	q        *dlist
+	queue
+	freq []uint8
 }
 
 func newClock(n int, capacity int64) *clock {
-	return &clock{capacity: capacity, in: make([]bool, n), freq: make([]uint8, n), q: newLists(n).list()}
+	return &clock{queue: newQueue(n, capacity), freq: make([]uint8, n)}
 }
 
 func (c *clock) get(k int32) bool {
@@ -135,22 +150,18 @@ func (c *clock) get(k int32) bool {
 }
 
 func (c *clock) put(k int32, size int64) {
-	if size > c.capacity {
-		return
+	if c.insert(k, size, c.passOver) {
+		c.freq[k] = 0
 	}
-	for c.q.bytes+size > c.capacity {
-		v := c.q.tail
-		c.q.remove(v)
-		if c.freq[v] > 0 {
-			c.freq[v]--
-			c.q.pushFront(v, c.q.l.size[v])
-			continue
-		}
-		c.in[v] = false
+}
+
+// passOver spares victim v while its count lasts.
+func (c *clock) passOver(v int32) bool {
+	if c.freq[v] > 0 {
+		c.freq[v]--
+		return true
 	}
-	c.q.pushFront(k, size)
-	c.in[k] = true
-	c.freq[k] = 0
+	return false
 }
 
 // slru is segmented LRU: new chunks enter a probationary segment, a hit
