@@ -343,19 +343,13 @@ func (p *Peers) listHeldUploads(ctx context.Context, m ring.Member, tenant, buck
 // heldList asks m for a list of what it holds of bucket (handleHeldList)
 // into out.
 func (p *Peers) heldList(ctx context.Context, m ring.Member, tenant, bucket string, q url.Values, out any) error {
-	req, cancel, err := p.request(ctx, http.MethodGet, m, tenant, nodeapi.PathHeld+"/"+url.PathEscape(bucket), q, nil)
-	if err != nil {
-		return err
-	}
-	defer cancel()
-	resp, err := p.Client.Do(req)
+	resp, err := p.send(ctx, http.MethodGet, m, tenant, nodeapi.PathHeld+"/"+url.PathEscape(bucket), q, nil, nil)
 	if err != nil {
 		return err
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
-		return &peerError{status: resp.StatusCode, msg: string(msg)}
+		return answerError(resp)
 	}
 	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
 		return fmt.Errorf("member %s: reading its held list: %w", m.Name, err)

@@ -145,75 +145,40 @@ func (p *Peers) putHeld(ctx context.Context, m ring.Member, tenant string, e wri
 	if e.Size == 0 {
 		body = http.NoBody // else the client sends a file body of length 0 as one of unknown length
 	}
-	req, cancel, err := p.heldRequest(ctx, http.MethodPut, m, tenant, e, body)
-	if err != nil {
-		return "", err
-	}
-	defer cancel()
-	req.ContentLength = e.Size
-	h, err := p.doNoContentHeader(req)
+	h, err := p.sendEntry(ctx, http.MethodPut, m, tenant, e, body, e.Size)
 	return h.Get(headerHeldETag), err
 }
 
 // dropHeld tells m to drop its copy of version e.
 func (p *Peers) dropHeld(ctx context.Context, m ring.Member, tenant string, e writeback.Entry) error {
-	req, cancel, err := p.heldRequest(ctx, http.MethodDelete, m, tenant, e, http.NoBody)
-	if err != nil {
-		return err
-	}
-	defer cancel()
-	return p.doNoContent(req)
-}
-
-func (p *Peers) heldRequest(ctx context.Context, method string, m ring.Member, tenant string, e writeback.Entry, body io.Reader) (*http.Request, context.CancelFunc, error) {
-	entry, err := json.Marshal(e)
-	if err != nil {
-		return nil, nil, err
-	}
-	req, cancel, err := p.request(ctx, method, m, tenant, nodeapi.HeldPath(e.Bucket, e.Key), nil, body)
-	if err != nil {
-		return nil, nil, err
-	}
-	req.Header.Set(headerHeldEntry, string(entry))
-	return req, cancel, nil
-}
-
-func (p *Peers) doNoContent(req *http.Request) error {
-	_, err := p.doNoContentHeader(req)
+	_, err := p.sendEntry(ctx, http.MethodDelete, m, tenant, e, http.NoBody, 0)
 	return err
 }
 
-// doNoContentHeader sends req, expecting 204 No Content, and returns the
-// answer's headers (nil on an error).
-func (p *Peers) doNoContentHeader(req *http.Request) (http.Header, error) {
-	resp, err := p.Client.Do(req)
+// sendEntry sends a request about held version e, with e in its header and
+// a body of size bytes, to m, expecting 204 No Content (sendNoContent).
+func (p *Peers) sendEntry(ctx context.Context, method string, m ring.Member, tenant string, e writeback.Entry, body io.Reader, size int64) (http.Header, error) {
+	entry, err := json.Marshal(e)
 	if err != nil {
 		return nil, err
 	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusNoContent {
-		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
-		return nil, &peerError{status: resp.StatusCode, code: resp.Header.Get("X-Distcache-Error"), msg: string(msg)}
-	}
-	return resp.Header, nil
+	return p.sendNoContent(ctx, method, m, tenant, nodeapi.HeldPath(e.Bucket, e.Key), nil, body, func(req *http.Request) {
+		req.Header.Set(headerHeldEntry, string(entry))
+		req.ContentLength = size
+	})
 }
 
 // getHeld reads len(dst) bytes at off of the version etag of o that m holds.
 func (p *Peers) getHeld(ctx context.Context, m ring.Member, tenant string, o chunk.Object, etag string, off int64, dst []byte) error {
-	req, cancel, err := p.request(ctx, http.MethodGet, m, tenant, nodeapi.HeldPath(o.Bucket, o.Key), url.Values{"etag": {etag}}, nil)
-	if err != nil {
-		return err
-	}
-	defer cancel()
-	req.Header.Set("Range", "bytes="+strconv.FormatInt(off, 10)+"-"+strconv.FormatInt(off+int64(len(dst))-1, 10))
-	resp, err := p.Client.Do(req)
+	resp, err := p.send(ctx, http.MethodGet, m, tenant, nodeapi.HeldPath(o.Bucket, o.Key), url.Values{"etag": {etag}}, nil, func(req *http.Request) {
+		req.Header.Set("Range", "bytes="+strconv.FormatInt(off, 10)+"-"+strconv.FormatInt(off+int64(len(dst))-1, 10))
+	})
 	if err != nil {
 		return err
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusPartialContent && !(resp.StatusCode == http.StatusOK && off == 0) {
-		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
-		return &peerError{status: resp.StatusCode, msg: string(msg)}
+		return answerError(resp)
 	}
 	if _, err := io.ReadFull(resp.Body, dst); err != nil {
 		return fmt.Errorf("holder %s: short body: %w", m.Name, err)

@@ -61,15 +61,11 @@ func memberName(m ring.Member) string { return m.Name }
 // find the chunk's bounds.
 func (p *Peers) get(ctx context.Context, m ring.Member, tenant string, id chunk.ID, objectSize int64, localOnly bool) ([]byte, error) {
 	q := url.Values{"chunk": {strconv.FormatInt(id.Index, 10)}, "etag": {id.ETag}, "size": {strconv.FormatInt(objectSize, 10)}}
-	req, cancel, err := p.request(ctx, http.MethodGet, m, tenant, nodeapi.ObjectPath(id.Bucket, id.Key), q, nil)
-	if err != nil {
-		return nil, err
-	}
-	defer cancel()
-	if localOnly {
-		req.Header.Set(HeaderLocalOnly, "1")
-	}
-	resp, err := p.Client.Do(req)
+	resp, err := p.send(ctx, http.MethodGet, m, tenant, nodeapi.ObjectPath(id.Bucket, id.Key), q, nil, func(req *http.Request) {
+		if localOnly {
+			req.Header.Set(HeaderLocalOnly, "1")
+		}
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -85,8 +81,7 @@ func (p *Peers) get(ctx context.Context, m ring.Member, tenant string, id chunk.
 		_ = json.NewDecoder(io.LimitReader(resp.Body, 4<<10)).Decode(&e)
 		return nil, newError(http.StatusServiceUnavailable, CodeSlowDown, "owner "+m.Name+": "+e.Message)
 	default:
-		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
-		return nil, &peerError{status: resp.StatusCode, code: resp.Header.Get("X-Distcache-Error"), msg: string(msg)}
+		return nil, codedAnswerError(resp)
 	}
 	if resp.ContentLength < 0 || resp.ContentLength > id.Size {
 		return nil, fmt.Errorf("peer %s sent a chunk of %d bytes", m.Name, resp.ContentLength)
@@ -117,6 +112,53 @@ func (p *Peers) request(ctx context.Context, method string, m ring.Member, tenan
 	return req, cancel, nil
 }
 
+// send sends a node-to-node request (see request) once edit, when not nil,
+// has set what else the request needs. Closing the answer's body ends the
+// request's timeout too.
+func (p *Peers) send(ctx context.Context, method string, m ring.Member, tenant, path string, q url.Values, body io.Reader, edit func(*http.Request)) (*http.Response, error) {
+	req, cancel, err := p.request(ctx, method, m, tenant, path, q, body)
+	if err != nil {
+		return nil, err
+	}
+	if edit != nil {
+		edit(req)
+	}
+	resp, err := p.Client.Do(req)
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	resp.Body = cancelOnClose{ReadCloser: resp.Body, cancel: cancel}
+	return resp, nil
+}
+
+// cancelOnClose is an answer's body that ends its request's context once
+// closed.
+type cancelOnClose struct {
+	io.ReadCloser
+	cancel context.CancelFunc
+}
+
+func (b cancelOnClose) Close() error {
+	err := b.ReadCloser.Close()
+	b.cancel()
+	return err
+}
+
+// sendNoContent is send for requests answered 204 No Content; it returns
+// the answer's headers (nil on an error).
+func (p *Peers) sendNoContent(ctx context.Context, method string, m ring.Member, tenant, path string, q url.Values, body io.Reader, edit func(*http.Request)) (http.Header, error) {
+	resp, err := p.send(ctx, method, m, tenant, path, q, body, edit)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusNoContent {
+		return nil, codedAnswerError(resp)
+	}
+	return resp.Header, nil
+}
+
 // peerError is a peer's HTTP error answer. 4xx answers are the request's
 // fault (the same would happen anywhere) and do not mark the peer down.
 type peerError struct {
@@ -126,6 +168,20 @@ type peerError struct {
 }
 
 func (e *peerError) Error() string { return fmt.Sprintf("peer answered %d: %s", e.status, e.msg) }
+
+// answerError is a peer's answer that its request did not expect, with the
+// start of the answer's body as the message.
+func answerError(resp *http.Response) *peerError {
+	msg, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+	return &peerError{status: resp.StatusCode, msg: string(msg)}
+}
+
+// codedAnswerError is answerError with the peer's error code too.
+func codedAnswerError(resp *http.Response) *peerError {
+	e := answerError(resp)
+	e.code = resp.Header.Get("X-Distcache-Error")
+	return e
+}
 
 func isSlowDown(err error) bool {
 	var ae *apiError
@@ -215,12 +271,8 @@ func (s *Server) fromPrevious(ctx context.Context, r *ring.Ring, c caller, id ch
 // serves it, so the first read after a write is a hit there too.
 func (p *Peers) put(ctx context.Context, m ring.Member, tenant string, id chunk.ID, data []byte) error {
 	q := url.Values{"chunk": {strconv.FormatInt(id.Index, 10)}, "etag": {id.ETag}}
-	req, cancel, err := p.request(ctx, http.MethodPost, m, tenant, nodeapi.ObjectPath(id.Bucket, id.Key), q, bytes.NewReader(data))
-	if err != nil {
-		return err
-	}
-	defer cancel()
-	return p.doNoContent(req)
+	_, err := p.sendNoContent(ctx, http.MethodPost, m, tenant, nodeapi.ObjectPath(id.Bucket, id.Key), q, bytes.NewReader(data), nil)
+	return err
 }
 
 // handOut sends written chunks this node does not serve to their owners, a
@@ -263,15 +315,11 @@ const HeaderRevalidate = "X-Distcache-Revalidate"
 // object (not found, access denied, S3 unavailable) come back as the errors
 // the owner saw; only transport failures are errUnreachable-like errors.
 func (p *Peers) head(ctx context.Context, m ring.Member, tenant string, o chunk.Object, revalidate bool) (chunk.Meta, error) {
-	req, cancel, err := p.request(ctx, http.MethodHead, m, tenant, nodeapi.ObjectPath(o.Bucket, o.Key), nil, nil)
-	if err != nil {
-		return chunk.Meta{}, err
-	}
-	defer cancel()
-	if revalidate {
-		req.Header.Set(HeaderRevalidate, "1")
-	}
-	resp, err := p.Client.Do(req)
+	resp, err := p.send(ctx, http.MethodHead, m, tenant, nodeapi.ObjectPath(o.Bucket, o.Key), nil, nil, func(req *http.Request) {
+		if revalidate {
+			req.Header.Set(HeaderRevalidate, "1")
+		}
+	})
 	if err != nil {
 		return chunk.Meta{}, err
 	}
@@ -303,12 +351,7 @@ func (p *Peers) head(ctx context.Context, m ring.Member, tenant string, o chunk.
 // invalidate tells a member to drop what it cached of o.
 func (p *Peers) invalidate(ctx context.Context, m ring.Member, tenant string, o chunk.Object) error {
 	q := url.Values{"invalidate": {"1"}}
-	req, cancel, err := p.request(ctx, http.MethodPost, m, tenant, nodeapi.ObjectPath(o.Bucket, o.Key), q, http.NoBody)
-	if err != nil {
-		return err
-	}
-	defer cancel()
-	resp, err := p.Client.Do(req)
+	resp, err := p.send(ctx, http.MethodPost, m, tenant, nodeapi.ObjectPath(o.Bucket, o.Key), q, http.NoBody, nil)
 	if err != nil {
 		return err
 	}
