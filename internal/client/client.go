@@ -337,25 +337,33 @@ func (c *Client) Close() error {
 }
 
 func newTransport(cfg Config) *http.Transport {
-	tlsConfig := withProtos(cfg.TLS, "http/1.1")
+	tr := NodeTransport(cfg.TLS, cfg.CurrentTLS)
+	tr.MaxIdleConnsPerHost = max(64, 4*cfg.Parallelism)
+	tr.WriteBufferSize = 64 << 10
+	// ReadBufferSize stays at net/http's 4 KiB: a body read of at least the
+	// buffer's size goes straight from TLS into the caller's slice, where a
+	// 64 KiB buffer put every byte through an extra copy (TLS returns at
+	// most one 16 KiB record per Read, so a big buffer saves no system call
+	// either).
+	return tr
+}
+
+// NodeTransport is an HTTP/1.1-only transport to the node API holding
+// tlsConfig's client certificate; with current set, each new connection
+// takes its configuration from it instead (see Config.CurrentTLS). The
+// client and the gateway's pass-through each add their own limits.
+func NodeTransport(tlsConfig *tls.Config, current func() *tls.Config) *http.Transport {
 	dialer := &net.Dialer{Timeout: 3 * time.Second, KeepAlive: 30 * time.Second}
 	tr := &http.Transport{
-		TLSClientConfig: tlsConfig,
+		TLSClientConfig: withProtos(tlsConfig, "http/1.1"),
 		// HTTP/1.1 only: Go's HTTP/2 is much slower for bulk bytes.
 		TLSNextProto:        map[string]func(string, *tls.Conn) http.RoundTripper{},
 		DialContext:         dialer.DialContext,
 		TLSHandshakeTimeout: 5 * time.Second,
-		MaxIdleConnsPerHost: max(64, 4*cfg.Parallelism),
 		IdleConnTimeout:     90 * time.Second,
 		DisableCompression:  true,
-		WriteBufferSize:     64 << 10,
-		// ReadBufferSize stays at net/http's 4 KiB: a body read of at
-		// least the buffer's size goes straight from TLS into the
-		// caller's slice, where a 64 KiB buffer put every byte through
-		// an extra copy (TLS returns at most one 16 KiB record per Read,
-		// so a big buffer saves no system call either).
 	}
-	if current := cfg.CurrentTLS; current != nil {
+	if current != nil {
 		tr.DialTLSContext = pki.DialTLSContext(current, dialer, dialer.Timeout+tr.TLSHandshakeTimeout)
 	}
 	return tr

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
-	"net"
 	"net/http"
 	"slices"
 	"strings"
@@ -21,7 +20,6 @@ import (
 	"github.com/distcache/distcache/internal/client"
 	"github.com/distcache/distcache/internal/failover"
 	"github.com/distcache/distcache/internal/nodeapi"
-	"github.com/distcache/distcache/internal/pki"
 	"github.com/distcache/distcache/internal/ring"
 	"github.com/distcache/distcache/internal/sigv4"
 )
@@ -384,25 +382,12 @@ const objectsPath = "/v1/objects/"
 // client.Config.CurrentTLS). It follows no redirects (the node API never
 // sends one; following it could change the target).
 func NewUpstreamClient(tlsConfig *tls.Config, current func() *tls.Config, timeout time.Duration) *http.Client {
-	cfg := tlsConfig.Clone()
-	cfg.NextProtos = []string{"http/1.1"}
-	dialer := &net.Dialer{Timeout: 3 * time.Second, KeepAlive: 30 * time.Second}
-	tr := &http.Transport{
-		TLSClientConfig:     cfg,
-		TLSNextProto:        map[string]func(string, *tls.Conn) http.RoundTripper{},
-		DialContext:         dialer.DialContext,
-		TLSHandshakeTimeout: 5 * time.Second,
-		MaxIdleConnsPerHost: 32,
-		IdleConnTimeout:     90 * time.Second,
-		DisableCompression:  true,
-		// A pass-through answer can take as long as S3 does (a
-		// CompleteMultipartUpload of many parts, a large copy).
-		ResponseHeaderTimeout: timeout,
-		ExpectContinueTimeout: time.Second,
-	}
-	if current != nil {
-		tr.DialTLSContext = pki.DialTLSContext(current, dialer, dialer.Timeout+tr.TLSHandshakeTimeout)
-	}
+	tr := client.NodeTransport(tlsConfig, current)
+	tr.MaxIdleConnsPerHost = 32
+	// A pass-through answer can take as long as S3 does (a
+	// CompleteMultipartUpload of many parts, a large copy).
+	tr.ResponseHeaderTimeout = timeout
+	tr.ExpectContinueTimeout = time.Second
 	return &http.Client{
 		Transport:     tr,
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
