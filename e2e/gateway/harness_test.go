@@ -33,13 +33,14 @@ import (
 	"github.com/distcache/distcache/internal/testutil/nodecluster"
 )
 
-// Gateway credentials S3 clients sign with (not MinIO's).
+// The gateway's credentials, which S3 clients sign with (not MinIO's).
 const (
-	accessKey = "GATEWAYKEYEXAMPLE"
-	secretKey = "gateway/secret+KEY/EXAMPLE0123456789"
-	region    = "us-east-1"
-	chunkSize = 256 << 10
+	accessKey = testutil.GatewayAccessKey
+	secretKey = testutil.GatewaySecretKey
+	region    = testutil.GatewayRegion
 )
+
+const chunkSize = 256 << 10
 
 // tenants: team-a may use bucket-a, shared, clickhouse and ghost-bucket
 // (which does not exist in S3); bucket-b is team-b's only.

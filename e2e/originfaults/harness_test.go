@@ -58,9 +58,6 @@ import (
 )
 
 const (
-	accessKey = "GATEWAYKEYEXAMPLE"
-	secretKey = "gateway/secret+KEY/EXAMPLE0123456789"
-	region    = "us-east-1"
 	chunkSize = 256 << 10
 	bucket    = "bucket-a"
 )
@@ -94,13 +91,13 @@ func newEnv(t *testing.T, opts envOptions) *env {
 	})
 	e := &env{t: t, cluster: c, registry: prometheus.NewRegistry(), versions: map[string][][]byte{}, etags: map[string][]string{}}
 	e.srv = c.StartGateway(pki.Identity{Kind: pki.KindTenant, Name: "team-a"}, embed.GatewayConfig{
-		AccessKey: accessKey, SecretKey: secretKey, Region: region,
+		AccessKey: testutil.GatewayAccessKey, SecretKey: testutil.GatewaySecretKey, Region: testutil.GatewayRegion,
 		Parallelism: 4, PageCacheBytes: opts.pageCache, Timeout: 20 * time.Second, PassthroughTimeout: time.Minute,
 		Registry: e.registry,
 		Now:      c.Clock.Now, // kept metadata ages with the nodes' clock
 	})
 	e.cache = e.srv.Client()
-	e.s3 = testutil.S3Client(e.srv.URL(), accessKey, secretKey)
+	e.s3 = testutil.S3Client(e.srv.URL(), testutil.GatewayAccessKey, testutil.GatewaySecretKey)
 	return e
 }
 

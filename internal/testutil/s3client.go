@@ -6,6 +6,14 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 )
 
+// The credentials and region of the gateway the e2e suites start (not
+// MinIO's): its tenant's key, and what their S3 clients sign with.
+const (
+	GatewayAccessKey = "GATEWAYKEYEXAMPLE"
+	GatewaySecretKey = "gateway/secret+KEY/EXAMPLE0123456789"
+	GatewayRegion    = "us-east-1"
+)
+
 // S3Client is an unmodified SDK client of the S3 endpoint (a URL, such as
 // a gateway's or MinIO's) in us-east-1, path-style, signing with key and
 // secret, that makes exactly one attempt per request: the tests see every
