@@ -261,13 +261,7 @@ func dirtyHold(pods []podDirty, prev []cachev1alpha1.LeavingPodStatus, now time.
 			}
 			continue
 		}
-		ls.Unanswered = p.held.unanswered
-		since := metav1.NewTime(now).Rfc3339Copy()
-		if i := slices.IndexFunc(prev, func(l cachev1alpha1.LeavingPodStatus) bool { return l.Name == p.name }); i >= 0 && prev[i].UnansweredSince != nil {
-			since = prev[i].UnansweredSince.Rfc3339Copy()
-		}
-		ls.UnansweredSince = &since
-		if left := since.Add(timeout).Sub(now); left > 0 {
+		if left := unanswered(&ls, p.held.unanswered, prev, now, timeout); left > 0 {
 			d.pods = append(d.pods, ls)
 			d.wait = soonest(d.wait, min(left, heldLookInterval))
 		} else {
@@ -279,14 +273,37 @@ func dirtyHold(pods []podDirty, prev []cachev1alpha1.LeavingPodStatus, now time.
 
 // dirtySummary names the pods waited for and why ("" when none is).
 func dirtySummary(pods []cachev1alpha1.LeavingPodStatus, now time.Time, timeout time.Duration) string {
+	return leavingSummary(pods, now, timeout, "waited for", func(l cachev1alpha1.LeavingPodStatus) string {
+		return fmt.Sprintf("holds %d write-back objects not in S3 yet (its tenants hold %s)", l.HeldObjects, formatBytes(l.HeldBytes))
+	})
+}
+
+// unanswered records in ls that its pod could not be asked what it holds
+// (why), since the time prev, the status before, says it first could not,
+// else since now; it returns how much of timeout is left from then.
+func unanswered(ls *cachev1alpha1.LeavingPodStatus, why string, prev []cachev1alpha1.LeavingPodStatus, now time.Time, timeout time.Duration) time.Duration {
+	ls.Unanswered = why
+	since := metav1.NewTime(now).Rfc3339Copy()
+	if i := slices.IndexFunc(prev, func(p cachev1alpha1.LeavingPodStatus) bool { return p.Name == ls.Name }); i >= 0 && prev[i].UnansweredSince != nil {
+		since = prev[i].UnansweredSince.Rfc3339Copy()
+	}
+	ls.UnansweredSince = &since
+	return since.Add(timeout).Sub(now)
+}
+
+// leavingSummary names the pods of leaving that hold data (holds says
+// what) or cannot be asked and are within timeout of it, and why, for an
+// event; how says what is done with them. It is "" when there are none.
+func leavingSummary(leaving []cachev1alpha1.LeavingPodStatus, now time.Time, timeout time.Duration, how string,
+	holds func(cachev1alpha1.LeavingPodStatus) string) string {
 	var out []string
-	for _, l := range pods {
+	for _, l := range leaving {
 		switch {
 		case l.Unanswered == "" && l.HeldObjects > 0:
-			out = append(out, fmt.Sprintf("%s holds %d write-back objects not in S3 yet (its tenants hold %s)", l.Name, l.HeldObjects, formatBytes(l.HeldBytes)))
+			out = append(out, l.Name+" "+holds(l))
 		case l.Unanswered != "" && l.UnansweredSince != nil && l.UnansweredSince.Add(timeout).After(now):
-			out = append(out, fmt.Sprintf("%s cannot be asked what it holds (%s), waited for until %s at most",
-				l.Name, l.Unanswered, l.UnansweredSince.Add(timeout).UTC().Format(time.RFC3339)))
+			out = append(out, fmt.Sprintf("%s cannot be asked what it holds (%s), %s until %s at most",
+				l.Name, l.Unanswered, how, l.UnansweredSince.Add(timeout).UTC().Format(time.RFC3339)))
 		}
 	}
 	return strings.Join(out, "; ")

@@ -7,7 +7,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -19,7 +18,6 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	cachev1alpha1 "github.com/distcache/distcache/api/v1alpha1"
@@ -479,13 +477,7 @@ func heldDrainHold(stsName string, want, current int32, pods []zonePod, prev []c
 				d.wait = soonest(d.wait, heldLookInterval)
 			}
 		default:
-			ls.Unanswered = h.unanswered
-			since := metav1.NewTime(now).Rfc3339Copy()
-			if i := slices.IndexFunc(prev, func(p cachev1alpha1.LeavingPodStatus) bool { return p.Name == name }); i >= 0 && prev[i].UnansweredSince != nil {
-				since = prev[i].UnansweredSince.Rfc3339Copy()
-			}
-			ls.UnansweredSince = &since
-			if left := since.Add(timeout).Sub(now); left > 0 {
+			if left := unanswered(&ls, h.unanswered, prev, now, timeout); left > 0 {
 				keep = true
 				d.wait = soonest(d.wait, min(left, heldLookInterval))
 			}
@@ -507,17 +499,9 @@ func heldDrainHold(stsName string, want, current int32, pods []zonePod, prev []c
 // waitingSummary names the pods a zone keeps for held data and why, for
 // the Normal event recorded when it changes ("" when none is kept).
 func waitingSummary(leaving []cachev1alpha1.LeavingPodStatus, now time.Time, timeout time.Duration) string {
-	var out []string
-	for _, l := range leaving {
-		switch {
-		case l.Unanswered == "" && l.HeldObjects > 0:
-			out = append(out, l.Name+" holds write-back or transient data not yet handed over or persisted")
-		case l.Unanswered != "" && l.UnansweredSince != nil && l.UnansweredSince.Add(timeout).After(now):
-			out = append(out, fmt.Sprintf("%s cannot be asked what it holds (%s), kept until %s at most",
-				l.Name, l.Unanswered, l.UnansweredSince.Add(timeout).UTC().Format(time.RFC3339)))
-		}
-	}
-	return strings.Join(out, "; ")
+	return leavingSummary(leaving, now, timeout, "kept", func(cachev1alpha1.LeavingPodStatus) string {
+		return "holds write-back or transient data not yet handed over or persisted"
+	})
 }
 
 // probeHeld asks each of pods what it holds, heldProbeParallel at a time
