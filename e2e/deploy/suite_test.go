@@ -72,10 +72,7 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 	// The distcache CRDs come from the rendered manifests, not from envtest;
 	// the ServiceMonitor CRD is the prometheus-operator's own, for
 	// config/prometheus.
-	crds, err := kubetest.CRDs(ctx, root, "prometheus-operator-crds.sh")
-	Expect(err).NotTo(HaveOccurred())
-	testEnv, err = kubetest.StartAdmin(scheme, "deploy-e2e-", crds)
-	Expect(err).NotTo(HaveOccurred())
+	testEnv = kubetest.StartPrometheusAdmin(ctx, root, scheme, "deploy-e2e-")
 	k8sClient, adminKubeconfig = testEnv.Client, testEnv.AdminKubeconfig
 }, NodeTimeout(5*time.Minute))
 

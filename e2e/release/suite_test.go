@@ -57,10 +57,7 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 
 	// The ServiceMonitor CRD is the prometheus-operator's own, for the
 	// chart's prometheus.enabled; the distcache CRDs come from the chart.
-	crds, err := kubetest.CRDs(ctx, root, "prometheus-operator-crds.sh")
-	Expect(err).NotTo(HaveOccurred())
-	testEnv, err = kubetest.StartAdmin(scheme, "release-e2e-", crds)
-	Expect(err).NotTo(HaveOccurred())
+	testEnv = kubetest.StartPrometheusAdmin(ctx, root, scheme, "release-e2e-")
 	k8sClient = testEnv.Client
 }, NodeTimeout(10*time.Minute))
 

@@ -51,6 +51,20 @@ func SetUpSuite(scheme *runtime.Scheme, timeout, interval time.Duration) (root s
 	return root
 }
 
+// StartPrometheusAdmin is StartAdmin with only the prometheus-operator's
+// CRDs (ServiceMonitor, PrometheusRule; hack/prometheus-operator-crds.sh):
+// the API server of the suites that install the distcache CRDs themselves,
+// from the rendered manifests or the Helm chart. prefix names its
+// directory; an error fails the calling BeforeSuite.
+func StartPrometheusAdmin(ctx context.Context, root string, scheme *runtime.Scheme, prefix string) *Admin {
+	GinkgoHelper()
+	crds, err := CRDs(ctx, root, "prometheus-operator-crds.sh")
+	Expect(err).NotTo(HaveOccurred())
+	a, err := StartAdmin(scheme, prefix, crds)
+	Expect(err).NotTo(HaveOccurred())
+	return a
+}
+
 // Run runs name with args in dir, with env added to the test's environment
 // and stdin (nil: none), and returns its stdout; when it fails, the error
 // ends with its stderr.
