@@ -70,20 +70,31 @@ func (s *Server) listsHeld(c caller, bucket, prefix string) (minCopies int, ok b
 	return minCopies, ok
 }
 
+// pageSize reads a listing's page size parameter (max-keys, max-uploads):
+// S3's 1000 at most, and when absent.
+func pageSize(q url.Values, param string) (int, *apiError) {
+	v := q.Get(param)
+	if v == "" {
+		return 1000, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 0 {
+		return 0, newError(http.StatusBadRequest, "InvalidArgument", param+" must be a number from 0")
+	}
+	return min(n, 1000), nil
+}
+
 // listHeld answers a listing that may cover held keys: the held versions
 // gathered from every member first (so a version persisted and dropped
 // meanwhile is in S3's page), then S3's page, merged.
 func (s *Server) listHeld(w http.ResponseWriter, r *http.Request, c caller, bucket string, minCopies int, start time.Time) {
 	tenant := c.tenant.Name
 	q := r.URL.Query()
-	req := s3list.Request{Prefix: q.Get("prefix"), Delimiter: q.Get("delimiter"), MaxKeys: 1000}
-	if v := q.Get("max-keys"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 0 {
-			s.fail(w, opPassthrough, tenant, start, newError(http.StatusBadRequest, "InvalidArgument", "max-keys must be a number from 0"))
-			return
-		}
-		req.MaxKeys = min(n, 1000)
+	req := s3list.Request{Prefix: q.Get("prefix"), Delimiter: q.Get("delimiter")}
+	var aerr *apiError
+	if req.MaxKeys, aerr = pageSize(q, "max-keys"); aerr != nil {
+		s.fail(w, opPassthrough, tenant, start, aerr)
+		return
 	}
 	v2 := q.Get("list-type") == "2"
 	token := q.Get("continuation-token")

@@ -3,7 +3,6 @@ package node
 import (
 	"context"
 	"net/http"
-	"strconv"
 	"time"
 
 	"github.com/distcache/distcache/internal/metrics"
@@ -27,14 +26,11 @@ func (s *Server) listHeldUploads(w http.ResponseWriter, r *http.Request, c calle
 	tenant := c.tenant.Name
 	q := r.URL.Query()
 	req := s3list.UploadsRequest{Prefix: q.Get("prefix"), Delimiter: q.Get("delimiter"),
-		KeyMarker: q.Get("key-marker"), UploadIDMarker: q.Get("upload-id-marker"), MaxUploads: 1000}
-	if v := q.Get("max-uploads"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 0 {
-			s.fail(w, opPassthrough, tenant, start, newError(http.StatusBadRequest, "InvalidArgument", "max-uploads must be a number from 0"))
-			return
-		}
-		req.MaxUploads = min(n, 1000)
+		KeyMarker: q.Get("key-marker"), UploadIDMarker: q.Get("upload-id-marker")}
+	var aerr *apiError
+	if req.MaxUploads, aerr = pageSize(q, "max-uploads"); aerr != nil {
+		s.fail(w, opPassthrough, tenant, start, aerr)
+		return
 	}
 	held := s.gatherHeldUploads(r.Context(), c, bucket, req.Prefix)
 	a, ok, err := s.getS3Listing(r.Context(), c, bucket, req.S3Query(q))
