@@ -253,17 +253,22 @@ func (o *options) caches(ctx context.Context, cl client.Client, names []string) 
 		return out, nil
 	}
 	var list cachev1alpha1.DistributedCacheList
-	var listOpts []client.ListOption
-	if !o.allNamespaces {
-		listOpts = append(listOpts, client.InNamespace(ns))
-	}
-	if err := cl.List(ctx, &list, listOpts...); err != nil {
+	if err := cl.List(ctx, &list, o.listIn(ns)...); err != nil {
 		return nil, fmt.Errorf("list DistributedCaches: %w", err)
 	}
 	if len(list.Items) == 0 {
 		o.nothingFound("DistributedCaches", ns)
 	}
 	return list.Items, nil
+}
+
+// listIn is the List options of a listing of namespace ns, or of every
+// namespace with -A.
+func (o *options) listIn(ns string) []client.ListOption {
+	if o.allNamespaces {
+		return nil
+	}
+	return []client.ListOption{client.InNamespace(ns)}
 }
 
 // tenants are the named tenants of the namespace, or all of them (of every
@@ -286,11 +291,7 @@ func (o *options) tenants(ctx context.Context, cl client.Client, names []string,
 		}
 	} else {
 		var list cachev1alpha1.CacheTenantList
-		var listOpts []client.ListOption
-		if !o.allNamespaces {
-			listOpts = append(listOpts, client.InNamespace(ns))
-		}
-		if err := cl.List(ctx, &list, listOpts...); err != nil {
+		if err := cl.List(ctx, &list, o.listIn(ns)...); err != nil {
 			return nil, fmt.Errorf("list CacheTenants: %w", err)
 		}
 		tenants = list.Items
