@@ -121,26 +121,15 @@ func report(env benchkit.Env, r *results) (benchkit.Section, error) {
 	}
 
 	p("**Results.** Time of the query; S3 GETs and bytes that reached MinIO (ClickHouse's own, or the cache nodes' misses).\n\n")
-	tab := benchkit.Table{Header: []string{"row"}}
-	for _, q := range queries {
-		tab.Header = append(tab.Header, q+" cold", q+" hot")
-	}
-	for _, ri := range r.shownRows() {
-		line := []string{rows[ri].Name}
-		for qi := range queries {
-			for h := 0; h < 2; h++ {
-				c := r.Cells[ri][qi][h]
-				t := fmt.Sprintf("%.3f s", c.Seconds)
-				if len(r.Runs) > 1 {
-					sp := r.Spread[ri][qi][h]
-					t += fmt.Sprintf(" (%.3f–%.3f)", sp.Min, sp.Max)
-				}
-				line = append(line, fmt.Sprintf("%s, %d GETs, %s", t, c.S3.GETs, size(c.S3.GETBytes)))
-			}
+	b.WriteString(r.cellTable(func(ri, qi, h int) string {
+		c := r.Cells[ri][qi][h]
+		t := fmt.Sprintf("%.3f s", c.Seconds)
+		if len(r.Runs) > 1 {
+			sp := r.Spread[ri][qi][h]
+			t += fmt.Sprintf(" (%.3f–%.3f)", sp.Min, sp.Max)
 		}
-		tab.Rows = append(tab.Rows, line)
-	}
-	b.WriteString(tab.Markdown())
+		return fmt.Sprintf("%s, %d GETs, %s", t, c.S3.GETs, size(c.S3.GETBytes))
+	}).Markdown())
 	p("\n")
 
 	p("Where the bytes came from: ClickHouse's requests to its endpoint and the bytes it read (row 2: also from its local cache")
@@ -152,39 +141,18 @@ func report(env benchkit.Env, r *results) (benchkit.Section, error) {
 	p("the gateway wrote to ClickHouse's connections and the nodes to the gateway's (a response ClickHouse drops part-way has ")
 	p("already had what the kernel queued for it written: ClickHouse's receive window and up to `--client-unsent-bytes`, 128 KiB, ")
 	p("unsent on the gateway's side; so the gateway can send more than ClickHouse read).\n\n")
-	src := benchkit.Table{Header: []string{"row"}}
-	for _, q := range queries {
-		src.Header = append(src.Header, q+" cold", q+" hot")
-	}
-	for _, ri := range r.shownRows() {
-		line := []string{rows[ri].Name}
-		for qi := range queries {
-			for h := 0; h < 2; h++ {
-				line = append(line, sourceCell(ri, r.Cells[ri][qi][h]))
-			}
-		}
-		src.Rows = append(src.Rows, line)
-	}
-	b.WriteString(src.Markdown())
+	b.WriteString(r.cellTable(func(ri, qi, h int) string { return sourceCell(ri, r.Cells[ri][qi][h]) }).Markdown())
 
 	p("\nWhere the CPU went (seconds of CPU time during the run, user + system, every process on this machine's %d cores): ", runtime.NumCPU())
 	p("ClickHouse / the gateway / the cache nodes / S3's side (MinIO, and the bench process that runs the link).\n\n")
-	cpu := benchkit.Table{Header: src.Header}
-	for _, ri := range r.shownRows() {
-		line := []string{rows[ri].Name}
-		for qi := range queries {
-			for h := 0; h < 2; h++ {
-				c := r.Cells[ri][qi][h].CPU
-				s := fmt.Sprintf("CH %.2f", c.ClickHouse)
-				if isDistcache(ri) {
-					s += fmt.Sprintf(" / gw %.2f / nodes %.2f", c.Gateway, c.Nodes)
-				}
-				line = append(line, s+fmt.Sprintf(" / S3 %.2f", c.S3))
-			}
+	b.WriteString(r.cellTable(func(ri, qi, h int) string {
+		c := r.Cells[ri][qi][h].CPU
+		s := fmt.Sprintf("CH %.2f", c.ClickHouse)
+		if isDistcache(ri) {
+			s += fmt.Sprintf(" / gw %.2f / nodes %.2f", c.Gateway, c.Nodes)
 		}
-		cpu.Rows = append(cpu.Rows, line)
-	}
-	b.WriteString(cpu.Markdown())
+		return s + fmt.Sprintf(" / S3 %.2f", c.S3)
+	}).Markdown())
 	if len(r.G2Start) > 0 {
 		p("\nNot in these rows: G2's start, which faults its %s page cache in before the gateway is ready (`--page-cache-prefault`):", size(r.Cache.PageCacheBytes))
 		var starts []string
@@ -414,4 +382,23 @@ func thousands(n int64) string {
 		s = s[:len(s)-3]
 	}
 	return strings.Join(append([]string{s}, out...), ",")
+}
+
+// cellTable is a table of the shown rows by query, cold and hot: cell
+// writes the cell of row ri, query qi, cold (h 0) or hot (h 1).
+func (r *results) cellTable(cell func(ri, qi, h int) string) benchkit.Table {
+	tab := benchkit.Table{Header: []string{"row"}}
+	for _, q := range queries {
+		tab.Header = append(tab.Header, q+" cold", q+" hot")
+	}
+	for _, ri := range r.shownRows() {
+		line := []string{rows[ri].Name}
+		for qi := range queries {
+			for h := 0; h < 2; h++ {
+				line = append(line, cell(ri, qi, h))
+			}
+		}
+		tab.Rows = append(tab.Rows, line)
+	}
+	return tab
 }
