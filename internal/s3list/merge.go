@@ -138,7 +138,7 @@ func (p *Page) set(objects map[string]Object, prefixes map[string]bool, max int)
 		if e.object {
 			p.Contents = append(p.Contents, objects[e.name])
 		} else {
-			p.CommonPrefixes = append(p.CommonPrefixes, commonPrefix{e.name})
+			p.CommonPrefixes = append(p.CommonPrefixes, CommonPrefix{e.name})
 		}
 	}
 	if p.KeyCount != nil {

@@ -36,7 +36,7 @@ func (b bucket) list(q Request) *Page {
 		if !isPrefix[e] {
 			p.Contents = append(p.Contents, Object{Key: e, ETag: "s3"})
 		} else {
-			p.CommonPrefixes = append(p.CommonPrefixes, commonPrefix{e})
+			p.CommonPrefixes = append(p.CommonPrefixes, CommonPrefix{e})
 		}
 	}
 	return p

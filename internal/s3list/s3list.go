@@ -29,7 +29,8 @@ type Owner struct {
 	DisplayName string `xml:"DisplayName,omitempty"`
 }
 
-type commonPrefix struct {
+// CommonPrefix is one entry of a listing's CommonPrefixes.
+type CommonPrefix struct {
 	Prefix string `xml:"Prefix"`
 }
 
@@ -52,7 +53,7 @@ type Page struct {
 	EncodingType          string         `xml:"EncodingType,omitempty"`
 	IsTruncated           bool           `xml:"IsTruncated"`
 	Contents              []Object       `xml:"Contents"`
-	CommonPrefixes        []commonPrefix `xml:"CommonPrefixes"`
+	CommonPrefixes        []CommonPrefix `xml:"CommonPrefixes"`
 }
 
 // V2 reports whether the page answers a ListObjectsV2 (which counts its
@@ -81,7 +82,7 @@ func Parse(body []byte) (*Page, error) {
 func (p *Page) Marshal() ([]byte, error) {
 	q := *p
 	q.Contents = append([]Object(nil), p.Contents...)
-	q.CommonPrefixes = append([]commonPrefix(nil), p.CommonPrefixes...)
+	q.CommonPrefixes = append([]CommonPrefix(nil), p.CommonPrefixes...)
 	if q.Xmlns == "" {
 		q.Xmlns = "http://s3.amazonaws.com/doc/2006-03-01/"
 	}

@@ -36,7 +36,7 @@ type UploadsPage struct {
 	EncodingType       string         `xml:"EncodingType,omitempty"`
 	IsTruncated        bool           `xml:"IsTruncated"`
 	Uploads            []Upload       `xml:"Upload"`
-	CommonPrefixes     []commonPrefix `xml:"CommonPrefixes"`
+	CommonPrefixes     []CommonPrefix `xml:"CommonPrefixes"`
 }
 
 // ParseUploads reads a ListMultipartUploads answer.
@@ -52,7 +52,7 @@ func ParseUploads(body []byte) (*UploadsPage, error) {
 func (p *UploadsPage) Marshal() ([]byte, error) {
 	q := *p
 	q.Uploads = append([]Upload(nil), p.Uploads...)
-	q.CommonPrefixes = append([]commonPrefix(nil), p.CommonPrefixes...)
+	q.CommonPrefixes = append([]CommonPrefix(nil), p.CommonPrefixes...)
 	return marshalListing(&q, q.EncodingType == "url")
 }
 
@@ -212,7 +212,7 @@ func MergeUploads(page *UploadsPage, q UploadsRequest, held []Upload) {
 	page.Uploads, page.CommonPrefixes = page.Uploads[:0:0], page.CommonPrefixes[:0:0]
 	for _, it := range items {
 		if it.upload == nil {
-			page.CommonPrefixes = append(page.CommonPrefixes, commonPrefix{Prefix: it.key})
+			page.CommonPrefixes = append(page.CommonPrefixes, CommonPrefix{Prefix: it.key})
 		} else {
 			page.Uploads = append(page.Uploads, *it.upload)
 		}

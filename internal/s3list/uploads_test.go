@@ -47,7 +47,7 @@ func TestMergeUploads(t *testing.T) {
 		{"S3's next page covers what is past its end", UploadsPage{Uploads: []Upload{up("a", "s3-1"), up("c", "s3-2")}, IsTruncated: true,
 			NextKeyMarker: "c", NextUploadIDMarker: "s3-2"}, UploadsRequest{},
 			"a@s3-1 b@distcache-1 c@s3-2 c@distcache-2 c@distcache-3 | next c@s3-2"},
-		{"common prefixes, one each", UploadsPage{CommonPrefixes: []commonPrefix{{"dir/"}}}, UploadsRequest{Delimiter: "/"},
+		{"common prefixes, one each", UploadsPage{CommonPrefixes: []CommonPrefix{{"dir/"}}}, UploadsRequest{Delimiter: "/"},
 			"b@distcache-1 c@distcache-2 c@distcache-3 z@distcache-5 dir//"},
 		{"after a common prefix", UploadsPage{}, UploadsRequest{Delimiter: "/", KeyMarker: "dir/"},
 			"z@distcache-5"},

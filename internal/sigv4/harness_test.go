@@ -19,6 +19,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/distcache/distcache/internal/s3list"
 )
 
 // Test credentials.
@@ -182,31 +184,6 @@ func (s *s3Server) serve(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-type listResult struct {
-	XMLName               xml.Name     `xml:"http://s3.amazonaws.com/doc/2006-03-01/ ListBucketResult"`
-	Name                  string       `xml:"Name"`
-	Prefix                string       `xml:"Prefix"`
-	Delimiter             string       `xml:"Delimiter,omitempty"`
-	MaxKeys               int          `xml:"MaxKeys"`
-	KeyCount              int          `xml:"KeyCount"`
-	IsTruncated           bool         `xml:"IsTruncated"`
-	ContinuationToken     string       `xml:"ContinuationToken,omitempty"`
-	NextContinuationToken string       `xml:"NextContinuationToken,omitempty"`
-	Contents              []listObject `xml:"Contents"`
-	CommonPrefixes        []listPrefix `xml:"CommonPrefixes"`
-}
-
-type listObject struct {
-	Key          string `xml:"Key"`
-	Size         int    `xml:"Size"`
-	ETag         string `xml:"ETag"`
-	LastModified string `xml:"LastModified"`
-}
-
-type listPrefix struct {
-	Prefix string `xml:"Prefix"`
-}
-
 // list implements ListObjectsV2. The continuation token is the base64 of
 // the last entry returned, so it carries '+', '/' and '=' through the query
 // string.
@@ -240,7 +217,7 @@ func (s *s3Server) list(w http.ResponseWriter, r *http.Request, bucket string) {
 	s.mu.Unlock()
 	sort.Strings(keys)
 
-	res := listResult{Name: bucket, Prefix: prefix, Delimiter: delim, MaxKeys: maxKeys, ContinuationToken: token}
+	res := s3list.Page{Name: bucket, Prefix: prefix, Delimiter: delim, MaxKeys: maxKeys, ContinuationToken: token, KeyCount: new(int)}
 	last := ""
 	for _, k := range keys {
 		entry, isPrefix := k, false
@@ -252,22 +229,21 @@ func (s *s3Server) list(w http.ResponseWriter, r *http.Request, bucket string) {
 		if entry <= after || entry == last {
 			continue
 		}
-		if res.KeyCount == maxKeys {
+		if *res.KeyCount == maxKeys {
 			res.IsTruncated = true
 			res.NextContinuationToken = base64.StdEncoding.EncodeToString([]byte(last))
 			break
 		}
 		last = entry
-		res.KeyCount++
+		*res.KeyCount++
 		if isPrefix {
-			res.CommonPrefixes = append(res.CommonPrefixes, listPrefix{entry})
+			res.CommonPrefixes = append(res.CommonPrefixes, s3list.CommonPrefix{Prefix: entry})
 		} else {
-			res.Contents = append(res.Contents, listObject{Key: k, Size: sizes[k], ETag: `"x"`, LastModified: "2024-01-01T00:00:00.000Z"})
+			res.Contents = append(res.Contents, s3list.Object{Key: k, Size: int64(sizes[k]), ETag: `"x"`, LastModified: "2024-01-01T00:00:00.000Z"})
 		}
 	}
 	w.Header().Set("Content-Type", "application/xml")
-	out, _ := xml.Marshal(res)
-	w.Write([]byte(xml.Header))
+	out, _ := res.Marshal()
 	w.Write(out)
 }
 
