@@ -19,6 +19,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 
 	"github.com/distcache/distcache/internal/testutil"
+	"github.com/distcache/distcache/internal/testutil/nodecluster"
 )
 
 // TestGetObjectRanges reads random, suffix, open-ended and out-of-bounds
@@ -264,6 +265,61 @@ func TestPutObject(t *testing.T) {
 		// An overwrite through the gateway with other metadata: never the old.
 		put("rewritten", map[string]string{"owner": "team-b"}, "no-store")
 		check("rewritten")
+	})
+	t.Run("storage class is kept and answered from the cache", func(t *testing.T) {
+		// wantClass checks what the gateway answers (HEAD, then GET twice:
+		// the second from the metadata the cache keeps) against S3's HEAD
+		// and want ("": STANDARD, which S3 does not name).
+		wantClass := func(key, want string) {
+			t.Helper()
+			head, err := e.cluster.Direct.HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String("bucket-a"), Key: aws.String(key)})
+			testutil.Must(t, err)
+			gh, err := e.s3.HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String("bucket-a"), Key: aws.String(key)})
+			testutil.Must(t, err)
+			got := []string{string(head.StorageClass), string(gh.StorageClass)}
+			for range 2 {
+				g, err := e.s3.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String("bucket-a"), Key: aws.String(key)})
+				testutil.Must(t, err)
+				g.Body.Close()
+				got = append(got, string(g.StorageClass))
+			}
+			if fmt.Sprint(got) != fmt.Sprint([]string{want, want, want, want}) {
+				t.Errorf("%s: storage class of S3's HEAD, the gateway's HEAD and two GETs %q, want %q", key, got, want)
+			}
+		}
+		getsBefore := nodecluster.Gather(t, e.cluster.S3Registry, "distcache_s3_requests_total", map[string]string{"op": "get"})
+		for _, c := range []struct{ key, class, want string }{
+			{"put/rrs", "REDUCED_REDUNDANCY", "REDUCED_REDUNDANCY"},
+			{"put/standard", "STANDARD", ""},
+		} {
+			data := testutil.RandomBytes(r, chunkSize+5)
+			_, err := e.s3.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String("bucket-a"), Key: aws.String(c.key),
+				Body: bytes.NewReader(data), StorageClass: types.StorageClass(c.class)})
+			testutil.Must(t, err)
+			if got := e.mustGet("bucket-a", c.key, ""); !bytes.Equal(got, data) {
+				t.Errorf("%s: read back other bytes", c.key)
+			}
+			wantClass(c.key, c.want)
+		}
+		// Written through the cache like any PUT: reading it back is a hit.
+		if gets := nodecluster.Gather(t, e.cluster.S3Registry, "distcache_s3_requests_total", map[string]string{"op": "get"}) - getsBefore; gets != 0 {
+			t.Errorf("reading back what was PUT with a storage class made %v S3 GETs, want 0", gets)
+		}
+		// An overwrite without one is STANDARD again, never the old class.
+		e.put("bucket-a", "put/rrs", []byte("standard now"))
+		wantClass("put/rrs", "")
+		// Written to S3 behind the cache: the class S3's HEAD gives.
+		_, err := e.cluster.Direct.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String("bucket-a"), Key: aws.String("put/rrs-direct"),
+			Body: strings.NewReader("behind the cache"), StorageClass: types.StorageClassReducedRedundancy})
+		testutil.Must(t, err)
+		wantClass("put/rrs-direct", "REDUCED_REDUNDANCY")
+		// A class this S3 does not offer: S3's refusal, and nothing stored.
+		_, err = e.s3.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String("bucket-a"), Key: aws.String("put/ia"),
+			Body: strings.NewReader("x"), StorageClass: types.StorageClassStandardIa})
+		wantCode(t, "a storage class MinIO does not offer", err, "InvalidStorageClass", http.StatusBadRequest)
+		if _, _, err := e.get("bucket-a", "put/ia", ""); !isNoSuchKey(err) {
+			t.Errorf("put/ia after its refusal: %v, want NoSuchKey", err)
+		}
 	})
 	t.Run("conditional write", func(t *testing.T) {
 		_, err := e.s3.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String("bucket-a"), Key: aws.String("put/small"),

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -119,7 +120,14 @@ func TestWriteBackKeepsStoredHeaders(t *testing.T) {
 	_, err = writer.s3.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String("bucket-a"), Key: aws.String("wb/headers/theirs"),
 		Body: strings.NewReader("x"), Metadata: map[string]string{"distcache-version": "1"}})
 	wantCode(t, "the cache's own metadata name", err, "InvalidArgument", 400)
-	for _, key := range []string{"wb/headers/too-much", "wb/headers/theirs"} {
+	// S3 might refuse a storage class only once the version is persisted.
+	_, err = writer.s3.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String("bucket-a"), Key: aws.String("wb/headers/rrs"),
+		Body: strings.NewReader("x"), StorageClass: types.StorageClassReducedRedundancy})
+	wantCode(t, "a storage class on a held key", err, "NotImplemented", http.StatusNotImplemented)
+	if err != nil && !strings.Contains(err.Error(), "storage class") {
+		t.Errorf("the refusal does not name the storage class: %v", err)
+	}
+	for _, key := range []string{"wb/headers/too-much", "wb/headers/theirs", "wb/headers/rrs"} {
 		if _, _, err := reader.get("bucket-a", key, ""); !isNoSuchKey(err) {
 			t.Errorf("%s after its refusal: %v, want NoSuchKey", key, err)
 		}

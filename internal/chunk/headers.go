@@ -7,8 +7,9 @@ import (
 
 // Headers are the headers S3 keeps with an object version besides its
 // Content-Type and answers with it on GET and HEAD: user metadata
-// (X-Amz-Meta-*) and the stored Cache-Control, Content-Disposition,
-// Content-Encoding, Content-Language and Expires. Keys are canonical
+// (X-Amz-Meta-*), the stored Cache-Control, Content-Disposition,
+// Content-Encoding, Content-Language and Expires, and the storage class
+// (X-Amz-Storage-Class, only when not STANDARD). Keys are canonical
 // header names (http.CanonicalHeaderKey), one value each; nil when the
 // object has none, which is the common case.
 type Headers map[string]string
@@ -20,8 +21,17 @@ const userMetaPrefix = "X-Amz-Meta-"
 // PUT.
 var storedHeaders = map[string]bool{
 	"Cache-Control": true, "Content-Disposition": true, "Content-Encoding": true,
-	"Content-Language": true, "Expires": true,
+	"Content-Language": true, "Expires": true, StorageClassHeader: true,
 }
+
+// StorageClassHeader names the object's storage class. S3 answers it on
+// GET and HEAD only for classes other than StandardStorageClass, and a
+// PUT that names StandardStorageClass is one that names none, so Headers
+// never hold that value.
+const (
+	StorageClassHeader   = "X-Amz-Storage-Class"
+	StandardStorageClass = "STANDARD"
+)
 
 // IsStoredHeader reports whether a header of this canonical name is one
 // that S3 keeps with the object (one of Headers).
@@ -34,7 +44,7 @@ func IsStoredHeader(canonical string) bool {
 func StoredHeaders(h http.Header) Headers {
 	var out Headers
 	for k, vs := range h {
-		if len(vs) == 0 || !IsStoredHeader(k) {
+		if len(vs) == 0 || !IsStoredHeader(k) || (k == StorageClassHeader && vs[0] == StandardStorageClass) {
 			continue
 		}
 		if out == nil {

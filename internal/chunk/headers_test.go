@@ -29,6 +29,11 @@ func TestStoredHeaders(t *testing.T) {
 	if !maps.Equal(back, want) {
 		t.Errorf("WithUserMetadata = %v, want %v", back, want)
 	}
+	// S3 names a storage class only when it is not STANDARD.
+	class := StoredHeaders(http.Header{"X-Amz-Storage-Class": {"REDUCED_REDUNDANCY"}})
+	if !maps.Equal(class, Headers{"X-Amz-Storage-Class": "REDUCED_REDUNDANCY"}) || class.UserMetadataSize() != 0 {
+		t.Errorf("StoredHeaders of a storage class = %v", class)
+	}
 	if StoredHeaders(http.Header{"Content-Type": {"x"}}) != nil {
 		t.Error("no stored headers: want nil")
 	}

@@ -40,12 +40,13 @@
 //	                        S3 has the object, then caches it), with its
 //	                        Content-Type and the headers S3 stores (x-amz-meta-*,
 //	                        Cache-Control, Content-Disposition/Encoding/Language,
-//	                        Expires); user metadata over S3's 2 KiB is 400
-//	                        MetadataTooLarge. A PutObject carrying what the
-//	                        cache's write path cannot store (tagging, storage
-//	                        class, SSE, ACLs, object lock, If-Match/If-None-Match,
-//	                        an Expires that is not an HTTP date) is passed
-//	                        through to S3 instead.
+//	                        Expires, x-amz-storage-class); user metadata over
+//	                        S3's 2 KiB is 400 MetadataTooLarge, a storage class
+//	                        S3 does not offer is S3's 400 InvalidStorageClass. A
+//	                        PutObject carrying what the cache's write path
+//	                        cannot store (tagging, SSE, ACLs, object lock,
+//	                        If-Match/If-None-Match, an Expires that is not an
+//	                        HTTP date) is passed through to S3 instead.
 //	CreateMultipartUpload, UploadPart, UploadPartCopy,
 //	CompleteMultipartUpload, AbortMultipartUpload, ListParts,
 //	ListMultipartUploads, CopyObject, DeleteObject, DeleteObjects,
@@ -76,8 +77,9 @@
 // Content-Length, Content-Type, Last-Modified, Accept-Ranges, and the
 // headers S3 stored with the object (user metadata x-amz-meta-*,
 // Cache-Control, Content-Disposition, Content-Encoding, Content-Language,
-// Expires), as S3's HEAD gave them to the node. Other headers of S3's
-// (storage class, encryption, tagging count, ...) are not returned.
+// Expires; x-amz-storage-class when not STANDARD), as S3's HEAD gave them
+// to the node. Other headers of S3's (encryption, tagging count, ...) are
+// not returned.
 //
 // # Errors
 //

@@ -319,7 +319,7 @@ func (g *Gateway) putObject(x *exchange, auth *sigv4.Result) {
 
 // nodeS3Codes are the S3 error codes a node's 4xx answer may carry as
 // they are (the node refused the request as S3 would).
-var nodeS3Codes = map[string]bool{"MetadataTooLarge": true, "InvalidArgument": true}
+var nodeS3Codes = map[string]bool{"MetadataTooLarge": true, "InvalidArgument": true, "InvalidStorageClass": true}
 
 // cacheError maps a client error to the S3 error to answer.
 func (g *Gateway) cacheError(ctx context.Context, x *exchange, err error) *s3Error {
@@ -347,6 +347,10 @@ func (g *Gateway) cacheError(ctx context.Context, x *exchange, err error) *s3Err
 		return errUnavailable(msg)
 	case errors.Is(err, context.Canceled) && ctx.Err() != nil:
 		return newS3Error(http.StatusBadRequest, CodeRequestTimeout, "The client went away.")
+	case ce != nil && ce.Status == http.StatusNotImplemented && ce.Code == CodeNotImplemented:
+		// What the cache cannot keep for the key (a WriteBack key's
+		// storage class): refused as S3 refuses what it does not do.
+		return newS3Error(http.StatusNotImplemented, CodeNotImplemented, "%s", msg)
 	case ce != nil && ce.Status >= 400 && ce.Status < 500:
 		code := CodeInvalidRequest
 		if nodeS3Codes[ce.Code] {

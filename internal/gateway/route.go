@@ -218,9 +218,9 @@ func objectRoute(method string, q url.Values, header http.Header) route {
 // writeThroughHeaders are the PutObject request headers the cache's
 // write path honours (or that only describe the body, which the gateway
 // verified), beside the headers S3 stores with the object
-// (chunk.IsStoredHeader: user metadata, Cache-Control, ...), which the
-// nodes keep and send on. A PutObject with any other x-amz-* header
-// (tagging, storage class, encryption, ACLs, object lock, ...), a
+// (chunk.IsStoredHeader: user metadata, Cache-Control, storage class, ...),
+// which the nodes keep and send on. A PutObject with any other x-amz-*
+// header (tagging, encryption, ACLs, object lock, ...), a
 // conditional write or an Expires S3 would keep as something else than an
 // HTTP date is passed through to S3 unchanged instead, so nothing the
 // client asked for is dropped; the node invalidates the key afterwards.

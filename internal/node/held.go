@@ -149,10 +149,19 @@ func (s *Server) putHeld(w http.ResponseWriter, r *http.Request, q request, p te
 var versionMetaHeader = http.CanonicalHeaderKey("X-Amz-Meta-" + writeback.VersionMetadata)
 
 // checkHeldHeaders refuses stored headers (storedHeadersOf's, already
-// within S3's limits) that a held version cannot take as they are: S3
-// gets the cache's own VersionMetadata beside the writer's, which must
-// neither use its name nor leave it no room within S3's limit.
+// within S3's limits) that a held version cannot take as they are: a
+// storage class other than STANDARD, which S3 checks only when it gets the
+// version; and S3 gets the cache's own VersionMetadata beside the
+// writer's, which must neither use its name nor leave it no room within
+// S3's limit.
 func checkHeldHeaders(h chunk.Headers) *apiError {
+	if sc, ok := h[chunk.StorageClassHeader]; ok {
+		// S3 might refuse the class only when the version is persisted,
+		// long after it was acknowledged (MinIO, for one, takes STANDARD
+		// and REDUCED_REDUNDANCY only).
+		return newError(http.StatusNotImplemented, "NotImplemented",
+			"a WriteBack or Transient key keeps no storage class (x-amz-storage-class: "+sc+"): write it without one, or use a WriteThrough prefix")
+	}
 	if _, ok := h[versionMetaHeader]; ok {
 		return newError(http.StatusBadRequest, "InvalidArgument",
 			"x-amz-meta-"+writeback.VersionMetadata+" is the cache's own: a WriteBack or Transient key cannot take it from a client")
@@ -437,7 +446,7 @@ func (s *Server) passthroughHeld(w http.ResponseWriter, r *http.Request, c calle
 		// conditional write, ...).
 		s.failS3(w, rq, http.StatusNotImplemented, "NotImplemented",
 			"a "+string(p.Mode)+" key ("+p.String()+") keeps the body, Content-Type, user metadata, Cache-Control, Content-Disposition, "+
-				"Content-Encoding, Content-Language and Expires only: this request asks for more (tagging, encryption, storage class, a conditional write, ...)")
+				"Content-Encoding, Content-Language and Expires only: this request asks for more (tagging, encryption, a conditional write, ...)")
 		return true
 	}
 	return deleteBody != nil && s.deleteObjectsHeld(w, r, c, bucket, deleteBody, start)

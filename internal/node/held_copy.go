@@ -143,7 +143,7 @@ func (s *Server) checkCopy(r *http.Request, cr *copyRequest) *apiError {
 		if r.Header.Get("X-Amz-Copy-Source-Range") != "" {
 			return newError(http.StatusBadRequest, "InvalidArgument", "x-amz-copy-source-range is for UploadPartCopy only")
 		}
-		if cr.src == cr.obj && directive != "REPLACE" {
+		if cr.src == cr.obj && directive != "REPLACE" && r.Header.Get(chunk.StorageClassHeader) == "" {
 			return newError(http.StatusBadRequest, "InvalidRequest", "This copy request is illegal because it is trying to copy an object to itself without changing the object's metadata, storage class, website redirect location or encryption attributes.")
 		}
 		return nil
@@ -175,16 +175,25 @@ func (cr copyRequest) contentType(r *http.Request) string {
 
 // storedHeaders are the headers S3 is to store with the copy: the
 // source's (without the cache's own version mark, which is the source
-// version's), or with REPLACE the request's.
+// version's), or with REPLACE the request's. The storage class is the
+// request's either way, as in S3: a copy names its own or gets STANDARD.
 func (cr copyRequest) storedHeaders(r *http.Request) chunk.Headers {
 	if r.Header.Get("X-Amz-Metadata-Directive") == "REPLACE" {
 		return chunk.StoredHeaders(r.Header)
 	}
-	if _, ok := cr.srcMeta.Headers[versionMetaHeader]; !ok {
+	_, mark := cr.srcMeta.Headers[versionMetaHeader]
+	_, srcClass := cr.srcMeta.Headers[chunk.StorageClassHeader]
+	class := chunk.StoredHeaders(http.Header{chunk.StorageClassHeader: r.Header.Values(chunk.StorageClassHeader)})
+	if !mark && !srcClass && class == nil {
 		return cr.srcMeta.Headers
 	}
 	h := maps.Clone(cr.srcMeta.Headers)
 	delete(h, versionMetaHeader)
+	delete(h, chunk.StorageClassHeader)
+	if h == nil && class != nil {
+		h = chunk.Headers{}
+	}
+	maps.Copy(h, class)
 	return h
 }
 

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"strings"
 	"sync"
@@ -371,6 +372,42 @@ func TestPut(t *testing.T) {
 				if r.Expect != "" {
 					t.Errorf("%s %s sent Expect: %s", r.Method, r.Path, r.Expect)
 				}
+			}
+		})
+	}
+}
+
+// The storage class goes to S3 with the PUT, single or multipart, and
+// comes back with Head as S3 answers it: named only when not STANDARD.
+func TestPutKeepsStorageClass(t *testing.T) {
+	const partSize = 5 << 20
+	e := newEnv(t, s3backend.Config{PartSize: partSize})
+	for _, tc := range []struct {
+		name, class string
+		size        int
+		want        chunk.Headers
+	}{
+		{"single", "REDUCED_REDUNDANCY", 100, chunk.Headers{"X-Amz-Storage-Class": "REDUCED_REDUNDANCY"}},
+		{"multipart", "REDUCED_REDUNDANCY", partSize + 1, chunk.Headers{"X-Amz-Storage-Class": "REDUCED_REDUNDANCY"}},
+		{"standard", "", 100, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			key := "class/" + tc.name
+			c := ctx(t)
+			if tc.class != "" {
+				c = s3backend.WithHeaders(c, chunk.Headers{"X-Amz-Storage-Class": tc.class})
+			}
+			put, err := e.b.Put(c, s3backend.Credentials{}, bucket, key, bytes.NewReader(testutil.SeededBytes(7, tc.size)), int64(tc.size), "")
+			testutil.Must(t, err)
+			m, err := e.b.Head(ctx(t), s3backend.Credentials{}, bucket, key)
+			testutil.Must(t, err)
+			if !maps.Equal(m.Headers, tc.want) || !maps.Equal(put.Headers, tc.want) {
+				t.Errorf("Head's headers %v, Put's %v; want %v", m.Headers, put.Headers, tc.want)
+			}
+			direct, err := e.srv.Client(t).HeadObject(ctx(t), &s3.HeadObjectInput{Bucket: aws.String(bucket), Key: aws.String(key)})
+			testutil.Must(t, err)
+			if string(direct.StorageClass) != tc.class {
+				t.Errorf("S3 stored the class %q, want %q", direct.StorageClass, tc.class)
 			}
 		})
 	}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 
 	"github.com/distcache/distcache/internal/chunk"
 )
@@ -24,8 +25,9 @@ type headersKey struct{}
 
 // WithHeaders returns a context whose Put and PutParts store h with the
 // object: its user metadata (beside WithMetadata's), Cache-Control,
-// Content-Disposition, Content-Encoding, Content-Language and Expires (an
-// Expires that is not an HTTP date is not sent: the caller checks it).
+// Content-Disposition, Content-Encoding, Content-Language, Expires (an
+// Expires that is not an HTTP date is not sent: the caller checks it) and
+// the storage class.
 func WithHeaders(ctx context.Context, h chunk.Headers) context.Context {
 	if len(h) == 0 {
 		return ctx
@@ -50,6 +52,7 @@ func metadataOf(ctx context.Context) map[string]string {
 type objectHeaders struct {
 	cacheControl, contentDisposition, contentEncoding, contentLanguage *string
 	expires                                                            *time.Time
+	storageClass                                                       types.StorageClass
 }
 
 func headersOf(ctx context.Context) chunk.Headers {
@@ -66,7 +69,8 @@ func objectHeadersOf(ctx context.Context) objectHeaders {
 		return nil
 	}
 	o := objectHeaders{cacheControl: str("Cache-Control"), contentDisposition: str("Content-Disposition"),
-		contentEncoding: str("Content-Encoding"), contentLanguage: str("Content-Language")}
+		contentEncoding: str("Content-Encoding"), contentLanguage: str("Content-Language"),
+		storageClass: types.StorageClass(h[chunk.StorageClassHeader])}
 	if v, ok := h["Expires"]; ok {
 		if t, err := http.ParseTime(v); err == nil {
 			o.expires = &t
@@ -91,19 +95,22 @@ func headOutputHeaders(out *s3.HeadObjectOutput) chunk.Headers {
 	set("Content-Encoding", out.ContentEncoding)
 	set("Content-Language", out.ContentLanguage)
 	set("Expires", out.ExpiresString)
+	if sc := string(out.StorageClass); sc != chunk.StandardStorageClass {
+		set(chunk.StorageClassHeader, &sc)
+	}
 	return h.WithUserMetadata(out.Metadata)
 }
 
 // putObject sets the headers on a PutObject.
 func (o objectHeaders) putObject(in *s3.PutObjectInput) {
-	in.CacheControl, in.ContentDisposition, in.ContentEncoding, in.ContentLanguage, in.Expires =
-		o.cacheControl, o.contentDisposition, o.contentEncoding, o.contentLanguage, o.expires
+	in.CacheControl, in.ContentDisposition, in.ContentEncoding, in.ContentLanguage, in.Expires, in.StorageClass =
+		o.cacheControl, o.contentDisposition, o.contentEncoding, o.contentLanguage, o.expires, o.storageClass
 }
 
 // createMultipartUpload sets the headers on a CreateMultipartUpload.
 func (o objectHeaders) createMultipartUpload(in *s3.CreateMultipartUploadInput) {
-	in.CacheControl, in.ContentDisposition, in.ContentEncoding, in.ContentLanguage, in.Expires =
-		o.cacheControl, o.contentDisposition, o.contentEncoding, o.contentLanguage, o.expires
+	in.CacheControl, in.ContentDisposition, in.ContentEncoding, in.ContentLanguage, in.Expires, in.StorageClass =
+		o.cacheControl, o.contentDisposition, o.contentEncoding, o.contentLanguage, o.expires, o.storageClass
 }
 
 // Metadata returns the object's user metadata, keys in lower case
