@@ -46,7 +46,9 @@
 //	                        PutObject carrying what the cache's write path
 //	                        cannot store (tagging, SSE, ACLs, object lock,
 //	                        If-Match/If-None-Match, an Expires that is not an
-//	                        HTTP date) is passed through to S3 instead.
+//	                        HTTP date) or that S3 serves only once restored
+//	                        (GLACIER, DEEP_ARCHIVE) is passed through to S3
+//	                        instead.
 //	CreateMultipartUpload, UploadPart, UploadPartCopy,
 //	CompleteMultipartUpload, AbortMultipartUpload, ListParts,
 //	ListMultipartUploads, CopyObject, DeleteObject, DeleteObjects,

@@ -220,10 +220,10 @@ func objectRoute(method string, q url.Values, header http.Header) route {
 // verified), beside the headers S3 stores with the object
 // (chunk.IsStoredHeader: user metadata, Cache-Control, storage class, ...),
 // which the nodes keep and send on. A PutObject with any other x-amz-*
-// header (tagging, encryption, ACLs, object lock, ...), a
-// conditional write or an Expires S3 would keep as something else than an
-// HTTP date is passed through to S3 unchanged instead, so nothing the
-// client asked for is dropped; the node invalidates the key afterwards.
+// header (tagging, encryption, ACLs, object lock, ...), an archive storage
+// class, a conditional write or an Expires S3 would keep as something else
+// than an HTTP date is passed through to S3 unchanged instead, so nothing
+// the client asked for is dropped; the node invalidates the key afterwards.
 var writeThroughHeaders = map[string]bool{
 	"Content-Type": true, "Content-Md5": true, "X-Amz-Content-Sha256": true, "X-Amz-Date": true,
 	"X-Amz-Decoded-Content-Length": true, "X-Amz-Trailer": true, "X-Amz-Sdk-Checksum-Algorithm": true,
@@ -231,6 +231,10 @@ var writeThroughHeaders = map[string]bool{
 	"X-Amz-Checksum-Sha1": true, "X-Amz-Checksum-Sha256": true, "X-Amz-Checksum-Algorithm": true,
 	"X-Amz-Security-Token": true, "X-Amz-User-Agent": true,
 }
+
+// archiveClasses are the storage classes whose objects S3 does not serve
+// until they are restored (GetObject: 403 InvalidObjectState).
+var archiveClasses = map[string]bool{"GLACIER": true, "DEEP_ARCHIVE": true}
 
 func needsPassthroughPut(h http.Header) bool {
 	for k := range h {
@@ -242,6 +246,9 @@ func needsPassthroughPut(h http.Header) bool {
 	}
 	if h.Get("If-Match") != "" || h.Get("If-None-Match") != "" {
 		return true
+	}
+	if archiveClasses[h.Get(chunk.StorageClassHeader)] {
+		return true // S3 serves it only once restored: the cache must not before
 	}
 	if v := h.Get("Expires"); v != "" {
 		if _, err := http.ParseTime(v); err != nil {

@@ -44,6 +44,8 @@ func TestParseRoute(t *testing.T) {
 		{method: "PUT", target: "/bkt/k", headers: map[string]string{"Expires": "tomorrow"}, op: OpPutObject, handling: viaPassthrough},
 		{method: "PUT", target: "/bkt/k", headers: map[string]string{"X-Amz-Storage-Class": "STANDARD_IA"}, op: OpPutObject, handling: viaCacheWrite},
 		{method: "PUT", target: "/bkt/k", headers: map[string]string{"X-Amz-Tagging": "team=a"}, op: OpPutObject, handling: viaPassthrough},
+		{method: "PUT", target: "/bkt/k", headers: map[string]string{"X-Amz-Storage-Class": "GLACIER"}, op: OpPutObject, handling: viaPassthrough},
+		{method: "PUT", target: "/bkt/k", headers: map[string]string{"X-Amz-Storage-Class": "DEEP_ARCHIVE"}, op: OpPutObject, handling: viaPassthrough},
 		{method: "PUT", target: "/bkt/k", headers: map[string]string{"X-Amz-Copy-Source": "bkt/src"}, op: OpCopyObject, handling: viaPassthrough},
 		{method: "PUT", target: "/bkt/k?partNumber=2&uploadId=u", op: OpUploadPart, handling: viaPassthrough},
 		{method: "PUT", target: "/bkt/k?partNumber=2&uploadId=u", headers: map[string]string{"X-Amz-Copy-Source": "bkt/src"},
