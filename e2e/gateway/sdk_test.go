@@ -655,9 +655,12 @@ func TestErrorCodes(t *testing.T) {
 	wantCode(t, "ListBuckets", err, "NotImplemented", http.StatusNotImplemented)
 	_, err = e.s3.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String("new-bucket")})
 	wantCode(t, "CreateBucket", err, "NotImplemented", http.StatusNotImplemented)
+	_, err = e.s3.PutObjectAcl(ctx, &s3.PutObjectAclInput{Bucket: aws.String("bucket-a"), Key: aws.String("k"), ACL: types.ObjectCannedACLPrivate})
+	wantCode(t, "PutObjectAcl", err, "NotImplemented", http.StatusNotImplemented)
+	// Tags are S3's to keep (TestObjectTaggingGoesToS3), here its 404.
 	_, err = e.s3.PutObjectTagging(ctx, &s3.PutObjectTaggingInput{Bucket: aws.String("bucket-a"), Key: aws.String("k"),
 		Tagging: &types.Tagging{TagSet: []types.Tag{{Key: aws.String("a"), Value: aws.String("b")}}}})
-	wantCode(t, "PutObjectTagging", err, "NotImplemented", http.StatusNotImplemented)
+	wantCode(t, "PutObjectTagging of a missing key", err, "NoSuchKey", http.StatusNotFound)
 	// A part of an object is S3's to answer (TestPartAndVersionReadsGoToS3), here its 404.
 	_, err = e.s3.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String("bucket-a"), Key: aws.String("k"), PartNumber: aws.Int32(1)})
 	wantCode(t, "GetObject partNumber of a missing key", err, "NoSuchKey", http.StatusNotFound)

@@ -53,7 +53,8 @@
 //	CompleteMultipartUpload, AbortMultipartUpload, ListParts,
 //	ListMultipartUploads, CopyObject, DeleteObject, DeleteObjects,
 //	ListObjectsV2, ListObjects, ListObjectVersions, HeadBucket,
-//	GetBucketLocation, GetBucketVersioning, GetObjectAttributes
+//	GetBucketLocation, GetBucketVersioning, GetObjectAttributes,
+//	Get/Put/DeleteObjectTagging
 //	                        passed through to any live cache node
 //	                        (/v1/s3/...), which checks the tenant's buckets,
 //	                        signs with the tenant's backend credentials,
@@ -61,8 +62,9 @@
 //	                        cache after writes. Unreachable nodes fail over to
 //	                        the next when the body can be sent again.
 //	ListBuckets, bucket creation/configuration/deletion, object ACLs,
-//	tagging, retention, legal hold, torrent, restore, select
-//	                        501 NotImplemented.
+//	retention, legal hold, torrent, restore, select
+//	                        501 NotImplemented (and the tags of a WriteBack
+//	                        or Transient key: S3 may not have it yet).
 //
 // Request bodies are the ones sigv4 decoded and verified. Their integrity
 // (payload SHA-256, chunk signatures, Content-MD5 and x-amz-checksum-*) is

@@ -24,6 +24,9 @@ const (
 	OpListParts               = "ListParts"
 	OpListMultipartUploads    = "ListMultipartUploads"
 	OpGetObjectAttributes     = "GetObjectAttributes"
+	OpGetObjectTagging        = "GetObjectTagging"
+	OpPutObjectTagging        = "PutObjectTagging"
+	OpDeleteObjectTagging     = "DeleteObjectTagging"
 	OpListObjectsV2           = "ListObjectsV2"
 	OpListObjects             = "ListObjects"
 	OpListObjectVersions      = "ListObjectVersions"
@@ -72,7 +75,7 @@ var ignoredParams = map[string]bool{
 
 // objectSubresources are object-level S3 subresources the gateway does not
 // serve. They must never be mistaken for GetObject or PutObject.
-var objectSubresources = []string{"acl", "tagging", "retention", "legal-hold", "torrent", "restore", "select", "renameObject"}
+var objectSubresources = []string{"acl", "retention", "legal-hold", "torrent", "restore", "select", "renameObject"}
 
 // listParams are the parameters of ListObjects (v1 and v2); any other query
 // parameter on a bucket GET names a subresource.
@@ -165,6 +168,19 @@ func objectRoute(method string, q url.Values, header http.Header) route {
 		if q.Has(k) {
 			return refuse(OpUnsupported, errNotImplemented("The object subresource ?"+k), "", "")
 		}
+	}
+	if q.Has("tagging") {
+		// The object's tags are S3's alone: the cache keeps none.
+		switch method {
+		case http.MethodGet:
+			return pass(OpGetObjectTagging)
+		case http.MethodPut:
+			return pass(OpPutObjectTagging)
+		case http.MethodDelete:
+			return pass(OpDeleteObjectTagging)
+		}
+		return refuse(OpUnsupported, newS3Error(http.StatusMethodNotAllowed, CodeMethodNotAllowed,
+			"The specified method is not allowed against this resource."), "", "")
 	}
 	copySource := header.Get("X-Amz-Copy-Source") != ""
 	switch method {

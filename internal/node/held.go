@@ -422,6 +422,12 @@ func (s *Server) passthroughHeld(w http.ResponseWriter, r *http.Request, c calle
 		switch {
 		case !held:
 			return isCopy && s.copyInto(w, r, rq, p, false) // from a held source (held_copy.go)
+		case q.Has("tagging"):
+			// S3 may not have the version yet, and a DELETE of its tags is
+			// not a DELETE of it.
+			s.failS3(w, rq, http.StatusNotImplemented, "NotImplemented",
+				"a "+string(p.Mode)+" key ("+p.String()+") keeps no tags: tagging is S3's, which may not have the key yet")
+			return true
 		case (r.Method == http.MethodGet || r.Method == http.MethodHead) &&
 			(q.Has("partNumber") || q.Has("versionId") || r.Header.Get("X-Amz-Server-Side-Encryption-Customer-Algorithm") != ""):
 			// S3 may not have the key's current version yet.

@@ -161,7 +161,7 @@ func (s *Server) invalidateAfter(r *http.Request, c caller, bucket, key string, 
 			objs[i] = obj(k)
 		}
 		s.invalidateObjects(r.Context(), c, objs...)
-	case key == "":
+	case key == "", q.Has("tagging"): // tags: nothing the cache keeps changed
 	case r.Method == http.MethodDelete && !q.Has("uploadId"),
 		r.Method == http.MethodPut && !q.Has("uploadId"), // CopyObject, or PutObject sent this way
 		r.Method == http.MethodPost && q.Has("uploadId"): // CompleteMultipartUpload
