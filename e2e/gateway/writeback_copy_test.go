@@ -118,6 +118,16 @@ func TestWriteBackCopyObject(t *testing.T) {
 		t.Fatal("the held source reached MinIO")
 	}
 	checkRead("plain/from-held", held, "application/x-held")
+	// With a storage class: the copy's own, as S3 takes it.
+	_, err = copyObject("wb/src", "plain/from-held-rrs", func(in *s3.CopyObjectInput) { in.StorageClass = types.StorageClassReducedRedundancy })
+	testutil.Must(t, err)
+	for _, c := range []*s3.Client{writer.cluster.Direct, reader.s3} {
+		h, err := c.HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String("bucket-a"), Key: aws.String("plain/from-held-rrs")})
+		testutil.Must(t, err)
+		if h.StorageClass != types.StorageClassReducedRedundancy {
+			t.Errorf("plain/from-held-rrs: storage class %q (MinIO, then the gateway), want REDUCED_REDUNDANCY", h.StorageClass)
+		}
+	}
 
 	// S3's rules.
 	refusals := []struct {
@@ -128,6 +138,7 @@ func TestWriteBackCopyObject(t *testing.T) {
 		{"if-none-match of its ETag", "wb/src", "wb/x", "PreconditionFailed", func(in *s3.CopyObjectInput) { in.CopySourceIfNoneMatch = aws.String(s3ETag(held)) }},
 		{"onto itself, nothing changed", "wb/src", "wb/src", "InvalidRequest", nil},
 		{"missing source", "wb/none", "wb/x", "NoSuchKey", nil},
+		{"storage class", "plain/src", "wb/x", "NotImplemented", func(in *s3.CopyObjectInput) { in.StorageClass = types.StorageClassReducedRedundancy }},
 		{"tagging", "plain/src", "wb/x", "NotImplemented", func(in *s3.CopyObjectInput) {
 			in.MetadataDirective, in.Tagging = types.MetadataDirectiveReplace, aws.String("team=a")
 		}},
