@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/distcache/distcache/internal/chunk"
@@ -287,13 +288,15 @@ func (s *Server) heldMetaOf(o chunk.Object) (m chunk.Meta, ok bool, err error) {
 // heldMetaFromPeers asks the members that may hold a version of o for it,
 // when this node holds none and would otherwise ask S3: the first members
 // of o's placement order, as many as the policy keeps copies and one more
-// (a ring that just changed moves a key by one member), in that order,
-// journals only (listHeld: a member asked answers from its journal, never
-// from S3). A node gets here holding no version of a held key when it has
-// just become the key's metadata owner and the handoff has not reached it
-// yet (a scale-up; a pod back in the ring after a restart), or when it
-// stands in for an owner that cannot be reached (a chunk read failing over
-// while a pod restarts). S3 does not have a held version, so its answer
+// (a ring that just changed moves a key by one member), the first in that
+// order that holds one, journals only (listHeld: a member asked answers
+// from its journal, never from S3), all asked at once. A node finds a
+// version here when it has just become the key's metadata owner and the
+// handoff has not reached it yet (a scale-up; a pod back in the ring after
+// a restart), or when it stands in for an owner that cannot be reached (a
+// chunk read failing over while a pod restarts). Every other metadata miss
+// of a held key finds none and costs this round trip before S3 is asked
+// (BenchmarkMetadataMiss). S3 does not have a held version, so its answer
 // (404, or a refused tenant's 403) would fail a read of an acknowledged
 // write. ok=false: none of them holds a version (or can say), and S3 is
 // asked as for any key.
@@ -307,17 +310,29 @@ func (s *Server) heldMetaFromPeers(ctx context.Context, c caller, o chunk.Object
 	if copies <= 0 {
 		copies = tenancy.DefaultReplicas
 	}
+	// All at once: every metadata miss of a held key comes here (mostly
+	// for objects S3 has long had), so it costs one round trip, not one
+	// per member asked.
 	now := time.Now()
-	for _, mem := range r.Candidates(nodeapi.MetaID(o), copies+1) {
+	cands := r.Candidates(nodeapi.MetaID(o), copies+1)
+	answers := make([][]writeback.Entry, len(cands))
+	var wg sync.WaitGroup
+	for i, mem := range cands {
 		if mem.Name == s.cfg.Self || s.peers.down.Down(mem.Name, now) {
 			continue
 		}
-		es, err := s.peers.listHeld(ctx, mem, c.tenant.Name, o.Bucket, o.Key)
-		result := "ok"
-		if err != nil {
-			result = "error"
-		}
-		s.metrics.PeerRequests.WithLabelValues("held_meta", result).Inc()
+		wg.Go(func() {
+			es, err := s.peers.listHeld(ctx, mem, c.tenant.Name, o.Bucket, o.Key)
+			result := "ok"
+			if err != nil {
+				result = "error"
+			}
+			s.metrics.PeerRequests.WithLabelValues("held_meta", result).Inc()
+			answers[i] = es
+		})
+	}
+	wg.Wait()
+	for _, es := range answers { // in placement order: the first that holds one
 		for _, e := range es {
 			if e.Key != o.Key {
 				continue // listHeld takes a prefix
