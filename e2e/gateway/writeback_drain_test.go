@@ -175,6 +175,90 @@ func TestNewMetadataOwnerFindsHeldVersionsOnTheHolders(t *testing.T) {
 	t.Logf("checked %d of %d keys", owned, len(etags))
 }
 
+// A node that failed to reach a member a moment ago (marked down: a pod of
+// a rolling restart, Ready again with its disk) still asks it for a held
+// key's version before it answers from S3 when no other member holds one:
+// here the new metadata owner of keys held by one member alone
+// (replicas 1), which it marked down while that member's address was
+// wrong. S3 does not have the keys: its 404 would be a lost write.
+func TestNewMetadataOwnerAsksAHolderMarkedDown(t *testing.T) {
+	e := newEnv(t, envOptions{tenants: drainTenants})
+	e.cluster.Proxy.Inject(s3proxy.Rule{Method: "PUT", Fault: s3proxy.InternalError},
+		s3proxy.Rule{Method: "POST", Fault: s3proxy.InternalError})
+	old := e.cluster.Member(0).Ring.Load()
+	newcomer := e.cluster.Add()
+	ringWith := func(epoch int64, addr func(ring.Member) string) *ring.Ring {
+		members := old.Members()
+		for i := range members {
+			members[i].Address = addr(members[i])
+		}
+		members = append(members, ring.Member{Name: newcomer.Name, Address: newcomer.Addr, Ordinal: len(members), Weight: 100, State: ring.StateActive})
+		r, err := ring.New(ring.Spec{Epoch: epoch, Zone: old.Zone(), Members: members, Hash: ring.HashParams{Algorithm: ring.AlgorithmRendezvousXXHash64}})
+		testutil.Must(t, err)
+		return r
+	}
+	real := ringWith(old.Epoch()+2, func(m ring.Member) string { return m.Address })
+	meta := func(r *ring.Ring, key string) string {
+		return r.Owner(nodeapi.MetaID(chunk.Object{Tenant: "team-a", Bucket: "bucket-a", Key: key})).Name
+	}
+	// wb1/ keys the newcomer will own, each held by its old owner alone.
+	byHolder := map[string]map[string]string{}
+	for i := 0; len(byHolder) == 0 || i < 64; i++ {
+		key := fmt.Sprintf("wb1/single-%d", i)
+		if meta(real, key) != newcomer.Name {
+			continue
+		}
+		out := e.put("bucket-a", key, testutil.SeededBytes(uint64(i), 200+i))
+		h := meta(old, key)
+		if byHolder[h] == nil {
+			byHolder[h] = map[string]string{}
+		}
+		byHolder[h][key] = *out.ETag
+	}
+	var holder string
+	for h := range byHolder {
+		if holder == "" || len(byHolder[h]) > len(byHolder[holder]) {
+			holder = h
+		}
+	}
+
+	// The newcomer marks the holder down: its first ring gives it an
+	// address nothing listens on, and a HEAD of a key the holder owns
+	// there fails over to the newcomer itself.
+	newcomer.Ring.Store(ringWith(old.Epoch()+1, func(m ring.Member) string {
+		if m.Name == holder {
+			return "127.0.0.1:1"
+		}
+		return m.Address
+	}))
+	cl := e.cluster.HTTPClient(pki.Identity{Kind: pki.KindTenant, Name: "team-a"})
+	head := func(key string) *http.Response {
+		t.Helper()
+		resp, err := cl.Head("https://" + newcomer.Addr + nodeapi.ObjectPath("bucket-a", key))
+		testutil.Must(t, err)
+		resp.Body.Close()
+		return resp
+	}
+	for i := 0; ; i++ {
+		key := fmt.Sprintf("plain/probe-%d", i)
+		if meta(newcomer.Ring.Load(), key) == holder {
+			head(key)
+			break
+		}
+	}
+	if n := e.cluster.Counter(len(e.cluster.Members())-1, "distcache_peer_requests_total", map[string]string{"kind": "meta", "result": "unreachable"}); n == 0 {
+		t.Fatal("the newcomer did not fail to reach the holder: nothing is marked down")
+	}
+	newcomer.Ring.Store(real)
+	for key, etag := range byHolder[holder] {
+		if resp := head(key); resp.StatusCode != http.StatusOK || resp.Header.Get("ETag") != etag {
+			t.Errorf("%s, held by %s alone, through its new metadata owner: HTTP %d, ETag %s; want 200, %s",
+				key, holder, resp.StatusCode, resp.Header.Get("ETag"), etag)
+		}
+	}
+	t.Logf("%d keys held by %s alone, read through the newcomer", len(byHolder[holder]), holder)
+}
+
 // BenchmarkMetadataMiss is what a metadata miss costs on its owner: a key
 // S3 has and the cache has not seen, HEAD on the node that owns its
 // metadata. Under a WriteBack prefix the owner first asks the members that

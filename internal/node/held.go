@@ -13,6 +13,7 @@ import (
 	"github.com/distcache/distcache/internal/chunk"
 	"github.com/distcache/distcache/internal/metrics"
 	"github.com/distcache/distcache/internal/nodeapi"
+	"github.com/distcache/distcache/internal/ring"
 	"github.com/distcache/distcache/internal/store"
 	"github.com/distcache/distcache/internal/tenancy"
 	"github.com/distcache/distcache/internal/writeback"
@@ -312,15 +313,35 @@ func (s *Server) heldMetaFromPeers(ctx context.Context, c caller, o chunk.Object
 	}
 	// All at once: every metadata miss of a held key comes here (mostly
 	// for objects S3 has long had), so it costs one round trip, not one
-	// per member asked.
+	// per member asked. Members marked down are asked too, last: one that
+	// failed a moment ago may be back (a pod of a rolling restart, Ready
+	// again with its disk) and the only one holding the version, and S3's
+	// answer for a held key is wrong (a 404 or 403, or an older version).
 	now := time.Now()
-	cands := r.Candidates(nodeapi.MetaID(o), copies+1)
-	answers := make([][]writeback.Entry, len(cands))
-	var wg sync.WaitGroup
-	for i, mem := range cands {
-		if mem.Name == s.cfg.Self || s.peers.down.Down(mem.Name, now) {
-			continue
+	var up, down []ring.Member
+	for _, mem := range r.Candidates(nodeapi.MetaID(o), copies+1) {
+		switch {
+		case mem.Name == s.cfg.Self:
+		case s.peers.down.Down(mem.Name, now):
+			down = append(down, mem)
+		default:
+			up = append(up, mem)
 		}
+	}
+	for _, asked := range [][]ring.Member{up, down} {
+		if m, ok, err := s.heldMetaOfAny(ctx, c, o, asked); ok {
+			return m, ok, err
+		}
+	}
+	return m, false, nil
+}
+
+// heldMetaOfAny asks members, all at once, for their held version of o,
+// and returns the first (in members' order) that holds one.
+func (s *Server) heldMetaOfAny(ctx context.Context, c caller, o chunk.Object, members []ring.Member) (m chunk.Meta, ok bool, err error) {
+	answers := make([][]writeback.Entry, len(members))
+	var wg sync.WaitGroup
+	for i, mem := range members {
 		wg.Go(func() {
 			es, err := s.peers.listHeld(ctx, mem, c.tenant.Name, o.Bucket, o.Key)
 			result := "ok"
