@@ -65,13 +65,32 @@ func Start(ctx context.Context, bin, dir string) (*Server, error) {
 	if err := os.MkdirAll(s.Dir, 0o755); err != nil {
 		return nil, err
 	}
-	addr, err := freeport.Next()
-	if err != nil {
+	for attempt := 1; ; attempt++ {
+		addr, err := freeport.Next()
+		if err != nil {
+			return nil, err
+		}
+		s.addr, s.Endpoint = addr, "http://"+addr
+		err = s.start(ctx)
+		switch {
+		case err == nil:
+			return s, nil
+		case errors.Is(err, errExited) && attempt < startAttempts:
+			// Another process may have bound the port between its pick
+			// and MinIO's bind: on a shared machine, try another.
+			continue
+		case errors.Is(err, errExited):
+			return nil, fmt.Errorf("%w; the end of its log:\n%s", err, s.Log(4<<10))
+		}
 		return nil, err
 	}
-	s.addr, s.Endpoint = addr, "http://"+addr
-	return s, s.start(ctx)
 }
+
+// startAttempts is how many ports Start tries MinIO on.
+const startAttempts = 3
+
+// errExited is a MinIO process that exited before it was ready.
+var errExited = errors.New("MinIO exited before it was ready")
 
 // Pid is the MinIO process's ID; 0 when it is not running.
 func (s *Server) Pid() int {
@@ -213,7 +232,7 @@ func (s *Server) waitReady(ctx context.Context, exited <-chan struct{}) error {
 		}
 		select {
 		case <-exited:
-			return errors.New("MinIO exited before it was ready (see " + s.LogPath + ")")
+			return fmt.Errorf("%w (see %s)", errExited, s.LogPath)
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-time.After(50 * time.Millisecond):
