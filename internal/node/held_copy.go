@@ -181,19 +181,15 @@ func (cr copyRequest) storedHeaders(r *http.Request) chunk.Headers {
 	if r.Header.Get("X-Amz-Metadata-Directive") == "REPLACE" {
 		return chunk.StoredHeaders(r.Header)
 	}
-	_, mark := cr.srcMeta.Headers[versionMetaHeader]
-	_, srcClass := cr.srcMeta.Headers[chunk.StorageClassHeader]
-	class := chunk.StoredHeaders(http.Header{chunk.StorageClassHeader: r.Header.Values(chunk.StorageClassHeader)})
-	if !mark && !srcClass && class == nil {
-		return cr.srcMeta.Headers
-	}
 	h := maps.Clone(cr.srcMeta.Headers)
 	delete(h, versionMetaHeader)
 	delete(h, chunk.StorageClassHeader)
-	if h == nil && class != nil {
-		h = chunk.Headers{}
+	if class := chunk.StoredHeaders(http.Header{chunk.StorageClassHeader: r.Header.Values(chunk.StorageClassHeader)}); class != nil {
+		if h == nil {
+			h = chunk.Headers{}
+		}
+		maps.Copy(h, class)
 	}
-	maps.Copy(h, class)
 	return h
 }
 
