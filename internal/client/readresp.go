@@ -76,14 +76,10 @@ func readAnswerHeader(br *bufio.Reader, h http.Header) (answerHeader, error) {
 	if a.close = nodeapi.HasToken(h["Connection"], "close"); a.close {
 		delete(h, "Connection") // as http.ReadResponse does
 	}
-	switch cl := h["Content-Length"]; {
-	case len(cl) > 1:
-		return a, errors.New("client: several Content-Length headers in the answer")
-	case len(cl) == 1:
-		if a.length, err = strconv.ParseInt(cl[0], 10, 64); err != nil || a.length < 0 {
-			return a, fmt.Errorf("client: bad Content-Length %q", cl[0])
-		}
-	case !a.close:
+	if a.length, err = nodeapi.ContentLength(h["Content-Length"]); err != nil {
+		return a, fmt.Errorf("client: the answer's header: %w", err)
+	}
+	if a.length < 0 && !a.close {
 		return a, errors.New("client: an answer with neither Content-Length nor Connection: close")
 	}
 	return a, nil

@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"net/textproto"
 	"net/url"
-	"strconv"
 	"strings"
 
 	"github.com/distcache/distcache/internal/nodeapi"
@@ -54,15 +53,13 @@ func readRequest(ctx context.Context, br *bufio.Reader, h http.Header) (*http.Re
 	r.Host = hosts[0]
 	delete(h, "Host")
 	r.Close = nodeapi.HasToken(h["Connection"], "close")
-	switch cl := h["Content-Length"]; {
+	switch n, err := nodeapi.ContentLength(h["Content-Length"]); {
 	case len(h["Transfer-Encoding"]) > 0:
-		r.ContentLength = -1
-	case len(cl) > 1:
-		return nil, errors.New("node: several Content-Length headers")
-	case len(cl) == 1:
-		if r.ContentLength, err = strconv.ParseInt(cl[0], 10, 64); err != nil || r.ContentLength < 0 {
-			return nil, fmt.Errorf("node: bad Content-Length %q", cl[0])
-		}
+		r.ContentLength = -1 // chunked: refused by the caller
+	case err != nil:
+		return nil, fmt.Errorf("node: request header: %w", err)
+	case n >= 0:
+		r.ContentLength = n
 	}
 	return r, nil
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 )
 
@@ -96,4 +97,21 @@ func HasToken(values []string, token string) bool {
 		}
 	}
 	return false
+}
+
+// ContentLength is the length a message's Content-Length values give: -1
+// when there is none; an error when there are several or the one is not a
+// non-negative decimal integer.
+func ContentLength(values []string) (int64, error) {
+	switch {
+	case len(values) == 0:
+		return -1, nil
+	case len(values) > 1:
+		return -1, errors.New("several Content-Length headers")
+	}
+	n, err := strconv.ParseInt(values[0], 10, 64)
+	if err != nil || n < 0 {
+		return -1, fmt.Errorf("bad Content-Length %q", values[0])
+	}
+	return n, nil
 }

@@ -2,6 +2,7 @@ package sigv4
 
 import (
 	"encoding/hex"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -218,16 +219,9 @@ func decodeSignature(s string, dst *[32]byte) bool {
 // parseDecimal parses a non-empty run of ASCII digits (no sign), up to 12
 // digits, which is plenty for the integers SigV4 carries.
 func parseDecimal(s string) (int64, bool) {
-	if s == "" || len(s) > 12 {
+	if len(s) > 12 {
 		return 0, false
 	}
-	var n int64
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c < '0' || c > '9' {
-			return 0, false
-		}
-		n = n*10 + int64(c-'0')
-	}
-	return n, true
+	n, err := strconv.ParseUint(s, 10, 64) // digits only: no sign, no underscores
+	return int64(n), err == nil
 }
