@@ -70,13 +70,7 @@ func (p *Page) Prefixes() []string {
 }
 
 // Parse reads an S3 listing answer.
-func Parse(body []byte) (*Page, error) {
-	var p Page
-	if err := parseListing(body, &p, func() bool { return p.EncodingType == "url" }); err != nil {
-		return nil, err
-	}
-	return &p, nil
-}
+func Parse(body []byte) (*Page, error) { return parseListing[Page](body) }
 
 // Marshal writes the page as S3 would.
 func (p *Page) Marshal() ([]byte, error) {
@@ -86,31 +80,39 @@ func (p *Page) Marshal() ([]byte, error) {
 	if q.Xmlns == "" {
 		q.Xmlns = "http://s3.amazonaws.com/doc/2006-03-01/"
 	}
-	return marshalListing(&q, q.EncodingType == "url")
+	return marshalListing(&q)
 }
 
+func (p *Page) encoded() bool { return p.EncodingType == "url" }
+
 // listing is an answer whose keys, prefixes and markers encoding-type=url
-// encodes: code rewrites each of them.
+// encodes (when encoded says it is): code rewrites each of them.
 type listing interface {
+	encoded() bool
 	code(func(string) (string, error)) error
 }
 
-// parseListing reads body into p, decoding its keys when encoded (read
-// from p once it is read) says S3 encoded them.
-func parseListing(body []byte, p listing, encoded func() bool) error {
+// parseListing reads body into a T, its keys decoded when S3 encoded them.
+func parseListing[T any, P interface {
+	*T
+	listing
+}](body []byte) (*T, error) {
+	p := P(new(T))
 	if err := xml.Unmarshal(body, p); err != nil {
-		return err
+		return nil, err
 	}
-	if encoded() {
-		return p.code(url.QueryUnescape)
+	if p.encoded() {
+		if err := p.code(url.QueryUnescape); err != nil {
+			return nil, err
+		}
 	}
-	return nil
+	return p, nil
 }
 
 // marshalListing writes p, a copy of the caller's own, as S3 would: its
 // keys encoded when encoded.
-func marshalListing(p listing, encoded bool) ([]byte, error) {
-	if encoded {
+func marshalListing(p listing) ([]byte, error) {
+	if p.encoded() {
 		if err := p.code(func(s string) (string, error) { return Escape(s), nil }); err != nil {
 			return nil, err
 		}
@@ -122,6 +124,25 @@ func marshalListing(p listing, encoded bool) ([]byte, error) {
 	return append([]byte(xml.Header), b...), nil
 }
 
+// codeAll rewrites each of ss with f; the error joins f's errors.
+func codeAll(f func(string) (string, error), ss []*string) error {
+	var errs []error
+	for _, s := range ss {
+		v, err := f(*s)
+		errs = append(errs, err)
+		*s = v
+	}
+	return errors.Join(errs...)
+}
+
+// prefixFields are the prefixes of cps, for codeAll.
+func prefixFields(ss []*string, cps []CommonPrefix) []*string {
+	for i := range cps {
+		ss = append(ss, &cps[i].Prefix)
+	}
+	return ss
+}
+
 // Escape is S3's encoding-type=url encoding of a key.
 func Escape(s string) string {
 	return strings.ReplaceAll(url.QueryEscape(s), "+", "%20")
@@ -129,26 +150,14 @@ func Escape(s string) string {
 
 // code applies f to every key, prefix and marker of the page.
 func (p *Page) code(f func(string) (string, error)) error {
-	var errs []error
-	do := func(s *string) {
-		v, err := f(*s)
-		errs = append(errs, err)
-		*s = v
-	}
-	do(&p.Prefix)
-	do(&p.Delimiter)
-	do(&p.StartAfter)
-	do(&p.NextMarker)
+	ss := []*string{&p.Prefix, &p.Delimiter, &p.StartAfter, &p.NextMarker}
 	if p.Marker != nil {
-		do(p.Marker)
+		ss = append(ss, p.Marker)
 	}
 	for i := range p.Contents {
-		do(&p.Contents[i].Key)
+		ss = append(ss, &p.Contents[i].Key)
 	}
-	for i := range p.CommonPrefixes {
-		do(&p.CommonPrefixes[i].Prefix)
-	}
-	return errors.Join(errs...)
+	return codeAll(f, prefixFields(ss, p.CommonPrefixes))
 }
 
 // tokenPrefix marks the continuation tokens the cache makes: they carry the

@@ -40,42 +40,24 @@ type UploadsPage struct {
 }
 
 // ParseUploads reads a ListMultipartUploads answer.
-func ParseUploads(body []byte) (*UploadsPage, error) {
-	var p UploadsPage
-	if err := parseListing(body, &p, func() bool { return p.EncodingType == "url" }); err != nil {
-		return nil, err
-	}
-	return &p, nil
-}
+func ParseUploads(body []byte) (*UploadsPage, error) { return parseListing[UploadsPage](body) }
 
 // Marshal writes the page as S3 would.
 func (p *UploadsPage) Marshal() ([]byte, error) {
 	q := *p
 	q.Uploads = append([]Upload(nil), p.Uploads...)
 	q.CommonPrefixes = append([]CommonPrefix(nil), p.CommonPrefixes...)
-	return marshalListing(&q, q.EncodingType == "url")
+	return marshalListing(&q)
 }
 
+func (p *UploadsPage) encoded() bool { return p.EncodingType == "url" }
+
 func (p *UploadsPage) code(f func(string) (string, error)) error {
-	var first error
-	do := func(s *string) {
-		v, err := f(*s)
-		if err != nil && first == nil {
-			first = err
-		}
-		*s = v
-	}
-	do(&p.KeyMarker)
-	do(&p.NextKeyMarker)
-	do(&p.Prefix)
-	do(&p.Delimiter)
+	ss := []*string{&p.KeyMarker, &p.NextKeyMarker, &p.Prefix, &p.Delimiter}
 	for i := range p.Uploads {
-		do(&p.Uploads[i].Key)
+		ss = append(ss, &p.Uploads[i].Key)
 	}
-	for i := range p.CommonPrefixes {
-		do(&p.CommonPrefixes[i].Prefix)
-	}
-	return first
+	return codeAll(f, prefixFields(ss, p.CommonPrefixes))
 }
 
 // UploadsRequest is what a ListMultipartUploads asked for.
