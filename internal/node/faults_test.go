@@ -56,17 +56,24 @@ func TestClientCertificatesAreRequiredAtTheHandshake(t *testing.T) {
 	}
 }
 
-func TestChunksCachedBeforeARestartAreHitsAfter(t *testing.T) {
-	h := newHarness(t, options{})
-	a := h.client(tenant("team-a"))
-	r := rand.New(rand.NewPCG(13, 14))
+// cachedObjects puts n objects into bucket-a straight to S3, prefix-i of
+// size(i) bytes from r, and reads each once through a, so that the node has
+// them cached.
+func (h *harness) cachedObjects(a *http.Client, r *rand.Rand, prefix string, n int, size func(i int) int) map[string][]byte {
 	objects := map[string][]byte{}
-	for i := 0; i < 4; i++ {
-		key := fmt.Sprintf("warm-%d", i)
-		objects[key] = testutil.RandomBytes(r, 2*testChunk+i)
+	for i := 0; i < n; i++ {
+		key := fmt.Sprintf("%s-%d", prefix, i)
+		objects[key] = testutil.RandomBytes(r, size(i))
 		h.putDirect("bucket-a", key, objects[key])
 		h.get(a, "bucket-a", key, "", nil)
 	}
+	return objects
+}
+
+func TestChunksCachedBeforeARestartAreHitsAfter(t *testing.T) {
+	h := newHarness(t, options{})
+	a := h.client(tenant("team-a"))
+	objects := h.cachedObjects(a, rand.New(rand.NewPCG(13, 14)), "warm", 4, func(i int) int { return 2*testChunk + i })
 	h.restartNode()
 	h.proxy.Reset()
 	for key, data := range objects {
@@ -86,14 +93,7 @@ func TestChunksCachedBeforeARestartAreHitsAfter(t *testing.T) {
 func TestCorruptedStoreFilesNeverReachTheClient(t *testing.T) {
 	h := newHarness(t, options{})
 	a := h.client(tenant("team-a"))
-	r := rand.New(rand.NewPCG(15, 16))
-	objects := map[string][]byte{}
-	for i := 0; i < 6; i++ {
-		key := fmt.Sprintf("c-%d", i)
-		objects[key] = testutil.RandomBytes(r, 3*testChunk)
-		h.putDirect("bucket-a", key, objects[key])
-		h.get(a, "bucket-a", key, "", nil)
-	}
+	objects := h.cachedObjects(a, rand.New(rand.NewPCG(15, 16)), "c", 6, func(int) int { return 3 * testChunk })
 	h.stopNode()
 	flipped := 0
 	testutil.Must(t, filepath.WalkDir(h.dataDir, func(path string, d fs.DirEntry, err error) error {
