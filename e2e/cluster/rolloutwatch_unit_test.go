@@ -57,6 +57,20 @@ func TestPodRolloutBookkeeping(t *testing.T) {
 		r.apply(watch.Event{Type: watch.Added, Object: pod(name, zone, newUID, newImage, false, false)})
 		r.apply(watch.Event{Type: watch.Modified, Object: pod(name, zone, newUID, newImage, true, false)})
 	}
+	// wantMax checks the most pods down at once: unready, and taken down
+	// by the rollout.
+	wantMax := func(t *testing.T, res rolloutResult, unready, takenDown int) {
+		t.Helper()
+		if res.maxUnready != unready || res.maxTakenDown != takenDown {
+			t.Errorf("maxUnready = %d, maxTakenDown = %d, want %d and %d", res.maxUnready, res.maxTakenDown, unready, takenDown)
+		}
+	}
+	// zoneBounds is when zone-a's rollout ended and zone-b's began.
+	zoneBounds := func(res rolloutResult) (lastA, firstB time.Time) {
+		_, lastA = res.zoneSpan("zone-a")
+		firstB, _ = res.zoneSpan("zone-b")
+		return lastA, firstB
+	}
 
 	t.Run("one at a time, zone by zone", func(t *testing.T) {
 		r := start()
@@ -65,18 +79,14 @@ func TestPodRolloutBookkeeping(t *testing.T) {
 		replace(r, "c-zone-b-1", "zone-b", "b1", "b1'")
 		replace(r, "c-zone-b-0", "zone-b", "b0", "b0'")
 		res := r.result()
-		if res.maxUnready != 1 || res.maxTakenDown != 1 {
-			t.Errorf("maxUnready = %d, maxTakenDown = %d, want 1 and 1", res.maxUnready, res.maxTakenDown)
-		}
+		wantMax(t, res, 1, 1)
 		if got := res.sequence(); len(got) != 4 || got[0] != "c-zone-a-1" || got[3] != "c-zone-b-0" {
 			t.Errorf("sequence = %v", got)
 		}
 		if len(res.ups) != 4 {
 			t.Errorf("ups = %v, want 4", res.ups)
 		}
-		_, lastA := res.zoneSpan("zone-a")
-		firstB, _ := res.zoneSpan("zone-b")
-		if !firstB.After(lastA) {
+		if lastA, firstB := zoneBounds(res); !firstB.After(lastA) {
 			t.Errorf("zone-b began %v, not after zone-a ended %v", firstB, lastA)
 		}
 	})
@@ -90,12 +100,8 @@ func TestPodRolloutBookkeeping(t *testing.T) {
 		r.apply(watch.Event{Type: watch.Deleted, Object: pod("c-zone-a-1", "zone-a", "a1", oldImage, false, true)})
 		r.apply(watch.Event{Type: watch.Added, Object: pod("c-zone-a-1", "zone-a", "a1'", newImage, true, false)})
 		res := r.result()
-		if res.maxUnready != 2 || res.maxTakenDown != 2 {
-			t.Errorf("maxUnready = %d, maxTakenDown = %d, want 2 and 2", res.maxUnready, res.maxTakenDown)
-		}
-		_, lastA := res.zoneSpan("zone-a")
-		firstB, _ := res.zoneSpan("zone-b")
-		if !firstB.Before(lastA) {
+		wantMax(t, res, 2, 2)
+		if lastA, firstB := zoneBounds(res); !firstB.Before(lastA) {
 			t.Errorf("the zones' spans do not overlap: zone-b began %v, zone-a ended %v", firstB, lastA)
 		}
 	})
