@@ -56,23 +56,26 @@ PREFIX = "clickhouse"
 # ClickHouse's defaults (no fsync of parts): what INSERTs cost without S3.
 LOCAL = "local"
 
-SCHEMA = """(
-    review_date Date CODEC(ZSTD(1)),
-    marketplace LowCardinality(String) CODEC(ZSTD(1)),
-    customer_id UInt64 CODEC(ZSTD(1)),
-    review_id String CODEC(ZSTD(1)),
-    product_id String CODEC(ZSTD(1)),
-    product_parent UInt64 CODEC(ZSTD(1)),
-    product_title String CODEC(ZSTD(1)),
-    product_category LowCardinality(String) CODEC(ZSTD(1)),
-    star_rating UInt8 CODEC(ZSTD(1)),
-    helpful_votes UInt32 CODEC(ZSTD(1)),
-    total_votes UInt32 CODEC(ZSTD(1)),
-    vine Bool CODEC(ZSTD(1)),
-    verified_purchase Bool CODEC(ZSTD(1)),
-    review_headline String CODEC(ZSTD(1)),
-    review_body String CODEC(ZSTD(1))
-) ENGINE = MergeTree ORDER BY (review_date, product_category)"""
+# The reviews table's columns, each compressed with ZSTD(1).
+COLUMNS = [
+    ("review_date", "Date"),
+    ("marketplace", "LowCardinality(String)"),
+    ("customer_id", "UInt64"),
+    ("review_id", "String"),
+    ("product_id", "String"),
+    ("product_parent", "UInt64"),
+    ("product_title", "String"),
+    ("product_category", "LowCardinality(String)"),
+    ("star_rating", "UInt8"),
+    ("helpful_votes", "UInt32"),
+    ("total_votes", "UInt32"),
+    ("vine", "Bool"),
+    ("verified_purchase", "Bool"),
+    ("review_headline", "String"),
+    ("review_body", "String"),
+]
+SCHEMA = ("(\n" + ",\n".join(f"    {name} {type_} CODEC(ZSTD(1))" for name, type_ in COLUMNS)
+          + "\n) ENGINE = MergeTree ORDER BY (review_date, product_category)")
 
 # A handful of dates spread over the ten years of data.
 DATES = ["2010-03-14", "2012-07-01", "2014-11-23", "2016-02-29", "2019-06-05"]

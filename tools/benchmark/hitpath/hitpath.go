@@ -92,25 +92,11 @@ type envInfo struct {
 
 // Run is part B1.
 func Run(ctx context.Context, env benchkit.Env) (benchkit.Section, error) {
-	_, sec, err := run(ctx, env)
-	return sec, err
-}
-
-// run is Run, also returning the measurements (for the test).
-func run(ctx context.Context, env benchkit.Env) (*report, benchkit.Section, error) {
-	cfg := defaultConfig(env.Quick)
-	if err := cfg.applyKnobs(); err != nil {
-		return nil, benchkit.Section{}, err
-	}
-	r, err := measureAll(ctx, env, cfg)
+	r, err := measure(ctx, env)
 	if err != nil {
-		return nil, benchkit.Section{}, err
+		return benchkit.Section{}, err
 	}
-	md, err := r.markdown(env.ImgDir)
-	if err != nil {
-		return nil, benchkit.Section{}, err
-	}
-	return r, benchkit.Section{Title: "B1 — hit path", Markdown: md}, nil
+	return r.section(env.ImgDir)
 }
 
 // report is what a run measured.
@@ -133,7 +119,13 @@ func (r *report) get(col string, wl workload, n int) (best result, ok bool) {
 	return best, ok
 }
 
-func measureAll(ctx context.Context, env benchkit.Env, cfg config) (*report, error) {
+// measure measures every cell of the configuration: the defaults of
+// env.Quick, changed by the BENCH_B1_* variables.
+func measure(ctx context.Context, env benchkit.Env) (*report, error) {
+	cfg := defaultConfig(env.Quick)
+	if err := cfg.applyKnobs(); err != nil {
+		return nil, err
+	}
 	w, err := startWorld(ctx, envInfo{
 		root: env.Root, workDir: env.WorkDir, minioBin: filepath.Join(env.Bin, "minio"), nginxBin: filepath.Join(env.Bin, "nginx"),
 		logf: env.Logf,

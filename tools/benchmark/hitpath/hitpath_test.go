@@ -56,7 +56,11 @@ func TestQuickRun(t *testing.T) {
 	}
 	env := benchtest.Env(t, "b1")
 	env.Bin = testBin(t, env.Root)
-	rep, sec, err := run(context.Background(), env)
+	rep, err := measure(context.Background(), env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sec, err := rep.section(env.ImgDir)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -25,6 +25,15 @@ func newGet(ctx context.Context, url string) (*http.Request, error) {
 // ceiling.
 const goalShare = 0.80
 
+// section is the part's section of the report.
+func (r *report) section(imgDir string) (benchkit.Section, error) {
+	md, err := r.markdown(imgDir)
+	if err != nil {
+		return benchkit.Section{}, err
+	}
+	return benchkit.Section{Title: "B1 — hit path", Markdown: md}, nil
+}
+
 // markdown renders the section: setup, tables per workload, a summary of
 // the ratios, plots and a reading computed from the numbers.
 func (r *report) markdown(imgDir string) (string, error) {

@@ -31,6 +31,11 @@ const (
 	goalBigMBps  = 0.9 // 16 MiB PUTs' throughput through the gateway, at least this share of S3's
 )
 
+// section is the part's section of the report.
+func (r *report) section() benchkit.Section {
+	return benchkit.Section{Title: "B5 — write-through", Markdown: r.markdown()}
+}
+
 func (r *report) markdown() string {
 	var b strings.Builder
 	p := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }

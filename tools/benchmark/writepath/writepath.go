@@ -132,26 +132,26 @@ func (c *config) applyKnobs() (err error) {
 
 // Run is part B5 (write-through, write-back, ClickHouse's inserts).
 func Run(ctx context.Context, env benchkit.Env) (benchkit.Section, error) {
-	_, sec, err := run(ctx, env)
-	return sec, err
+	rep, err := measure(ctx, env)
+	if err != nil {
+		return benchkit.Section{}, err
+	}
+	return rep.section(), nil
 }
 
-// run is Run, also returning the measurements (for the test).
-func run(ctx context.Context, env benchkit.Env) (*report, benchkit.Section, error) {
+// measure starts the world of the configuration (the defaults of
+// env.Quick, changed by the BENCH_B5_* variables) and measures it.
+func measure(ctx context.Context, env benchkit.Env) (*report, error) {
 	cfg := defaultConfig(env.Quick)
 	if err := cfg.applyKnobs(); err != nil {
-		return nil, benchkit.Section{}, err
+		return nil, err
 	}
 	w, err := startWorld(ctx, env, cfg)
 	if err != nil {
-		return nil, benchkit.Section{}, err
+		return nil, err
 	}
 	defer w.close()
-	rep, err := w.measureAll(ctx, env)
-	if err != nil {
-		return nil, benchkit.Section{}, err
-	}
-	return rep, benchkit.Section{Title: "B5 — write-through", Markdown: rep.markdown()}, nil
+	return w.measureAll(ctx, env)
 }
 
 func plural(n int) string {

@@ -30,10 +30,11 @@ func TestQuickRun(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	env := benchtest.Env(t, "b5")
-	rep, sec, err := run(ctx, env)
+	rep, err := measure(ctx, env)
 	if err != nil {
 		t.Fatal(err)
 	}
+	sec := rep.section()
 	for _, row := range rep.cfg.rows {
 		for _, col := range rep.columns {
 			s := rep.cell(row, col.id)
