@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 )
 
@@ -136,6 +137,16 @@ func answerError(op, bucket, key, addr string, resp *http.Response) *Error {
 		e.Message = http.StatusText(resp.StatusCode)
 	}
 	return e
+}
+
+// checkAnswer notes the ring epoch an answer of addr carries and, unless
+// its status is one of ok, reads the answer as the node's *Error.
+func (c *Client) checkAnswer(op, bucket, key, addr string, resp *http.Response, ok ...int) error {
+	c.observeAnswer(addr, resp.Header)
+	if slices.Contains(ok, resp.StatusCode) {
+		return nil
+	}
+	return answerError(op, bucket, key, addr, resp)
 }
 
 // outcome classifies one attempt against one member.

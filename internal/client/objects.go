@@ -57,9 +57,8 @@ func (c *Client) Stat(ctx context.Context, bucket, key string) (Meta, error) {
 			return err
 		}
 		defer resp.Body.Close()
-		c.observeAnswer(addr, resp.Header)
-		if resp.StatusCode != http.StatusOK {
-			return answerError(opStat, bucket, key, addr, resp)
+		if err := c.checkAnswer(opStat, bucket, key, addr, resp, http.StatusOK); err != nil {
+			return err
 		}
 		if err := c.checkChunkSize(opStat, addr, resp.Header); err != nil {
 			return err
@@ -192,9 +191,8 @@ func (c *Client) putOnce(ctx context.Context, addr, bucket, key string, body *at
 		return Meta{}, err
 	}
 	defer resp.Body.Close()
-	c.observeAnswer(addr, resp.Header)
-	if resp.StatusCode != http.StatusOK {
-		return Meta{}, answerError(opPut, bucket, key, addr, resp)
+	if err := c.checkAnswer(opPut, bucket, key, addr, resp, http.StatusOK); err != nil {
+		return Meta{}, err
 	}
 	var mr nodeapi.MetaResponse
 	if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&mr); err != nil {
@@ -312,10 +310,6 @@ func (c *Client) Delete(ctx context.Context, bucket, key string) error {
 			return err
 		}
 		defer resp.Body.Close()
-		c.observeAnswer(addr, resp.Header)
-		if resp.StatusCode != http.StatusNoContent && resp.StatusCode != http.StatusOK {
-			return answerError(opDelete, bucket, key, addr, resp)
-		}
-		return nil
+		return c.checkAnswer(opDelete, bucket, key, addr, resp, http.StatusNoContent, http.StatusOK)
 	})
 }

@@ -221,9 +221,8 @@ func (c *Client) getChunk(ctx context.Context, addr, bucket, key string, m Meta,
 		return err
 	}
 	defer resp.Body.Close()
-	c.observeAnswer(addr, resp.Header)
-	if resp.StatusCode != http.StatusOK && resp.StatusCode != http.StatusPartialContent {
-		return answerError(opGetChunk, bucket, key, addr, resp)
+	if err := c.checkAnswer(opGetChunk, bucket, key, addr, resp, http.StatusOK, http.StatusPartialContent); err != nil {
+		return err
 	}
 	if err := c.checkChunkAnswer(addr, bucket, key, m, idx, within, resp.StatusCode, resp.Header, resp.ContentLength, len(dst)); err != nil {
 		return err
