@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/textproto"
 	"strconv"
 
 	"github.com/distcache/distcache/internal/nodeapi"
@@ -67,7 +66,7 @@ func readAnswerHeader(br *bufio.Reader, h http.Header) (answerHeader, error) {
 		return a, fmt.Errorf("client: malformed status line %q", line)
 	}
 	a.status = statusText(a.code, status)
-	if err := nodeapi.ReadHeader(br, h, headerName); err != nil {
+	if err := nodeapi.ReadHeader(br, h); err != nil {
 		return a, fmt.Errorf("client: the answer's header: %w", err)
 	}
 	if len(h["Transfer-Encoding"]) > 0 {
@@ -83,38 +82,6 @@ func readAnswerHeader(br *bufio.Reader, h http.Header) (answerHeader, error) {
 		return a, errors.New("client: an answer with neither Content-Length nor Connection: close")
 	}
 	return a, nil
-}
-
-// headerName is the canonical form of a header name, without allocating
-// for the names the node sends.
-func headerName(k []byte) string {
-	switch string(k) {
-	case "Etag":
-		return "Etag"
-	case "Content-Length":
-		return "Content-Length"
-	case "Content-Type":
-		return "Content-Type"
-	case "Content-Range":
-		return "Content-Range"
-	case "Connection":
-		return "Connection"
-	case "Last-Modified":
-		return "Last-Modified"
-	case "X-Distcache-Cache":
-		return "X-Distcache-Cache"
-	case "X-Distcache-Chunk-Size":
-		return "X-Distcache-Chunk-Size"
-	case "X-Distcache-Ring-Epoch":
-		return "X-Distcache-Ring-Epoch"
-	case "X-Distcache-Object-Size":
-		return "X-Distcache-Object-Size"
-	case "X-Distcache-Content-Type":
-		return "X-Distcache-Content-Type"
-	case "X-Distcache-Error":
-		return "X-Distcache-Error"
-	}
-	return textproto.CanonicalMIMEHeaderKey(string(k))
 }
 
 // statusText is the Status of a response ("206 Partial Content").

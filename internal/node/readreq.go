@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"net/textproto"
 	"net/url"
 	"strings"
 
@@ -42,7 +41,7 @@ func readRequest(ctx context.Context, br *bufio.Reader, h http.Header) (*http.Re
 		return nil, err
 	}
 	clear(h)
-	if err := nodeapi.ReadHeader(br, h, requestHeaderName); err != nil {
+	if err := nodeapi.ReadHeader(br, h); err != nil {
 		return nil, fmt.Errorf("node: request header: %w", err)
 	}
 	r.Header = h
@@ -62,32 +61,6 @@ func readRequest(ctx context.Context, br *bufio.Reader, h http.Header) (*http.Re
 		r.ContentLength = n
 	}
 	return r, nil
-}
-
-// requestHeaderName is the canonical form of a header name, without
-// allocating for the names clients of the node send.
-func requestHeaderName(k []byte) string {
-	switch string(k) {
-	case "Host":
-		return "Host"
-	case "Range":
-		return "Range"
-	case "Connection":
-		return "Connection"
-	case "Content-Length":
-		return "Content-Length"
-	case "User-Agent":
-		return "User-Agent"
-	case "Accept-Encoding":
-		return "Accept-Encoding"
-	case HeaderTenant:
-		return HeaderTenant
-	case HeaderHop:
-		return HeaderHop
-	case HeaderLocalOnly:
-		return HeaderLocalOnly
-	}
-	return textproto.CanonicalMIMEHeaderKey(string(k))
 }
 
 // hasCTL reports whether s has ASCII control bytes (url.Parse refuses them).

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/textproto"
 	"strconv"
 	"strings"
 )
@@ -42,13 +43,11 @@ func ReadLine(br *bufio.Reader) ([]byte, error) {
 	return line, nil
 }
 
-// ReadHeader reads a header block up to its empty line into h. name gives
-// the canonical form of a header name; returning constants for the names
-// the peer sends saves an allocation per line. All values share one
-// string. A line without a colon, a name with a space or tab, or more than
-// maxHeaderLines lines is an error, as for http.ReadRequest and
-// http.ReadResponse.
-func ReadHeader(br *bufio.Reader, h http.Header, name func([]byte) string) error {
+// ReadHeader reads a header block up to its empty line into h, its names
+// in canonical form (headerName). All values share one string. A line
+// without a colon, a name with a space or tab, or more than maxHeaderLines
+// lines is an error, as for http.ReadRequest and http.ReadResponse.
+func ReadHeader(br *bufio.Reader, h http.Header) error {
 	var (
 		names  [maxHeaderLines]string
 		ends   [maxHeaderLines]int
@@ -67,7 +66,7 @@ func ReadHeader(br *bufio.Reader, h http.Header, name func([]byte) string) error
 		if !ok || len(k) == 0 || n == len(names) || bytes.ContainsAny(k, " \t") {
 			return fmt.Errorf("malformed or too many header lines (%q)", line)
 		}
-		names[n] = name(k)
+		names[n] = headerName(k)
 		values = append(values, bytes.TrimSpace(v)...)
 		ends[n] = len(values)
 		n++
@@ -85,6 +84,55 @@ func ReadHeader(br *bufio.Reader, h http.Header, name func([]byte) string) error
 		h[names[i]] = vals[i : i+1 : i+1]
 	}
 	return nil
+}
+
+// headerName is the canonical form of a header name, without allocating
+// for the names sent on read connections: by clients (the first group) and
+// by the node (the second).
+func headerName(k []byte) string {
+	switch string(k) {
+	case "Host":
+		return "Host"
+	case "Range":
+		return "Range"
+	case "User-Agent":
+		return "User-Agent"
+	case "Accept-Encoding":
+		return "Accept-Encoding"
+	case "X-Distcache-Tenant":
+		return "X-Distcache-Tenant"
+	case "X-Distcache-Hop":
+		return "X-Distcache-Hop"
+	case "X-Distcache-Local-Only":
+		return "X-Distcache-Local-Only"
+
+	case "Etag":
+		return "Etag"
+	case "Content-Type":
+		return "Content-Type"
+	case "Content-Range":
+		return "Content-Range"
+	case "Last-Modified":
+		return "Last-Modified"
+	case "X-Distcache-Cache":
+		return "X-Distcache-Cache"
+	case "X-Distcache-Chunk-Size":
+		return "X-Distcache-Chunk-Size"
+	case "X-Distcache-Ring-Epoch":
+		return "X-Distcache-Ring-Epoch"
+	case "X-Distcache-Object-Size":
+		return "X-Distcache-Object-Size"
+	case "X-Distcache-Content-Type":
+		return "X-Distcache-Content-Type"
+	case "X-Distcache-Error":
+		return "X-Distcache-Error"
+
+	case "Connection": // both ways
+		return "Connection"
+	case "Content-Length":
+		return "Content-Length"
+	}
+	return textproto.CanonicalMIMEHeaderKey(string(k))
 }
 
 // HasToken reports whether a comma-separated header value lists token.
