@@ -175,6 +175,15 @@ func (t Target) gatewaySelector() string {
 	return LabelCacheNamespace + "=" + strconv.Quote(t.Namespace) + "," + LabelCache + "=" + strconv.Quote(t.Cache)
 }
 
+// alertRule is an alert as RuleGroups declares it: Expr selects with SEL
+// (the cache's series) and GWSEL (its gateways'), For is a Prometheus
+// duration, Severity the severity label, Summary and Description its
+// annotations (every alert also gets a runbook_url).
+type alertRule struct {
+	Alert, Expr, For, Severity string
+	Summary, Description       string
+}
+
 // fraction is the API's pattern for hitRatioThreshold; the value goes into
 // PromQL as written.
 var fraction = regexp.MustCompile(`^(0(\.[0-9]+)?|1(\.0+)?)$`)
@@ -198,222 +207,209 @@ func RuleGroups(t Target, hitRatioThreshold string) ([]monitoringv1.RuleGroup, e
 		return intstr.FromString(strings.TrimSpace(strings.ReplaceAll(s, "SEL", sel)))
 	}
 	dur := func(s string) *monitoringv1.Duration { d := monitoringv1.Duration(s); return &d }
-	rules := []monitoringv1.Rule{
+	alerts := []alertRule{
 		{
 			Alert: AlertLowHitRatio,
 			// Bytes served from RAM or disk over all bytes served, per zone.
 			// Chunks a node forwarded to their owner are left out: the owner
 			// counts them as its hit or miss.
-			Expr: expr(`
+			Expr: `
 (
   sum by (namespace, service, zone) (rate(distcache_response_bytes_total{SEL,op=~"get_chunk|get_object",result=~"hit_ram|hit_disk"}[15m]))
 /
   sum by (namespace, service, zone) (rate(distcache_response_bytes_total{SEL,op=~"get_chunk|get_object",result!="forwarded"}[15m]))
-) < ` + hitRatioThreshold),
-			For:    dur("15m"),
-			Labels: map[string]string{"severity": "warning"},
-			Annotations: map[string]string{
-				"summary": "distcache {{ $labels.namespace }}/{{ $labels.service }}: byte hit ratio in zone {{ $labels.zone }} is {{ $value | humanizePercentage }}, below " + hitRatioThreshold,
-				"description": "Less than " + hitRatioThreshold + " of the bytes the cache served in zone {{ $labels.zone }} over the last 15 minutes came from RAM or disk; " +
-					"the rest was read from S3. Check, in the distcache dashboard: whether the working set outgrew the cache (evictions rising, disk " +
-					"usage at its bound: raise spec.diskSize or spec.replicas); whether nodes restarted or the ring changed recently (emptyDir storage " +
-					"starts cold, ring epoch panel); whether objects are being overwritten in S3 (metadata revalidations with outcome changed); " +
-					"whether the store bypasses itself (store failures). A new workload reading data once also lowers the ratio until it repeats reads.",
-			},
+) < ` + hitRatioThreshold,
+			For:      "15m",
+			Severity: "warning",
+			Summary:  "distcache {{ $labels.namespace }}/{{ $labels.service }}: byte hit ratio in zone {{ $labels.zone }} is {{ $value | humanizePercentage }}, below " + hitRatioThreshold,
+			Description: "Less than " + hitRatioThreshold + " of the bytes the cache served in zone {{ $labels.zone }} over the last 15 minutes came from RAM or disk; " +
+				"the rest was read from S3. Check, in the distcache dashboard: whether the working set outgrew the cache (evictions rising, disk " +
+				"usage at its bound: raise spec.diskSize or spec.replicas); whether nodes restarted or the ring changed recently (emptyDir storage " +
+				"starts cold, ring epoch panel); whether objects are being overwritten in S3 (metadata revalidations with outcome changed); " +
+				"whether the store bypasses itself (store failures). A new workload reading data once also lowers the ratio until it repeats reads.",
 		},
 		{
-			Alert:  AlertNodeDown,
-			Expr:   expr(`up{SEL} == 0`),
-			For:    dur("5m"),
-			Labels: map[string]string{"severity": "warning"},
-			Annotations: map[string]string{
-				"summary": "distcache {{ $labels.namespace }}/{{ $labels.service }}: node {{ $labels.pod }} cannot be scraped",
-				"description": "Prometheus has failed to scrape the cache node {{ $labels.pod }} (zone {{ $labels.zone }}) for 5 minutes. " +
-					"Reads of the chunks it owns go to S3 (or to its ring successor) until it is back. Check the pod " +
-					"(kubectl -n {{ $labels.namespace }} describe pod {{ $labels.pod }}; logs of the cachenode container): a crash loop, " +
-					"an image that cannot be pulled, a failing readiness or an unreachable metrics port (9090: a NetworkPolicy?). " +
-					"A pod that was never scheduled has no target at all: DistcacheNodeUnschedulable covers it.",
-			},
+			Alert:    AlertNodeDown,
+			Expr:     `up{SEL} == 0`,
+			For:      "5m",
+			Severity: "warning",
+			Summary:  "distcache {{ $labels.namespace }}/{{ $labels.service }}: node {{ $labels.pod }} cannot be scraped",
+			Description: "Prometheus has failed to scrape the cache node {{ $labels.pod }} (zone {{ $labels.zone }}) for 5 minutes. " +
+				"Reads of the chunks it owns go to S3 (or to its ring successor) until it is back. Check the pod " +
+				"(kubectl -n {{ $labels.namespace }} describe pod {{ $labels.pod }}; logs of the cachenode container): a crash loop, " +
+				"an image that cannot be pulled, a failing readiness or an unreachable metrics port (9090: a NetworkPolicy?). " +
+				"A pod that was never scheduled has no target at all: DistcacheNodeUnschedulable covers it.",
 		},
 		{
 			Alert: AlertS3ErrorRate,
 			// access_denied, unavailable and error are the backend's
 			// failures; not_found, precondition_failed and invalid_range are
 			// answers, canceled is a client that went away.
-			Expr: expr(`
+			Expr: `
 (
   sum by (namespace, service) (rate(distcache_s3_requests_total{SEL,status=~"error|unavailable|access_denied"}[5m]))
 /
   sum by (namespace, service) (rate(distcache_s3_requests_total{SEL}[5m]))
-) > ` + s3ErrorRatioThreshold),
-			For:    dur("10m"),
-			Labels: map[string]string{"severity": "critical"},
-			Annotations: map[string]string{
-				"summary": "distcache {{ $labels.namespace }}/{{ $labels.service }}: {{ $value | humanizePercentage }} of S3 requests fail",
-				"description": "More than 5% of the cache's requests to its S3 backend failed (status error, unavailable or access_denied, " +
-					"after retries) over the last 5 minutes, for 10 minutes. Cache misses and writes fail with it. Check the S3 panels for the " +
-					"operation and status: access_denied points at the credentials (spec.s3.credentialsSecret, a tenant's credentials, IAM); " +
-					"unavailable and error at the endpoint (spec.s3.endpoint, network, throttling: see the retries panel).",
-			},
+) > ` + s3ErrorRatioThreshold,
+			For:      "10m",
+			Severity: "critical",
+			Summary:  "distcache {{ $labels.namespace }}/{{ $labels.service }}: {{ $value | humanizePercentage }} of S3 requests fail",
+			Description: "More than 5% of the cache's requests to its S3 backend failed (status error, unavailable or access_denied, " +
+				"after retries) over the last 5 minutes, for 10 minutes. Cache misses and writes fail with it. Check the S3 panels for the " +
+				"operation and status: access_denied points at the credentials (spec.s3.credentialsSecret, a tenant's credentials, IAM); " +
+				"unavailable and error at the endpoint (spec.s3.endpoint, network, throttling: see the retries panel).",
 		},
 		{
-			Alert:  AlertDiskNearCapacity,
-			Expr:   expr(`distcache_store_disk_usage_bytes{SEL} / (distcache_store_disk_capacity_bytes{SEL} > 0) > ` + diskUsageRatioThreshold),
-			For:    dur("15m"),
-			Labels: map[string]string{"severity": "warning"},
-			Annotations: map[string]string{
-				"summary": "distcache {{ $labels.namespace }}/{{ $labels.service }}: node {{ $labels.pod }} uses {{ $value | humanizePercentage }} of its disk bound",
-				"description": "The disk tier of {{ $labels.pod }} has held more than 90% of its bound (spec.diskSize) for 15 minutes. " +
-					"Live chunks are kept to 60% of the bound, so the rest is value-log garbage the store has not reclaimed yet; at the bound " +
-					"new chunks are refused (distcache_store_rejected_total) and reads are served from S3. Check the evictions, rejected and " +
-					"store failure panels and the node's log for value-log GC errors; raise spec.diskSize (and the volume) if it persists.",
-			},
+			Alert:    AlertDiskNearCapacity,
+			Expr:     `distcache_store_disk_usage_bytes{SEL} / (distcache_store_disk_capacity_bytes{SEL} > 0) > ` + diskUsageRatioThreshold,
+			For:      "15m",
+			Severity: "warning",
+			Summary:  "distcache {{ $labels.namespace }}/{{ $labels.service }}: node {{ $labels.pod }} uses {{ $value | humanizePercentage }} of its disk bound",
+			Description: "The disk tier of {{ $labels.pod }} has held more than 90% of its bound (spec.diskSize) for 15 minutes. " +
+				"Live chunks are kept to 60% of the bound, so the rest is value-log garbage the store has not reclaimed yet; at the bound " +
+				"new chunks are refused (distcache_store_rejected_total) and reads are served from S3. Check the evictions, rejected and " +
+				"store failure panels and the node's log for value-log GC errors; raise spec.diskSize (and the volume) if it persists.",
 		},
 		{
-			Alert:  AlertCertificateExpiring,
-			Expr:   expr(`distcache_tls_certificate_expiration_timestamp_seconds{SEL} - time() < ` + certificateDaysLeft + ` * 86400`),
-			For:    dur("15m"),
-			Labels: map[string]string{"severity": "critical"},
-			Annotations: map[string]string{
-				"summary": "distcache {{ $labels.namespace }}/{{ $labels.service }}: the certificate of node {{ $labels.pod }} expires in {{ $value | humanizeDuration }}",
-				"description": "The serving (and peer) certificate node {{ $labels.pod }} presents expires within " + certificateDaysLeft + " days. The operator " +
-					"renews it spec.tls.renewBefore (720h by default) ahead, into the Secret <cache>-node-tls, and nodes reload it: either the " +
-					"operator has not renewed it (is it running? its log and the cache's events say why; with spec.tls.issuerRef, cert-manager's " +
-					"Certificate <cache>-node) or the pod does not see the new Secret. Once it expires, gateways and peers cannot connect.",
-			},
+			Alert:    AlertCertificateExpiring,
+			Expr:     `distcache_tls_certificate_expiration_timestamp_seconds{SEL} - time() < ` + certificateDaysLeft + ` * 86400`,
+			For:      "15m",
+			Severity: "critical",
+			Summary:  "distcache {{ $labels.namespace }}/{{ $labels.service }}: the certificate of node {{ $labels.pod }} expires in {{ $value | humanizeDuration }}",
+			Description: "The serving (and peer) certificate node {{ $labels.pod }} presents expires within " + certificateDaysLeft + " days. The operator " +
+				"renews it spec.tls.renewBefore (720h by default) ahead, into the Secret <cache>-node-tls, and nodes reload it: either the " +
+				"operator has not renewed it (is it running? its log and the cache's events say why; with spec.tls.issuerRef, cert-manager's " +
+				"Certificate <cache>-node) or the pod does not see the new Secret. Once it expires, gateways and peers cannot connect.",
 		},
 		{
-			Alert:  AlertGatewayCertificateExpiring,
-			Expr:   expr(`distcache_tls_certificate_expiration_timestamp_seconds{GWSEL} - time() < ` + certificateDaysLeft + ` * 86400`),
-			For:    dur("15m"),
-			Labels: map[string]string{"severity": "critical"},
-			Annotations: map[string]string{
-				"summary": "distcache gateway {{ $labels.namespace }}/{{ $labels.pod }}: its client certificate expires in {{ $value | humanizeDuration }}",
-				"description": "The tenant certificate the gateway {{ $labels.pod }} presents to the cache {{ $labels.cache_namespace }}/{{ $labels.cache }} " +
-					"expires within " + certificateDaysLeft + " days. The operator renews it into the CacheTenant's Secret spec.tls.renewBefore " +
-					"(720h by default) ahead and the gateway re-reads it for new connections: check the CacheTenant's status (Ready, " +
-					"certificateRenewalTime) and that the gateway mounts that Secret (a copy is never renewed). Once it expires, the " +
-					"gateway cannot reach the cache.",
-			},
+			Alert:    AlertGatewayCertificateExpiring,
+			Expr:     `distcache_tls_certificate_expiration_timestamp_seconds{GWSEL} - time() < ` + certificateDaysLeft + ` * 86400`,
+			For:      "15m",
+			Severity: "critical",
+			Summary:  "distcache gateway {{ $labels.namespace }}/{{ $labels.pod }}: its client certificate expires in {{ $value | humanizeDuration }}",
+			Description: "The tenant certificate the gateway {{ $labels.pod }} presents to the cache {{ $labels.cache_namespace }}/{{ $labels.cache }} " +
+				"expires within " + certificateDaysLeft + " days. The operator renews it into the CacheTenant's Secret spec.tls.renewBefore " +
+				"(720h by default) ahead and the gateway re-reads it for new connections: check the CacheTenant's status (Ready, " +
+				"certificateRenewalTime) and that the gateway mounts that Secret (a copy is never renewed). Once it expires, the " +
+				"gateway cannot reach the cache.",
 		},
 		{
 			Alert: AlertCrossZoneTraffic,
 			// Bytes a zone's nodes received from other zones on their
 			// misses, over the chunk bytes the zone served (as in the hit
 			// ratio, forwarded reads are counted by their owner).
-			Expr: expr(`
+			Expr: `
 (
   sum by (namespace, service, zone) (rate(distcache_cross_zone_bytes_total{SEL}[30m]))
 /
   sum by (namespace, service, zone) (rate(distcache_response_bytes_total{SEL,op=~"get_chunk|get_object",result!="forwarded"}[30m]))
-) > ` + crossZoneRatioThreshold),
-			For:    dur("1h"),
-			Labels: map[string]string{"severity": "warning"},
-			Annotations: map[string]string{
-				"summary": "distcache {{ $labels.namespace }}/{{ $labels.service }}: {{ $value | humanizePercentage }} of zone {{ $labels.zone }}'s reads come from other zones",
-				"description": "For an hour, more than " + crossZoneRatioThreshold + " of the chunk bytes zone {{ $labels.zone }} served were fetched from the chunk's owner in another zone " +
-					"on a miss (spec.crossZone: OnMiss). Each such byte is inter-zone traffic, billed per GB in both directions by AWS and GCP " +
-					"(about $0.01/GB each way): a little is the point of OnMiss (cheaper and much faster than S3 GETs), a large share for this long " +
-					"means the zone's own cache does not hold its working set. Check, for that zone, the Bytes from other zones panel, evictions " +
-					"and disk usage (raise spec.diskSize or spec.replicas) and whether its nodes restarted recently (a cold zone fills from the " +
-					"others, then stops); set spec.crossZone: Never to read S3 instead.",
-			},
+) > ` + crossZoneRatioThreshold,
+			For:      "1h",
+			Severity: "warning",
+			Summary:  "distcache {{ $labels.namespace }}/{{ $labels.service }}: {{ $value | humanizePercentage }} of zone {{ $labels.zone }}'s reads come from other zones",
+			Description: "For an hour, more than " + crossZoneRatioThreshold + " of the chunk bytes zone {{ $labels.zone }} served were fetched from the chunk's owner in another zone " +
+				"on a miss (spec.crossZone: OnMiss). Each such byte is inter-zone traffic, billed per GB in both directions by AWS and GCP " +
+				"(about $0.01/GB each way): a little is the point of OnMiss (cheaper and much faster than S3 GETs), a large share for this long " +
+				"means the zone's own cache does not hold its working set. Check, for that zone, the Bytes from other zones panel, evictions " +
+				"and disk usage (raise spec.diskSize or spec.replicas) and whether its nodes restarted recently (a cold zone fills from the " +
+				"others, then stops); set spec.crossZone: Never to read S3 instead.",
 		},
 		{
 			Alert: AlertGatewayZoneFallback,
 			// Gateways exchanging bytes with another zone's nodes: they do
 			// only when no node of their own zone answers.
-			Expr:   expr(`sum by (cache_namespace, cache, namespace, zone, peer_zone) (rate(distcache_cross_zone_bytes_total{GWSEL}[5m])) > 0`),
-			For:    dur("10m"),
-			Labels: map[string]string{"severity": "warning"},
-			Annotations: map[string]string{
-				"summary": "distcache gateways in {{ $labels.namespace }} (zone {{ $labels.zone }}) read through zone {{ $labels.peer_zone }} of {{ $labels.cache_namespace }}/{{ $labels.cache }}",
-				"description": "For 10 minutes the gateways of zone {{ $labels.zone }} in {{ $labels.namespace }} have read or written through the cache nodes of zone " +
-					"{{ $labels.peer_zone }}, which they do only when none of their own zone's nodes can be reached. Reads keep working, but every " +
-					"byte crosses zones (billed per GB in both directions on AWS and GCP) and adds a zone's latency. Check zone {{ $labels.zone }}'s " +
-					"cache nodes (the Nodes up by zone panel, alert DistcacheNodeDown, the StatefulSet of that zone and its pods' events) and " +
-					"whether the gateways reach them (their --nodes Service, network policies).",
-			},
+			Expr:     `sum by (cache_namespace, cache, namespace, zone, peer_zone) (rate(distcache_cross_zone_bytes_total{GWSEL}[5m])) > 0`,
+			For:      "10m",
+			Severity: "warning",
+			Summary:  "distcache gateways in {{ $labels.namespace }} (zone {{ $labels.zone }}) read through zone {{ $labels.peer_zone }} of {{ $labels.cache_namespace }}/{{ $labels.cache }}",
+			Description: "For 10 minutes the gateways of zone {{ $labels.zone }} in {{ $labels.namespace }} have read or written through the cache nodes of zone " +
+				"{{ $labels.peer_zone }}, which they do only when none of their own zone's nodes can be reached. Reads keep working, but every " +
+				"byte crosses zones (billed per GB in both directions on AWS and GCP) and adds a zone's latency. Check zone {{ $labels.zone }}'s " +
+				"cache nodes (the Nodes up by zone panel, alert DistcacheNodeDown, the StatefulSet of that zone and its pods' events) and " +
+				"whether the gateways reach them (their --nodes Service, network policies).",
 		},
 		{
 			Alert: AlertNodeUnschedulable,
 			// The operator's gauge; max over its replicas (only the leader
 			// reports, but a scrape may catch two leaders' series during a
 			// hand-over).
-			Expr:   expr(`max by (cache_namespace, cache, zone) (` + MetricUnschedulablePods + `{GWSEL}) > 0`),
-			For:    dur("10m"),
-			Labels: map[string]string{"severity": "warning"},
-			Annotations: map[string]string{
-				"summary": "distcache {{ $labels.cache_namespace }}/{{ $labels.cache }}: {{ $value }} cache pod(s) of zone {{ $labels.zone }} cannot be scheduled",
-				"description": "For 10 minutes the scheduler has found no node for {{ $value }} cache pod(s) of zone {{ $labels.zone }} " +
-					"(condition PodScheduled=False, reason Unschedulable). The zone runs with fewer nodes than spec.replicas: their share " +
-					"of the ring is read from S3, and a scale-up or a rollout waits. Check the pods' events " +
-					"(kubectl -n {{ $labels.cache_namespace }} get pods -l app.kubernetes.io/instance={{ $labels.cache }},cache.distcache.io/zone={{ $labels.zone }}; " +
-					"kubectl describe pod): no node in the zone with the instance types, node selector or tolerations of the spec, " +
-					"not enough CPU or memory for spec.resources, a volume claim that cannot bind, or a cluster autoscaler that cannot add a node.",
-			},
+			Expr:     `max by (cache_namespace, cache, zone) (` + MetricUnschedulablePods + `{GWSEL}) > 0`,
+			For:      "10m",
+			Severity: "warning",
+			Summary:  "distcache {{ $labels.cache_namespace }}/{{ $labels.cache }}: {{ $value }} cache pod(s) of zone {{ $labels.zone }} cannot be scheduled",
+			Description: "For 10 minutes the scheduler has found no node for {{ $value }} cache pod(s) of zone {{ $labels.zone }} " +
+				"(condition PodScheduled=False, reason Unschedulable). The zone runs with fewer nodes than spec.replicas: their share " +
+				"of the ring is read from S3, and a scale-up or a rollout waits. Check the pods' events " +
+				"(kubectl -n {{ $labels.cache_namespace }} get pods -l app.kubernetes.io/instance={{ $labels.cache }},cache.distcache.io/zone={{ $labels.zone }}; " +
+				"kubectl describe pod): no node in the zone with the instance types, node selector or tolerations of the spec, " +
+				"not enough CPU or memory for spec.resources, a volume claim that cannot bind, or a cluster autoscaler that cannot add a node.",
 		},
 		{
 			Alert: AlertWriteBackLagging,
 			// Every holder of a version reports it: the max over them is
 			// the tenant's oldest write not in S3 yet in the zone.
-			Expr:   expr(`max by (namespace, service, zone, tenant) (distcache_writeback_oldest_dirty_seconds{SEL}) > ` + writeBackLagSeconds),
-			For:    dur("10m"),
-			Labels: map[string]string{"severity": "warning"},
-			Annotations: map[string]string{
-				"summary": "distcache {{ $labels.namespace }}/{{ $labels.service }}: tenant {{ $labels.tenant }} has a write-back write not in S3 for {{ $value | humanizeDuration }}",
-				"description": "For 10 minutes the oldest WriteBack write of tenant {{ $labels.tenant }} in zone {{ $labels.zone }} that the cache acknowledged " +
-					"has been waiting more than " + writeBackLagSeconds + "s to reach S3. Until it does, it exists only on the cache nodes holding it " +
-					"(a policy's replicas), and it pins their disk. Check, in the dashboard's Write-back row: persistence attempts by result " +
-					"(errors: the S3 panels and the DistcacheWriteBackPersistFailing alert say why), the persistence latency (a slow or throttling " +
-					"S3), the dirty objects (a burst of writes larger than S3 takes in that time) and whether the holders are up; the nodes' logs " +
-					"name the keys and errors.",
-			},
+			Expr:     `max by (namespace, service, zone, tenant) (distcache_writeback_oldest_dirty_seconds{SEL}) > ` + writeBackLagSeconds,
+			For:      "10m",
+			Severity: "warning",
+			Summary:  "distcache {{ $labels.namespace }}/{{ $labels.service }}: tenant {{ $labels.tenant }} has a write-back write not in S3 for {{ $value | humanizeDuration }}",
+			Description: "For 10 minutes the oldest WriteBack write of tenant {{ $labels.tenant }} in zone {{ $labels.zone }} that the cache acknowledged " +
+				"has been waiting more than " + writeBackLagSeconds + "s to reach S3. Until it does, it exists only on the cache nodes holding it " +
+				"(a policy's replicas), and it pins their disk. Check, in the dashboard's Write-back row: persistence attempts by result " +
+				"(errors: the S3 panels and the DistcacheWriteBackPersistFailing alert say why), the persistence latency (a slow or throttling " +
+				"S3), the dirty objects (a burst of writes larger than S3 takes in that time) and whether the holders are up; the nodes' logs " +
+				"name the keys and errors.",
 		},
 		{
 			Alert: AlertWriteBackPersistFailing,
 			// Errors and no success: S3 refuses this node's uploads (a node
 			// that persists some keys and fails others is seen by the lag).
-			Expr: expr(`
+			Expr: `
 sum by (namespace, service, zone, pod) (rate(distcache_writeback_persist_attempts_total{SEL,result="error"}[10m])) > 0
 unless
-sum by (namespace, service, zone, pod) (rate(distcache_writeback_persist_attempts_total{SEL,result="ok"}[10m])) > 0`),
-			For:    dur("10m"),
-			Labels: map[string]string{"severity": "critical"},
-			Annotations: map[string]string{
-				"summary": "distcache {{ $labels.namespace }}/{{ $labels.service }}: node {{ $labels.pod }} cannot persist write-back writes to S3",
-				"description": "For 10 minutes every attempt of node {{ $labels.pod }} to send held WriteBack writes (uploads and deletes) to S3 failed, " +
-					"and none succeeded. The node keeps them and retries with backoff; meanwhile they exist only on the cache nodes, and once the " +
-					"pinned space is full new write-back writes get 503 SlowDown. Check the S3 panels (status access_denied: the cache's or the " +
-					"tenant's credentials lack s3:PutObject or s3:DeleteObject; unavailable or error: the endpoint) and the node's log, which " +
-					"names the key and S3's error.",
-			},
+sum by (namespace, service, zone, pod) (rate(distcache_writeback_persist_attempts_total{SEL,result="ok"}[10m])) > 0`,
+			For:      "10m",
+			Severity: "critical",
+			Summary:  "distcache {{ $labels.namespace }}/{{ $labels.service }}: node {{ $labels.pod }} cannot persist write-back writes to S3",
+			Description: "For 10 minutes every attempt of node {{ $labels.pod }} to send held WriteBack writes (uploads and deletes) to S3 failed, " +
+				"and none succeeded. The node keeps them and retries with backoff; meanwhile they exist only on the cache nodes, and once the " +
+				"pinned space is full new write-back writes get 503 SlowDown. Check the S3 panels (status access_denied: the cache's or the " +
+				"tenant's credentials lack s3:PutObject or s3:DeleteObject; unavailable or error: the endpoint) and the node's log, which " +
+				"names the key and S3's error.",
 		},
 		{
 			Alert: AlertWriteBackPinnedNearFull,
 			// The pinned space in use (every held version kept, upload
 			// parts) over the node's pinned limit; a node without a
 			// journal exports no limit.
-			Expr: expr(`
+			Expr: `
 (
   max by (namespace, service, zone, pod) (distcache_writeback_pinned_bytes{SEL})
 /
   max by (namespace, service, zone, pod) (distcache_writeback_limit_bytes{SEL} > 0)
-) > ` + pinnedRatioThreshold),
-			For:    dur("5m"),
-			Labels: map[string]string{"severity": "warning"},
-			Annotations: map[string]string{
-				"summary": "distcache {{ $labels.namespace }}/{{ $labels.service }}: node {{ $labels.pod }} uses {{ $value | humanizePercentage }} of its write-back pinned space",
-				"description": "For 5 minutes the objects node {{ $labels.pod }} holds for WriteBack (not in S3 yet) and Transient policies have used more than " +
-					pinnedRatioThreshold + " of its pinned limit (30% of spec.diskSize; --writeback-fraction of --disk-bytes). They are never evicted; past the limit " +
-					"write-back and transient writes get 503 SlowDown (distcache_writeback_full_total). Check the Write-back row: whether " +
-					"persistence keeps up (errors, the oldest unpersisted write) or transient data piles up (by tenant: deletes and expiry " +
-					"free it); raise spec.diskSize (or --writeback-fraction on nodes run by hand) or spec.replicas if the steady state needs more.",
-			},
+) > ` + pinnedRatioThreshold,
+			For:      "5m",
+			Severity: "warning",
+			Summary:  "distcache {{ $labels.namespace }}/{{ $labels.service }}: node {{ $labels.pod }} uses {{ $value | humanizePercentage }} of its write-back pinned space",
+			Description: "For 5 minutes the objects node {{ $labels.pod }} holds for WriteBack (not in S3 yet) and Transient policies have used more than " +
+				pinnedRatioThreshold + " of its pinned limit (30% of spec.diskSize; --writeback-fraction of --disk-bytes). They are never evicted; past the limit " +
+				"write-back and transient writes get 503 SlowDown (distcache_writeback_full_total). Check the Write-back row: whether " +
+				"persistence keeps up (errors, the oldest unpersisted write) or transient data piles up (by tenant: deletes and expiry " +
+				"free it); raise spec.diskSize (or --writeback-fraction on nodes run by hand) or spec.replicas if the steady state needs more.",
 		},
 	}
-	for i := range rules {
-		rules[i].Annotations["runbook_url"] = runbookURL(rules[i].Alert)
+	rules := make([]monitoringv1.Rule, len(alerts))
+	for i, a := range alerts {
+		rules[i] = monitoringv1.Rule{
+			Alert:  a.Alert,
+			Expr:   expr(a.Expr),
+			For:    dur(a.For),
+			Labels: map[string]string{"severity": a.Severity},
+			Annotations: map[string]string{
+				"summary":     a.Summary,
+				"description": a.Description,
+				"runbook_url": runbookURL(a.Alert),
+			},
+		}
 	}
 	return []monitoringv1.RuleGroup{{Name: "distcache-" + t.Namespace + "-" + t.Cache, Rules: rules}}, nil
 }
