@@ -8,31 +8,10 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
 	cachev1alpha1 "github.com/distcache/distcache/api/v1alpha1"
 )
-
-// testTenant is tenant "ch" in namespace "team" of testCache's cache, with
-// a defaulted gateway; edit changes it before it is returned.
-func testTenant(edit func(t *cachev1alpha1.CacheTenant)) *cachev1alpha1.CacheTenant {
-	t := &cachev1alpha1.CacheTenant{
-		ObjectMeta: metav1.ObjectMeta{Name: "ch", Namespace: "team", Generation: 1},
-		Spec: cachev1alpha1.CacheTenantSpec{
-			CacheRef: cachev1alpha1.CacheReference{Namespace: "ns", Name: "c"},
-			Buckets:  []string{"data"},
-			Gateway: &cachev1alpha1.GatewaySpec{
-				Enabled: ptr.To(true), ReplicasPerZone: ptr.To[int32](1), Port: ptr.To[int32](8099),
-				PageCacheSize: ptr.To(resource.MustParse("256Mi")),
-			},
-		},
-	}
-	if edit != nil {
-		edit(t)
-	}
-	return t
-}
 
 func argValue(args []string, flag string) (string, bool) {
 	for _, a := range args {

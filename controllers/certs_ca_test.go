@@ -24,14 +24,10 @@ func TestRotateCASteps(t *testing.T) {
 		t.Fatal(err)
 	}
 	caSecret := func(edit func(s *corev1.Secret)) *corev1.Secret {
-		s := &corev1.Secret{
+		return edited(&corev1.Secret{
 			ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "c-ca", Annotations: map[string]string{}},
 			Data:       map[string][]byte{corev1.TLSCertKey: ca.CertPEM, corev1.TLSPrivateKeyKey: ca.KeyPEM},
-		}
-		if edit != nil {
-			edit(s)
-		}
-		return s
+		}, edit)
 	}
 	run := func(t *testing.T, s *corev1.Secret, now time.Time) (*corev1.Secret, time.Duration, *events.FakeRecorder, error) {
 		t.Helper()

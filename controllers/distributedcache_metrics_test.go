@@ -20,11 +20,7 @@ import (
 func cachePod(ns, cache, zone, name string, edit func(p *corev1.Pod)) *corev1.Pod {
 	dc := testCache(nil)
 	dc.Namespace, dc.Name = ns, cache
-	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: objectLabels(dc, zone)}}
-	if edit != nil {
-		edit(p)
-	}
-	return p
+	return edited(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: objectLabels(dc, zone)}}, edit)
 }
 
 func unschedulable(p *corev1.Pod) {

@@ -38,9 +38,7 @@ func monitoredCache(edit func(dc *cachev1alpha1.DistributedCache)) *cachev1alpha
 				Enabled: true, Labels: map[string]string{"grafana_dashboard": "1"},
 			},
 		}
-		if edit != nil {
-			edit(dc)
-		}
+		edited(dc, edit)
 	})
 }
 
