@@ -20,19 +20,12 @@ func (j *Journal) writeBody(e *Entry, body io.Reader) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	tmp := f.Name()
-	sum, err := copySummed(f, body, e.Size, e.Parts)
-	if err == nil {
-		err = fdatasync(f)
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, j.path(e, ".data")) // synced with its record (the directory)
-	}
+	var sum string
+	err = commitTemp(f, j.path(e, ".data"), fdatasync, func(w io.Writer) (err error) {
+		sum, err = copySummed(w, body, e.Size, e.Parts)
+		return err
+	}) // the rename is synced with its record (the directory)
 	if err != nil {
-		_ = os.Remove(tmp)
 		return "", err
 	}
 	return sum, nil
@@ -71,15 +64,26 @@ func copySummed(w io.Writer, body io.Reader, size int64, parts []int64) (string,
 	return MultipartETag(sums), nil
 }
 
+// writeSynced writes b to path through a synced temporary file.
 func writeSynced(path string, b []byte) error {
 	f, err := os.CreateTemp(filepath.Dir(path), filepath.Base(path)+".*.tmp")
 	if err != nil {
 		return err
 	}
+	return commitTemp(f, path, (*os.File).Sync, func(w io.Writer) error {
+		_, err := w.Write(b)
+		return err
+	})
+}
+
+// commitTemp fills f, a new temporary file, with write, syncs it with
+// sync, closes it and renames it to path (the directory is the caller's to
+// sync); on any error it removes f instead.
+func commitTemp(f *os.File, path string, sync func(*os.File) error, write func(io.Writer) error) error {
 	tmp := f.Name()
-	_, err = f.Write(b)
+	err := write(f)
 	if err == nil {
-		err = f.Sync()
+		err = sync(f)
 	}
 	if cerr := f.Close(); err == nil {
 		err = cerr

@@ -175,28 +175,22 @@ func (u *Uploads) PutPart(id string, number int, body io.Reader, size int64) (Pa
 	if err != nil {
 		return Part{}, ErrNoSuchUpload
 	}
-	tmp := f.Name()
-	h := md5.New()
-	n, err := io.Copy(io.MultiWriter(f, h), io.LimitReader(body, size+1))
-	if err == nil && n != size {
-		err = ErrBadBody
-	}
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	p := Part{Number: number, Size: size, MD5: h.Sum(nil)}
+	old, _ := u.part(id, number) // read before the new body replaces the old one
+	base := filepath.Join(dir, strconv.Itoa(number))
+	p := Part{Number: number, Size: size}
+	err = commitTemp(f, base+".data", (*os.File).Sync, func(w io.Writer) error {
+		h := md5.New()
+		n, err := io.Copy(io.MultiWriter(w, h), io.LimitReader(body, size+1))
+		if err == nil && n != size {
+			err = ErrBadBody
+		}
+		p.MD5 = h.Sum(nil)
+		return err
+	})
 	p.ETag = `"` + hex.EncodeToString(p.MD5) + `"`
 	var meta []byte
 	if err == nil {
 		meta, err = json.Marshal(p)
-	}
-	old, _ := u.part(id, number)
-	base := filepath.Join(dir, strconv.Itoa(number))
-	if err == nil {
-		err = os.Rename(tmp, base+".data")
 	}
 	if err == nil {
 		err = writeSynced(base+".json", meta)
@@ -205,7 +199,6 @@ func (u *Uploads) PutPart(id string, number int, body io.Reader, size int64) (Pa
 		err = syncDir(dir)
 	}
 	if err != nil {
-		_ = os.Remove(tmp)
 		return Part{}, err
 	}
 	u.mu.Lock()
