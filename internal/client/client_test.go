@@ -202,9 +202,7 @@ func TestReadsSurviveAMemberDyingMidRead(t *testing.T) {
 	var wg sync.WaitGroup
 	errs := make(chan error, 64)
 	for g := 0; g < 3; g++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			for i := 4 * g; i < 4*g+objects; i++ {
 				key := fmt.Sprintf("part-%d", i%objects)
 				m, err := cl.Stat(ctx, "bucket-a", key)
@@ -220,7 +218,7 @@ func TestReadsSurviveAMemberDyingMidRead(t *testing.T) {
 				}
 				once.Do(func() { close(killed) })
 			}
-		}()
+		})
 	}
 	<-killed // the first read is done, the others are in flight
 	c.Kill(1)

@@ -105,16 +105,14 @@ func TestClusterReadsSurviveAMemberDyingMidRead(t *testing.T) {
 	var wg sync.WaitGroup
 	failures := make(chan string, 16)
 	for _, via := range []*member{c.members[0], c.members[2]} {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			for i := 0; i < 4; i++ {
 				got := c.read(a, via, "bucket-a", "big.bin")
 				if got.status != http.StatusOK || !bytes.Equal(got.body, data) {
 					failures <- fmt.Sprintf("read %d via %s: status %d, %d bytes", i, via.Name, got.status, len(got.body))
 				}
 			}
-		}()
+		})
 	}
 	time.Sleep(20 * time.Millisecond) // let the readers start; correctness does not depend on it
 	c.nc.KillMember(c.members[1])

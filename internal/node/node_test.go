@@ -315,14 +315,12 @@ func TestHundredConcurrentReadersOfAColdChunkMakeOneS3Get(t *testing.T) {
 	var wg sync.WaitGroup
 	errs := make(chan string, 100)
 	for i := 0; i < 100; i++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			got := h.get(a, "bucket-a", "hot", "chunk=1", nil)
 			if got.status != http.StatusOK || !bytes.Equal(got.body, data[testChunk:]) {
 				errs <- fmt.Sprintf("status %d, %d bytes", got.status, len(got.body))
 			}
-		}()
+		})
 	}
 	wg.Wait()
 	close(errs)

@@ -43,9 +43,7 @@ func TestConcurrentAccess(t *testing.T) {
 	const workers, ops = 8, 250
 	var wg sync.WaitGroup
 	for w := range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			rng := rand.New(rand.NewPCG(uint64(w), 7))
 			for range ops {
 				id := ids[rng.IntN(len(ids))]
@@ -75,7 +73,7 @@ func TestConcurrentAccess(t *testing.T) {
 					}
 				}
 			}
-		}()
+		})
 	}
 	wg.Wait()
 

@@ -282,9 +282,7 @@ func TestPutDeleteChurnConsistent(t *testing.T) {
 	for b := range bursts {
 		var wg sync.WaitGroup
 		for w := range workers {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
+			wg.Go(func() {
 				rng := rand.New(rand.NewPCG(uint64(b), uint64(w)))
 				for range ops {
 					id := ids[rng.IntN(len(ids))]
@@ -306,7 +304,7 @@ func TestPutDeleteChurnConsistent(t *testing.T) {
 						}
 					}
 				}
-			}()
+			})
 		}
 		wg.Wait()
 		checkConsistent(t, s)

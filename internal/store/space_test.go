@@ -78,9 +78,7 @@ func churn(t *testing.T, bound int64, chunkSize, hotEvery int, liveFraction floa
 	var peak atomic.Int64
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
+	wg.Go(func() {
 		for {
 			select {
 			case <-stop:
@@ -91,7 +89,7 @@ func churn(t *testing.T, bound int64, chunkSize, hotEvery int, liveFraction floa
 				peak.Store(u)
 			}
 		}
-	}()
+	})
 	sample := func(i int) {
 		u := du(t, dir)
 		if u > peak.Load() {
