@@ -9,7 +9,6 @@
 package crdvalidation_test
 
 import (
-	"path/filepath"
 	"testing"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -36,13 +35,7 @@ func TestCRDValidation(t *testing.T) {
 
 var _ = BeforeSuite(func() {
 	root = kubetest.SetUpSuite(scheme, 0, 0)
-	var err error
-	testEnv, err = kubetest.Start(scheme, filepath.Join(root, "config", "crd", "bases"))
-	Expect(err).NotTo(HaveOccurred())
+	testEnv = kubetest.StartAPI(root, scheme)
 	Expect(testEnv.CRDs).To(HaveLen(2), "both CRDs installed")
 	cfg, k8sClient = testEnv.Config, testEnv.Client
-})
-
-var _ = AfterSuite(func() {
-	Expect(testEnv.Stop()).To(Succeed())
 })

@@ -77,7 +77,6 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 }, NodeTimeout(5*time.Minute))
 
 var _ = AfterSuite(func() {
-	Expect(testEnv.Stop()).To(Succeed())
 	gexec.CleanupBuildArtifacts()
 })
 
@@ -95,9 +94,7 @@ func userKubeconfig(name string, groups ...string) string {
 // failure fails the spec with kubectl's stderr.
 func kubectl(ctx context.Context, kubeconfig string, stdin []byte, args ...string) string {
 	GinkgoHelper()
-	out, err := tryKubectl(ctx, kubeconfig, stdin, args...)
-	Expect(err).NotTo(HaveOccurred(), "kubectl %s", strings.Join(args, " "))
-	return out
+	return testEnv.MustKubectl(ctx, root, kubeconfig, stdin, args...)
 }
 
 func tryKubectl(ctx context.Context, kubeconfig string, stdin []byte, args ...string) (string, error) {

@@ -15,7 +15,6 @@
 package kubectlplugin_test
 
 import (
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -52,9 +51,7 @@ func TestKubectlPlugin(t *testing.T) {
 
 var _ = BeforeSuite(func() {
 	root := kubetest.SetUpSuite(scheme, timeout, interval)
-	var err error
-	testEnv, err = kubetest.Start(scheme, filepath.Join(root, "config", "crd", "bases"))
-	Expect(err).NotTo(HaveOccurred())
+	testEnv = kubetest.StartAPI(root, scheme)
 	k8sClient = testEnv.Client
 
 	kubeconfigDir = GinkgoT().TempDir()
@@ -62,15 +59,9 @@ var _ = BeforeSuite(func() {
 
 	byObject, err := controllers.ManagerCacheOptions(testEnv.Config)
 	Expect(err).NotTo(HaveOccurred())
-	operator, err = kubetest.StartManager(testEnv.Config, scheme, byObject, controllers.Options{
+	operator = kubetest.RunOperator(testEnv.Config, scheme, byObject, controllers.Options{
 		CacheNodeImage: testImage, DrainGrace: time.Second, Version: operatorVersion,
 	})
-	Expect(err).NotTo(HaveOccurred())
-})
-
-var _ = AfterSuite(func() {
-	Expect(operator.Stop()).To(Succeed())
-	Expect(testEnv.Stop()).To(Succeed())
 })
 
 // userKubeconfig provisions a user authenticated by a client certificate

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -69,9 +68,7 @@ func prometheusOperatorCRDs(ctx context.Context) (string, error) {
 
 var _ = BeforeSuite(func() {
 	root = kubetest.SetUpSuite(scheme, 60*time.Second, 100*time.Millisecond)
-	var err error
-	testEnv, err = kubetest.Start(scheme, filepath.Join(root, "config", "crd", "bases"))
-	Expect(err).NotTo(HaveOccurred())
+	testEnv = kubetest.StartAPI(root, scheme)
 	restCfg, k8sClient = testEnv.Config, testEnv.Client
 
 	// As main.go: cache options for the monitoring kinds installed at start
@@ -83,14 +80,8 @@ var _ = BeforeSuite(func() {
 	for obj, opts := range monitoringCache {
 		byObject[obj] = opts
 	}
-	operator, err = kubetest.StartManager(restCfg, scheme, byObject,
+	operator = kubetest.RunOperator(restCfg, scheme, byObject,
 		controllers.Options{CacheNodeImage: "example.com/cachenode:test", Metrics: operatorMetrics})
-	Expect(err).NotTo(HaveOccurred())
-})
-
-var _ = AfterSuite(func() {
-	Expect(operator.Stop()).To(Succeed())
-	Expect(testEnv.Stop()).To(Succeed())
 })
 
 func objKey(ns, name string) client.ObjectKey { return client.ObjectKey{Namespace: ns, Name: name} }

@@ -12,7 +12,6 @@
 package operator_test
 
 import (
-	"path/filepath"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -60,19 +59,12 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 	// Certificates the operator writes in cert-manager mode.
 	crds, err := kubetest.CRDs(ctx, root, "cert-manager-crds.sh")
 	Expect(err).NotTo(HaveOccurred())
-	testEnv, err = kubetest.Start(scheme, filepath.Join(root, "config", "crd", "bases"), crds)
-	Expect(err).NotTo(HaveOccurred())
+	testEnv = kubetest.StartAPI(root, scheme, crds)
 	restCfg, k8sClient = testEnv.Config, testEnv.Client
 
-	operator, err = kubetest.StartManager(restCfg, scheme, controllers.CacheOptions(), controllers.Options{
+	operator = kubetest.RunOperator(restCfg, scheme, controllers.CacheOptions(), controllers.Options{
 		CacheNodeImage: testImage, DrainGrace: drainGrace, Now: clock.Now, Version: operatorVersion,
 	})
-	Expect(err).NotTo(HaveOccurred())
-})
-
-var _ = AfterSuite(func() {
-	Expect(operator.Stop()).To(Succeed())
-	Expect(testEnv.Stop()).To(Succeed())
 })
 
 // testClock is time.Now plus an offset the specs can move forward.

@@ -61,10 +61,6 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 	k8sClient = testEnv.Client
 }, NodeTimeout(10*time.Minute))
 
-var _ = AfterSuite(func() {
-	Expect(testEnv.Stop()).To(Succeed())
-})
-
 // run runs a program in the repository root and returns its stdout; a
 // failure fails the spec with its stderr.
 func run(ctx context.Context, env []string, name string, args ...string) string {
@@ -86,7 +82,5 @@ func helm(ctx context.Context, args ...string) string {
 // kubectl runs kubectl as the admin user, with stdin.
 func kubectl(ctx context.Context, stdin []byte, args ...string) string {
 	GinkgoHelper()
-	out, err := testEnv.Kubectl(ctx, root, testEnv.AdminKubeconfig, stdin, args...)
-	Expect(err).NotTo(HaveOccurred(), "kubectl %s", strings.Join(args, " "))
-	return out
+	return testEnv.MustKubectl(ctx, root, testEnv.AdminKubeconfig, stdin, args...)
 }

@@ -7,6 +7,8 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -15,6 +17,9 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/distcache/distcache/controllers"
@@ -55,14 +60,48 @@ func SetUpSuite(scheme *runtime.Scheme, timeout, interval time.Duration) (root s
 // CRDs (ServiceMonitor, PrometheusRule; hack/prometheus-operator-crds.sh):
 // the API server of the suites that install the distcache CRDs themselves,
 // from the rendered manifests or the Helm chart. prefix names its
-// directory; an error fails the calling BeforeSuite.
+// directory; an error fails the calling BeforeSuite, and the Admin is
+// stopped when the suite ends.
 func StartPrometheusAdmin(ctx context.Context, root string, scheme *runtime.Scheme, prefix string) *Admin {
 	GinkgoHelper()
 	crds, err := CRDs(ctx, root, "prometheus-operator-crds.sh")
 	Expect(err).NotTo(HaveOccurred())
 	a, err := StartAdmin(scheme, prefix, crds)
 	Expect(err).NotTo(HaveOccurred())
+	DeferCleanup(a.Stop)
 	return a
+}
+
+// StartAPI is Start with the distcache CRDs (config/crd/bases under root)
+// and those of extraCRDs installed: the API server of the suites that
+// check the operator's kinds. An error fails the calling BeforeSuite; the
+// API server is stopped when the suite ends.
+func StartAPI(root string, scheme *runtime.Scheme, extraCRDs ...string) *Env {
+	GinkgoHelper()
+	e, err := Start(scheme, append([]string{filepath.Join(root, "config", "crd", "bases")}, extraCRDs...)...)
+	Expect(err).NotTo(HaveOccurred())
+	DeferCleanup(e.Stop)
+	return e
+}
+
+// RunOperator is StartManager for a BeforeSuite: an error fails it, and
+// the manager is stopped when the suite ends (before an API server
+// started earlier: cleanups run last first).
+func RunOperator(cfg *rest.Config, scheme *runtime.Scheme, byObject map[client.Object]cache.ByObject, opts controllers.Options) *Manager {
+	GinkgoHelper()
+	m, err := StartManager(cfg, scheme, byObject, opts)
+	Expect(err).NotTo(HaveOccurred())
+	DeferCleanup(m.Stop)
+	return m
+}
+
+// MustKubectl is Kubectl for a spec: a failure fails it, naming kubectl's
+// arguments (the error ends with kubectl's stderr).
+func (a *Admin) MustKubectl(ctx context.Context, dir, kubeconfig string, stdin []byte, args ...string) string {
+	GinkgoHelper()
+	out, err := a.Kubectl(ctx, dir, kubeconfig, stdin, args...)
+	Expect(err).NotTo(HaveOccurred(), "kubectl %s", strings.Join(args, " "))
+	return out
 }
 
 // Run runs name with args in dir, with env added to the test's environment
