@@ -92,11 +92,10 @@ func kubectlStdin(ctx context.Context, stdin []byte, args ...string) (string, er
 // kubectl runs kubectl and fails the spec if it fails.
 func kubectl(ctx context.Context, args ...string) string {
 	GinkgoHelper()
-	out, err := kubectlStdin(ctx, nil, args...)
-	Expect(err).NotTo(HaveOccurred())
-	return out
+	return kubectlIn(ctx, nil, args...)
 }
 
+// kubectlIn is kubectl with stdin.
 func kubectlIn(ctx context.Context, stdin []byte, args ...string) string {
 	GinkgoHelper()
 	out, err := kubectlStdin(ctx, stdin, args...)
