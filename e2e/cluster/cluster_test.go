@@ -82,14 +82,14 @@ var _ = Describe("a DistributedCache on a real cluster", Ordered, func() {
 				}
 			}
 			for name, s := range scrapePods(ctx, g, ready) {
-				g.Expect(s.m.sum(mRingEpoch, nil)).To(BeEquivalentTo(epoch), "node %s routes by the published ring", name)
+				g.Expect(s.m.Sum(mRingEpoch, nil)).To(BeEquivalentTo(epoch), "node %s routes by the published ring", name)
 			}
 			m, err := scrape(ctx, gwIP, gatewayMetrics)
 			g.Expect(err).NotTo(HaveOccurred())
-			g.Expect(m.sum(mClientEpoch, nil)).To(BeEquivalentTo(epoch), "the gateway routes by the published ring")
+			g.Expect(m.Sum(mClientEpoch, nil)).To(BeEquivalentTo(epoch), "the gateway routes by the published ring")
 			// A member that failed moments ago (a pod that just came back
 			// under its stable name) is tried last for a few seconds.
-			g.Expect(m.sum(mClientSkipped, nil)).To(BeZero(), "the gateway skips no member")
+			g.Expect(m.Sum(mClientSkipped, nil)).To(BeZero(), "the gateway skips no member")
 		}).WithTimeout(ringTimeout).WithPolling(time.Second).Should(Succeed())
 		fmt.Fprintf(GinkgoWriter, "ring epoch %d reached every node and the gateway in %s\n", epoch, time.Since(start).Round(time.Second))
 		AddReportEntry(fmt.Sprintf("ring epoch %d settled", epoch), fmt.Sprintf("every Ready node and the gateway route by it %s after the wait began", time.Since(start).Round(100*time.Millisecond)))
@@ -231,8 +231,8 @@ var _ = Describe("a DistributedCache on a real cluster", Ordered, func() {
 				g.Expect(n.Metrics.RingEpoch).To(Equal(published.Epoch))
 				g.Expect(n.Metrics.Version).NotTo(BeEmpty())
 				// What the suite scrapes from the pod itself.
-				g.Expect(n.Metrics.Store.Chunks).To(BeEquivalentTo(direct[n.Name].m.sum(mStoreChunks, nil)), n.Name)
-				g.Expect(n.Metrics.ChunkReads.HitRAM+n.Metrics.ChunkReads.HitDisk).To(BeEquivalentTo(direct[n.Name].m.sum(mChunkReads, hits)), n.Name)
+				g.Expect(n.Metrics.Store.Chunks).To(BeEquivalentTo(direct[n.Name].m.Sum(mStoreChunks, nil)), n.Name)
+				g.Expect(n.Metrics.ChunkReads.HitRAM+n.Metrics.ChunkReads.HitDisk).To(BeEquivalentTo(direct[n.Name].m.Sum(mChunkReads, hits)), n.Name)
 			}
 			g.Expect(c.HitRatio).NotTo(BeNil())
 			g.Expect(*c.HitRatio).To(BeNumerically(">", 0), "the reads of the previous spec hit")
@@ -507,7 +507,7 @@ var _ = Describe("a DistributedCache on a real cluster", Ordered, func() {
 		windowGets := total(after.delta(before, mS3Requests, s3Gets))
 		rereadGets := total(after.delta(settled, mS3Requests, s3Gets))
 		handoffs := total(after.delta(before, mPeerRequests, map[string]string{"kind": "handoff", "result": "ok"}))
-		newChunks := after[newMember].m.sum(mStoreChunks, nil)
+		newChunks := after[newMember].m.Sum(mStoreChunks, nil)
 		newHits := after.delta(settled, mChunkReads, hits)[newMember]
 		figure := fmt.Sprintf("ring epoch %d -> %d; %d chunks in the data set; S3 GETs from the scale-up to the end of the re-read: %.0f "+
 			"(of which the re-read on the settled ring: %.0f); chunks handed off between nodes: %.0f; chunks on the new node: %.0f; "+
@@ -561,7 +561,7 @@ var _ = Describe("a DistributedCache on a real cluster", Ordered, func() {
 		Expect(k8sClient.Get(ctx, key(cacheNamespace, victim), &old)).To(Succeed())
 		m, err := scrape(ctx, old.Status.PodIP, controllers.MetricsPort)
 		Expect(err).NotTo(HaveOccurred())
-		chunksBefore := m.sum(mStoreChunks, nil)
+		chunksBefore := m.Sum(mStoreChunks, nil)
 		Expect(chunksBefore).To(BeNumerically(">", 0), "%s holds chunks on disk", victim)
 
 		By("deleting the pod while a reader reads")
@@ -592,7 +592,7 @@ var _ = Describe("a DistributedCache on a real cluster", Ordered, func() {
 		}).WithTimeout(timeout).WithPolling(100 * time.Millisecond).Should(Succeed())
 		m, err = scrape(ctx, pod.Status.PodIP, controllers.MetricsPort)
 		Expect(err).NotTo(HaveOccurred())
-		chunksAfter := m.sum(mStoreChunks, nil)
+		chunksAfter := m.Sum(mStoreChunks, nil)
 		fmt.Fprintf(GinkgoWriter, "%s: %.0f chunks on disk before the deletion, %.0f when Ready again\n", victim, chunksBefore, chunksAfter)
 		Expect(chunksAfter).To(BeNumerically(">=", chunksBefore), "the restarted node finds its disk tier warm")
 
@@ -664,7 +664,7 @@ var _ = Describe("a DistributedCache on a real cluster", Ordered, func() {
 		Expect(minReady).To(BeNumerically(">=", 2), "never more than one pod down during the rollout")
 
 		for name, s := range scrapeCache(ctx) {
-			Expect(s.m.sum(mRAMCapacity, nil)).To(BeEquivalentTo(160<<20), "RAM tier of %s", name)
+			Expect(s.m.Sum(mRAMCapacity, nil)).To(BeEquivalentTo(160<<20), "RAM tier of %s", name)
 		}
 		waitRingSettled(ctx)
 		r.awaitPasses(ctx, 1)

@@ -126,7 +126,7 @@ var _ = Describe("Pod Security on a real cluster", Ordered, func() {
 		readAll(ctx, c, objs)
 		Eventually(ctx, func(g Gomega) {
 			m := scrapePods(ctx, g, []corev1.Pod{node})[node.Name].m
-			g.Expect(m.sum(mStoreChunks, nil)).To(BeNumerically(">", 0), "chunks on the node's emptyDir")
+			g.Expect(m.Sum(mStoreChunks, nil)).To(BeNumerically(">", 0), "chunks on the node's emptyDir")
 		}).Should(Succeed())
 
 		By("a hostPath cache in the same namespace gets no pod: the PodSecurity admission refuses it")

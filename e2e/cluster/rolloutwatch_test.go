@@ -325,7 +325,7 @@ func sampleCounter(ctx context.Context, ns, cache, name string, match map[string
 				}
 				continue
 			}
-			v := m.sum(name, match)
+			v := m.Sum(name, match)
 			s.mu.Lock()
 			if first {
 				s.base[p.UID] = v

@@ -219,12 +219,12 @@ var _ = Describe("upgrading a release on a real cluster", Ordered, func() {
 			for _, p := range nodePods(ctx, g, z) {
 				m, err := scrape(ctx, p.Status.PodIP, controllers.MetricsPort)
 				g.Expect(err).NotTo(HaveOccurred())
-				g.Expect(m.sum("distcache_build_info", map[string]string{"version": rel.version})).To(BeEquivalentTo(1), "node %s runs %s", p.Name, rel.version)
+				g.Expect(m.Sum("distcache_build_info", map[string]string{"version": rel.version})).To(BeEquivalentTo(1), "node %s runs %s", p.Name, rel.version)
 			}
 			for _, p := range gatewayPods(ctx, g, z) {
 				m, err := scrape(ctx, p.Status.PodIP, gatewayMetrics)
 				g.Expect(err).NotTo(HaveOccurred())
-				g.Expect(m.sum("distcache_build_info", map[string]string{"version": rel.version})).To(BeEquivalentTo(1), "gateway %s runs %s", p.Name, rel.version)
+				g.Expect(m.Sum("distcache_build_info", map[string]string{"version": rel.version})).To(BeEquivalentTo(1), "gateway %s runs %s", p.Name, rel.version)
 			}
 		}
 	}
@@ -252,13 +252,13 @@ var _ = Describe("upgrading a release on a real cluster", Ordered, func() {
 					g.Expect(podReady(&p)).To(BeTrue(), "pod %s Ready", p.Name)
 					m, err := scrape(ctx, p.Status.PodIP, controllers.MetricsPort)
 					g.Expect(err).NotTo(HaveOccurred())
-					g.Expect(m.sum(mRingEpoch, nil)).To(BeEquivalentTo(spec.Epoch), "node %s routes by the published ring", p.Name)
+					g.Expect(m.Sum(mRingEpoch, nil)).To(BeEquivalentTo(spec.Epoch), "node %s routes by the published ring", p.Name)
 				}
 				for _, p := range gatewayPods(ctx, g, z) {
 					m, err := scrape(ctx, p.Status.PodIP, gatewayMetrics)
 					g.Expect(err).NotTo(HaveOccurred())
-					g.Expect(m.sum(mClientEpoch, nil)).To(BeEquivalentTo(spec.Epoch), "gateway %s routes by the published ring", p.Name)
-					g.Expect(m.sum(mClientSkipped, nil)).To(BeZero(), "gateway %s skips no member", p.Name)
+					g.Expect(m.Sum(mClientEpoch, nil)).To(BeEquivalentTo(spec.Epoch), "gateway %s routes by the published ring", p.Name)
+					g.Expect(m.Sum(mClientSkipped, nil)).To(BeZero(), "gateway %s skips no member", p.Name)
 				}
 			}
 		}).WithTimeout(ringTimeout).WithPolling(time.Second).Should(Succeed())

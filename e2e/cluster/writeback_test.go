@@ -263,7 +263,7 @@ func (h *heldWrites) persisted(ctx context.Context) {
 func heldPerPod(ctx context.Context) map[string]float64 {
 	out := map[string]float64{}
 	for name, s := range scrapeCache(ctx) {
-		out[name] = s.m.sum(mHeldObjects, nil)
+		out[name] = s.m.Sum(mHeldObjects, nil)
 	}
 	return out
 }

@@ -26,7 +26,6 @@
 package monitoring_test
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -37,7 +36,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -178,31 +176,6 @@ func (p *promClient) labelValues(label, match string) ([]string, error) {
 		return nil, fmt.Errorf("label values %s of %s: %s", label, match, r.Error)
 	}
 	return r.Data, nil
-}
-
-// scrapeSum sums the samples of a metric family in a node's /metrics text.
-func scrapeSum(metricsURL, family string) (float64, error) {
-	resp, err := http.Get(metricsURL)
-	if err != nil {
-		return 0, err
-	}
-	defer resp.Body.Close()
-	var sum float64
-	s := bufio.NewScanner(resp.Body)
-	s.Buffer(make([]byte, 1<<20), 1<<20)
-	for s.Scan() {
-		line := s.Text()
-		if !strings.HasPrefix(line, family+"{") && !strings.HasPrefix(line, family+" ") {
-			continue
-		}
-		f := strings.Fields(line)
-		v, err := strconv.ParseFloat(f[len(f)-1], 64)
-		if err != nil {
-			return 0, fmt.Errorf("%q: %v", line, err)
-		}
-		sum += v
-	}
-	return sum, s.Err()
 }
 
 // startPrometheus runs bin/prometheus with config and waits until it is

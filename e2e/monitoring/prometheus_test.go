@@ -2,6 +2,7 @@ package monitoring_test
 
 import (
 	"bytes"
+	"context"
 	"crypto/rand"
 	"encoding/json"
 	"errors"
@@ -34,6 +35,7 @@ import (
 	"github.com/distcache/distcache/internal/testutil/freeport"
 	"github.com/distcache/distcache/internal/testutil/gobin"
 	"github.com/distcache/distcache/internal/testutil/miniotest"
+	"github.com/distcache/distcache/internal/testutil/promtext"
 	"github.com/distcache/distcache/internal/testutil/s3proxy"
 )
 
@@ -293,11 +295,11 @@ func waitIngested(t *testing.T, prom *promClient, urls []string, sel, family str
 	waitFor(t, 30*time.Second, "prometheus ingesting "+family, func() error {
 		var want float64
 		for _, u := range urls {
-			v, err := scrapeSum(u, family)
+			m, err := promtext.Scrape(context.Background(), u)
 			if err != nil {
 				return err
 			}
-			want += v
+			want += m.Sum(family, nil)
 		}
 		r, err := prom.query(fmt.Sprintf(`sum(%s{%s})`, family, sel))
 		if err != nil {
