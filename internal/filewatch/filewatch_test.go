@@ -103,9 +103,7 @@ func renameOver(t *testing.T, path, content string) {
 func start(t *testing.T, path string, opts Options) (w *Watcher, stop func()) {
 	t.Helper()
 	w, err := New(path, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
@@ -218,9 +216,7 @@ func TestUnchangedContentNotReapplied(t *testing.T) {
 	writeFile(t, path, "v1")
 	var r recorder
 	w, err := New(path, r.options())
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	defer w.Close()
 	for range 2 {
 		if err := w.Load(); err != nil {
@@ -295,9 +291,7 @@ func TestLoad(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "f")
 	var r recorder
 	w, err := New(path, r.options())
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	defer w.Close()
 	if w.Path() != path {
 		t.Errorf("Path() = %q, want %q", w.Path(), path)

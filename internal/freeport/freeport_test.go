@@ -3,6 +3,8 @@ package freeport
 import (
 	"net"
 	"testing"
+
+	"github.com/distcache/distcache/internal/testutil"
 )
 
 // TestNextNeverRepeats takes many addresses in a row, each closed before
@@ -12,9 +14,7 @@ func TestNextNeverRepeats(t *testing.T) {
 	seen := map[string]bool{}
 	for range 200 {
 		addr, err := Next()
-		if err != nil {
-			t.Fatal(err)
-		}
+		testutil.Must(t, err)
 		if seen[addr] {
 			t.Fatalf("%s handed out twice", addr)
 		}
@@ -29,9 +29,7 @@ func TestNextNeverRepeats(t *testing.T) {
 
 func TestSeveralAreDistinct(t *testing.T) {
 	addrs, err := Several(3)
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	if len(addrs) != 3 || addrs[0] == addrs[1] || addrs[1] == addrs[2] || addrs[0] == addrs[2] {
 		t.Fatalf("Several(3) = %q", addrs)
 	}

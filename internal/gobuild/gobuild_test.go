@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/distcache/distcache/internal/testutil"
 )
 
 // writeProgram writes a module of one program printing greeting (or the
@@ -43,9 +45,7 @@ func TestBuildKeepsOneBinaryPerTree(t *testing.T) {
 	dir := t.TempDir()
 	writeProgram(t, dir, "hello")
 	first, err := Build(ctx, dir, ".", "")
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	if got := run(t, first); got != "hello" {
 		t.Fatalf("first build prints %q", got)
 	}
@@ -53,13 +53,9 @@ func TestBuildKeepsOneBinaryPerTree(t *testing.T) {
 		t.Errorf("binary at %s, want hello under %s", first, os.TempDir())
 	}
 	info, err := os.Stat(first)
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	again, err := Build(ctx, dir, ".", "")
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	if again != first {
 		t.Errorf("unchanged tree built to %s, then %s", first, again)
 	}
@@ -68,18 +64,14 @@ func TestBuildKeepsOneBinaryPerTree(t *testing.T) {
 	}
 
 	flagged, err := Build(ctx, dir, ".", "-X main.greeting=flagged")
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	if flagged == first || run(t, flagged) != "flagged" {
 		t.Errorf("other -ldflags: %s prints %q", flagged, run(t, flagged))
 	}
 
 	writeProgram(t, dir, "changed")
 	changed, err := Build(ctx, dir, ".", "")
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	if changed == first || run(t, changed) != "changed" {
 		t.Errorf("changed source: %s prints %q", changed, run(t, changed))
 	}

@@ -24,6 +24,7 @@ import (
 	"github.com/distcache/distcache/internal/pki"
 	"github.com/distcache/distcache/internal/ring"
 	"github.com/distcache/distcache/internal/store"
+	"github.com/distcache/distcache/internal/testutil"
 )
 
 // exposition is what a cache node's /metrics serves for these counts: the
@@ -42,9 +43,7 @@ func exposition(t testing.TB, reads map[string]float64, readBytes map[[2]string]
 		m.ResponseBytes.WithLabelValues("team-a", opResult[0], opResult[1]).Add(n)
 	}
 	fams, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	var buf bytes.Buffer
 	enc := expfmt.NewEncoder(&buf, expfmt.NewFormat(expfmt.TypeTextPlain))
 	for _, f := range fams {
@@ -73,9 +72,7 @@ func TestParseNodeMetrics(t *testing.T) {
 		}, 7)
 
 	m, err := parseNodeMetrics(text)
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	want := NodeMetrics{
 		Version: "v1.2.3-test", RingEpoch: 7,
 		ChunkReads: Reads{HitRAM: 60, HitDisk: 20, Miss: 15, Forwarded: 40, Error: 5},
@@ -128,9 +125,7 @@ func mustRing(t *testing.T, s ring.Spec) *ring.Ring {
 	t.Helper()
 	s.Hash = ring.HashParams{Algorithm: ring.AlgorithmRendezvousXXHash64, Seed: 42}
 	r, err := ring.New(s)
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	return r
 }
 
@@ -249,14 +244,10 @@ func tenantFixture() *cachev1alpha1.CacheTenant {
 
 func TestBuildTenantStatus(t *testing.T) {
 	ca, err := pki.NewCA("test", 24*time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	notAfter := time.Now().Add(3 * time.Hour).Truncate(time.Second)
 	leaf, err := ca.IssueClientWindow(pki.Identity{Kind: pki.KindTenant, Name: "analytics-ch"}, time.Now().Add(-time.Minute), notAfter)
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "analytics", Name: "ch-distcache-client"},
 		Data: map[string][]byte{corev1.TLSCertKey: leaf.CertPEM}}
 	scrapes := map[string]scrapeResult{"c-0": node(&NodeMetrics{TenantBytes: map[string]int64{"analytics-ch": 5 << 20}})}
@@ -306,9 +297,7 @@ func TestBuildCacheStatus(t *testing.T) {
 	spec := ring.Spec{Epoch: 9, Zone: "a", Hash: ring.HashParams{Algorithm: ring.AlgorithmRendezvousXXHash64},
 		Members: []ring.Member{member("demo-a-0", 0, 100, ring.StateActive), member("demo-a-1", 1, 100, ring.StateActive), member("demo-a-2", 2, 100, ring.StateDraining)}}
 	doc, err := json.Marshal(spec)
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	published := time.Date(2026, 11, 27, 8, 0, 0, 0, time.UTC)
 	cm := &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{Name: "demo-ring", Annotations: map[string]string{cachev1alpha1.AnnotationRingPublishedPrefix + "a": published.Format(time.RFC3339)}},

@@ -49,9 +49,7 @@ func createRing(t *testing.T, cms typedcorev1.ConfigMapInterface, ns string, dat
 		ObjectMeta: metav1.ObjectMeta{Name: "cache-ring", Namespace: ns},
 		Data:       data,
 	}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	return cm
 }
 
@@ -63,14 +61,10 @@ func nodeUser(t *testing.T, ringName, tenantsName string) (string, kubernetes.In
 	t.Helper()
 	admin := apiServer(t)
 	cs, err := kubernetes.NewForConfig(admin)
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	ctx := t.Context()
 	ns, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "kubewatch-"}}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	t.Cleanup(func() {
 		_ = cs.CoreV1().Namespaces().Delete(context.Background(), ns.Name, metav1.DeleteOptions{})
 	})
@@ -95,9 +89,7 @@ func nodeUser(t *testing.T, ringName, tenantsName string) (string, kubernetes.In
 		t.Fatal(err)
 	}
 	u, err := sharedAPIServer.Env(t).AddUser(envtest.User{Name: user}, admin)
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	return ns.Name, cs, u.Config()
 }
 
@@ -115,9 +107,7 @@ func ringDoc(t *testing.T, epoch int64, n int) string {
 		})
 	}
 	b, err := json.Marshal(spec)
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	if _, err := ring.Parse(b); err != nil {
 		t.Fatalf("test ring invalid: %v", err)
 	}
@@ -214,9 +204,7 @@ func TestRingFollowsConfigMap(t *testing.T) {
 	log := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	u := ring.NewUpdater(h, "ring ConfigMap", log)
 	w, err := Start(ctx, userCfg, Options{Kind: ConfigMap, Ref: Ref{ns, "cache-ring", "zone-a.json"}, Apply: u.Update, Logger: log})
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	testutil.WaitFor(t, "the first delivery", func() bool {
 		select {
 		case <-w.Delivered():
@@ -287,9 +275,7 @@ func TestRingFollowsConfigMap(t *testing.T) {
 func mustParse(t *testing.T, doc string) *ring.Ring {
 	t.Helper()
 	r, err := ring.Parse([]byte(doc))
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	return r
 }
 
@@ -309,9 +295,7 @@ func TestTenantsFollowSecret(t *testing.T) {
 	logs := &logbuf.Buffer{}
 	log := slog.New(slog.NewTextHandler(logs, nil))
 	tenants, err := tenancy.Watch(ctx, path, log)
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	t.Cleanup(func() { _ = tenants.Close() })
 
 	secrets := admin.CoreV1().Secrets(ns)
@@ -319,13 +303,9 @@ func TestTenantsFollowSecret(t *testing.T) {
 		ObjectMeta: metav1.ObjectMeta{Name: "cache-tenants", Namespace: ns},
 		Data:       map[string][]byte{"tenants.yaml": two},
 	}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	w, err := Start(ctx, userCfg, Options{Kind: Secret, Ref: Ref{ns, "cache-tenants", "tenants.yaml"}, Apply: tenants.Update, Logger: log})
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	testutil.WaitFor(t, "the first delivery", func() bool { ok, _ := w.Updates(); return ok == 1 })
 	if ok, failed := tenants.Reloads(); ok != 0 || failed != 0 {
 		t.Fatalf("the Secret equal to the file reloaded the tenants (ok=%d failed=%d)", ok, failed)
@@ -384,9 +364,7 @@ func TestForbiddenObjectDeliversNothing(t *testing.T) {
 		Kind: ConfigMap, Ref: Ref{ns, "not-the-ring", "ring.json"}, Logger: slog.New(slog.NewTextHandler(logs, nil)),
 		Apply: func([]byte) error { applied.Lock(); calls++; applied.Unlock(); return nil },
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	testutil.WaitFor(t, "the refusal to be logged", func() bool { return strings.Contains(logs.String(), "forbidden") })
 	applied.Lock()
 	defer applied.Unlock()
@@ -410,9 +388,7 @@ func TestLostConnectionKeepsConfig(t *testing.T) {
 	cms := admin.CoreV1().ConfigMaps(ns)
 	cm := createRing(t, cms, ns, map[string]string{"ring.json": ringDoc(t, 1, 3)})
 	target, err := url.Parse(userCfg.Host)
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	relay := newRelay(t, target.Host)
 	viaRelay := rest.CopyConfig(userCfg)
 	viaRelay.Host = "https://" + relay.addr()
@@ -422,9 +398,7 @@ func TestLostConnectionKeepsConfig(t *testing.T) {
 	log := slog.New(slog.NewTextHandler(logs, nil))
 	u := ring.NewUpdater(h, "ring ConfigMap", log)
 	w, err := Start(ctx, viaRelay, Options{Kind: ConfigMap, Ref: Ref{ns, "cache-ring", "ring.json"}, Apply: u.Update, Logger: log})
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	testutil.WaitFor(t, "epoch 1 in force", func() bool { return epoch(h) == 1 })
 
 	relay.cut()
@@ -464,9 +438,7 @@ type relay struct {
 func newRelay(t *testing.T, target string) *relay {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	r := &relay{ln: ln, target: target, conns: map[net.Conn]struct{}{}}
 	t.Cleanup(func() { _ = ln.Close(); r.cut() })
 	go r.serve()

@@ -15,6 +15,7 @@ import (
 	"github.com/distcache/distcache/internal/metrics"
 	"github.com/distcache/distcache/internal/ring"
 	"github.com/distcache/distcache/internal/store"
+	"github.com/distcache/distcache/internal/testutil"
 )
 
 // gauge is the value of the series name{labels}; ok=false when the
@@ -22,9 +23,7 @@ import (
 func gauge(t *testing.T, g prometheus.Gatherer, name string, labels map[string]string) (float64, bool) {
 	t.Helper()
 	families, err := g.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	for _, f := range families {
 		if f.GetName() != name {
 			continue
@@ -52,9 +51,7 @@ func gauge(t *testing.T, g prometheus.Gatherer, name string, labels map[string]s
 func TestStoreCapacityGauges(t *testing.T) {
 	for _, ram := range []int64{8 << 20, 0} {
 		st, err := store.Open(store.Options{Dir: t.TempDir(), DiskBytes: 48 << 20, RAMBytes: ram, Logger: slog.New(slog.DiscardHandler)})
-		if err != nil {
-			t.Fatal(err)
-		}
+		testutil.Must(t, err)
 		t.Cleanup(func() { _ = st.Close() })
 		reg := prometheus.NewRegistry()
 		metrics.RegisterStore(reg, st.Stats)
@@ -86,9 +83,7 @@ func spec(epoch int64, active, draining int) ring.Spec {
 func writeRing(t *testing.T, path string, s ring.Spec) {
 	t.Helper()
 	data, err := json.Marshal(s)
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	// Write then rename, as the kubelet swaps a ConfigMap's files.
 	tmp := path + ".tmp"
 	if err := os.WriteFile(tmp, data, 0o644); err != nil {
@@ -120,9 +115,7 @@ func TestRingMembersFollowTheRingFile(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "ring.json")
 	writeRing(t, path, spec(1, 3, 0))
 	r, err := ring.LoadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	h := &ring.Holder{}
 	h.Store(r)
 	m.ReportRing(h)

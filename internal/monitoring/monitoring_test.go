@@ -15,6 +15,7 @@ import (
 	"github.com/distcache/distcache/internal/gateway"
 	"github.com/distcache/distcache/internal/metrics"
 	"github.com/distcache/distcache/internal/store"
+	"github.com/distcache/distcache/internal/testutil"
 )
 
 // exported records the metric families a cache node registers (as
@@ -175,9 +176,7 @@ func dashboardExprs(t *testing.T) map[string][]string {
 func ruleExprs(t *testing.T) map[string]string {
 	t.Helper()
 	groups, err := RuleGroups(Target{Namespace: "ns", Cache: "c"}, "0.5")
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	out := map[string]string{}
 	for _, g := range groups {
 		for _, r := range g.Rules {

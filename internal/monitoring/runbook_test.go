@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/distcache/distcache/internal/testutil"
 	"github.com/distcache/distcache/internal/testutil/repo"
 )
 
@@ -30,13 +31,9 @@ func githubAnchor(heading string) string {
 func runbookSections(t *testing.T) map[string]string {
 	t.Helper()
 	root, err := repo.Root()
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	doc, err := os.ReadFile(filepath.Join(root, "docs", "operations.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	sections := map[string]string{}
 	heading := regexp.MustCompile(`(?m)^#{1,6} (.+)$`)
 	locs := heading.FindAllStringSubmatchIndex(string(doc), -1)
@@ -55,9 +52,7 @@ func runbookSections(t *testing.T) map[string]string {
 // do.
 func TestRunbooks(t *testing.T) {
 	groups, err := RuleGroups(Target{Namespace: "ns", Cache: "c"}, "")
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	sections := runbookSections(t)
 	seen := map[string]bool{}
 	for _, r := range groups[0].Rules {

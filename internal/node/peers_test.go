@@ -16,6 +16,7 @@ import (
 	"github.com/distcache/distcache/internal/metrics"
 	"github.com/distcache/distcache/internal/ring"
 	"github.com/distcache/distcache/internal/tenancy"
+	"github.com/distcache/distcache/internal/testutil"
 )
 
 // An owner that lets a relayed read time out is skipped for DownFor from
@@ -26,9 +27,7 @@ import (
 func TestOwnerThatTimesOutIsSkippedForDownFor(t *testing.T) {
 	const timeout, downFor = 2 * time.Second, time.Second
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	defer ln.Close()
 	go func() { // accepts, never answers
 		for {
@@ -43,9 +42,7 @@ func TestOwnerThatTimesOutIsSkippedForDownFor(t *testing.T) {
 		{Name: "self", Address: "127.0.0.1:1", Weight: 1, State: ring.StateActive},
 		{Name: "hung", Address: ln.Addr().String(), Weight: 1, State: ring.StateActive},
 	}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	var id chunk.ID
 	for i := 0; ; i++ { // a chunk "hung" owns
 		id = chunk.ID{Object: chunk.Object{Tenant: "t", Bucket: "b", Key: "k" + strconv.Itoa(i)}, ETag: `"e"`, Size: 1 << 20}

@@ -6,6 +6,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/distcache/distcache/internal/testutil"
 )
 
 // TestReadRequestIsWhatReadRequestGives parses requests as clients send
@@ -21,9 +23,7 @@ func TestReadRequestIsWhatReadRequestGives(t *testing.T) {
 		"GET https://node/v1/objects/b/k?chunk=0 HTTP/1.1\r\nHost: node\r\n\r\n",
 	} {
 		want, err := http.ReadRequest(bufio.NewReader(strings.NewReader(raw)))
-		if err != nil {
-			t.Fatal(err)
-		}
+		testutil.Must(t, err)
 		got, err := readRequest(t.Context(), bufio.NewReader(strings.NewReader(raw)), http.Header{})
 		if err != nil {
 			t.Fatalf("%q: %v", raw, err)

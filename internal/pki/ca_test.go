@@ -12,23 +12,21 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/distcache/distcache/internal/testutil"
 )
 
 func newTestCA(t testing.TB) *CA {
 	t.Helper()
 	ca, err := NewCA("distcache test CA", 24*time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	return ca
 }
 
 func parseLeaf(t testing.TB, l *Leaf) *x509.Certificate {
 	t.Helper()
 	cert, err := firstCertificate(l.CertPEM)
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	return cert
 }
 
@@ -76,9 +74,7 @@ func TestIssueServer(t *testing.T) {
 	ca := newTestCA(t)
 	peer := Identity{Kind: KindPeer, Name: "cache-0"}
 	l, err := ca.IssueServer("cache-0", []string{"cache-0.cache.ns.svc"}, []net.IP{net.IPv4(127, 0, 0, 1)}, time.Hour, WithIdentity(peer))
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	c := parseLeaf(t, l)
 	if c.IsCA {
 		t.Error("leaf is a CA")
@@ -115,9 +111,7 @@ func TestIssueServer(t *testing.T) {
 func TestIssueClient(t *testing.T) {
 	ca := newTestCA(t)
 	l, err := ca.IssueClient(Identity{Kind: KindTenant, Name: "clickhouse-prod"}, time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	c := parseLeaf(t, l)
 	if len(c.URIs) != 1 || c.URIs[0].String() != "spiffe://distcache/tenant/clickhouse-prod" {
 		t.Errorf("URIs %v", c.URIs)
@@ -147,9 +141,7 @@ func TestSerialsAreRandom(t *testing.T) {
 	seen := map[string]bool{ca.Cert.SerialNumber.String(): true}
 	for range 20 {
 		l, err := ca.IssueClient(Identity{Kind: KindTenant, Name: "t"}, time.Hour)
-		if err != nil {
-			t.Fatal(err)
-		}
+		testutil.Must(t, err)
 		s := parseLeaf(t, l).SerialNumber
 		if seen[s.String()] {
 			t.Fatalf("serial %v issued twice", s)
@@ -163,9 +155,7 @@ func TestValidityWindow(t *testing.T) {
 	id := Identity{Kind: KindTenant, Name: "t"}
 
 	l, err := ca.IssueClient(id, 365*24*time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	if c := parseLeaf(t, l); !c.NotAfter.Equal(ca.Cert.NotAfter) || !l.NotAfter.Equal(ca.Cert.NotAfter) {
 		t.Errorf("NotAfter %v not clamped to the CA's %v", c.NotAfter, ca.Cert.NotAfter)
 	}
@@ -173,9 +163,7 @@ func TestValidityWindow(t *testing.T) {
 	nb := time.Now().Add(-time.Hour).Truncate(time.Second)
 	na := nb.Add(30 * time.Minute)
 	l, err = ca.IssueClientWindow(id, nb, na)
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	if c := parseLeaf(t, l); !c.NotBefore.Equal(nb) || !c.NotAfter.Equal(na) {
 		t.Errorf("window %v..%v, want %v..%v", c.NotBefore, c.NotAfter, nb, na)
 	}
@@ -193,22 +181,16 @@ func TestLoadCA(t *testing.T) {
 	other := newTestCA(t)
 
 	loaded, err := LoadCA(ca.CertPEM, ca.KeyPEM)
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	l, err := loaded.IssueClient(Identity{Kind: KindTenant, Name: "t"}, time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	if err := parseLeaf(t, l).CheckSignatureFrom(ca.Cert); err != nil {
 		t.Errorf("leaf from loaded CA: %v", err)
 	}
 
 	// SEC 1 ("EC PRIVATE KEY") as cert-manager writes it.
 	der, err := x509.MarshalECPrivateKey(ca.Key.(*ecdsa.PrivateKey))
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	if _, err := LoadCA(ca.CertPEM, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: der})); err != nil {
 		t.Errorf("SEC 1 key: %v", err)
 	}
@@ -217,9 +199,7 @@ func TestLoadCA(t *testing.T) {
 		t.Error("mismatched key accepted")
 	}
 	leaf, err := ca.IssueServer("s", []string{"s"}, nil, time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	if _, err := LoadCA(leaf.CertPEM, leaf.KeyPEM); err == nil {
 		t.Error("non-CA certificate accepted as CA")
 	}
@@ -234,9 +214,7 @@ func TestLoadCA(t *testing.T) {
 func TestWriteFiles(t *testing.T) {
 	ca := newTestCA(t)
 	l, err := ca.IssueClient(Identity{Kind: KindTenant, Name: "t"}, time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	dir := filepath.Join(t.TempDir(), "certs")
 	if err := WriteFiles(dir, "tenant", l); err != nil {
 		t.Fatal(err)
@@ -250,9 +228,7 @@ func TestWriteFiles(t *testing.T) {
 	} {
 		path := filepath.Join(dir, file)
 		fi, err := os.Stat(path)
-		if err != nil {
-			t.Fatal(err)
-		}
+		testutil.Must(t, err)
 		if fi.Mode().Perm() != want.perm {
 			t.Errorf("%s mode %v, want %v", file, fi.Mode().Perm(), want.perm)
 		}
@@ -261,9 +237,7 @@ func TestWriteFiles(t *testing.T) {
 		}
 	}
 	entries, err := os.ReadDir(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	if len(entries) != 2 {
 		t.Errorf("%d files in dir, want 2 (no temporary files left)", len(entries))
 	}

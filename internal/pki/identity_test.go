@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/distcache/distcache/internal/testutil"
 )
 
 func TestIdentityURIRoundTrip(t *testing.T) {
@@ -20,9 +22,7 @@ func TestIdentityURIRoundTrip(t *testing.T) {
 		{Kind: KindPeer, Name: strings.Repeat("x", MaxNameLen)},
 	} {
 		u, err := url.Parse(id.String())
-		if err != nil {
-			t.Fatal(err)
-		}
+		testutil.Must(t, err)
 		got, err := ParseIdentity(u)
 		if err != nil {
 			t.Errorf("ParseIdentity(%s): %v", u, err)
@@ -95,9 +95,7 @@ func certWithURIs(t testing.TB, ca *CA, uris ...string) *Leaf {
 	var parsed []*url.URL
 	for _, s := range uris {
 		u, err := url.Parse(s)
-		if err != nil {
-			t.Fatal(err)
-		}
+		testutil.Must(t, err)
 		parsed = append(parsed, u)
 	}
 	l, err := ca.issue(leafTemplate{
@@ -105,9 +103,7 @@ func certWithURIs(t testing.TB, ca *CA, uris ...string) *Leaf {
 		uris:        parsed,
 		extKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
 	}, time.Hour, issueOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	return l
 }
 

@@ -15,6 +15,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/distcache/distcache/internal/testutil"
 )
 
 // waitTimeout bounds every wait for an event. It is generous on purpose:
@@ -47,9 +49,7 @@ func (p *testPKI) writeServer(t *testing.T) (crt, key string) {
 	t.Helper()
 	l, err := p.ca.IssueServer("cache-0", []string{"localhost"}, []net.IP{net.IPv4(127, 0, 0, 1)}, time.Hour,
 		WithIdentity(Identity{Kind: KindPeer, Name: "cache-0"}))
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	p.writeLeaf(t, "server", l)
 	return filepath.Join(p.dir, "server.crt"), filepath.Join(p.dir, "server.key")
 }
@@ -67,18 +67,14 @@ func (p *testPKI) clientConfig(t *testing.T, name string, l *Leaf) *tls.Config {
 	t.Helper()
 	crt, key := p.writeLeaf(t, name, l)
 	cfg, err := ClientTLSConfig(crt, key, p.caFile)
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	return cfg
 }
 
 func (p *testPKI) tenantConfig(t *testing.T, name string) *tls.Config {
 	t.Helper()
 	l, err := p.ca.IssueClient(Identity{Kind: KindTenant, Name: name}, time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	return p.clientConfig(t, "tenant-"+name, l)
 }
 
@@ -92,9 +88,7 @@ type testServer struct {
 func startServer(t *testing.T, cfg *tls.Config) *testServer {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	s := &testServer{url: "https://" + ln.Addr().String() + "/", tlsErrors: make(chan string, 64)}
 	srv := &http.Server{
 		Handler: Middleware(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -167,9 +161,7 @@ func wantHandshakeError(t *testing.T, s *testServer, cfg *tls.Config, want strin
 func newServer(t *testing.T, p *testPKI) *testServer {
 	t.Helper()
 	cfg, err := ServerTLSConfig(p.crt, p.key, p.caFile)
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	return startServer(t, cfg)
 }
 
@@ -178,14 +170,10 @@ func TestTenantAndPeerAccepted(t *testing.T) {
 	s := newServer(t, p)
 
 	peerLeaf, err := p.ca.IssueClient(Identity{Kind: KindPeer, Name: "gateway-a"}, time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	// A node's serving certificate doubles as its peer client certificate.
 	nodeCfg, err := ClientTLSConfig(p.crt, p.key, p.caFile)
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	for cfg, want := range map[*tls.Config]string{
 		p.tenantConfig(t, "clickhouse-prod"): "tenant clickhouse-prod",
 		p.clientConfig(t, "peer", peerLeaf):  "peer gateway-a",
@@ -208,9 +196,7 @@ func TestTLS13AndHTTP11Only(t *testing.T) {
 	cfg := p.tenantConfig(t, "t")
 	cfg.NextProtos = []string{"h2", "http/1.1"} // the server must still pick http/1.1
 	body, _, _, err := get(t, s, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	if want := fmt.Sprintf("tenant t %x http/1.1", tls.VersionTLS13); body != want {
 		t.Errorf("got %q, want %q", body, want)
 	}
@@ -231,23 +217,17 @@ func TestHandshakeRejections(t *testing.T) {
 	t.Run("other CA", func(t *testing.T) {
 		other := newTestCA(t)
 		l, err := other.IssueClient(Identity{Kind: KindTenant, Name: "t"}, time.Hour)
-		if err != nil {
-			t.Fatal(err)
-		}
+		testutil.Must(t, err)
 		wantHandshakeError(t, s, p.clientConfig(t, "foreign", l), "certificate signed by unknown authority")
 	})
 	t.Run("expired", func(t *testing.T) {
 		l, err := p.ca.IssueClientWindow(Identity{Kind: KindTenant, Name: "t"}, time.Now().Add(-2*time.Hour), time.Now().Add(-time.Hour))
-		if err != nil {
-			t.Fatal(err)
-		}
+		testutil.Must(t, err)
 		wantHandshakeError(t, s, p.clientConfig(t, "expired", l), "expired or is not yet valid")
 	})
 	t.Run("not yet valid", func(t *testing.T) {
 		l, err := p.ca.IssueClientWindow(Identity{Kind: KindTenant, Name: "t"}, time.Now().Add(time.Hour), time.Now().Add(2*time.Hour))
-		if err != nil {
-			t.Fatal(err)
-		}
+		testutil.Must(t, err)
 		wantHandshakeError(t, s, p.clientConfig(t, "future", l), "expired or is not yet valid")
 	})
 	t.Run("server-auth-only certificate", func(t *testing.T) {
@@ -261,9 +241,7 @@ func (p *testPKI) leafWithUsage(t *testing.T, usage x509.ExtKeyUsage) *Leaf {
 	t.Helper()
 	id := Identity{Kind: KindTenant, Name: "t"}
 	l, err := p.ca.issue(leafTemplate{uris: []*url.URL{id.URI()}, extKeyUsage: []x509.ExtKeyUsage{usage}}, time.Hour, issueOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	return l
 }
 
@@ -279,9 +257,7 @@ func TestForbiddenWithoutValidIdentity(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			cfg := p.clientConfig(t, "crafted", certWithURIs(t, p.ca, uris...))
 			body, code, _, err := get(t, s, cfg)
-			if err != nil {
-				t.Fatal(err)
-			}
+			testutil.Must(t, err)
 			if code != http.StatusForbidden || !strings.Contains(body, "no valid distcache client identity") {
 				t.Errorf("got %d %q, want 403 with a reason", code, body)
 			}
@@ -312,13 +288,9 @@ func waitForSerial(t *testing.T, s *testServer, cfg *tls.Config, want *big.Int) 
 func serialOf(t *testing.T, file string) *big.Int {
 	t.Helper()
 	data, err := os.ReadFile(file)
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	c, err := firstCertificate(data)
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	return c.SerialNumber
 }
 
@@ -342,9 +314,7 @@ func TestServerCertificateRotation(t *testing.T) {
 
 	// In-place rewrite, possibly within one file timestamp tick.
 	l, err := p.ca.IssueServer("cache-0", nil, []net.IP{net.IPv4(127, 0, 0, 1)}, time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	if err := os.WriteFile(p.key, l.KeyPEM, 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -387,18 +357,14 @@ func TestServerCertificateRotationKubernetesSecret(t *testing.T) {
 	}
 	issue := func() *Leaf {
 		l, err := p.ca.IssueServer("cache-0", nil, []net.IP{net.IPv4(127, 0, 0, 1)}, time.Hour)
-		if err != nil {
-			t.Fatal(err)
-		}
+		testutil.Must(t, err)
 		return l
 	}
 
 	l1 := issue()
 	publish(l1)
 	cfg, err := ServerTLSConfig(filepath.Join(secret, "tls.crt"), filepath.Join(secret, "tls.key"), filepath.Join(secret, "ca.crt"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	s := startServer(t, cfg)
 	client := p.tenantConfig(t, "t")
 	waitForSerial(t, s, client, parseLeaf(t, l1).SerialNumber)
@@ -421,9 +387,7 @@ func TestClientCARotation(t *testing.T) {
 
 	newCA := newTestCA(t)
 	l, err := newCA.IssueClient(Identity{Kind: KindTenant, Name: "t"}, time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	newClient := p.clientConfig(t, "new-ca-client", l)
 	// The client CA file now trusts only the new CA.
 	if err := writeFileAtomic(p.caFile, newCA.CertPEM, 0o644); err != nil {
@@ -448,9 +412,7 @@ func TestClientCertificateRotation(t *testing.T) {
 	s := newServer(t, p)
 	issue := func(name string) *Leaf {
 		l, err := p.ca.IssueClient(Identity{Kind: KindTenant, Name: name}, time.Hour)
-		if err != nil {
-			t.Fatal(err)
-		}
+		testutil.Must(t, err)
 		return l
 	}
 	cfg := p.clientConfig(t, "client", issue("first"))
@@ -507,20 +469,14 @@ func TestClientTLSFollowsCARotation(t *testing.T) {
 	s := newServer(t, p)
 	issueTenant := func(ca *CA) (crt, key string) {
 		l, err := ca.IssueClient(Identity{Kind: KindTenant, Name: "t"}, time.Hour)
-		if err != nil {
-			t.Fatal(err)
-		}
+		testutil.Must(t, err)
 		return p.writeLeaf(t, "tenant", l)
 	}
 	crt, key := issueTenant(p.ca)
 	c, err := NewClientTLS(crt, key, p.caFile)
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	built, err := ClientTLSConfig(crt, key, p.caFile)
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	for _, cfg := range []*tls.Config{c.Config(), built} {
 		if _, code, _, err := get(t, s, cfg); err != nil || code != http.StatusOK {
 			t.Fatalf("before rotation: %d %v", code, err)

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/distcache/distcache/internal/chunk"
+	"github.com/distcache/distcache/internal/testutil"
 )
 
 // FuzzParse reads arbitrary ring documents. A document Parse accepts must
@@ -48,9 +49,7 @@ func FuzzParse(f *testing.F) {
 			t.Fatalf("Parse accepted an invalid spec: %v", err)
 		}
 		out, err := json.Marshal(r)
-		if err != nil {
-			t.Fatal(err)
-		}
+		testutil.Must(t, err)
 		back, err := Parse(out)
 		if err != nil {
 			t.Fatalf("Parse refuses what the ring marshals: %v\n%s", err, out)

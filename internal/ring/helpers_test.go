@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/distcache/distcache/internal/chunk"
+	"github.com/distcache/distcache/internal/testutil"
 )
 
 // numIDs is how many chunk ids the distribution tests place.
@@ -42,9 +43,7 @@ func specOf(epoch int64, ms []Member) Spec {
 func mustNew(t testing.TB, spec Spec) *Ring {
 	t.Helper()
 	r, err := New(spec)
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	return r
 }
 

@@ -9,6 +9,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/distcache/distcache/internal/testutil"
 )
 
 // exampleJSON is the document docs/ring.md shows.
@@ -35,9 +37,7 @@ const exampleJSON = `{
 
 func TestDocsExampleIsValid(t *testing.T) {
 	doc, err := os.ReadFile("../../docs/ring.md")
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	m := regexp.MustCompile("(?s)```json\n(.*?)```").FindSubmatch(doc)
 	if m == nil {
 		t.Fatal("docs/ring.md has no ```json example")
@@ -46,9 +46,7 @@ func TestDocsExampleIsValid(t *testing.T) {
 		t.Errorf("the example in docs/ring.md differs from exampleJSON in spec_test.go:\n%s", m[1])
 	}
 	r, err := Parse(m[1])
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	if r.Epoch() != 7 || r.Zone() != "eu-west-1a" || len(r.Members()) != 4 {
 		t.Errorf("example parsed to %+v", r.Spec())
 	}
@@ -116,9 +114,7 @@ func TestParseDefaults(t *testing.T) {
 	r, err := Parse([]byte(`{"epoch":3,"hash":{"algorithm":"rendezvous-xxhash64","seed":18446744073709551615},
 		"members":[{"name":"cache-a-0","address":"a0:8443"},{"name":"cache-a-1","address":"a1:8443","weight":300,"state":"draining"}],
 		"previous":{"epoch":2,"members":[{"name":"cache-a-0","address":"a0:8443"}]}}`))
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	want := Spec{
 		Epoch: 3,
 		Hash:  HashParams{Algorithm: AlgorithmRendezvousXXHash64, Seed: 1<<64 - 1},
@@ -143,9 +139,7 @@ func TestNewDoesNotDefault(t *testing.T) {
 	}
 	spec.SetDefaults()
 	r, err := New(spec)
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	if m := r.Members()[0]; m.Weight != DefaultWeight || m.State != StateActive {
 		t.Errorf("after SetDefaults: %+v", m)
 	}
@@ -153,9 +147,7 @@ func TestNewDoesNotDefault(t *testing.T) {
 
 func TestJSONRoundTrip(t *testing.T) {
 	r, err := Parse([]byte(exampleJSON))
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	spec := r.Spec()
 	spec.Hash.Seed = 1<<64 - 3 // beyond float64 precision: must survive
 	spec.Members[1].Weight = 250
@@ -168,9 +160,7 @@ func TestJSONRoundTrip(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			data, err := marshal()
-			if err != nil {
-				t.Fatal(err)
-			}
+			testutil.Must(t, err)
 			back, err := Parse(data)
 			if err != nil {
 				t.Fatalf("Parse(%s): %v", data, err)
@@ -191,9 +181,7 @@ func TestJSONRoundTrip(t *testing.T) {
 // can change the ring.
 func TestSpecIsCopied(t *testing.T) {
 	in, err := Parse([]byte(exampleJSON))
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	spec := in.Spec()
 	r := mustNew(t, spec)
 	before := owners(r)[:1000]

@@ -89,9 +89,7 @@ func TestHolderConcurrent(t *testing.T) {
 func ringJSON(t *testing.T, epoch int64, n int) []byte {
 	t.Helper()
 	data, err := json.Marshal(specOf(epoch, members(n)))
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	return data
 }
 
@@ -226,9 +224,7 @@ func TestWatchFileIgnoresEpochRegression(t *testing.T) {
 	// The ring in force written again, reformatted: same content, no warning.
 	spec := inForce.Spec()
 	data, err := json.MarshalIndent(&spec, "", "    ")
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	writeFile(t, path, data)
 	testutil.WaitFor(t, "the rewrite to be seen", func() bool { return strings.Contains(logs.String(), "ring file rewritten with the ring in force") })
 	if !ignored(2)() || h.Load() != inForce {

@@ -142,9 +142,7 @@ func TestHeadReturnsMetadata(t *testing.T) {
 	data := testutil.SeededBytes(1000, 1000)
 	e.put(t, "obj", data)
 	want, err := e.srv.Client(t).HeadObject(ctx(t), &s3.HeadObjectInput{Bucket: aws.String(bucket), Key: aws.String("obj")})
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 
 	before := time.Now()
 	m, err := e.b.Head(ctx(t), s3backend.Credentials{}, bucket, "obj")
@@ -174,9 +172,7 @@ func TestGetRangeChunksAreByteExact(t *testing.T) {
 			data := testutil.SeededBytes(uint64(tc.size), int(tc.size))
 			e.put(t, key, data)
 			m, err := e.b.Head(ctx(t), s3backend.Credentials{}, bucket, key)
-			if err != nil {
-				t.Fatal(err)
-			}
+			testutil.Must(t, err)
 			for i := range chunk.Count(m.Size, tc.chunkSize) {
 				off, n, _ := chunk.Bounds(m.Size, tc.chunkSize, i)
 				got, err := e.b.GetRange(ctx(t), s3backend.Credentials{}, bucket, key, m.ETag, off, n)
@@ -244,9 +240,7 @@ func TestGetRangeIfMatchAfterOverwrite(t *testing.T) {
 	e := newEnv(t, s3backend.Config{})
 	e.put(t, "obj", []byte("version one"))
 	v1, err := e.b.Head(ctx(t), s3backend.Credentials{}, bucket, "obj")
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	if got, err := e.b.GetRange(ctx(t), s3backend.Credentials{}, bucket, "obj", v1.ETag, 0, 7); err != nil || string(got) != "version" {
 		t.Fatalf("GetRange with current ETag = %q, %v", got, err)
 	}
@@ -257,9 +251,7 @@ func TestGetRangeIfMatchAfterOverwrite(t *testing.T) {
 		t.Fatalf("GetRange with the old ETag = %v; want ErrPreconditionFailed", err)
 	}
 	v2, err := e.b.Head(ctx(t), s3backend.Credentials{}, bucket, "obj")
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	if got, err := e.b.GetRange(ctx(t), s3backend.Credentials{}, bucket, "obj", v2.ETag, 8, 3); err != nil || string(got) != "two" {
 		t.Fatalf("GetRange with the new ETag = %q, %v", got, err)
 	}
@@ -677,9 +669,7 @@ func TestClientPerCredentials(t *testing.T) {
 	b, err := s3backend.New(s3backend.Config{
 		Endpoint: "http://127.0.0.1:1", Default: s3backend.Credentials{AccessKeyID: "a", SecretAccessKey: "b"},
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	one := s3backend.Credentials{AccessKeyID: "one", SecretAccessKey: "s"}
 	two := s3backend.Credentials{AccessKeyID: "two", SecretAccessKey: "s"}
 	if b.Client(one) != b.Client(one) || b.Client(one) == b.Client(two) ||

@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/distcache/distcache/internal/testutil"
 )
 
 func newLimitedClient(slots int, timeout time.Duration) *limitedClient {
@@ -18,9 +20,7 @@ func newLimitedClient(slots int, timeout time.Duration) *limitedClient {
 func get(t *testing.T, c *limitedClient, ctx context.Context, url string) (*http.Response, error) {
 	t.Helper()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	return c.Do(req)
 }
 
@@ -32,9 +32,7 @@ func TestLimitedClientHoldsSlotUntilBodyClosed(t *testing.T) {
 	c := newLimitedClient(1, 10*time.Second)
 
 	first, err := get(t, c, context.Background(), srv.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	// The only slot is taken until first's body is closed, so this one
 	// waits until its context gives up.
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
@@ -93,9 +91,7 @@ func TestLimitedClientTimeout(t *testing.T) {
 		srv := httptest.NewServer(trickle(5, time.Hour)) // one byte, then nothing
 		defer srv.Close()
 		resp, err := get(t, newLimitedClient(1, 100*time.Millisecond), context.Background(), srv.URL)
-		if err != nil {
-			t.Fatal(err)
-		}
+		testutil.Must(t, err)
 		defer resp.Body.Close()
 		_, err = io.ReadAll(resp.Body)
 		if !errors.As(err, new(attemptTimeoutError)) || errorKind(err) != ErrUnavailable {
@@ -108,9 +104,7 @@ func TestLimitedClientTimeout(t *testing.T) {
 		srv := httptest.NewServer(trickle(30, 50*time.Millisecond))
 		defer srv.Close()
 		resp, err := get(t, newLimitedClient(1, time.Second), context.Background(), srv.URL)
-		if err != nil {
-			t.Fatal(err)
-		}
+		testutil.Must(t, err)
 		defer resp.Body.Close()
 		if b, err := io.ReadAll(resp.Body); err != nil || len(b) != 30 {
 			t.Fatalf("slow body: %d bytes, %v; want all 30", len(b), err)

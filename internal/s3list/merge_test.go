@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/distcache/distcache/internal/testutil"
 )
 
 // bucket is a model of S3's listing over a set of keys, as S3 and MinIO
@@ -59,9 +61,7 @@ func listAll(t *testing.T, s3 bucket, held []Held, prefix, delim string, max int
 			}
 			return false, nil
 		})
-		if err != nil {
-			t.Fatal(err)
-		}
+		testutil.Must(t, err)
 		if len(page.Contents)+len(page.CommonPrefixes) > max {
 			t.Fatalf("page of %d entries for max-keys %d", len(page.Contents)+len(page.CommonPrefixes), max)
 		}
@@ -174,20 +174,14 @@ func TestParseMarshalRoundTrip(t *testing.T) {
 	in := `<?xml version="1.0" encoding="UTF-8"?>
 <ListBucketResult xmlns="http://s3.amazonaws.com/doc/2006-03-01/"><Name>b</Name><Prefix>a%20b%2F</Prefix><KeyCount>2</KeyCount><MaxKeys>2</MaxKeys><Delimiter>%2F</Delimiter><IsTruncated>true</IsTruncated><Contents><Key>a%20b%2Fx%2By</Key><LastModified>2026-11-27T10:00:00.000Z</LastModified><ETag>&#34;e&#34;</ETag><Size>3</Size><StorageClass>STANDARD</StorageClass></Contents><CommonPrefixes><Prefix>a%20b%2Fc%2F</Prefix></CommonPrefixes><EncodingType>url</EncodingType><NextContinuationToken>tok</NextContinuationToken></ListBucketResult>`
 	p, err := Parse([]byte(in))
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	if !p.V2() || p.Prefix != "a b/" || p.Delimiter != "/" || p.Contents[0].Key != "a b/x+y" || p.Prefixes()[0] != "a b/c/" || p.Contents[0].ETag != `"e"` {
 		t.Fatalf("parsed %+v", p)
 	}
 	out, err := p.Marshal()
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	again, err := Parse(out)
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	if !reflect.DeepEqual(again, p) {
 		t.Fatalf("round trip:\n%+v\n%+v", again, p)
 	}

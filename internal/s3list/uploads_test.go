@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/distcache/distcache/internal/testutil"
 )
 
 func uploadsOf(p *UploadsPage) string {
@@ -69,16 +71,12 @@ func TestUploadsPageRoundTrip(t *testing.T) {
 	body := []byte(`<?xml version="1.0" encoding="UTF-8"?>
 <ListMultipartUploadsResult xmlns="http://s3.amazonaws.com/doc/2006-03-01/"><Bucket>b</Bucket><KeyMarker></KeyMarker><UploadIdMarker></UploadIdMarker><NextKeyMarker></NextKeyMarker><NextUploadIdMarker></NextUploadIdMarker><Prefix>a%20b</Prefix><MaxUploads>1000</MaxUploads><EncodingType>url</EncodingType><IsTruncated>false</IsTruncated><Upload><Key>a%20b/c</Key><UploadId>x</UploadId><StorageClass>STANDARD</StorageClass><Initiated>2026-01-01T00:00:00.000Z</Initiated></Upload></ListMultipartUploadsResult>`)
 	p, err := ParseUploads(body)
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	if p.Prefix != "a b" || len(p.Uploads) != 1 || p.Uploads[0].Key != "a b/c" {
 		t.Fatalf("parsed %+v", p)
 	}
 	out, err := p.Marshal()
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	if !strings.Contains(string(out), "<Key>a%20b%2Fc</Key>") || !strings.Contains(string(out), "<Prefix>a%20b</Prefix>") || p.Uploads[0].Key != "a b/c" {
 		t.Errorf("marshalled %s", out)
 	}

@@ -47,9 +47,7 @@ func sign(t *testing.T, req *http.Request, payload string, at time.Time) {
 func newSignedRequest(t *testing.T, method, url string, body []byte, payload string, header map[string]string) *http.Request {
 	t.Helper()
 	req, err := http.NewRequest(method, url, bytes.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	if body == nil {
 		req.Body, req.ContentLength = http.NoBody, 0
 	}
@@ -71,9 +69,7 @@ func seedSignature(t *testing.T, req *http.Request) []byte {
 		t.Fatal("no signature")
 	}
 	b, err := hex.DecodeString(sig)
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	return b
 }
 
@@ -135,9 +131,7 @@ func (u streamingUpload) request(t *testing.T, url string) *http.Request {
 	t.Helper()
 	at := time.Now()
 	req, err := http.NewRequest(http.MethodPut, url, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	dl := u.decodedLength
 	if dl == "" {
 		dl = fmt.Sprint(len(u.data))
@@ -161,9 +155,7 @@ func (u streamingUpload) request(t *testing.T, url string) *http.Request {
 	var prev []byte
 	chunkSig := func(chunk []byte) string {
 		sig, err := ss.GetSignature(context.Background(), nil, chunk, at)
-		if err != nil {
-			t.Fatal(err)
-		}
+		testutil.Must(t, err)
 		prev = sig
 		return hex.EncodeToString(sig)
 	}
@@ -470,9 +462,7 @@ func TestPresignedParameters(t *testing.T) {
 		q.Set("X-Amz-Expires", fmt.Sprint(int(expires.Seconds())))
 		req.URL.RawQuery = q.Encode()
 		u, _, err := s3Signer().PresignHTTP(context.Background(), testCreds, req, PayloadUnsigned, "s3", testRegion, at)
-		if err != nil {
-			t.Fatal(err)
-		}
+		testutil.Must(t, err)
 		return u
 	}
 	get := func(t *testing.T, u string) *Error {
@@ -508,9 +498,7 @@ func TestVerifyDirect(t *testing.T) {
 	req.Header.Set("X-Amz-Content-Sha256", emptySHA256)
 	sign(t, req, emptySHA256, time.Now())
 	res, err := v.Verify(req)
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	if res.AccessKeyID != testKeyID || res.Region != testRegion || res.PayloadMode != PayloadSHA256 {
 		t.Errorf("result %+v", res)
 	}

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"golang.org/x/net/http/httpguts"
+
+	"github.com/distcache/distcache/internal/testutil"
 )
 
 // FuzzSignedRequestMutation signs a request with aws-sdk-go-v2's signer
@@ -126,9 +128,7 @@ func signedWire(t testing.TB, m uint8, key, qname, qvalue, hvalue string, presig
 	if presigned {
 		req.URL.RawQuery += "&" + qExpires + "=3600"
 		u, h, err := s3Signer().PresignHTTP(context.Background(), testCreds, req, PayloadUnsigned, "s3", testRegion, at)
-		if err != nil {
-			t.Fatal(err)
-		}
+		testutil.Must(t, err)
 		if req, err = http.NewRequest(method, u, nil); err != nil {
 			t.Fatal(err)
 		}
@@ -245,12 +245,8 @@ func FuzzPresignedQuery(f *testing.F) {
 func signedQuery(t testing.TB, at time.Time) string {
 	req, _ := http.NewRequest(http.MethodGet, "http://other.example/bkt/k?uploads=&X-Amz-Expires=60", nil)
 	u, _, err := s3Signer().PresignHTTP(context.Background(), testCreds, req, PayloadUnsigned, "s3", testRegion, at)
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	pu, err := url.Parse(u)
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	return pu.RawQuery
 }

@@ -88,9 +88,7 @@ func get(t *testing.T, c *s3.Client, key string, rng *string) []byte {
 	}
 	defer out.Body.Close()
 	b, err := io.ReadAll(out.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	return b
 }
 
@@ -261,9 +259,7 @@ func TestSDKPresigned(t *testing.T) {
 	body := testutil.SeededBytes(3, 70000)
 	for _, key := range []string{"presigned/obj", "presigned/with space+plus=ü"} {
 		preq, err := pc.PresignPutObject(ctx, &s3.PutObjectInput{Bucket: aws.String("bkt"), Key: aws.String(key)})
-		if err != nil {
-			t.Fatal(err)
-		}
+		testutil.Must(t, err)
 		req, _ := http.NewRequest(preq.Method, preq.URL, bytes.NewReader(body))
 		for k, vs := range preq.SignedHeader {
 			if !strings.EqualFold(k, "host") {
@@ -275,9 +271,7 @@ func TestSDKPresigned(t *testing.T) {
 		}
 
 		greq, err := pc.PresignGetObject(ctx, &s3.GetObjectInput{Bucket: aws.String("bkt"), Key: aws.String(key), Range: aws.String("bytes=10-19")})
-		if err != nil {
-			t.Fatal(err)
-		}
+		testutil.Must(t, err)
 		req, _ = http.NewRequest(greq.Method, greq.URL, nil)
 		for k, vs := range greq.SignedHeader {
 			if !strings.EqualFold(k, "host") {
@@ -300,9 +294,7 @@ func TestSDKPresigned(t *testing.T) {
 	t.Run("expired", func(t *testing.T) {
 		greq, err := pc.PresignGetObject(ctx, &s3.GetObjectInput{Bucket: aws.String("bkt"), Key: aws.String("presigned/obj")},
 			s3.WithPresignExpires(90*1e9))
-		if err != nil {
-			t.Fatal(err)
-		}
+		testutil.Must(t, err)
 		s.offset.Store(int64(2 * 60 * 1e9)) // two minutes later
 		defer s.offset.Store(0)
 		req, _ := http.NewRequest(greq.Method, greq.URL, nil)
@@ -315,9 +307,7 @@ func TestSDKPresigned(t *testing.T) {
 
 	t.Run("tampered", func(t *testing.T) {
 		greq, err := pc.PresignGetObject(ctx, &s3.GetObjectInput{Bucket: aws.String("bkt"), Key: aws.String("presigned/obj")})
-		if err != nil {
-			t.Fatal(err)
-		}
+		testutil.Must(t, err)
 		req, _ := http.NewRequest(greq.Method, strings.Replace(greq.URL, "presigned/obj", "presigned/other", 1), nil)
 		s.do(t, req)
 		wantCode(t, s.takeOutcomes()[0].Err, CodeSignatureDoesNotMatch)

@@ -10,6 +10,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/distcache/distcache/internal/testutil"
 )
 
 func TestURIEncode(t *testing.T) {
@@ -152,9 +154,7 @@ func TestHeaderValueBehindServer(t *testing.T) {
 	send := func(raw string) seen {
 		t.Helper()
 		c, err := net.Dial("tcp", srv.Listener.Addr().String())
-		if err != nil {
-			t.Fatal(err)
-		}
+		testutil.Must(t, err)
 		defer c.Close()
 		if _, err := io.WriteString(c, raw); err != nil {
 			t.Fatal(err)

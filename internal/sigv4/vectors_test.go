@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/distcache/distcache/internal/testutil"
 )
 
 // The worked examples of the AWS documentation ("Signature Calculations for
@@ -127,9 +129,7 @@ func TestAWSDocumentationVectors(t *testing.T) {
 	for _, vec := range vectors {
 		t.Run(vec.name, func(t *testing.T) {
 			req, err := http.NewRequest(vec.method, s.URL+vec.path, strings.NewReader(vec.body))
-			if err != nil {
-				t.Fatal(err)
-			}
+			testutil.Must(t, err)
 			if vec.body == "" {
 				req.Body, req.ContentLength = http.NoBody, 0
 			}

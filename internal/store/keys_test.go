@@ -8,6 +8,7 @@ import (
 	"github.com/dgraph-io/badger/v4"
 
 	"github.com/distcache/distcache/internal/chunk"
+	"github.com/distcache/distcache/internal/testutil"
 )
 
 func obj(tenant, bucket, key string) chunk.Object {
@@ -142,9 +143,7 @@ func TestStoredValueLen(t *testing.T) {
 			}
 			return nil
 		})
-		if err != nil {
-			t.Fatal(err)
-		}
+		testutil.Must(t, err)
 	}
 	check("memtable")
 	s.gcMu.Lock()

@@ -9,6 +9,7 @@ import (
 	"github.com/dgraph-io/badger/v4"
 
 	"github.com/distcache/distcache/internal/chunk"
+	"github.com/distcache/distcache/internal/testutil"
 )
 
 // diskKeyCount counts the badger keys under prefix.
@@ -23,9 +24,7 @@ func diskKeyCount(t *testing.T, s *Store, prefix []byte) int {
 		}
 		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	return n
 }
 

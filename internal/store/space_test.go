@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/distcache/distcache/internal/chunk"
+	"github.com/distcache/distcache/internal/testutil"
 )
 
 // TestDiskBoundUnderChurn writes 10x the capacity and checks, with du
@@ -198,9 +199,7 @@ func TestForcedFlushMakesValueLogGCWork(t *testing.T) {
 	const bound = 64 << 20
 	dir := t.TempDir()
 	db, err := badger.Open(badgerOptions(dir, bound, testLogger()))
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	defer db.Close()
 	val := make([]byte, 1<<20)
 	key := func(i int) []byte { return []byte(fmt.Sprintf("c-%03d", i)) }

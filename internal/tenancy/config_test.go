@@ -5,6 +5,8 @@ import (
 	"log/slog"
 	"strings"
 	"testing"
+
+	"github.com/distcache/distcache/internal/testutil"
 )
 
 const validYAML = `
@@ -24,9 +26,7 @@ tenants:
 
 func TestParseValid(t *testing.T) {
 	c, err := Parse([]byte(validYAML))
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	if len(c.Tenants) != 2 {
 		t.Fatalf("%d tenants, want 2", len(c.Tenants))
 	}
@@ -197,9 +197,7 @@ func TestPolicyFor(t *testing.T) {
       - {bucket: data, prefix: tmp/keep/, mode: WriteThrough}
       - {bucket: logs, prefix: archive/, mode: ReadOnly}
 `))
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	tn, _ := c.Tenant("ch")
 	for _, tc := range []struct {
 		bucket, key string

@@ -9,6 +9,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/distcache/distcache/internal/pki"
+	"github.com/distcache/distcache/internal/testutil"
 )
 
 // FuzzParse reads arbitrary tenants files. What Parse accepts must be valid
@@ -64,9 +65,7 @@ func FuzzParse(f *testing.F) {
 			}
 		}
 		out, err := yaml.Marshal(c)
-		if err != nil {
-			t.Fatal(err)
-		}
+		testutil.Must(t, err)
 		back, err := Parse(out)
 		if err != nil {
 			t.Fatalf("Parse refuses the YAML of what it accepted: %v\n%s", err, out)

@@ -34,9 +34,7 @@ func startWatcher(t *testing.T, path string) (*Watcher, *logbuf.Buffer) {
 	t.Helper()
 	logs := &logbuf.Buffer{}
 	w, err := Watch(t.Context(), path, slog.New(slog.NewTextHandler(logs, nil)))
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	t.Cleanup(func() { _ = w.Close() })
 	return w, logs
 }
@@ -165,9 +163,7 @@ func TestReloadCountedAfterItsEffects(t *testing.T) {
 		return fmt.Sprintf("b=%v ok=%d failed=%d", hasTenant(w, "b"), ok, failed), true
 	}}
 	w, err := Watch(t.Context(), path, lines.Logger())
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	watcher.Store(w)
 	// Without the file watch, Update is the only source and is synchronous:
 	// it fails and applies as a reload of the file does.
