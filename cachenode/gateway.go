@@ -37,6 +37,7 @@ type gatewayFlags struct {
 	pageBytes                       givenByteSize
 	readBufferBytes                 byteSize
 	clientUnsentBytes               byteSize
+	netHTTPReads                    bool
 	prefault                        bool
 	parallelism                     int
 	timeout, passthroughTimeout     time.Duration
@@ -77,6 +78,7 @@ func parseGatewayFlags(args []string) (*gatewayFlags, error) {
 	fs.Var(&f.pageBytes, "page-bytes", "unit of the page cache and of GetObject's reads, a divisor of the chunk size (the default applies where it divides it; 0 or at least the chunk size: whole chunks)")
 	fs.IntVar(&f.parallelism, "parallelism", client.DefaultParallelism, "chunks' worth of pages fetched ahead, within a GetObject's range and across reads of one object")
 	fs.Var(&f.readBufferBytes, "read-buffer-bytes", "most bytes all GetObjects hold at once in fetched chunks (0: 256Mi or a quarter of --page-cache-bytes, whichever is more; at least --parallelism chunks); past it GetObjects wait and read ahead less")
+	fs.BoolVar(&f.netHTTPReads, "net-http-reads", false, "serve GET and HEAD with Go's net/http server like every other request, instead of the gateway's own read server (which wakes the process once per request instead of three times); plain HTTP only")
 	fs.Var(&f.clientUnsentBytes, "client-unsent-bytes", "most bytes of a response the kernel queues unsent on an S3 client's connection (TCP_NOTSENT_LOWAT, Linux); a client that stops reading a range then costs about this and its receive window, not the several MiB of a grown send buffer (0: the kernel's default)")
 	fs.DurationVar(&f.timeout, "timeout", client.DefaultTimeout, "timeout of one chunk or metadata request to one node")
 	fs.DurationVar(&f.passthroughTimeout, "passthrough-timeout", 5*time.Minute, "longest wait for S3's answer to a passed-through operation")
@@ -182,6 +184,7 @@ func (f *gatewayFlags) gatewayConfig(reg *prometheus.Registry, log *slog.Logger)
 	return embed.GatewayConfig{
 		Listen: f.listen, ListenTLSCert: f.listenTLSCert, ListenTLSKey: f.listenTLSKey, MetricsListen: f.metricsListen,
 		ClientUnsentBytes: int64(f.clientUnsentBytes),
+		NetHTTPReads:      f.netHTTPReads,
 		Nodes:             splitList(f.nodes), Zone: f.zone, Fallback: f.fallback,
 		TLSCert: f.tlsCert, TLSKey: f.tlsKey, CA: f.ca, Tenant: f.tenant,
 		AccessKey: f.accessKey, SecretKey: f.secretKey, Region: f.region, Domains: splitList(f.domains),

@@ -19,6 +19,7 @@ import (
 
 	"github.com/distcache/distcache/internal/client"
 	"github.com/distcache/distcache/internal/gateway"
+	"github.com/distcache/distcache/internal/getserver"
 	"github.com/distcache/distcache/internal/metrics"
 	"github.com/distcache/distcache/internal/pki"
 	"github.com/distcache/distcache/internal/sigv4"
@@ -41,6 +42,10 @@ type GatewayConfig struct {
 	// unsent on an S3 client's connection (gateway.LimitUnsent; 0: the
 	// kernel's default).
 	ClientUnsentBytes int64
+	// NetHTTPReads serves GET and HEAD with net/http's server, as every
+	// other request, instead of getserver's (plain HTTP only; with TLS
+	// net/http serves all): for comparison, and a way back.
+	NetHTTPReads bool
 
 	// Nodes are the cache node URLs the ring is learnt from: with Zone,
 	// nodes of that zone; Fallback are the other zones' seeds.
@@ -131,6 +136,7 @@ type Gateway struct {
 	cancel context.CancelFunc
 	log    *slog.Logger
 	api    *http.Server
+	reads  *getserver.Server // nil: api serves every request
 	ops    *http.Server
 	addr   string
 	tls    bool // the S3 API is served over TLS
@@ -229,7 +235,13 @@ func (g *Gateway) serve() error {
 	if g.tls = api.TLSConfig != nil; g.tls {
 		ln = tls.NewListener(ln, api.TLSConfig)
 	}
-	go func() { g.errc <- api.Serve(ln) }()
+	if g.tls || g.cfg.NetHTTPReads {
+		go func() { g.errc <- api.Serve(ln) }()
+	} else {
+		g.reads = &getserver.Server{Handler: api.Handler, Fallback: api, ReadHeaderTimeout: api.ReadHeaderTimeout,
+			IdleTimeout: api.IdleTimeout, ErrorLog: api.ErrorLog}
+		go func() { g.errc <- g.reads.Serve(ln) }()
+	}
 	var err error
 	g.ops, err = serveOps(g.cfg.MetricsListen, g.cfg.Registry, g.readiness, g.errc)
 	return err
@@ -360,7 +372,13 @@ func (g *Gateway) Err() <-chan error { return g.errc }
 // requests until ctx ends, then everything is closed.
 func (g *Gateway) Shutdown(ctx context.Context) error {
 	g.draining.Store(true)
-	err := shutdownAll(ctx, g.api, g.ops)
+	var err error
+	if g.reads != nil {
+		err = g.reads.Shutdown(ctx)
+	}
+	if err2 := shutdownAll(ctx, g.api, g.ops); err == nil {
+		err = err2
+	}
 	g.Close()
 	return err
 }
@@ -371,6 +389,9 @@ func (g *Gateway) Close() {
 	g.once.Do(func() {
 		g.draining.Store(true)
 		g.cancel()
+		if g.reads != nil {
+			_ = g.reads.Close()
+		}
 		closeAll(g.api, g.ops)
 		g.mu.Lock()
 		g.closed = true
