@@ -165,12 +165,7 @@ type exchange struct {
 
 func roundTrip(t *testing.T, addr, method, raw string) exchange {
 	t.Helper()
-	c, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	_ = c.SetDeadline(time.Now().Add(30 * time.Second))
+	c := dial(t, addr)
 	if _, err := io.WriteString(c, raw); err != nil {
 		t.Fatal(err)
 	}
@@ -233,12 +228,7 @@ func TestAnswersAreFramedAsNetHTTPFrames(t *testing.T) {
 
 func TestOtherRequestsAreHandedToNetHTTPWithTheirBytes(t *testing.T) {
 	_, addr, _, lane, fallback := servers(t, nil)
-	c, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	_ = c.SetDeadline(time.Now().Add(30 * time.Second))
+	c := dial(t, addr)
 	br := bufio.NewReader(c)
 	get := func(path string) string {
 		t.Helper()
@@ -286,6 +276,18 @@ func TestOtherRequestsAreHandedToNetHTTPWithTheirBytes(t *testing.T) {
 	}
 }
 
+// dial connects to addr for the test, with a deadline no answer should take.
+func dial(t *testing.T, addr string) net.Conn {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	_ = c.SetDeadline(time.Now().Add(30 * time.Second))
+	return c
+}
+
 func readBody(t *testing.T, br *bufio.Reader) string {
 	t.Helper()
 	resp, err := http.ReadResponse(br, nil)
@@ -301,12 +303,7 @@ func readBody(t *testing.T, br *bufio.Reader) string {
 
 func TestPipelinedRequestsAreAnsweredInOrder(t *testing.T) {
 	_, addr, _, _, _ := servers(t, nil)
-	c, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	_ = c.SetDeadline(time.Now().Add(30 * time.Second))
+	c := dial(t, addr)
 	var raw strings.Builder
 	for i := range 20 {
 		fmt.Fprintf(&raw, "GET /p%d HTTP/1.1\r\nHost: x\r\n\r\n", i)
@@ -341,10 +338,7 @@ func TestContextEndsWhenTheClientGoesAway(t *testing.T) {
 	}
 	_, addr, _, _, _ := servers(t, extra)
 
-	c, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := dial(t, addr)
 	_, _ = io.WriteString(c, "GET /wait-for-client HTTP/1.1\r\nHost: x\r\n\r\n")
 	<-waiting
 	_ = c.Close()
@@ -357,12 +351,7 @@ func TestContextEndsWhenTheClientGoesAway(t *testing.T) {
 		t.Fatal("the handler's context did not end when the client went away")
 	}
 
-	c, err = net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	_ = c.SetDeadline(time.Now().Add(30 * time.Second))
+	c = dial(t, addr)
 	_, _ = io.WriteString(c, "GET /wait-for-client HTTP/1.1\r\nHost: x\r\n\r\n")
 	<-waiting
 	_, _ = io.WriteString(c, "GET /next HTTP/1.1\r\nHost: x\r\n\r\n") // read by the watch, or not yet
@@ -408,23 +397,12 @@ func TestShutdownClosesIdleConnectionsAndEndsTheBusy(t *testing.T) {
 	}
 	s, addr, _, _, _ := servers(t, extra)
 
-	idle, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer idle.Close()
-	busy, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer busy.Close()
-	_ = busy.SetDeadline(time.Now().Add(30 * time.Second))
+	idle, busy := dial(t, addr), dial(t, addr)
 	_, _ = io.WriteString(busy, "GET /busy HTTP/1.1\r\nHost: x\r\n\r\n")
 	<-started
 
 	shut := make(chan error, 1)
 	go func() { shut <- s.Shutdown(context.Background()) }()
-	_ = idle.SetDeadline(time.Now().Add(30 * time.Second))
 	if n, err := idle.Read(make([]byte, 1)); n != 0 || err == nil {
 		t.Errorf("idle connection: read %d, %v; want it closed", n, err)
 	}

@@ -144,14 +144,19 @@ func (w *response) Flush() {
 	if !w.wroteHeader {
 		w.WriteHeader(http.StatusOK)
 	}
+	w.sendHeld()
+	if err := w.c.bw.Flush(); err != nil && w.werr == nil {
+		w.werr = err
+	}
+}
+
+// sendHeld sends the head, if not yet sent, and the body held for it.
+func (w *response) sendHeld() {
 	if !w.sentHead {
 		held := w.held
 		w.held = nil
 		w.sendHead(held)
 		_ = w.writeBody(held)
-	}
-	if err := w.c.bw.Flush(); err != nil && w.werr == nil {
-		w.werr = err
 	}
 }
 
@@ -164,12 +169,7 @@ func (w *response) finish() error {
 	if !w.wroteHeader {
 		w.WriteHeader(http.StatusOK)
 	}
-	if !w.sentHead {
-		held := w.held
-		w.held = nil
-		w.sendHead(held)
-		_ = w.writeBody(held)
-	}
+	w.sendHeld()
 	if w.chunking && w.werr == nil {
 		_, w.werr = w.c.bw.WriteString("0\r\n\r\n")
 	}
