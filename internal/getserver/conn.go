@@ -145,6 +145,9 @@ func (c *conn) readHead() ([]byte, error) {
 		if i := bytes.Index(buf, []byte("\r\n\r\n")); i >= 0 {
 			return buf[:i+4], nil
 		}
+		if bytes.Contains(buf, []byte("\n\n")) || bytes.Contains(buf, []byte("\n\r\n")) {
+			return nil, errHandOff // lines ended by a bare LF: net/http reads those
+		}
 		if len(buf) == c.br.Size() {
 			return nil, errHandOff // too long for here: net/http's limits apply
 		}

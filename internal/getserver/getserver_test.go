@@ -264,6 +264,7 @@ func TestOtherRequestsAreHandedToNetHTTPWithTheirBytes(t *testing.T) {
 		"GET /b HTTP/1.1\r\nHost: x\r\nHost: y\r\n\r\n":                                http.StatusBadRequest,
 		"GET /b HTTP/1.1\r\nHost: x\r\nBad Name: v\r\n\r\n":                            http.StatusBadRequest,
 		"GET /b HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\n\r\n":                   http.StatusOK,
+		"GET /b HTTP/1.1\nHost: x\n\n":                                                 http.StatusOK, // lines ended by bare LFs
 		"GET /b HTTP/1.1\r\nHost: x\r\nX: " + strings.Repeat("v", 20<<10) + "\r\n\r\n": http.StatusOK, // longer than here's limit
 	} {
 		before := fallback.Load()
