@@ -77,13 +77,19 @@ func (c *conn) serve() {
 		}
 	}()
 	for {
-		req, err := c.readRequest()
+		req, lend, err := c.readRequest()
 		if errors.Is(err, errHandOff) {
 			handed = c.handOff()
 			return
 		}
 		if err != nil {
 			return // closed, timed out, or shut down while idle
+		}
+		if lend > 0 {
+			if !c.lend(lend) || c.s.shutdown.Load() {
+				return
+			}
+			continue
 		}
 		if !c.serveRequest(req) {
 			return
@@ -104,24 +110,29 @@ func (c *conn) handOff() bool {
 }
 
 // readRequest reads the next request's head and returns the request when
-// it is a read to serve here, errHandOff (nothing consumed) when it is not.
-func (c *conn) readRequest() (*http.Request, error) {
+// it is a read to serve here; lend, the request's length, when it is one
+// to lend to net/http (nothing consumed); errHandOff (nothing consumed)
+// when net/http is to have the connection.
+func (c *conn) readRequest() (req *http.Request, lend int64, err error) {
 	head, err := c.readHead()
 	if err != nil {
-		return nil, err
-	}
-	if !bytes.HasPrefix(head, []byte("GET ")) && !bytes.HasPrefix(head, []byte("HEAD ")) {
-		return nil, errHandOff
+		return nil, 0, err
 	}
 	c.head.Reset(head)
 	c.hr.Reset(&c.head)
-	req, err := http.ReadRequest(c.hr)
-	if err != nil || !servable(req, head) {
-		return nil, errHandOff // net/http answers it (a 400 for a bad head)
+	req, err = http.ReadRequest(c.hr)
+	if err != nil || !acceptable(req, head) {
+		return nil, 0, errHandOff // net/http answers it (a 400 for a bad head)
+	}
+	if !servable(req) {
+		if !lendable(req) {
+			return nil, 0, errHandOff
+		}
+		return nil, int64(len(head)) + req.ContentLength, nil
 	}
 	_, _ = c.br.Discard(len(head))
 	req.RemoteAddr = c.remote
-	return req, nil
+	return req, 0, nil
 }
 
 // readHead waits for a whole request head and returns it, unconsumed.
@@ -170,12 +181,10 @@ func (c *conn) setReadDeadline(d time.Duration) error {
 	return c.rwc.SetReadDeadline(time.Now().Add(d))
 }
 
-// servable reports whether req, read from head, is a bodiless HTTP/1 GET
-// or HEAD that net/http's server would accept as it is; anything else goes
-// to it.
-func servable(req *http.Request, head []byte) bool {
-	if req.ProtoMajor != 1 || req.ContentLength != 0 || len(req.TransferEncoding) != 0 ||
-		req.Header["Expect"] != nil || req.Header["Upgrade"] != nil {
+// acceptable reports whether req, read from head, is an HTTP/1 request
+// net/http's server would take as it is (Host, field names).
+func acceptable(req *http.Request, head []byte) bool {
+	if req.ProtoMajor != 1 || req.Header["Upgrade"] != nil {
 		return false
 	}
 	hosts := hostFields(head) // http.ReadRequest takes them out of the header
@@ -194,6 +203,21 @@ func servable(req *http.Request, head []byte) bool {
 		}
 	}
 	return true
+}
+
+// servable reports whether req is a read served here: a GET or HEAD
+// without a body or Expect.
+func servable(req *http.Request) bool {
+	return (req.Method == http.MethodGet || req.Method == http.MethodHead) &&
+		req.ContentLength == 0 && len(req.TransferEncoding) == 0 && req.Header["Expect"] == nil
+}
+
+// lendable reports whether req is an HTTP/1.1 request of known length,
+// lent to net/http for its answer; others (chunked bodies, HTTP/1.0, CONNECT)
+// take the connection with them.
+func lendable(req *http.Request) bool {
+	return req.ProtoMinor == 1 && len(req.TransferEncoding) == 0 && req.ContentLength >= 0 &&
+		req.Method != http.MethodConnect
 }
 
 // hostFields returns the values of head's Host fields.

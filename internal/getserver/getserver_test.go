@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -172,14 +173,14 @@ func roundTrip(t *testing.T, addr, method, raw string) exchange {
 	br := bufio.NewReader(c)
 	resp, err := http.ReadResponse(br, &http.Request{Method: method})
 	if err != nil {
-		return exchange{err: "head: " + err.Error()}
+		return exchange{err: "head: " + errorKind(err)}
 	}
 	body, err := io.ReadAll(resp.Body)
 	x := exchange{status: resp.StatusCode, proto: resp.Proto, header: resp.Header, body: string(body),
 		contentLength: resp.ContentLength, chunked: len(resp.TransferEncoding) > 0, hasDate: resp.Header.Get("Date") != "", close: resp.Close}
 	resp.Header.Del("Date")
 	if err != nil {
-		x.err = "body: " + err.Error()
+		x.err = "body: " + errorKind(err)
 	}
 	if _, err := io.WriteString(c, "GET /again HTTP/1.1\r\nHost: x\r\n\r\n"); err == nil {
 		if again, err := http.ReadResponse(br, nil); err == nil {
@@ -187,6 +188,17 @@ func roundTrip(t *testing.T, addr, method, raw string) exchange {
 		}
 	}
 	return x
+}
+
+// errorKind is what an error reading an answer says, less the addresses.
+func errorKind(err error) string {
+	switch {
+	case errors.Is(err, syscall.ECONNRESET):
+		return "connection reset"
+	case errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.EOF):
+		return "closed: " + err.Error()
+	}
+	return err.Error()
 }
 
 func TestAnswersAreFramedAsNetHTTPFrames(t *testing.T) {
@@ -226,7 +238,7 @@ func TestAnswersAreFramedAsNetHTTPFrames(t *testing.T) {
 	t.Logf("%d answers compared", served)
 }
 
-func TestOtherRequestsAreHandedToNetHTTPWithTheirBytes(t *testing.T) {
+func TestOtherRequestsAreNetHTTPs(t *testing.T) {
 	_, addr, _, lane, fallback := servers(t, nil)
 	c := dial(t, addr)
 	br := bufio.NewReader(c)
@@ -240,7 +252,8 @@ func TestOtherRequestsAreHandedToNetHTTPWithTheirBytes(t *testing.T) {
 	if got := get("/first"); got != "GET /first 0" {
 		t.Fatalf("GET: %q", got)
 	}
-	// A PUT and the GET after it in one write: all of it reaches net/http.
+	// A PUT and the GET after it in one write: net/http answers the PUT
+	// (lent the connection) and gives the connection back for the GET.
 	if _, err := io.WriteString(c, "PUT /put HTTP/1.1\r\nHost: x\r\nContent-Length: 7\r\n\r\npayloadGET /after HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
 		t.Fatal(err)
 	}
@@ -253,8 +266,21 @@ func TestOtherRequestsAreHandedToNetHTTPWithTheirBytes(t *testing.T) {
 	if got := get("/later"); got != "GET /later 0" {
 		t.Errorf("GET later: %q", got)
 	}
-	if lane.Load() != 1 || fallback.Load() != 3 {
-		t.Errorf("answered here %d, by net/http %d; want 1 and 3", lane.Load(), fallback.Load())
+	if lane.Load() != 3 || fallback.Load() != 1 {
+		t.Errorf("answered here %d, by net/http %d; want 3 and 1", lane.Load(), fallback.Load())
+	}
+	// A chunked body takes the connection to net/http for good.
+	if _, err := io.WriteString(c, "PUT /chunked HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	if got := readBody(t, br); got != "PUT /chunked 3" {
+		t.Errorf("chunked PUT: %q", got)
+	}
+	if got := get("/last"); got != "GET /last 0" {
+		t.Errorf("GET after the chunked PUT: %q", got)
+	}
+	if lane.Load() != 3 || fallback.Load() != 3 {
+		t.Errorf("answered here %d, by net/http %d; want 3 and 3", lane.Load(), fallback.Load())
 	}
 
 	// A GET with a body, and heads net/http refuses, are net/http's too.
@@ -425,5 +451,55 @@ func TestShutdownClosesIdleConnectionsAndEndsTheBusy(t *testing.T) {
 	}
 	if _, err := net.DialTimeout("tcp", addr, 5*time.Second); err == nil {
 		t.Error("still accepting after Shutdown")
+	}
+}
+
+// writes are handlers of requests with bodies, by path.
+var writes = map[string]func(w http.ResponseWriter, r *http.Request){
+	"/read-all": func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		w.Header().Set("Etag", strconv.Quote(strconv.Itoa(len(b))))
+	},
+	"/read-none": func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ignored the body")) },
+	"/read-some": func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.CopyN(io.Discard, r.Body, 10)
+		w.WriteHeader(http.StatusCreated)
+	},
+	"/panic": func(http.ResponseWriter, *http.Request) { panic(http.ErrAbortHandler) },
+	"/context": func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.ReadAll(r.Body)
+		_, _ = fmt.Fprint(w, r.Context().Err()) // not cancelled while answering
+	},
+}
+
+// TestWritesAreAnsweredByNetHTTP: requests with bodies get net/http's own
+// answers, and the connection serves on (or not) as net/http would have.
+func TestWritesAreAnsweredByNetHTTP(t *testing.T) {
+	_, laneAddr, plainAddr, lane, fallback := servers(t, writes)
+	small, big := strings.Repeat("s", 100), strings.Repeat("b", 300<<10) // net/http reads up to 256 KiB of a body left unread
+	for path := range writes {
+		for name, raw := range map[string]string{
+			"small":          "PUT " + path + " HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n" + small,
+			"big":            "PUT " + path + " HTTP/1.1\r\nHost: x\r\nContent-Length: " + strconv.Itoa(len(big)) + "\r\n\r\n" + big,
+			"empty POST":     "POST " + path + " HTTP/1.1\r\nHost: x\r\n\r\n",
+			"close":          "PUT " + path + " HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Length: 100\r\n\r\n" + small,
+			"expect":         "PUT " + path + " HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: 100\r\n\r\n" + small,
+			"GET with body":  "GET " + path + " HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n" + small,
+			"HTTP/1.0 write": "PUT " + path + " HTTP/1.0\r\nContent-Length: 100\r\n\r\n" + small,
+		} {
+			method, _, _ := strings.Cut(raw, " ")
+			want := roundTrip(t, plainAddr, method, raw)
+			before := fallback.Load()
+			got := roundTrip(t, laneAddr, method, raw)
+			if fallback.Load() == before && path != "/panic" {
+				t.Errorf("%s %s: not answered by net/http", name, path)
+			}
+			if fmt.Sprint(got) != fmt.Sprint(want) {
+				t.Errorf("%s %s:\n got %+v\nwant %+v", name, path, got, want)
+			}
+		}
+	}
+	if lane.Load() == 0 {
+		t.Error("no connection was given back for its next request")
 	}
 }

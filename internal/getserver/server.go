@@ -47,6 +47,8 @@ type Server struct {
 	mu       sync.Mutex
 	ln       net.Listener
 	handoff  *handoffListener
+	lends    *handoffListener // to lender: connections lent for one request
+	lender   *http.Server
 	conns    map[*conn]struct{}
 	shutdown atomic.Bool
 }
@@ -63,10 +65,13 @@ func (s *Server) Serve(ln net.Listener) error {
 	}
 	s.ln = ln
 	s.handoff = &handoffListener{addr: ln.Addr(), conns: make(chan net.Conn), closed: make(chan struct{})}
+	s.lends = &handoffListener{addr: ln.Addr(), conns: make(chan net.Conn), closed: make(chan struct{})}
+	s.lender = newLender(s.Fallback)
 	s.conns = make(map[*conn]struct{})
-	handoff := s.handoff
+	handoff, lends, lender := s.handoff, s.lends, s.lender
 	s.mu.Unlock()
 	go func() { _ = s.Fallback.Serve(handoff) }()
+	go func() { _ = lender.Serve(lends) }()
 
 	var backoff time.Duration
 	for {
@@ -114,6 +119,9 @@ func (s *Server) track(c *conn, add bool) bool {
 // Fallback is not shut down: its owner does that.
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.stop()
+	if l := s.lenderServer(); l != nil {
+		go func() { _ = l.Shutdown(ctx) }() // its answers say Connection: close from now on
+	}
 	tick := time.NewTicker(10 * time.Millisecond)
 	defer tick.Stop()
 	for {
@@ -131,6 +139,9 @@ func (s *Server) Shutdown(ctx context.Context) error {
 // Close stops accepting and closes every connection it serves at once.
 func (s *Server) Close() error {
 	s.stop()
+	if l := s.lenderServer(); l != nil {
+		_ = l.Close()
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for c := range s.conns {
@@ -146,7 +157,14 @@ func (s *Server) stop() {
 	if s.ln != nil {
 		_ = s.ln.Close()
 		s.handoff.Close()
+		s.lends.Close()
 	}
+}
+
+func (s *Server) lenderServer() *http.Server {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.lender
 }
 
 // closeIdle closes the connections waiting for a request and returns how
@@ -170,7 +188,8 @@ func (s *Server) logf(format string, args ...any) {
 	log.Printf(format, args...)
 }
 
-// handoffListener is what Fallback serves: the connections handed over.
+// handoffListener is what Fallback serves (the connections handed over)
+// and what the lender serves (those lent).
 type handoffListener struct {
 	addr   net.Addr
 	conns  chan net.Conn
