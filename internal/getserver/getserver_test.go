@@ -242,46 +242,36 @@ func TestOtherRequestsAreNetHTTPs(t *testing.T) {
 	_, addr, _, lane, fallback := servers(t, nil)
 	c := dial(t, addr)
 	br := bufio.NewReader(c)
-	get := func(path string) string {
+	// send writes raw and reads the answers' bodies; served checks who
+	// answered so far.
+	send := func(raw string, bodies ...string) {
 		t.Helper()
-		if _, err := io.WriteString(c, "GET "+path+" HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
+		if _, err := io.WriteString(c, raw); err != nil {
 			t.Fatal(err)
 		}
-		return readBody(t, br)
+		for _, want := range bodies {
+			if got := readBody(t, br); got != want {
+				t.Errorf("after %.50q: %q, want %q", raw, got, want)
+			}
+		}
 	}
-	if got := get("/first"); got != "GET /first 0" {
-		t.Fatalf("GET: %q", got)
+	served := func(here, netHTTP int64) {
+		t.Helper()
+		if lane.Load() != here || fallback.Load() != netHTTP {
+			t.Errorf("answered here %d, by net/http %d; want %d and %d", lane.Load(), fallback.Load(), here, netHTTP)
+		}
 	}
+	send("GET /first HTTP/1.1\r\nHost: x\r\n\r\n", "GET /first 0")
 	// A PUT and the GET after it in one write: net/http answers the PUT
 	// (lent the connection) and gives the connection back for the GET.
-	if _, err := io.WriteString(c, "PUT /put HTTP/1.1\r\nHost: x\r\nContent-Length: 7\r\n\r\npayloadGET /after HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
-		t.Fatal(err)
-	}
-	if got := readBody(t, br); got != "PUT /put 7" {
-		t.Errorf("PUT: %q", got)
-	}
-	if got := readBody(t, br); got != "GET /after 0" {
-		t.Errorf("GET after the PUT: %q", got)
-	}
-	if got := get("/later"); got != "GET /later 0" {
-		t.Errorf("GET later: %q", got)
-	}
-	if lane.Load() != 3 || fallback.Load() != 1 {
-		t.Errorf("answered here %d, by net/http %d; want 3 and 1", lane.Load(), fallback.Load())
-	}
+	send("PUT /put HTTP/1.1\r\nHost: x\r\nContent-Length: 7\r\n\r\npayloadGET /after HTTP/1.1\r\nHost: x\r\n\r\n",
+		"PUT /put 7", "GET /after 0")
+	send("GET /later HTTP/1.1\r\nHost: x\r\n\r\n", "GET /later 0")
+	served(3, 1)
 	// A chunked body takes the connection to net/http for good.
-	if _, err := io.WriteString(c, "PUT /chunked HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n"); err != nil {
-		t.Fatal(err)
-	}
-	if got := readBody(t, br); got != "PUT /chunked 3" {
-		t.Errorf("chunked PUT: %q", got)
-	}
-	if got := get("/last"); got != "GET /last 0" {
-		t.Errorf("GET after the chunked PUT: %q", got)
-	}
-	if lane.Load() != 3 || fallback.Load() != 3 {
-		t.Errorf("answered here %d, by net/http %d; want 3 and 3", lane.Load(), fallback.Load())
-	}
+	send("PUT /chunked HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n", "PUT /chunked 3")
+	send("GET /last HTTP/1.1\r\nHost: x\r\n\r\n", "GET /last 0")
+	served(3, 3)
 
 	// A GET with a body, and heads net/http refuses, are net/http's too.
 	for raw, want := range map[string]int{
