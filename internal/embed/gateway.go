@@ -238,8 +238,7 @@ func (g *Gateway) serve() error {
 	if g.tls || g.cfg.NetHTTPReads {
 		go func() { g.errc <- api.Serve(ln) }()
 	} else {
-		g.reads = &getserver.Server{Handler: api.Handler, Fallback: api, ReadHeaderTimeout: api.ReadHeaderTimeout,
-			IdleTimeout: api.IdleTimeout, ErrorLog: api.ErrorLog}
+		g.reads = &getserver.Server{Fallback: api}
 		go func() { g.errc <- g.reads.Serve(ln) }()
 	}
 	var err error

@@ -65,8 +65,8 @@ func newConn(s *Server, rwc net.Conn) *conn {
 	return c
 }
 
-// errHandOff: the next request is not one to serve here.
-var errHandOff = errors.New("getserver: not a read")
+// errHandOff: the next request is neither served here nor lent.
+var errHandOff = errors.New("getserver: for net/http")
 
 func (c *conn) serve() {
 	handed := false
@@ -142,7 +142,7 @@ func (c *conn) readHead() ([]byte, error) {
 		if c.s.shutdown.Load() {
 			return nil, http.ErrServerClosed
 		}
-		if err := c.setReadDeadline(c.s.IdleTimeout); err != nil {
+		if err := c.setReadDeadline(c.s.idleTimeout()); err != nil {
 			return nil, err
 		}
 		if _, err := c.br.Peek(1); err != nil {
@@ -164,7 +164,7 @@ func (c *conn) readHead() ([]byte, error) {
 		}
 		if !headDeadline { // a head that came in pieces: bound the rest
 			headDeadline = true
-			if err := c.setReadDeadline(c.s.ReadHeaderTimeout); err != nil {
+			if err := c.setReadDeadline(c.s.Fallback.ReadHeaderTimeout); err != nil {
 				return nil, err
 			}
 		}
@@ -252,7 +252,7 @@ func (c *conn) serveRequest(req *http.Request) (reuse bool) {
 			reuse = false
 		}
 	}()
-	c.s.Handler.ServeHTTP(w, req)
+	c.s.handler().ServeHTTP(w, req)
 	err := w.finish()
 	rc.end()
 	return err == nil && w.reusable() && !c.s.shutdown.Load()

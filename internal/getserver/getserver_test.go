@@ -123,8 +123,8 @@ func servers(t *testing.T, extra map[string]func(w http.ResponseWriter, r *http.
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { n.Add(1); handlerWith(extra)(w, r) })
 	}
 	quiet := log.New(io.Discard, "", 0)
-	s = &Server{Handler: count(lane), Fallback: &http.Server{Handler: count(fallback), ErrorLog: quiet},
-		IdleTimeout: time.Minute, ReadHeaderTimeout: time.Minute, ErrorLog: quiet}
+	s = &Server{Handler: count(lane), Fallback: &http.Server{Handler: count(fallback), ErrorLog: quiet,
+		IdleTimeout: time.Minute, ReadHeaderTimeout: time.Minute}}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

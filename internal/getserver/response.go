@@ -236,9 +236,6 @@ func (w *response) sendHead(p []byte) {
 	}
 	wants10KeepAlive := w.req.ProtoMajor == 1 && w.req.ProtoMinor == 0 && hasToken(w.req.Header.Get("Connection"), "keep-alive")
 	wantsClose := w.req.Close || hasToken(w.req.Header.Get("Connection"), "close")
-	if wants10KeepAlive && keepAlives && header.Get("Content-Length") != "" && header.Get("Connection") == "keep-alive" {
-		w.closeAfter = false
-	}
 	hasCL := w.contentLength != -1
 	if wants10KeepAlive && (w.isHEAD || hasCL || !bodyAllowed) {
 		if _, ok := header["Connection"]; !ok {

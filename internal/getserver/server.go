@@ -1,8 +1,10 @@
 // Package getserver is an HTTP/1.1 server for reads: it serves GET and HEAD
-// requests without a body on connections of its own and hands a connection
-// to a net/http.Server, for good, at its first request of any other kind (a
-// PUT or POST, a body, Expect, Upgrade, HTTP/2, a head it cannot parse or
-// check), with the bytes it has read of it.
+// requests without a body on connections of its own. A request of known
+// length that is not one (a PUT or POST with a Content-Length, a body,
+// Expect) is lent to net/http with the connection, which comes back for the
+// next request (lend.go); at any other (a chunked body, Upgrade, HTTP/2, a
+// head it cannot parse or check) the connection goes to a net/http.Server
+// for good, with the bytes read of it.
 //
 // Why: net/http's server watches every connection while a handler runs (a
 // goroutine started per request, woken and waited for at its end), so each
@@ -30,19 +32,15 @@ import (
 	"time"
 )
 
-// Server serves reads itself and the rest through Fallback.
+// Server serves reads itself and the rest through Fallback, whose
+// settings it keeps too: ReadHeaderTimeout bounds reading a head once it
+// has begun, IdleTimeout (or ReadTimeout) the wait for a next request,
+// ErrorLog takes handlers' panics.
 type Server struct {
-	// Handler answers the requests served here; Fallback.Handler those
-	// handed over (normally the same).
-	Handler  http.Handler
 	Fallback *http.Server
-	// ReadHeaderTimeout bounds reading a request's head once it has begun;
-	// IdleTimeout how long a connection waits for its next request. Zero:
-	// no limit.
-	ReadHeaderTimeout time.Duration
-	IdleTimeout       time.Duration
-	// ErrorLog logs handlers' panics (nil: the log package's logger).
-	ErrorLog *log.Logger
+	// Handler answers the requests served here (nil: Fallback.Handler,
+	// which answers those lent or handed over).
+	Handler http.Handler
 
 	mu       sync.Mutex
 	ln       net.Listener
@@ -181,11 +179,27 @@ func (s *Server) closeIdle() int {
 }
 
 func (s *Server) logf(format string, args ...any) {
-	if s.ErrorLog != nil {
-		s.ErrorLog.Printf(format, args...)
+	if l := s.Fallback.ErrorLog; l != nil {
+		l.Printf(format, args...)
 		return
 	}
 	log.Printf(format, args...)
+}
+
+// handler is what serves reads here.
+func (s *Server) handler() http.Handler {
+	if s.Handler != nil {
+		return s.Handler
+	}
+	return s.Fallback.Handler
+}
+
+// idleTimeout is net/http's: IdleTimeout, else ReadTimeout.
+func (s *Server) idleTimeout() time.Duration {
+	if d := s.Fallback.IdleTimeout; d != 0 {
+		return d
+	}
+	return s.Fallback.ReadTimeout
 }
 
 // handoffListener is what Fallback serves (the connections handed over)
