@@ -110,13 +110,19 @@ func (c *conn) handOff() bool {
 }
 
 // readRequest reads the next request's head and returns the request when
-// it is a read to serve here; lend, the request's length, when it is one
+// it is a read to serve here (parsed by parseRead, or else by
+// http.ReadRequest and checked); lend, the request's length, when it is one
 // to lend to net/http (nothing consumed); errHandOff (nothing consumed)
 // when net/http is to have the connection.
 func (c *conn) readRequest() (req *http.Request, lend int64, err error) {
 	head, err := c.readHead()
 	if err != nil {
 		return nil, 0, err
+	}
+	if req, ok := parseRead(head); ok {
+		_, _ = c.br.Discard(len(head))
+		req.RemoteAddr = c.remote
+		return req, 0, nil
 	}
 	c.head.Reset(head)
 	c.hr.Reset(&c.head)
