@@ -172,19 +172,27 @@ func malformedQuery(format string, args ...any) *Error {
 // parseCredential parses AKID/yyyymmdd/region/service/aws4_request. The
 // access key ID is everything before the last four fields.
 func parseCredential(s string, fail func(string, ...any) *Error) (scope, *Error) {
-	parts := strings.Split(s, "/")
-	n := len(parts)
-	if n < 5 {
+	// The fields from the end, without splitting the whole (an allocation
+	// per request).
+	var sc scope
+	ok := true
+	cut := func(rest string) (string, string) {
+		i := strings.LastIndexByte(rest, '/')
+		if i < 0 {
+			ok = false
+			return rest, ""
+		}
+		return rest[:i], rest[i+1:]
+	}
+	rest, terminator := cut(s)
+	rest, sc.service = cut(rest)
+	rest, sc.region = cut(rest)
+	sc.accessKeyID, sc.date = cut(rest)
+	if !ok {
 		return scope{}, fail("the Credential %q must have the form <key>/<yyyymmdd>/<region>/<service>/aws4_request", s)
 	}
-	sc := scope{
-		accessKeyID: strings.Join(parts[:n-4], "/"),
-		date:        parts[n-4],
-		region:      parts[n-3],
-		service:     parts[n-2],
-	}
-	if parts[n-1] != "aws4_request" {
-		return scope{}, fail("the Credential terminator must be 'aws4_request', not %q", parts[n-1])
+	if terminator != "aws4_request" {
+		return scope{}, fail("the Credential terminator must be 'aws4_request', not %q", terminator)
 	}
 	if sc.accessKeyID == "" || sc.region == "" || sc.service == "" {
 		return scope{}, fail("the Credential %q has an empty field", s)

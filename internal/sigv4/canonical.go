@@ -338,9 +338,16 @@ func headerByLowerName(h http.Header, name string) ([]string, bool) {
 
 // tokenByte reports the bytes of an HTTP token (RFC 9110 tchar), the bytes
 // a header name CanonicalHeaderKey changes may have.
-func tokenByte(c byte) bool {
-	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0
-}
+func tokenByte(c byte) bool { return tokenBytes[c] }
+
+// tokenBytes is tokenByte's table: it runs for every byte of every signed
+// header name.
+var tokenBytes = func() (t [256]bool) {
+	for c := range 256 {
+		t[c] = 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || strings.IndexByte("!#$%&'*+-.^_`|~", byte(c)) >= 0
+	}
+	return t
+}()
 
 func joinValues(vs []string) string {
 	if len(vs) == 1 {

@@ -25,6 +25,39 @@ var (
 	crc32cTable    = crc32.MakeTable(crc32.Castagnoli)
 )
 
+// checksumNames are the lower-case names of the checksum headers, and of
+// x-amz-checksum-mode, which a GetObject may carry.
+var checksumNames = []string{checksumPrefix + "crc32", checksumPrefix + "crc32c", checksumPrefix + "crc64nvme",
+	checksumPrefix + "sha1", checksumPrefix + "sha256", checksumPrefix + "mode"}
+
+// lowerName is strings.ToLower(k) for a header name, without an allocation
+// for the names of checksumNames.
+func lowerName(k string) string {
+	for _, n := range checksumNames {
+		if isLowerOf(k, n) {
+			return n
+		}
+	}
+	return strings.ToLower(k)
+}
+
+// isLowerOf reports whether strings.ToLower(s) is lower, an ASCII string.
+func isLowerOf(s, lower string) bool {
+	if len(s) != len(lower) {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		if c != lower[i] {
+			return false
+		}
+	}
+	return true
+}
+
 // newChecksum returns a hash for an x-amz-checksum-<alg> name (lowercase),
 // or nil for an algorithm this package does not know.
 func newChecksum(name string) hash.Hash {
@@ -119,7 +152,7 @@ func headerDigests(r *http.Request, ps []queryParam) (digests, *Error) {
 		if !hasPrefixFold(k, checksumPrefix) {
 			continue
 		}
-		name := strings.ToLower(k)
+		name := lowerName(k)
 		h := newChecksum(name)
 		if h == nil {
 			continue // x-amz-checksum-type, -mode, -algorithm, unknown algorithms

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -97,12 +98,19 @@ func FuzzChunkedDecoder(f *testing.F) {
 // The shortcuts of the hot path must agree with what they stand for:
 // canonicalQuery with the first of canonicalQueries, checkQuery with
 // url.ParseQuery's error, headerByLowerName with a lookup by
-// http.CanonicalHeaderKey.
+// http.CanonicalHeaderKey, parseAmzDate with time.Parse and Format,
+// lowerName and hasUpper with strings.ToLower, parseCredential with
+// splitting the credential whole.
 func FuzzShortcuts(f *testing.F) {
 	for _, s := range []string{
 		"", "x-id=GetObject", "a=1&b=2", "b=2&a=1", "a=1&a=0", "a=0&a=1", "a", "a=", "&a=1", "a=1&", "a=1&&b=2",
 		"a;b=1", "a=%zz", "a=%41", "a=+", "prefix=a+b", "k=a/b", "list-type=2&prefix=x%2Fy", "x-amz-date", "X-Amz-Date",
+		"AK/20261128/us-east-1/s3/aws4_request", "a/b/AK/20261128/r/s/aws4_request", "/20261128/r/s/aws4_request",
+		"AK/20261128/r/s/aws4", "AK/2026112/r/s/aws4_request", "AK/20261128//s/aws4_request", "AK/20261128/r/s",
+		"X-Amz-Checksum-Mode", "x-amz-checksum-CRC32", "X-Amz-Checksum-Sha256", "x-amz-checksum-\u212a", "x-amz-checksum-\u017fha1",
 		"content-type", "x_amz", "a b", "ü", strings.Repeat("a", 65), strings.Repeat("&", 200),
+		"20261128T090000Z", "20240229T235959Z", "20230229T000000Z", "20261128T240000Z", "20261128T090060Z",
+		"20261131T000000Z", "00000101T000000Z", "+0261128T090000Z", "2026112 T090000Z", "20261128t090000z",
 	} {
 		f.Add(s)
 	}
@@ -115,6 +123,24 @@ func FuzzShortcuts(f *testing.F) {
 		if err := checkQuery(s); (err == nil) != (perr == nil) {
 			t.Fatalf("checkQuery(%q) = %v, url.ParseQuery: %v", s, err, perr)
 		}
+		want, perr := time.Parse(amzDateFormat, s)
+		got, stamp, err := parseAmzDate(s)
+		if (err == nil) != (perr == nil) || err == nil && (!got.Equal(want) || got.Location() != want.Location() ||
+			stamp != want.Format(amzDateFormat)) {
+			t.Fatalf("parseAmzDate(%q) = %v, %q, %v; time.Parse: %v, %v", s, got, stamp, err, want, perr)
+		}
+		if _, plain := plainAmzDate(s); plain != (perr == nil && stamp == s) {
+			t.Fatalf("plainAmzDate(%q) = %v, but time.Parse: %v, formatted back %q", s, plain, perr, stamp)
+		}
+		if got, want := lowerName(s), strings.ToLower(s); got != want {
+			t.Fatalf("lowerName(%q) = %q, want %q", s, got, want)
+		}
+		if !hasUpper(s) && strings.ToLower(s) != s {
+			t.Fatalf("hasUpper(%q) = false, but ToLower changes it", s)
+		}
+		if got, err := parseCredential(s, malformedHeader); !reflect.DeepEqual(got, splitCredential(s)) || (err == nil) != (got != scope{}) {
+			t.Fatalf("parseCredential(%q) = %+v, %v; by splitting: %+v", s, got, err, splitCredential(s))
+		}
 		name := strings.ToLower(s)
 		h := http.Header{http.CanonicalHeaderKey(name): {"v"}}
 		if vs, ok := headerByLowerName(h, name); !ok || len(vs) != 1 {
@@ -124,4 +150,19 @@ func FuzzShortcuts(f *testing.F) {
 			t.Fatalf("headerByLowerName(%q) found another name", name)
 		}
 	})
+}
+
+// splitCredential is the scope parseCredential finds in s, as it found it
+// by splitting s whole (zero when s is not one).
+func splitCredential(s string) scope {
+	parts := strings.Split(s, "/")
+	n := len(parts)
+	if n < 5 || parts[n-1] != "aws4_request" {
+		return scope{}
+	}
+	sc := scope{accessKeyID: strings.Join(parts[:n-4], "/"), date: parts[n-4], region: parts[n-3], service: parts[n-2]}
+	if _, err := time.Parse(scopeDateFormat, sc.date); err != nil || sc.accessKeyID == "" || sc.region == "" || sc.service == "" {
+		return scope{}
+	}
+	return sc
 }

@@ -89,6 +89,7 @@ type request struct {
 	query     []queryParam
 	params    authParams
 	t         time.Time
+	stamp     string // t as the string to sign has it (amzDateFormat)
 	payload   string // the HashedPayload line of the canonical request
 	presigned bool
 }
@@ -146,7 +147,7 @@ func (v *Verifier) verifyHeader(r *http.Request, q []queryParam, authz string) (
 	if err != nil {
 		return nil, err
 	}
-	t, err := requestTime(r)
+	t, stamp, err := requestTime(r)
 	if err != nil {
 		return nil, err
 	}
@@ -167,7 +168,7 @@ func (v *Verifier) verifyHeader(r *http.Request, q []queryParam, authz string) (
 	if err != nil {
 		return nil, err
 	}
-	return v.authenticate(&request{r: r, query: q, params: params, t: t, payload: payload}, mode, creds)
+	return v.authenticate(&request{r: r, query: q, params: params, t: t, stamp: stamp, payload: payload}, mode, creds)
 }
 
 func (v *Verifier) verifyPresigned(r *http.Request, q []queryParam) (*Result, *Error) {
@@ -199,7 +200,8 @@ func (v *Verifier) verifyPresigned(r *http.Request, q []queryParam) (*Result, *E
 	if mode != PayloadUnsigned && mode != PayloadSHA256 {
 		return nil, newError(CodeInvalidRequest, "aws-chunked payloads cannot be used with presigned URLs")
 	}
-	return v.authenticate(&request{r: r, query: q, params: params, t: t, payload: payload, presigned: true}, mode, creds)
+	req := &request{r: r, query: q, params: params, t: t, stamp: t.Format(amzDateFormat), payload: payload, presigned: true}
+	return v.authenticate(req, mode, creds)
 }
 
 // authenticate checks req's signature with creds and installs its body as
@@ -220,23 +222,67 @@ func unknownKey() *Error {
 	return newError(CodeInvalidAccessKeyID, "The AWS Access Key Id you provided does not exist in our records.")
 }
 
-// requestTime reads X-Amz-Date, or Date when there is none.
-func requestTime(r *http.Request) (time.Time, *Error) {
+// requestTime reads X-Amz-Date, or Date when there is none; stamp is the
+// time in amzDateFormat.
+func requestTime(r *http.Request) (t time.Time, stamp string, _ *Error) {
 	if s := r.Header.Get("X-Amz-Date"); s != "" {
-		t, err := time.Parse(amzDateFormat, s)
+		t, stamp, err := parseAmzDate(s)
 		if err != nil {
-			return time.Time{}, newError(CodeAccessDenied, "AWS authentication requires a valid Date or x-amz-date header")
+			return time.Time{}, "", newError(CodeAccessDenied, "AWS authentication requires a valid Date or x-amz-date header")
 		}
-		return t, nil
+		return t, stamp, nil
 	}
 	if s := r.Header.Get("Date"); s != "" {
 		t, err := http.ParseTime(s)
 		if err != nil {
-			return time.Time{}, newError(CodeAccessDenied, "AWS authentication requires a valid Date or x-amz-date header")
+			return time.Time{}, "", newError(CodeAccessDenied, "AWS authentication requires a valid Date or x-amz-date header")
 		}
-		return t.UTC(), nil
+		return t.UTC(), t.UTC().Format(amzDateFormat), nil
 	}
-	return time.Time{}, newError(CodeAccessDenied, "AWS authentication requires a valid Date or x-amz-date header")
+	return time.Time{}, "", newError(CodeAccessDenied, "AWS authentication requires a valid Date or x-amz-date header")
+}
+
+// parseAmzDate is time.Parse(amzDateFormat, s), and the time formatted
+// back: s itself when it is already in that form (yyyymmddThhmmssZ, every
+// field in range), as clients send it, which takes neither time.Parse nor
+// a Format.
+func parseAmzDate(s string) (time.Time, string, error) {
+	if t, ok := plainAmzDate(s); ok {
+		return t, s, nil
+	}
+	t, err := time.Parse(amzDateFormat, s)
+	if err != nil {
+		return time.Time{}, "", err
+	}
+	return t, t.Format(amzDateFormat), nil
+}
+
+// plainAmzDate reads s when it is yyyymmddThhmmssZ of digits and a valid
+// date and time; ok false for anything else.
+func plainAmzDate(s string) (time.Time, bool) {
+	if len(s) != len(amzDateFormat) || s[8] != 'T' || s[15] != 'Z' {
+		return time.Time{}, false
+	}
+	num := func(i, j int) int {
+		n := 0
+		for ; i < j; i++ {
+			if s[i] < '0' || s[i] > '9' {
+				return -1
+			}
+			n = n*10 + int(s[i]-'0')
+		}
+		return n
+	}
+	year, month, day := num(0, 4), num(4, 6), num(6, 8)
+	hour, minute, sec := num(9, 11), num(11, 13), num(13, 15)
+	if year < 0 || month < 1 || month > 12 || day < 1 || hour < 0 || hour > 23 || minute < 0 || minute > 59 || sec < 0 || sec > 59 {
+		return time.Time{}, false
+	}
+	t := time.Date(year, time.Month(month), day, hour, minute, sec, 0, time.UTC)
+	if t.Day() != day { // past the end of its month
+		return time.Time{}, false
+	}
+	return t, true
 }
 
 // credentials checks the credential scope s against the request's time t
@@ -304,7 +350,7 @@ func (v *Verifier) checkSignature(req *request, creds Credentials) ([32]byte, *E
 	try := func(uri, query string) bool {
 		s.buf = appendCanonicalRequest(s.buf[:0], r.Method, uri, query, s.headers, p.signedHeaders, req.payload)
 		crHash := sha256.Sum256(s.buf)
-		s.buf = appendStringToSign(s.buf[:0], req.t, p.scope, &crHash)
+		s.buf = appendStringToSign(s.buf[:0], req.stamp, p.scope, &crHash)
 		m := key.mac()
 		m.Write(s.buf)
 		m.Sum(s.sig[:0])
@@ -344,10 +390,10 @@ func appendCanonicalRequest(b []byte, method, uri, query string, headers []byte,
 }
 
 // appendStringToSign appends the string to sign of a canonical request
-// whose SHA-256 is crHash, signed at t within scope s.
-func appendStringToSign(b []byte, t time.Time, s scope, crHash *[32]byte) []byte {
+// whose SHA-256 is crHash, signed at stamp (amzDateFormat) within scope s.
+func appendStringToSign(b []byte, stamp string, s scope, crHash *[32]byte) []byte {
 	b = append(b, algorithm+"\n"...)
-	b = t.AppendFormat(b, amzDateFormat)
+	b = append(b, stamp...)
 	b = append(b, '\n')
 	b = s.appendTo(b)
 	b = append(b, '\n')
@@ -362,7 +408,10 @@ func appendStringToSign(b []byte, t time.Time, s scope, crHash *[32]byte) []byte
 func appendCanonicalHeaders(b []byte, r *http.Request, p authParams, presigned bool) ([]byte, *Error) {
 	hostSigned := false
 	for _, name := range p.headerNames {
-		lower := strings.ToLower(name)
+		lower := name
+		if hasUpper(name) { // SignedHeaders are lower case; one that is not is looked up as if it were
+			lower = strings.ToLower(name)
+		}
 		hostSigned = hostSigned || lower == "host"
 		val, ok := headerValue(r, lower)
 		if !ok {
@@ -395,6 +444,16 @@ func appendCanonicalHeaders(b []byte, r *http.Request, p authParams, presigned b
 			strings.Join(unsigned, ", "))
 	}
 	return b, nil
+}
+
+// hasUpper reports whether strings.ToLower could change s.
+func hasUpper(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if 'A' <= s[i] && s[i] <= 'Z' || s[i] >= 0x80 {
+			return true
+		}
+	}
+	return false
 }
 
 func hasPrefixFold(s, prefix string) bool {
@@ -477,7 +536,7 @@ func (v *Verifier) installChunked(req *request, mode string, creds Credentials, 
 	if mode == PayloadStreamingSigned || mode == PayloadStreamingSignedTrailer {
 		signer = &chunkSigner{
 			key:     v.keys.get(creds.SecretAccessKey, p.scope.date, p.scope.region, p.scope.service).key,
-			amzDate: req.t.Format(amzDateFormat),
+			amzDate: req.stamp,
 			scope:   p.scope.String(),
 			prev:    hex.EncodeToString(seed[:]),
 		}
