@@ -18,6 +18,7 @@ import (
 	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 
 	"github.com/distcache/distcache/internal/client"
+	"github.com/distcache/distcache/internal/getserver"
 	"github.com/distcache/distcache/internal/sigv4"
 	"github.com/distcache/distcache/internal/testutil"
 )
@@ -173,15 +174,36 @@ func BenchmarkGetObjectHitHandler(b *testing.B) {
 	}
 }
 
+// BenchmarkGetObjectHitServer: the hits through net/http's server.
 func BenchmarkGetObjectHitServer(b *testing.B) {
+	benchHitsOverTCP(b, func(g *Gateway, ln net.Listener) (closer func() error) {
+		srv := &http.Server{Handler: g, ReadHeaderTimeout: 30 * time.Second, IdleTimeout: 2 * time.Minute}
+		go func() { _ = srv.Serve(ln) }()
+		return srv.Close
+	})
+}
+
+// BenchmarkGetObjectHitReadServer: the hits through the read server that
+// serves them in `cachenode gateway` (internal/embed).
+func BenchmarkGetObjectHitReadServer(b *testing.B) {
+	benchHitsOverTCP(b, func(g *Gateway, ln net.Listener) (closer func() error) {
+		srv := &getserver.Server{Fallback: &http.Server{Handler: g, ReadHeaderTimeout: 30 * time.Second, IdleTimeout: 2 * time.Minute}}
+		go func() { _ = srv.Serve(ln) }()
+		return srv.Close
+	})
+}
+
+// benchHitsOverTCP measures GetObject hits from a client on loopback
+// writing pre-signed requests one at a time, to a server that serve starts
+// on a LimitUnsent listener.
+func benchHitsOverTCP(b *testing.B, serve func(g *Gateway, ln net.Listener) (closer func() error)) {
 	g, t := benchGateway(b)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		b.Fatal(err)
 	}
-	srv := &http.Server{Handler: g, ReadHeaderTimeout: 30 * time.Second, IdleTimeout: 2 * time.Minute}
-	go func() { _ = srv.Serve(LimitUnsent(ln, DefaultClientUnsentBytes)) }()
-	b.Cleanup(func() { _ = srv.Close() })
+	closer := serve(g, LimitUnsent(ln, DefaultClientUnsentBytes))
+	b.Cleanup(func() { _ = closer() })
 	var wire [][]byte
 	for _, off := range benchOffsets() {
 		var buf bytes.Buffer

@@ -27,6 +27,11 @@ type clientConn struct {
 	mu       sync.Mutex // for a Close or Write from another goroutine
 	batching bool
 	buf      *[]byte // from batchBufs while batching
+	// iov and bufs are the writev of what is held and a large write:
+	// here, not on the stack, where net.Buffers.WriteTo would move them
+	// to the heap (two allocations per answer).
+	iov  [2][]byte
+	bufs net.Buffers
 }
 
 // clientAddr is a clientConn's local address.
@@ -95,8 +100,10 @@ func (c *clientConn) Write(p []byte) (int, error) {
 	if held == 0 {
 		return c.Conn.Write(p)
 	}
-	bufs := net.Buffers{*c.buf, p}
-	n, err := bufs.WriteTo(c.Conn)
+	c.iov = [2][]byte{*c.buf, p}
+	c.bufs = c.iov[:]
+	n, err := c.bufs.WriteTo(c.Conn)
+	c.iov, c.bufs = [2][]byte{}, nil // no reference to p kept
 	*c.buf = (*c.buf)[:0]
 	return int(max(n-int64(held), 0)), err
 }
