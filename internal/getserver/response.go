@@ -40,7 +40,7 @@ type response struct {
 }
 
 func newResponse(c *conn, req *http.Request) *response {
-	return &response{c: c, req: req, isHEAD: req.Method == http.MethodHead, header: make(http.Header), contentLength: -1}
+	return &response{c: c, req: req, isHEAD: req.Method == http.MethodHead, header: make(http.Header, 16), contentLength: -1}
 }
 
 func (w *response) Header() http.Header { return w.header }
