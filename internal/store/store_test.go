@@ -12,6 +12,7 @@ import (
 	"github.com/dgraph-io/badger/v4"
 
 	"github.com/distcache/distcache/internal/chunk"
+	"github.com/distcache/distcache/internal/testutil"
 )
 
 func mustPut(t testing.TB, s *Store, id chunk.ID, data []byte) {
@@ -537,6 +538,33 @@ func TestPutValueKeepsTheBuffer(t *testing.T) {
 		if tc.ram > 0 {
 			s.ram.Clear() // the disk copy next
 			wantChunk(t, s, id, data, TierDisk)
+		}
+	})
+}
+
+// TestPutValueOnDiskKeepsNoReference: PutValueOnDisk stores the chunk on
+// disk only and holds on to nothing of the Value, which its caller reuses:
+// bytes written into it afterwards change nothing stored, whole values and
+// chunks in parts alike, and the first read comes from disk even with a
+// RAM tier (putting a stored chunk again does not bring it to RAM either).
+func TestPutValueOnDiskKeepsNoReference(t *testing.T) {
+	forEachTier(t, func(t *testing.T, s *Store, tc tierCase) {
+		for i, size := range []int{300 << 10, 2*partBytes + 5} {
+			id := testID("t", "b", "k", "e1", int64(i))
+			data := payload(id, size)
+			v := NewValue(len(data))
+			copy(v.Payload(), data)
+			testutil.Must(t, s.PutValueOnDisk(id, v))
+			testutil.Must(t, s.PutValueOnDisk(id, v)) // already stored: touched only
+			settle(s)
+			for j := range v.Payload() {
+				v.Payload()[j] = 0xee // the caller reusing the buffer
+			}
+			wantChunk(t, s, id, data, TierDisk)
+			if tc.ram > 0 {
+				settle(s)
+				wantChunk(t, s, id, data, TierRAM) // a read brings it to RAM
+			}
 		}
 	})
 }

@@ -32,7 +32,16 @@ func (s *Store) PutChunk(id chunk.ID, data []byte) error {
 // (newPut), claim its key and reserve room for it, evicting what must go
 // (claimPut), charge its bytes to the disk estimate (admitPut), write it
 // (writePut), and index it or undo it (finishPut).
-func (s *Store) PutValue(id chunk.ID, v Value) error {
+func (s *Store) PutValue(id chunk.ID, v Value) error { return s.putValue(id, v, true) }
+
+// PutValueOnDisk is PutValue to the disk tier only: the chunk does not go
+// to RAM, and the store holds no reference to v once it returns, so the
+// caller may reuse v. For chunks no read has asked for (a write-through's):
+// the RAM tier keeps what reads brought in, and a buffer filled again
+// spares the page faults of a fresh one, which a kept buffer costs.
+func (s *Store) PutValueOnDisk(id chunk.ID, v Value) error { return s.putValue(id, v, false) }
+
+func (s *Store) putValue(id chunk.ID, v Value, toRAM bool) error {
 	if err := s.enter(); err != nil {
 		return err
 	}
@@ -41,6 +50,7 @@ func (s *Store) PutValue(id chunk.ID, v Value) error {
 	if err != nil {
 		return err
 	}
+	p.toRAM = toRAM
 	if ok, err := s.claimPut(p); !ok {
 		return err
 	}
@@ -63,6 +73,7 @@ type put struct {
 	cost    int64        // what the entries can add on disk (putCost)
 	largest int          // the longest value among the entries
 	t       *tenantUsage // the tenant, from claimPut on: it holds the put's reservation
+	toRAM   bool         // the payload goes to the RAM tier too (PutValue, not PutValueOnDisk)
 }
 
 // newPut prepares the put of v as id, or refuses a chunk that could never
@@ -123,7 +134,7 @@ func (s *Store) claimPut(p *put) (ok bool, err error) {
 
 // settleLocked reports whether the put is to write its key, which is then
 // neither indexed nor claimed. It is not when the chunk is already stored
-// (it is touched and its payload goes to RAM) or when another caller is
+// (it is touched and, for PutValue, its payload goes to RAM) or when another caller is
 // writing or deleting this very chunk. A stored chunk of the same ID but
 // another length (a caller bug, or an ETag reused for different bytes) is
 // dropped first, with s.mu released meanwhile. s.mu must be held.
@@ -132,7 +143,9 @@ func (s *Store) settleLocked(p *put) bool {
 		e := s.idx.entries[p.ks]
 		if e != nil && e.size == p.size {
 			s.idx.touch(e)
-			s.toRAMLocked(p.ks, p.payload)
+			if p.toRAM {
+				s.toRAMLocked(p.ks, p.payload)
+			}
 			return false
 		}
 		if _, busy := s.inflight[p.ks]; busy {
@@ -201,7 +214,9 @@ func (s *Store) finishPut(p *put, admitted bool, err error) error {
 			s.removeLocked(old)
 		}
 		s.idx.add(p.ks, len(chunkPrefix(p.id.Object)), p.id.Tenant, p.size).parts = len(p.entries) - 1
-		s.toRAMLocked(p.ks, p.payload)
+		if p.toRAM {
+			s.toRAMLocked(p.ks, p.payload)
+		}
 	}
 	s.unreserveLocked(p)
 	if !written || !doomed {
