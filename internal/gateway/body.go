@@ -12,44 +12,57 @@ import "io"
 // plausible body. Holding the last byte back until the end is verified
 // makes a failed verification a short body upstream, which no server
 // commits.
+//
+// It reads straight into the caller's slice and keeps only the byte it
+// holds: a buffer of its own put every byte of a large PUT through one
+// more copy.
 type holdBack struct {
-	r          io.Reader
-	buf        []byte
-	start, end int
-	err        error
+	r    io.Reader
+	held byte
+	has  bool  // held is a byte not handed out yet
+	err  error // from r; io.EOF once the end is seen
 }
 
-func newHoldBack(r io.Reader) *holdBack {
-	return &holdBack{r: r, buf: make([]byte, 32<<10)}
-}
+func newHoldBack(r io.Reader) *holdBack { return &holdBack{r: r} }
 
 func (h *holdBack) Read(p []byte) (int, error) {
-	if len(p) == 0 {
-		return 0, nil
-	}
-	for {
+	for len(p) > 0 {
 		switch {
 		case h.err == io.EOF:
-			n := copy(p, h.buf[h.start:h.end])
-			h.start += n
-			if h.start == h.end {
-				return n, io.EOF
+			if !h.has {
+				return 0, io.EOF
 			}
-			return n, nil
+			p[0], h.has = h.held, false
+			return 1, io.EOF
 		case h.err != nil:
 			return 0, h.err // the held byte is never released
-		case h.end-h.start > 1:
-			n := copy(p, h.buf[h.start:h.end-1])
-			h.start += n
+		}
+		n := 0
+		if h.has {
+			if len(p) == 1 { // room for the held byte only: first see whether another follows
+				var next [1]byte
+				m, err := h.r.Read(next[:])
+				h.err = err
+				if m == 0 {
+					continue
+				}
+				p[0], h.held = h.held, next[0]
+				return 1, nil
+			}
+			p[0], h.has, n = h.held, false, 1
+		}
+		m, err := h.r.Read(p[n:])
+		n += m
+		h.err = err
+		if n > 0 { // keep the last byte read until the end is seen
+			n--
+			h.held, h.has = p[n], true
+		}
+		if n > 0 {
 			return n, nil
 		}
-		// At most one byte buffered: keep it and read more.
-		h.end = copy(h.buf, h.buf[h.start:h.end])
-		h.start = 0
-		n, err := h.r.Read(h.buf[h.end:])
-		h.end += n
-		h.err = err
 	}
+	return 0, nil
 }
 
 // countingReader counts the bytes read through it.
