@@ -2,6 +2,49 @@ package node
 
 import "github.com/distcache/distcache/internal/store"
 
+// chunkBufs recycles the whole-chunk buffers of write-throughs that no
+// store keeps: those stored on disk only (storeChunk), those handed to
+// their owners (once the owner has them and the transport no longer reads
+// them) and those of uncached writes. A fresh buffer costs a page fault
+// per page written: in B5 runs of 16 MiB PUTs the collector's copy into
+// fresh chunks was 3-17% of the process's CPU, where a reused buffer costs
+// only the copy. It keeps at most keep buffers; the rest are left to the
+// garbage collector.
+type chunkBufs struct {
+	size int64
+	free chan store.Value
+}
+
+// keptChunkBufs bounds the buffers a node keeps for reuse (32 MiB of
+// 4 MiB chunks): enough for the chunks of a few writes in flight.
+const keptChunkBufs = 8
+
+func newChunkBufs(size int64, keep int) *chunkBufs {
+	return &chunkBufs{size: size, free: make(chan store.Value, max(keep, 0))}
+}
+
+// get returns a Value of one chunk's payload, its bytes not cleared.
+func (b *chunkBufs) get() store.Value {
+	select {
+	case v := <-b.free:
+		return v
+	default:
+		return store.NewValue(int(b.size))
+	}
+}
+
+// put takes back v, which nothing may read or write from now on; values
+// of another size are left alone.
+func (b *chunkBufs) put(v store.Value) {
+	if b == nil || int64(len(v.Payload())) != b.size {
+		return
+	}
+	select {
+	case b.free <- v:
+	default:
+	}
+}
+
 // collector cuts a write-through body into chunks as it streams to S3, keeping
 // at most limit bytes; chunks past the limit are dropped and fill on read.
 // Each chunk is collected into a store.Value of the size it ends up with
@@ -18,10 +61,19 @@ type collector struct {
 	n      int // bytes of cur's payload filled
 	open   bool
 	capped bool
+	bufs   *chunkBufs // whole chunks come from there; nil: fresh ones
 }
 
-func newCollector(chunkSize, limit, expect int64) *collector {
-	return &collector{size: chunkSize, limit: limit, expect: expect}
+func newCollector(chunkSize, limit, expect int64, bufs *chunkBufs) *collector {
+	return &collector{size: chunkSize, limit: limit, expect: expect, bufs: bufs}
+}
+
+// newValue is a Value for n payload bytes, from bufs when n is a chunk.
+func (c *collector) newValue(n int64) store.Value {
+	if n == c.size && c.bufs != nil {
+		return c.bufs.get()
+	}
+	return store.NewValue(int(n))
 }
 
 func (c *collector) Write(p []byte) (int, error) {
@@ -36,11 +88,11 @@ func (c *collector) Write(p []byte) (int, error) {
 			if left := c.expect - c.total; c.expect >= 0 && left > 0 && left < want {
 				want = left
 			}
-			c.cur, c.n, c.open = store.NewValue(int(want)), 0, true
+			c.cur, c.n, c.open = c.newValue(want), 0, true
 		}
 		dst := c.cur.Payload()
 		if c.n == len(dst) { // the body is longer than expected: a chunk's worth
-			grown := store.NewValue(int(c.size))
+			grown := c.newValue(c.size)
 			copy(grown.Payload(), dst)
 			c.cur, dst = grown, grown.Payload()
 		}
@@ -69,4 +121,16 @@ func (c *collector) chunks() []store.Value {
 		copy(last.Payload(), c.cur.Payload()[:c.n])
 	}
 	return append(c.full, last)
+}
+
+// recycle gives every whole chunk collected back to bufs: for a write none
+// of whose chunks is cached, once nothing writes into them any more.
+func (c *collector) recycle() {
+	for _, v := range c.full {
+		c.bufs.put(v)
+	}
+	if c.open {
+		c.bufs.put(c.cur)
+	}
+	c.full, c.open = nil, false
 }

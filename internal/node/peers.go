@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/distcache/distcache/internal/chunk"
@@ -269,28 +270,60 @@ func (s *Server) fromPrevious(ctx context.Context, r *ring.Ring, c caller, id ch
 
 // put hands a chunk this node received in a write-through to the member that
 // serves it, so the first read after a write is a hit there too.
-func (p *Peers) put(ctx context.Context, m ring.Member, tenant string, id chunk.ID, data []byte) error {
+// released reports whether the transport is done with data: the owner
+// has the chunk and every body over data was closed.
+func (p *Peers) put(ctx context.Context, m ring.Member, tenant string, id chunk.ID, data []byte) (released bool, err error) {
 	q := url.Values{"chunk": {strconv.FormatInt(id.Index, 10)}, "etag": {id.ETag}}
-	_, err := p.sendNoContent(ctx, http.MethodPost, m, tenant, nodeapi.ObjectPath(id.Bucket, id.Key), q, bytes.NewReader(data), nil)
-	return err
+	var bodies openBodies
+	_, err = p.sendNoContent(ctx, http.MethodPost, m, tenant, nodeapi.ObjectPath(id.Bucket, id.Key), q, bytes.NewReader(data), func(req *http.Request) {
+		req.Body = bodies.over(data)
+		req.GetBody = func() (io.ReadCloser, error) { return bodies.over(data), nil }
+	})
+	return err == nil && bodies.n.Load() == 0, err
+}
+
+// openBodies counts the request bodies over one buffer that the HTTP
+// transport has not closed: until it closes them it may still read them
+// (a transport's write loop can outlive the answer).
+type openBodies struct{ n atomic.Int32 }
+
+func (o *openBodies) over(data []byte) io.ReadCloser {
+	o.n.Add(1)
+	return &countedBody{Reader: bytes.NewReader(data), open: o}
+}
+
+type countedBody struct {
+	*bytes.Reader
+	open   *openBodies
+	closed atomic.Bool
+}
+
+func (b *countedBody) Close() error {
+	if !b.closed.Swap(true) {
+		b.open.n.Add(-1)
+	}
+	return nil
 }
 
 // handOut sends written chunks this node does not serve to their owners, a
 // few at a time, and returns when they have them (or failed): the write is
 // answered after, so the first read after it is a hit wherever it lands. A
-// failure only costs the owner one S3 read later.
-func (s *Server) handOut(ctx context.Context, r *ring.Ring, c caller, ids []chunk.ID, chunks [][]byte) {
+// failure only costs the owner one S3 read later. released[i] reports that
+// nothing reads chunks[i] any more (see Peers.put).
+func (s *Server) handOut(ctx context.Context, r *ring.Ring, c caller, ids []chunk.ID, chunks [][]byte) (released []bool) {
 	ctx = context.WithoutCancel(ctx)
+	released = make([]bool, len(ids))
 	sem := make(chan struct{}, 4)
 	var wg sync.WaitGroup
 	for i, id := range ids {
 		owner := r.Owner(id)
 		if s.peers.down.Down(owner.Name, time.Now()) {
 			if s.shouldStore(r, id) { // standing in for the owner
-				if err := s.store.PutChunk(id, chunks[i]); err != nil {
+				if err := s.store.PutChunk(id, chunks[i]); err != nil { // a copy
 					s.storeFailed("put_chunk", err)
 				}
 			}
+			released[i] = true
 			continue
 		}
 		sem <- struct{}{}
@@ -298,14 +331,17 @@ func (s *Server) handOut(ctx context.Context, r *ring.Ring, c caller, ids []chun
 		go func() {
 			defer func() { <-sem; wg.Done() }()
 			result := "ok"
-			if err := s.peers.put(ctx, owner, c.tenant.Name, id, chunks[i]); err != nil {
+			ok, err := s.peers.put(ctx, owner, c.tenant.Name, id, chunks[i])
+			if err != nil {
 				result = "error"
 				s.log.Debug("handing a written chunk to its owner failed", "peer", owner.Name, "err", err)
 			}
+			released[i] = ok
 			s.metrics.PeerRequests.WithLabelValues("handout", result).Inc()
 		}()
 	}
 	wg.Wait()
+	return released
 }
 
 // HeaderRevalidate asks the metadata owner to confirm metadata with S3 now.

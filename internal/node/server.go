@@ -36,6 +36,8 @@ type Store interface {
 	GetChunk(id chunk.ID) ([]byte, store.Tier, error)
 	PutChunk(id chunk.ID, data []byte) error
 	PutValue(id chunk.ID, v store.Value) error // PutChunk without a copy
+	// PutValueOnDisk is PutValue to the disk tier only, keeping nothing of v.
+	PutValueOnDisk(id chunk.ID, v store.Value) error
 	GetMeta(o chunk.Object) (chunk.Meta, error)
 	PutMeta(o chunk.Object, m chunk.Meta) error
 	// ReplaceMeta replaces (or, with nil, deletes) the metadata only while
@@ -146,6 +148,8 @@ type Server struct {
 	// adopted are held versions this node persists although another
 	// holder comes first, which lacks them (checkHeldCopies).
 	adopted sync.Map
+	// chunkBufs recycles write-throughs' chunk buffers (collector.go).
+	chunkBufs *chunkBufs
 }
 
 // withRingEpoch stamps every answer with the ring epoch, so clients notice a
@@ -225,7 +229,8 @@ func New(cfg Config, st Store, be Backend, tenants Tenants, m *metrics.Node, log
 		leases:         metalease.New(metalease.Config{Lease: cfg.MetaLease}),
 		storeWarn:      rate.Sometimes{First: 1, Interval: storeWarnEvery},
 		series:         newRequestSeries(m.Requests, m.ResponseBytes, m.ChunkReads, m.RequestDuration),
-		chunkSizeValue: []string{strconv.FormatInt(cfg.ChunkSize, 10)}}
+		chunkSizeValue: []string{strconv.FormatInt(cfg.ChunkSize, 10)},
+		chunkBufs:      newChunkBufs(cfg.ChunkSize, int(min(cfg.WriteCacheBytes/cfg.ChunkSize, keptChunkBufs)))}
 	if h, ok := tenants.(reloadHook); ok {
 		h.OnReload(s.revokeChanged)
 	}
