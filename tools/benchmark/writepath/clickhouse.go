@@ -92,8 +92,13 @@ func (w *world) chCell(ctx context.Context, col column, round int, into *chSampl
 		}
 	}()
 	w.chVersion = fmt.Sprintf("chdb %s, ClickHouse %s", in.Chdb, in.Version)
+	stopProfile, err := w.startProfile(col, row{id: chRowID}, round)
+	if err != nil {
+		return prefix, err
+	}
 	before, chBefore, opsBefore := w.snapshot(), benchkit.PidCPU(in.Pid()), gatewayOps(w.gateway.Reg)
 	ins, err := in.Insert()
+	stopProfile()
 	if err != nil {
 		return prefix, err
 	}

@@ -15,7 +15,7 @@
 //
 // Knobs for profiling work (each one set is named in the section):
 //
-//	BENCH_PROFILE_DIR=dir      CPU and block profiles of every gateway cell
+//	BENCH_PROFILE_DIR=dir      CPU and block profiles of every gateway cell (of the clickhouse row: its INSERTs)
 //	BENCH_B5_ROWS=small1,big   only these rows (small1, small16, big, getafter, clickhouse)
 //	BENCH_B5_SECONDS=5         measuring time per cell and round
 //	BENCH_B5_ROUNDS=2          rounds
