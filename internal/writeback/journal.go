@@ -8,7 +8,8 @@
 // of numbered segments (log.go), appended and made durable in groups: a
 // write is acknowledged once one sync covered its record, and concurrent
 // writers share that sync. A version's record holds its Entry and, up to
-// inlineBytes, its body; a larger body streams to a file of its own,
+// inlineBytes (2 MiB, less for small segments), its body; a larger body
+// streams to a file of its own,
 //
 //	<object id>-<version>.data
 //
@@ -295,7 +296,7 @@ func (j *Journal) write(e *Entry, body io.Reader) (Entry, error) {
 		return held, nil
 	}
 	var inline []byte
-	file := e.Op == OpPut && e.Size > inlineBytes
+	file := e.Op == OpPut && e.Size > j.log.inlineMax()
 	switch {
 	case file:
 		sum, err := j.writeBody(e, body)
