@@ -135,6 +135,8 @@ type Journal struct {
 	queue pickQueue
 	// relocating is set while a segment's content is copied forward.
 	relocating bool
+	// lastWrite is when the last held write was taken (yield.go).
+	lastWrite  time.Time
 	background sync.WaitGroup
 }
 
@@ -254,6 +256,7 @@ func (j *Journal) NextVersion() uint64 {
 // copy from another node) the body must match it. It returns the entry as
 // stored.
 func (j *Journal) Write(e Entry, body io.Reader) (Entry, error) {
+	j.noteWrite()
 	if e.Op == OpDelete {
 		e.Size, e.ETag = 0, ""
 	}

@@ -59,7 +59,14 @@ type Persister struct {
 	// Poll is how often owners are looked at again without a new write
 	// (the ring may have made this node the one to persist; default 1 s).
 	Poll time.Duration
-	Log  *slog.Logger
+	// Yield: no upload starts while this node took a held write within
+	// Yield (default DefaultYield; negative: never wait), for at most
+	// MaxYield in a row (default DefaultMaxYield); yield.go.
+	Yield, MaxYield time.Duration
+	Log             *slog.Logger
+
+	yieldMu       sync.Mutex
+	yieldingSince time.Time // when the persister began to hold back (zero: it does not)
 }
 
 // DefaultWorkers is Persister.Workers' default: S3 answers a small PUT in
@@ -89,6 +96,13 @@ func (p *Persister) work(ctx context.Context) {
 		poll = time.Second
 	}
 	for ctx.Err() == nil {
+		if d := p.yieldFor(time.Now()); d > 0 {
+			select {
+			case <-ctx.Done():
+			case <-time.After(d):
+			}
+			continue
+		}
 		changed := p.Journal.changes() // before looking: no change is missed
 		e, ok := p.Journal.next(p.owns)
 		if !ok {
