@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -146,6 +147,38 @@ func TestTransientNeverReachesS3(t *testing.T) {
 	for _, rec := range writer.cluster.Proxy.Requests() {
 		if strings.Contains(rec.Path, "/tmp/") {
 			t.Fatalf("S3 got %s %s for a transient key", rec.Method, rec.Path)
+		}
+	}
+}
+
+// TestHeldBodyThatFailsVerificationIsNotHeld: the gateway leaves a
+// PutObject's payload SHA-256 to the node, and no S3 checks a held write
+// before it is acknowledged, so the node checks it: a correctly signed
+// request whose body is not the one signed (its last byte differs), small
+// or of several chunks, is refused and nothing of it is held or read back;
+// the same request with the right hash is held.
+func TestHeldBodyThatFailsVerificationIsNotHeld(t *testing.T) {
+	e := newEnv(t, envOptions{tenants: heldTenants})
+	r := testutil.NewRand(13)
+	for name, size := range map[string]int{"small": 3000, "chunks": 2*chunkSize + 3} {
+		body := testutil.RandomBytes(r, size)
+		signed := bytes.Clone(body)
+		signed[len(signed)-1] ^= 1
+		key := "wb/tampered-" + name
+		req, _ := http.NewRequest(http.MethodPut, e.srv.URL()+"/bucket-a/"+key, nil)
+		if resp := signedDo(t, req, body, accessKey, secretKey, signed); resp.status == http.StatusOK {
+			t.Fatalf("%s: a body that is not the one signed was acknowledged", name)
+		}
+		req, _ = http.NewRequest(http.MethodGet, e.srv.URL()+"/bucket-a/"+key, nil)
+		if resp := signedDo(t, req, nil, accessKey, secretKey); resp.status != http.StatusNotFound {
+			t.Errorf("%s: GET after the refused PUT: %d, want 404", name, resp.status)
+		}
+		req, _ = http.NewRequest(http.MethodPut, e.srv.URL()+"/bucket-a/"+key, nil)
+		if resp := signedDo(t, req, body, accessKey, secretKey); resp.status != http.StatusOK {
+			t.Fatalf("%s: honest PUT: %d %s", name, resp.status, resp.body)
+		}
+		if got := e.mustGet("bucket-a", key, ""); !bytes.Equal(got, body) {
+			t.Errorf("%s: read back other bytes than the honest PUT's", name)
 		}
 	}
 }

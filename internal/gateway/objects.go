@@ -11,6 +11,7 @@ import (
 
 	"github.com/distcache/distcache/internal/chunk"
 	"github.com/distcache/distcache/internal/client"
+	"github.com/distcache/distcache/internal/holdback"
 	"github.com/distcache/distcache/internal/httprange"
 	"github.com/distcache/distcache/internal/s3cond"
 	"github.com/distcache/distcache/internal/sigv4"
@@ -268,14 +269,18 @@ const (
 // has it. The body is the one sigv4 installed (decoded and verified); small
 // bodies are read and verified whole first, so a failed node can be
 // retried; larger ones stream, their last byte held back until verified.
-// The SHA-256 the client signed, if it signed one, goes along: the node
-// signs its PUT to S3 with it and so streams the body on to S3 too, and S3
-// checks it again.
+// The SHA-256 the client signed, if it signed one, goes along instead of
+// being checked here: the node signs its PUT to S3 with it (and so streams
+// the body on to S3), and S3 refuses a body that does not match; where no
+// S3 checks it before the bytes are kept (a multipart upload, a held
+// write) the node does (s3backend.CheckPayloadSHA256). Hashing every byte
+// here as well was 13% of the CPU of B5's 16 MiB PUTs.
 func (g *Gateway) putObject(x *exchange, auth *sigv4.Result) {
 	r := x.r
 	ctx := r.Context()
 	if auth.PayloadMode == sigv4.PayloadSHA256 {
 		ctx = client.WithPayloadSHA256(ctx, r.Header.Get("X-Amz-Content-Sha256"))
+		sigv4.LeavePayloadSHA256(r.Body)
 	}
 	stored := chunk.StoredHeaders(r.Header)
 	if stored.UserMetadataSize() > chunk.MaxUserMetadata {
@@ -297,7 +302,7 @@ func (g *Gateway) putObject(x *exchange, auth *sigv4.Result) {
 		}
 		body = bytes.NewReader(buf)
 	default:
-		tracked = &trackingBody{r: newHoldBack(r.Body)}
+		tracked = &trackingBody{r: holdback.New(r.Body)}
 		body = tracked
 	}
 	m, err := g.cache.Put(ctx, x.rt.bucket, x.rt.key, body, size, r.Header.Get("Content-Type"))
@@ -319,7 +324,8 @@ func (g *Gateway) putObject(x *exchange, auth *sigv4.Result) {
 
 // nodeS3Codes are the S3 error codes a node's 4xx answer may carry as
 // they are (the node refused the request as S3 would).
-var nodeS3Codes = map[string]bool{"MetadataTooLarge": true, "InvalidArgument": true, "InvalidStorageClass": true}
+var nodeS3Codes = map[string]bool{"MetadataTooLarge": true, "InvalidArgument": true, "InvalidStorageClass": true,
+	sigv4.CodeXAmzContentSHA256Mismatch: true}
 
 // cacheError maps a client error to the S3 error to answer.
 func (g *Gateway) cacheError(ctx context.Context, x *exchange, err error) *s3Error {

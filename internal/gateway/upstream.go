@@ -19,6 +19,7 @@ import (
 	"github.com/distcache/distcache/internal/chunk"
 	"github.com/distcache/distcache/internal/client"
 	"github.com/distcache/distcache/internal/failover"
+	"github.com/distcache/distcache/internal/holdback"
 	"github.com/distcache/distcache/internal/nodeapi"
 	"github.com/distcache/distcache/internal/ring"
 	"github.com/distcache/distcache/internal/sigv4"
@@ -142,7 +143,7 @@ func (u *Upstream) Passthrough(ctx context.Context, method, bucket, key, rawQuer
 	}
 	release, ok := u.buffer(size)
 	if !ok {
-		return u.roundTrip(ctx, nodes, method, bucket, key, rawQuery, header, nil, &trackingBody{r: newHoldBack(body)}, size)
+		return u.roundTrip(ctx, nodes, method, bucket, key, rawQuery, header, nil, &trackingBody{r: holdback.New(body)}, size)
 	}
 	defer release() // accounting only: the bytes live as long as the transport needs them
 	// Small bodies are read (and verified) first, then can be sent to any

@@ -22,6 +22,9 @@ const (
 	CodeSlowDown           = "SlowDown"
 	CodeBadGateway         = "BadGateway"
 	CodeInternal           = "InternalError"
+	// CodeXAmzContentSHA256Mismatch: a body that is not the one whose
+	// SHA-256 the writer declared (nodeapi.HeaderContentSHA256).
+	CodeXAmzContentSHA256Mismatch = "XAmzContentSHA256Mismatch"
 )
 
 // apiError is an error with the HTTP status and code a client should see.
@@ -53,6 +56,9 @@ func asAPIError(err error) *apiError {
 			code = CodeBadRequest
 		}
 		return newError(pe.status, code, "the object's metadata owner refused the request: "+pe.Error())
+	case errors.Is(err, s3backend.ErrPayloadSHA256Mismatch):
+		return newError(http.StatusBadRequest, CodeXAmzContentSHA256Mismatch,
+			"The provided 'x-amz-content-sha256' header does not match what was computed.")
 	case errors.Is(err, s3backend.ErrNotFound):
 		return newError(http.StatusNotFound, CodeNoSuchKey, "object not found in S3")
 	case errors.Is(err, s3backend.ErrAccessDenied):

@@ -418,6 +418,10 @@ func (s *Server) handlePut(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if p, ok := s.heldPolicy(q.caller, q.obj); ok {
+		// No S3 checks a held write's body before it is acknowledged.
+		if sum := r.Header.Get(nodeapi.HeaderContentSHA256); sum != "" {
+			r.Body = readCloser{s3backend.CheckPayloadSHA256(r.Body, sum), r.Body}
+		}
 		s.putHeld(w, r, q, p, stored)
 		return
 	}
@@ -455,6 +459,12 @@ func (s *Server) handlePut(w http.ResponseWriter, r *http.Request) {
 	}
 	writeJSON(w, http.StatusOK, s.metaResponse(q.obj, m))
 	s.observe(opPut, tenant, metrics.ResultMiss, 0, q.start)
+}
+
+// readCloser reads from one reader and closes another.
+type readCloser struct {
+	io.Reader
+	io.Closer
 }
 
 // cacheWritten caches the chunks of a write S3 has: those this node serves

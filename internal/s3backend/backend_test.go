@@ -479,11 +479,14 @@ func TestPutDeclaredSHA256IsChecked(t *testing.T) {
 	e := newEnv(t, s3backend.Config{PartSize: 8 << 20, StreamAbove: 1 << 20})
 	other := sha256.Sum256([]byte("another body"))
 	c := s3backend.WithPayloadSHA256(ctx(t), hex.EncodeToString(other[:]))
-	for name, size := range map[string]int{"read first": 1000, "streamed": 2 << 20} {
+	for name, size := range map[string]int{"read first": 1000, "streamed": 2 << 20, "multipart": 8<<20 + 5} {
 		key := "mismatch/" + strings.ReplaceAll(name, " ", "-")
 		_, err := e.b.Put(c, s3backend.Credentials{}, bucket, key, bytes.NewReader(testutil.SeededBytes(uint64(size), size)), int64(size), "")
 		if err == nil || errors.Is(err, s3backend.ErrUnavailable) {
 			t.Errorf("%s: Put of a body that does not match its declared SHA-256 = %v; want a refusal that is not ErrUnavailable", name, err)
+		}
+		if name == "multipart" && !errors.Is(err, s3backend.ErrPayloadSHA256Mismatch) {
+			t.Errorf("%s: Put = %v; want ErrPayloadSHA256Mismatch (S3 checks only each part's own hash)", name, err)
 		}
 		if _, err := e.b.Head(ctx(t), s3backend.Credentials{}, bucket, key); !errors.Is(err, s3backend.ErrNotFound) {
 			t.Errorf("%s: after the refused Put, Head = %v; want ErrNotFound", name, err)

@@ -47,6 +47,11 @@ import (
 //     needs the SHA-256 in the signature, before the body), and above it
 //     or of unknown size a multipart upload whose parts are read in turn
 //     and go up in parallel (aborted on failure).
+//
+// A SHA-256 declared with WithPayloadSHA256 is always checked before S3
+// keeps the object: by S3 for a single PUT, which is signed with it, and by
+// Put for a multipart upload (CheckPayloadSHA256: the upload fails and is
+// aborted, with a BodyError wrapping ErrPayloadSHA256Mismatch).
 func (b *Backend) Put(ctx context.Context, cr Credentials, bucket, key string, body io.Reader, size int64, contentType string) (chunk.Meta, error) {
 	if size < 0 {
 		size = -1
@@ -69,7 +74,9 @@ func (b *Backend) Put(ctx context.Context, cr Credentials, bucket, key string, b
 		case single:
 			etag, err = b.putRead(ctx, cr, in, counted, size, sum, dates)
 		default:
-			etag, err = b.putMultipart(ctx, cr, in, counted, dates)
+			// S3 checks each part against its own hash only: the declared
+			// SHA-256 of the whole body is checked here.
+			etag, err = b.putMultipart(ctx, cr, in, CheckPayloadSHA256(counted, sum), dates)
 		}
 		if err == nil && etag == "" {
 			err = errors.New("S3 returned no ETag")
@@ -126,7 +133,7 @@ func (b *Backend) putStreamed(ctx context.Context, cr Credentials, in *s3.PutObj
 
 // putMultipart uploads in parts of PartSize, read one after the other from
 // the body and sent in parallel (the upload manager's concurrency).
-func (b *Backend) putMultipart(ctx context.Context, cr Credentials, in *s3.PutObjectInput, body *callerBody, dates *lastDate) (string, error) {
+func (b *Backend) putMultipart(ctx context.Context, cr Credentials, in *s3.PutObjectInput, body io.Reader, dates *lastDate) (string, error) {
 	in.Body = body
 	up := manager.NewUploader(b.Client(cr), func(u *manager.Uploader) {
 		u.PartSize = b.cfg.PartSize
