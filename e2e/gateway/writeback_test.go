@@ -166,8 +166,8 @@ func TestHeldBodyThatFailsVerificationIsNotHeld(t *testing.T) {
 		signed[len(signed)-1] ^= 1
 		key := "wb/tampered-" + name
 		req, _ := http.NewRequest(http.MethodPut, e.srv.URL()+"/bucket-a/"+key, nil)
-		if resp := signedDo(t, req, body, accessKey, secretKey, signed); resp.status == http.StatusOK {
-			t.Fatalf("%s: a body that is not the one signed was acknowledged", name)
+		if resp := signedDo(t, req, body, accessKey, secretKey, signed); resp.status != http.StatusBadRequest || xmlCode(resp.body) != "XAmzContentSHA256Mismatch" {
+			t.Fatalf("%s: a body that is not the one signed: %d %s, want 400 XAmzContentSHA256Mismatch", name, resp.status, resp.body)
 		}
 		req, _ = http.NewRequest(http.MethodGet, e.srv.URL()+"/bucket-a/"+key, nil)
 		if resp := signedDo(t, req, nil, accessKey, secretKey); resp.status != http.StatusNotFound {

@@ -14,6 +14,7 @@ import (
 	"github.com/distcache/distcache/internal/metrics"
 	"github.com/distcache/distcache/internal/nodeapi"
 	"github.com/distcache/distcache/internal/ring"
+	"github.com/distcache/distcache/internal/s3backend"
 	"github.com/distcache/distcache/internal/store"
 	"github.com/distcache/distcache/internal/tenancy"
 	"github.com/distcache/distcache/internal/writeback"
@@ -245,6 +246,8 @@ func (s *Server) journalFailed(e writeback.Entry, err error) *apiError {
 			"the cache's write-back space is full until S3 has caught up; retry")
 	case errors.Is(err, writeback.ErrBadBody):
 		return newError(http.StatusBadRequest, CodeBadRequest, "the body is not Content-Length bytes")
+	case errors.Is(err, s3backend.ErrPayloadSHA256Mismatch): // the writer's, checked in handlePut
+		return asAPIError(err)
 	case err != nil:
 		s.storeFailed("held_write", err)
 		return newError(http.StatusInternalServerError, CodeInternal, "writing the journal: "+err.Error())
