@@ -151,9 +151,9 @@ func TestTransientNeverReachesS3(t *testing.T) {
 	}
 }
 
-// TestHeldBodyThatFailsVerificationIsNotHeld: the gateway leaves a
-// PutObject's payload SHA-256 to the node, and no S3 checks a held write
-// before it is acknowledged, so the node checks it: a correctly signed
+// TestHeldBodyThatFailsVerificationIsNotHeld: no S3 checks a held write's
+// payload SHA-256 before it is acknowledged, so the gateway and the node
+// check it: a correctly signed
 // request whose body is not the one signed (its last byte differs), small
 // or of several chunks, is refused and nothing of it is held or read back;
 // the same request with the right hash is held.

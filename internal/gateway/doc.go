@@ -76,10 +76,8 @@
 // headers are passed through on pass-through operations. A PutObject
 // through the cache stores the body, its Content-Type and the headers
 // above; the checksums it came with are verified, not stored. Its payload
-// SHA-256 is the exception: it goes to the node, which signs its upload to
-// S3 with it (S3 refuses a body that does not match: the answer is S3's
-// XAmzContentSHA256Mismatch) or checks it itself where S3 would not
-// (multipart uploads, held writes), before anything is kept.
+// SHA-256 also goes to the node, which signs its upload to S3 with it and
+// checks it again where S3 would not (multipart uploads, held writes).
 //
 // HeadObject and GetObject answer the metadata the cache keeps: ETag,
 // Content-Length, Content-Type, Last-Modified, Accept-Ranges, and the
