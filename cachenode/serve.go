@@ -32,6 +32,8 @@ type serveFlags struct {
 	writeCacheBytes                byteSize
 	writeBackFraction              float64
 	writeBackUploads               int
+	writeBackYield                 time.Duration
+	writeBackMaxYield              time.Duration
 	metaTTL                        time.Duration
 	immutable                      bool
 	metaLease                      time.Duration
@@ -72,6 +74,10 @@ func parseServeFlags(args []string) (f *serveFlags, err error) {
 		"share of --disk-bytes that objects of WriteBack and Transient policies may pin until S3 has them (never evicted; writes past it get SlowDown); 0 keeps none and refuses such policies' writes")
 	fs.IntVar(&f.writeBackUploads, "writeback-uploads", 0,
 		fmt.Sprintf("how many objects of WriteBack policies this node sends to S3 at once, each taking one of --s3-max-concurrent's requests while it does (0: %d, or half of --s3-max-concurrent if that is less)", writeback.DefaultWorkers))
+	fs.DurationVar(&f.writeBackYield, "writeback-yield", writeback.DefaultYield,
+		"no upload of WriteBack objects starts while this node took a WriteBack or Transient write within this long, so bursts of writes (ClickHouse's INSERTs) do not compete with persisting the earlier ones (0: never wait)")
+	fs.DurationVar(&f.writeBackMaxYield, "writeback-max-yield", writeback.DefaultMaxYield,
+		"the longest persisting waits in a row for --writeback-yield while writes keep coming: how late it may start at most")
 	fs.DurationVar(&f.metaTTL, "meta-ttl", 30*time.Second, "how long object metadata is trusted before revalidation")
 	fs.BoolVar(&f.immutable, "immutable", false, "never revalidate metadata (object keys are never overwritten, as with ClickHouse)")
 	fs.DurationVar(&f.metaLease, "meta-lease", metalease.DefaultLease,
@@ -152,6 +158,12 @@ func parseServeFlags(args []string) (f *serveFlags, err error) {
 	if f.writeBackUploads < 1 || f.writeBackUploads > s3Requests {
 		return nil, fmt.Errorf("--writeback-uploads %d must be between 1 and --s3-max-concurrent (%d)", f.writeBackUploads, s3Requests)
 	}
+	if f.writeBackYield < 0 || f.writeBackMaxYield <= 0 {
+		return nil, fmt.Errorf("--writeback-yield %v must not be negative and --writeback-max-yield %v must be positive", f.writeBackYield, f.writeBackMaxYield)
+	}
+	if f.writeBackYield == 0 {
+		f.writeBackYield = -1 // never wait (NodeConfig's zero is the default)
+	}
 	return f, nil
 }
 
@@ -163,8 +175,8 @@ func (f *serveFlags) nodeConfig(reg *prometheus.Registry, log *slog.Logger) embe
 		DataDir: f.dataDir, DiskBytes: int64(f.diskBytes), RAMBytes: int64(f.ramBytes),
 		ChunkSize: int64(f.chunkSize), MetaTTL: f.metaTTL, Immutable: f.immutable, MetaLease: f.metaLease,
 		WriteCacheBytes: int64(f.writeCacheBytes), WriteBackFraction: f.writeBackFraction,
-		WriteBackUploads: f.writeBackUploads,
-		TenantsFile:      f.tenantsFile, TenantsSecret: f.tenantsRef,
+		WriteBackUploads: f.writeBackUploads, WriteBackYield: f.writeBackYield, WriteBackMaxYield: f.writeBackMaxYield,
+		TenantsFile: f.tenantsFile, TenantsSecret: f.tenantsRef,
 		S3: s3backend.Config{
 			Endpoint: f.s3Endpoint, Region: f.s3Region, UsePathStyle: f.s3PathStyle,
 			Default:       s3backend.Credentials{AccessKeyID: os.Getenv("AWS_ACCESS_KEY_ID"), SecretAccessKey: os.Getenv("AWS_SECRET_ACCESS_KEY"), SessionToken: os.Getenv("AWS_SESSION_TOKEN")},

@@ -4,10 +4,12 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/distcache/distcache/internal/embed"
 	"github.com/distcache/distcache/internal/kubewatch"
 	"github.com/distcache/distcache/internal/node"
+	"github.com/distcache/distcache/internal/writeback"
 )
 
 func TestServeFlagsAPIWatch(t *testing.T) {
@@ -95,5 +97,32 @@ func TestServeFlagsCrossZone(t *testing.T) {
 	}
 	if cfg := f.nodeConfig(nil, nil); !reflect.DeepEqual(cfg.ZoneRingFiles, []embed.ZoneRingFile{{Zone: "b", Path: "/b.json"}}) || cfg.RingConfigMap.Name != "" {
 		t.Errorf("node configuration: files %+v, ring ConfigMap %+v", cfg.ZoneRingFiles, cfg.RingConfigMap)
+	}
+}
+
+// --writeback-yield and --writeback-max-yield reach the persister: the
+// defaults as the defaults, 0 as "never wait", and nonsense is refused.
+func TestServeFlagsWriteBackYield(t *testing.T) {
+	base := []string{"--tls-cert=c", "--tls-key=k", "--client-ca=ca", "--tenants-file=t.yaml", "--node-name=n-0"}
+	for _, tc := range []struct {
+		args            []string
+		yield, maxYield time.Duration
+	}{
+		{nil, writeback.DefaultYield, writeback.DefaultMaxYield},
+		{[]string{"--writeback-yield=0"}, -1, writeback.DefaultMaxYield},
+		{[]string{"--writeback-yield=20ms", "--writeback-max-yield=500ms"}, 20 * time.Millisecond, 500 * time.Millisecond},
+	} {
+		f, err := parseServeFlags(append(append([]string(nil), base...), tc.args...))
+		if err != nil {
+			t.Fatalf("%v: %v", tc.args, err)
+		}
+		if cfg := f.nodeConfig(nil, nil); cfg.WriteBackYield != tc.yield || cfg.WriteBackMaxYield != tc.maxYield {
+			t.Errorf("%v: yield %v, max %v; want %v, %v", tc.args, cfg.WriteBackYield, cfg.WriteBackMaxYield, tc.yield, tc.maxYield)
+		}
+	}
+	for _, args := range [][]string{{"--writeback-yield=-1s"}, {"--writeback-max-yield=0"}} {
+		if _, err := parseServeFlags(append(append([]string(nil), base...), args...)); err == nil || !strings.Contains(err.Error(), "--writeback-") {
+			t.Errorf("%v: error %v, want one naming the flag", args, err)
+		}
 	}
 }

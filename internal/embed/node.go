@@ -87,6 +87,9 @@ type NodeConfig struct {
 	// WriteBackUploads is how many held versions a node sends to S3 at
 	// once (0: writeback.DefaultWorkers).
 	WriteBackUploads int
+	// WriteBackYield and WriteBackMaxYield are writeback.Persister's
+	// Yield and MaxYield (0: their defaults; a negative Yield: never wait).
+	WriteBackYield, WriteBackMaxYield time.Duration
 
 	// TenantsFile is the tenants configuration, watched; TenantsSecret,
 	// when set, is followed through the API server and wins over it.
@@ -365,7 +368,7 @@ func (n *Node) newServer() error {
 	cfg := node.Config{
 		ChunkSize: n.cfg.ChunkSize, MetaTTL: n.cfg.MetaTTL, Immutable: n.cfg.Immutable, MetaLease: n.cfg.MetaLease,
 		WriteCacheBytes: n.cfg.WriteCacheBytes, Now: n.cfg.Now, Journal: n.journal, Uploads: n.uploads,
-		PersistUploads: n.cfg.WriteBackUploads,
+		PersistUploads: n.cfg.WriteBackUploads, PersistYield: n.cfg.WriteBackYield, PersistMaxYield: n.cfg.WriteBackMaxYield,
 	}
 	if n.journal != nil {
 		cfg.HeldMetrics = metrics.NewHeld(n.reg, n.heldStats, n.journal.Stats().Limit).ReportPinned(n.pinned)

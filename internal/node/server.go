@@ -111,6 +111,9 @@ type Config struct {
 	// PersistUploads is how many held versions go to S3 at once
 	// (writeback.Persister.Workers; 0: its default).
 	PersistUploads int
+	// PersistYield and PersistMaxYield are writeback.Persister's Yield and
+	// MaxYield (0: their defaults).
+	PersistYield, PersistMaxYield time.Duration
 	// Uploads keep the multipart uploads into held keys until they are
 	// completed into the Journal (nil with no Journal).
 	Uploads *writeback.Uploads
