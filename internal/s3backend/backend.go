@@ -32,6 +32,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/distcache/distcache/internal/chunk"
+	"github.com/distcache/distcache/internal/ctxtime"
 )
 
 // Defaults for zero Config fields.
@@ -306,7 +307,7 @@ func (b *Backend) GetRangeInto(ctx context.Context, cr Credentials, bucket, key,
 			if ro, ok := b.cfg.Observer.(RetryObserver); ok {
 				ro.ObserveRetry(OpGet)
 			}
-			if err := sleep(ctx, backoff(b.cfg.MaxBackoff, attempt)); err != nil {
+			if err := ctxtime.Sleep(ctx, backoff(b.cfg.MaxBackoff, attempt)); err != nil {
 				return err
 			}
 		}

@@ -83,15 +83,3 @@ func opFromContext(ctx context.Context) string {
 	}
 	return strings.ToLower(awsmiddleware.GetOperationName(ctx))
 }
-
-// sleep waits d or until ctx ends.
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/distcache/distcache/internal/chunk"
 	"github.com/distcache/distcache/internal/client"
+	"github.com/distcache/distcache/internal/ctxtime"
 	"github.com/distcache/distcache/internal/minioproc"
 	"github.com/distcache/distcache/internal/ring"
 	"github.com/distcache/distcache/internal/s3backend"
@@ -122,7 +123,7 @@ func grow(ctx context.Context, env benchkit.Env, cfg config, cache *benchcache.C
 	smp := startSampler(cfg.bucket, rd, counter)
 	defer smp.stop()
 	t0, c0, b0 := time.Now(), counter.Counts(), rd.bytes.Load()
-	if err := sleep(ctx, cfg.before); err != nil {
+	if err := ctxtime.Sleep(ctx, cfg.before); err != nil {
 		return err
 	}
 
@@ -144,7 +145,7 @@ func grow(ctx context.Context, env benchkit.Env, cfg config, cache *benchcache.C
 		if time.Since(tChange) > refreshTimeout {
 			return fmt.Errorf("the client did not learn ring epoch %d within %s", after.Epoch(), refreshTimeout)
 		}
-		if err := sleep(ctx, 5*time.Millisecond); err != nil {
+		if err := ctxtime.Sleep(ctx, 5*time.Millisecond); err != nil {
 			return err
 		}
 	}
@@ -161,7 +162,7 @@ func grow(ctx context.Context, env benchkit.Env, cfg config, cache *benchcache.C
 	res.RereadTook = tLap.Sub(tChange)
 	res.Reread = cLap.Sub(cChange)
 	res.RereadMBps = mbps(bLap-bChange, tLap.Sub(tChange))
-	if err := sleep(ctx, max(cfg.after-time.Since(tChange), cfg.tail)); err != nil {
+	if err := ctxtime.Sleep(ctx, max(cfg.after-time.Since(tChange), cfg.tail)); err != nil {
 		return err
 	}
 	stop()
@@ -293,18 +294,4 @@ func mbps(n int64, d time.Duration) float64 {
 		return 0
 	}
 	return float64(n) / 1e6 / d.Seconds()
-}
-
-func sleep(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return nil
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }
