@@ -60,7 +60,7 @@ func Merge(ctx context.Context, page *Page, q Request, held []Held, still StillL
 	deletedUnder := map[string][]string{} // common prefix -> held deletes in it
 	heldUnder := map[string]bool{}        // common prefixes with held objects
 	for _, h := range held {
-		entry, isPrefix := q.entryOf(h.Key)
+		entry, isPrefix := entryOf(q.Prefix, q.Delimiter, h.Key)
 		switch {
 		case entry < lower || (entry == lower && !lowerIncl):
 			continue
@@ -101,18 +101,19 @@ func Merge(ctx context.Context, page *Page, q Request, held []Held, still StillL
 	return upper, nil // every entry S3 gave was deleted: resume after them
 }
 
-// entryOf is what key is listed as: itself, or with a delimiter after the
-// prefix, the common prefix that rolls it up.
-func (q Request) entryOf(key string) (entry string, isPrefix bool) {
-	if q.Delimiter == "" {
+// entryOf is what key (under prefix) is listed as: itself, or with a
+// delimiter after the prefix, the common prefix that rolls it up. Object
+// and multipart-upload listings group keys alike.
+func entryOf(prefix, delimiter, key string) (entry string, isPrefix bool) {
+	if delimiter == "" {
 		return key, false
 	}
-	rest := key[len(q.Prefix):]
-	i := strings.Index(rest, q.Delimiter)
+	rest := key[len(prefix):]
+	i := strings.Index(rest, delimiter)
 	if i < 0 {
 		return key, false
 	}
-	return key[:len(q.Prefix)+i+len(q.Delimiter)], true
+	return key[:len(prefix)+i+len(delimiter)], true
 }
 
 // set makes the page's entries those given, sorted, at most max of them.

@@ -23,7 +23,7 @@ func (b bucket) list(q Request) *Page {
 		if !strings.HasPrefix(k, q.Prefix) {
 			continue
 		}
-		e, prefix := q.entryOf(k)
+		e, prefix := entryOf(q.Prefix, q.Delimiter, k)
 		if _, seen := isPrefix[e]; e > q.After && !seen {
 			isPrefix[e] = prefix
 			entries = append(entries, e)

@@ -116,15 +116,6 @@ func MergeUploads(page *UploadsPage, q UploadsRequest, held []Upload) {
 		upload *Upload
 		held   bool
 	}
-	entry := func(key string) (string, bool) {
-		if q.Delimiter == "" {
-			return key, false
-		}
-		if i := strings.Index(key[len(q.Prefix):], q.Delimiter); i >= 0 {
-			return key[:len(q.Prefix)+i+len(q.Delimiter)], true
-		}
-		return key, false
-	}
 	// The last entry S3's page covers, when more follow.
 	var bound string
 	if page.IsTruncated {
@@ -143,7 +134,7 @@ func MergeUploads(page *UploadsPage, q UploadsRequest, held []Upload) {
 		if !strings.HasPrefix(u.Key, q.Prefix) {
 			return
 		}
-		e, isPrefix := entry(u.Key)
+		e, isPrefix := entryOf(q.Prefix, q.Delimiter, u.Key)
 		switch {
 		case !q.after(u, held, e, isPrefix):
 			return // listed on an earlier page
