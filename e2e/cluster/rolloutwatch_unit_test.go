@@ -50,11 +50,20 @@ func TestPodRolloutBookkeeping(t *testing.T) {
 		r.observe(r.now())
 		return r
 	}
+	// takeDown is the rollout deleting an old pod: it turns terminating.
+	takeDown := func(r *podRollout, name, zone, uid string) {
+		r.apply(watch.Event{Type: watch.Modified, Object: pod(name, zone, uid, oldImage, false, true)})
+	}
+	// succeed removes a terminating old pod and adds its successor, ready
+	// at once or not yet.
+	succeed := func(r *podRollout, name, zone, oldUID, newUID string, ready bool) {
+		r.apply(watch.Event{Type: watch.Deleted, Object: pod(name, zone, oldUID, oldImage, false, true)})
+		r.apply(watch.Event{Type: watch.Added, Object: pod(name, zone, newUID, newImage, ready, false)})
+	}
 	// replace takes a pod down and brings its successor up.
 	replace := func(r *podRollout, name, zone, oldUID, newUID string) {
-		r.apply(watch.Event{Type: watch.Modified, Object: pod(name, zone, oldUID, oldImage, false, true)})
-		r.apply(watch.Event{Type: watch.Deleted, Object: pod(name, zone, oldUID, oldImage, false, true)})
-		r.apply(watch.Event{Type: watch.Added, Object: pod(name, zone, newUID, newImage, false, false)})
+		takeDown(r, name, zone, oldUID)
+		succeed(r, name, zone, oldUID, newUID, false)
 		r.apply(watch.Event{Type: watch.Modified, Object: pod(name, zone, newUID, newImage, true, false)})
 	}
 	// wantMax checks the most pods down at once: unready, and taken down
@@ -93,12 +102,10 @@ func TestPodRolloutBookkeeping(t *testing.T) {
 
 	t.Run("two zones at once", func(t *testing.T) {
 		r := start()
-		r.apply(watch.Event{Type: watch.Modified, Object: pod("c-zone-a-1", "zone-a", "a1", oldImage, false, true)})
-		r.apply(watch.Event{Type: watch.Modified, Object: pod("c-zone-b-1", "zone-b", "b1", oldImage, false, true)})
-		r.apply(watch.Event{Type: watch.Deleted, Object: pod("c-zone-b-1", "zone-b", "b1", oldImage, false, true)})
-		r.apply(watch.Event{Type: watch.Added, Object: pod("c-zone-b-1", "zone-b", "b1'", newImage, true, false)})
-		r.apply(watch.Event{Type: watch.Deleted, Object: pod("c-zone-a-1", "zone-a", "a1", oldImage, false, true)})
-		r.apply(watch.Event{Type: watch.Added, Object: pod("c-zone-a-1", "zone-a", "a1'", newImage, true, false)})
+		takeDown(r, "c-zone-a-1", "zone-a", "a1")
+		takeDown(r, "c-zone-b-1", "zone-b", "b1")
+		succeed(r, "c-zone-b-1", "zone-b", "b1", "b1'", true)
+		succeed(r, "c-zone-a-1", "zone-a", "a1", "a1'", true)
 		res := r.result()
 		wantMax(t, res, 2, 2)
 		if lastA, firstB := zoneBounds(res); !firstB.Before(lastA) {
@@ -109,7 +116,7 @@ func TestPodRolloutBookkeeping(t *testing.T) {
 	t.Run("a pod that turns unready without being deleted", func(t *testing.T) {
 		r := start()
 		r.apply(watch.Event{Type: watch.Modified, Object: pod("c-zone-a-0", "zone-a", "a0", oldImage, false, false)})
-		r.apply(watch.Event{Type: watch.Modified, Object: pod("c-zone-a-1", "zone-a", "a1", oldImage, false, true)})
+		takeDown(r, "c-zone-a-1", "zone-a", "a1")
 		res := r.result()
 		if res.maxUnready != 2 || !slices.Equal(res.maxDown, []string{"c-zone-a-0 not Ready", "c-zone-a-1 terminating"}) {
 			t.Errorf("maxUnready = %d (%v), want 2 (c-zone-a-0 not Ready, c-zone-a-1 terminating)", res.maxUnready, res.maxDown)
