@@ -29,7 +29,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"os"
@@ -141,12 +140,7 @@ func (r *promResult) values() []float64 {
 // for a transport failure or an answer that is not JSON; a PromQL error is
 // in the result's Status and Error.
 func (p *promClient) query(expr string) (*promResult, error) {
-	resp, err := http.PostForm(p.base+"/api/v1/query", url.Values{"query": {expr}})
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
+	resp, body, err := testutil.ReadBody(http.PostForm(p.base+"/api/v1/query", url.Values{"query": {expr}}))
 	if err != nil {
 		return nil, err
 	}

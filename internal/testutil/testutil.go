@@ -98,15 +98,23 @@ func WaitStatus(t testing.TB, url string, want int, exited <-chan struct{}) {
 	})
 }
 
+// ReadBody reads and closes the body of an HTTP answer, for a call as
+// ReadBody(http.Get(url)); the request's error comes back as it is.
+func ReadBody(resp *http.Response, err error) (*http.Response, []byte, error) {
+	if err != nil {
+		return nil, nil, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	return resp, body, err
+}
+
 // WantMetrics reads the /metrics page of the process whose metrics port is
 // addr (host:port) and fails the test, going on, for each of want that the
 // page does not contain (a series, or a series and its value).
 func WantMetrics(t testing.TB, addr string, want ...string) {
 	t.Helper()
-	resp, err := http.Get("http://" + addr + "/metrics")
-	Must(t, err)
-	page, err := io.ReadAll(resp.Body)
-	resp.Body.Close()
+	_, page, err := ReadBody(http.Get("http://" + addr + "/metrics"))
 	Must(t, err)
 	for _, w := range want {
 		if !strings.Contains(string(page), w) {

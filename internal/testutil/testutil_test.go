@@ -68,3 +68,18 @@ func TestEnvInt(t *testing.T) {
 		}
 	}
 }
+
+func TestReadBody(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusCreated)
+		fmt.Fprint(w, "the answer")
+	}))
+	resp, body, err := ReadBody(http.Get(srv.URL))
+	if err != nil || resp.StatusCode != http.StatusCreated || string(body) != "the answer" {
+		t.Fatalf("ReadBody = %v, %q, %v; want 201, %q, nil", resp, body, err, "the answer")
+	}
+	srv.Close()
+	if resp, body, err := ReadBody(http.Get(srv.URL)); err == nil || resp != nil || body != nil {
+		t.Fatalf("ReadBody of a failed request = %v, %q, %v; want its error", resp, body, err)
+	}
+}

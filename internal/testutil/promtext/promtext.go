@@ -7,11 +7,12 @@ package promtext
 import (
 	"context"
 	"fmt"
-	"io"
 	"net/http"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/distcache/distcache/internal/testutil"
 )
 
 // Sample is one line of the text format.
@@ -54,12 +55,7 @@ func Scrape(ctx context.Context, url string) (Samples, error) {
 	if err != nil {
 		return nil, err
 	}
-	resp, err := client.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
+	resp, body, err := testutil.ReadBody(client.Do(req))
 	if err != nil {
 		return nil, err
 	}
