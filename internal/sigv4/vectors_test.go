@@ -2,6 +2,7 @@ package sigv4
 
 import (
 	"bytes"
+	"maps"
 	"net/http"
 	"strings"
 	"testing"
@@ -58,74 +59,65 @@ func TestAWSDocumentationVectors(t *testing.T) {
 		body                     string
 		mode                     string
 	}
-	vectors := []vector{{
-		name: "GET Object", method: "GET", path: "/test.txt", host: "examplebucket.s3.amazonaws.com",
-		headers: map[string]string{
-			"Range":                "bytes=0-9",
+	// docGET is one of the documentation's GETs of examplebucket: no body,
+	// signed with the SHA-256 of nothing, and the headers extra too.
+	docGET := func(name, path, signedHeaders, sig string, extra map[string]string) vector {
+		headers := map[string]string{
 			"X-Amz-Content-Sha256": emptySHA256,
 			"X-Amz-Date":           "20130524T000000Z",
-			"Authorization":        docAuth("host;range;x-amz-content-sha256;x-amz-date", "f0e8bdb87c964420e857bd35b5d6ed310bd44f0170aba48dd91039c6036bdb41"),
-		},
-		mode: PayloadSHA256,
-	}, {
-		name: "PUT Object", method: "PUT", path: "/test$file.text", host: "examplebucket.s3.amazonaws.com",
-		headers: map[string]string{
-			"Date":                 "Fri, 24 May 2013 00:00:00 GMT",
-			"X-Amz-Date":           "20130524T000000Z",
-			"X-Amz-Storage-Class":  "REDUCED_REDUNDANCY",
-			"X-Amz-Content-Sha256": "44ce7dd67c959e0d3524ffac1771dfbba87d2b6b4b4e99e42034a8b803f8b072",
-			"Authorization":        docAuth("date;host;x-amz-content-sha256;x-amz-date;x-amz-storage-class", "98ad721746da40c64f1a55b78f14c238d841ea1380cd77a1b5971af0ece108bd"),
-		},
-		body: "Welcome to Amazon S3.",
-		mode: PayloadSHA256,
-	}, {
-		name: "GET Bucket Lifecycle", method: "GET", path: "/?lifecycle", host: "examplebucket.s3.amazonaws.com",
-		headers: map[string]string{
-			"X-Amz-Date":           "20130524T000000Z",
-			"X-Amz-Content-Sha256": emptySHA256,
-			"Authorization":        docAuth("host;x-amz-content-sha256;x-amz-date", "fea454ca298b7da1c68078a5d1bdbfbbe0d65c699e0f91ac7a200a0136783543"),
-		},
-		mode: PayloadSHA256,
-	}, {
-		name: "List Objects", method: "GET", path: "/?max-keys=2&prefix=J", host: "examplebucket.s3.amazonaws.com",
-		headers: map[string]string{
-			"X-Amz-Date":           "20130524T000000Z",
-			"X-Amz-Content-Sha256": emptySHA256,
-			"Authorization":        docAuth("host;x-amz-content-sha256;x-amz-date", "34b48302e7b5fa45bde8084f4b7868a86f0a534bc59db6670ed5711ef69dc6f7"),
-		},
-		mode: PayloadSHA256,
-	}, {
-		name: "chunked PUT Object", method: "PUT", path: "/examplebucket/chunkObject.txt", host: "s3.amazonaws.com",
-		headers: map[string]string{
+			"Authorization":        docAuth(signedHeaders, sig),
+		}
+		maps.Copy(headers, extra)
+		return vector{name: name, method: "GET", path: path, host: "examplebucket.s3.amazonaws.com", headers: headers, mode: PayloadSHA256}
+	}
+	// docChunkedPUT is one of the documentation's chunked uploads of 66560
+	// bytes to examplebucket/chunkObject.txt, mode its payload mode, and the
+	// headers extra too.
+	docChunkedPUT := func(name, mode, signedHeaders, sig, body string, extra map[string]string) vector {
+		headers := map[string]string{
 			"X-Amz-Date":                   "20130524T000000Z",
 			"X-Amz-Storage-Class":          "REDUCED_REDUNDANCY",
-			"X-Amz-Content-Sha256":         PayloadStreamingSigned,
+			"X-Amz-Content-Sha256":         mode,
 			"Content-Encoding":             "aws-chunked",
 			"X-Amz-Decoded-Content-Length": "66560",
-			"Authorization": docAuth("content-encoding;content-length;host;x-amz-content-sha256;x-amz-date;x-amz-decoded-content-length;x-amz-storage-class",
-				"4f232c4386841ef735655705268965c44a0e4690baa4adea153f7db9fa80a0a9"),
+			"Authorization":                docAuth(signedHeaders, sig),
+		}
+		maps.Copy(headers, extra)
+		return vector{name: name, method: "PUT", path: "/examplebucket/chunkObject.txt", host: "s3.amazonaws.com",
+			headers: headers, body: body, mode: mode}
+	}
+	vectors := []vector{
+		docGET("GET Object", "/test.txt", "host;range;x-amz-content-sha256;x-amz-date",
+			"f0e8bdb87c964420e857bd35b5d6ed310bd44f0170aba48dd91039c6036bdb41", map[string]string{"Range": "bytes=0-9"}),
+		docGET("GET Bucket Lifecycle", "/?lifecycle", "host;x-amz-content-sha256;x-amz-date",
+			"fea454ca298b7da1c68078a5d1bdbfbbe0d65c699e0f91ac7a200a0136783543", nil),
+		docGET("List Objects", "/?max-keys=2&prefix=J", "host;x-amz-content-sha256;x-amz-date",
+			"34b48302e7b5fa45bde8084f4b7868a86f0a534bc59db6670ed5711ef69dc6f7", nil),
+		{
+			name: "PUT Object", method: "PUT", path: "/test$file.text", host: "examplebucket.s3.amazonaws.com",
+			headers: map[string]string{
+				"Date":                 "Fri, 24 May 2013 00:00:00 GMT",
+				"X-Amz-Date":           "20130524T000000Z",
+				"X-Amz-Storage-Class":  "REDUCED_REDUNDANCY",
+				"X-Amz-Content-Sha256": "44ce7dd67c959e0d3524ffac1771dfbba87d2b6b4b4e99e42034a8b803f8b072",
+				"Authorization":        docAuth("date;host;x-amz-content-sha256;x-amz-date;x-amz-storage-class", "98ad721746da40c64f1a55b78f14c238d841ea1380cd77a1b5971af0ece108bd"),
+			},
+			body: "Welcome to Amazon S3.",
+			mode: PayloadSHA256,
 		},
-		body: docChunkedBody,
-		mode: PayloadStreamingSigned,
-	}, {
-		name: "chunked PUT Object with trailer", method: "PUT", path: "/examplebucket/chunkObject.txt", host: "s3.amazonaws.com",
-		headers: map[string]string{
-			"X-Amz-Date":                   "20130524T000000Z",
-			"X-Amz-Storage-Class":          "REDUCED_REDUNDANCY",
-			"X-Amz-Content-Sha256":         PayloadStreamingSignedTrailer,
-			"Content-Encoding":             "aws-chunked",
-			"X-Amz-Decoded-Content-Length": "66560",
-			"X-Amz-Trailer":                "x-amz-checksum-crc32c",
-			"Authorization": docAuth("content-encoding;host;x-amz-content-sha256;x-amz-date;x-amz-decoded-content-length;x-amz-storage-class;x-amz-trailer",
-				"106e2a8a18243abcf37539882f36619c00e2dfc72633413f02d3b74544bfeb8e"),
-		},
-		body: docChunked("b474d8862b1487a5145d686f57f013e54db672cee1c953b3010fb58501ef5aa2",
-			"1c1344b170168f8e65b41376b44b20fe354e373826ccbbe2c1d40a8cae51e5c7",
-			"2ca2aba2005185cf7159c6277faf83795951dd77a3a99e6e65d5c9f85863f992",
-			"x-amz-checksum-crc32c:sOO8/Q==\r\n"+
-				"x-amz-trailer-signature:d81f82fc3505edab99d459891051a732e8730629a2e4a59689829ca17fe2e435\r\n"),
-		mode: PayloadStreamingSignedTrailer,
-	}}
+		docChunkedPUT("chunked PUT Object", PayloadStreamingSigned,
+			"content-encoding;content-length;host;x-amz-content-sha256;x-amz-date;x-amz-decoded-content-length;x-amz-storage-class",
+			"4f232c4386841ef735655705268965c44a0e4690baa4adea153f7db9fa80a0a9", docChunkedBody, nil),
+		docChunkedPUT("chunked PUT Object with trailer", PayloadStreamingSignedTrailer,
+			"content-encoding;host;x-amz-content-sha256;x-amz-date;x-amz-decoded-content-length;x-amz-storage-class;x-amz-trailer",
+			"106e2a8a18243abcf37539882f36619c00e2dfc72633413f02d3b74544bfeb8e",
+			docChunked("b474d8862b1487a5145d686f57f013e54db672cee1c953b3010fb58501ef5aa2",
+				"1c1344b170168f8e65b41376b44b20fe354e373826ccbbe2c1d40a8cae51e5c7",
+				"2ca2aba2005185cf7159c6277faf83795951dd77a3a99e6e65d5c9f85863f992",
+				"x-amz-checksum-crc32c:sOO8/Q==\r\n"+
+					"x-amz-trailer-signature:d81f82fc3505edab99d459891051a732e8730629a2e4a59689829ca17fe2e435\r\n"),
+			map[string]string{"X-Amz-Trailer": "x-amz-checksum-crc32c"}),
+	}
 	for _, vec := range vectors {
 		t.Run(vec.name, func(t *testing.T) {
 			req, err := http.NewRequest(vec.method, s.URL+vec.path, strings.NewReader(vec.body))
