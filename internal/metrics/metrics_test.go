@@ -127,16 +127,12 @@ func TestRingMembersFollowTheRingFile(t *testing.T) {
 	}
 
 	// A member drains, then one is added: the gauge follows each new epoch.
-	for _, want := range []ring.Spec{spec(2, 2, 1), spec(3, 4, 0)} {
-		writeRing(t, path, want)
-		wantActive, wantDraining := 0.0, 0.0
-		for _, mb := range want.Members {
-			if mb.State == ring.StateActive {
-				wantActive++
-			} else {
-				wantDraining++
-			}
-		}
+	for _, want := range []struct {
+		epoch            int64
+		active, draining int
+	}{{2, 2, 1}, {3, 4, 0}} {
+		writeRing(t, path, spec(want.epoch, want.active, want.draining))
+		wantActive, wantDraining := float64(want.active), float64(want.draining)
 		deadline := time.Now().Add(30 * time.Second) // bounds a wait; nothing asserts on time
 		for {
 			a, d := members(t, reg)
@@ -145,7 +141,7 @@ func TestRingMembersFollowTheRingFile(t *testing.T) {
 			}
 			if time.Now().After(deadline) {
 				t.Fatalf("epoch %d written: the gauge still reports %v active and %v draining members, want %v and %v",
-					want.Epoch, a, d, wantActive, wantDraining)
+					want.epoch, a, d, wantActive, wantDraining)
 			}
 			time.Sleep(10 * time.Millisecond)
 		}
