@@ -214,6 +214,29 @@ func TestDeleteObject(t *testing.T) {
 	}
 }
 
+// Deleting an object the store holds nothing of (every write of a new key
+// invalidates it) commits nothing; one with only metadata loses it.
+func TestDeleteObjectAbsentCommitsNothing(t *testing.T) {
+	s := newTestStore(t)
+	held := obj("a", "b", "held")
+	if err := s.PutMeta(held, chunk.Meta{ETag: "v1", Size: 1}); err != nil {
+		t.Fatal(err)
+	}
+	before := s.db.MaxVersion()
+	if err := s.DeleteObject(obj("a", "b", "new")); err != nil {
+		t.Fatal(err)
+	}
+	if after := s.db.MaxVersion(); after != before {
+		t.Errorf("deleting an absent object committed (badger version %d -> %d)", before, after)
+	}
+	if err := s.DeleteObject(held); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.GetMeta(held); !errors.Is(err, ErrNotFound) {
+		t.Errorf("GetMeta after deleting an object with only metadata: %v", err)
+	}
+}
+
 // TestDeleteObjectRemovesUnindexedChunks covers chunks badger has but the
 // index does not (left by a delete that failed).
 func TestDeleteObjectRemovesUnindexedChunks(t *testing.T) {
