@@ -371,7 +371,9 @@ func (n *Node) newServer() error {
 		PersistUploads: n.cfg.WriteBackUploads, PersistYield: n.cfg.WriteBackYield, PersistMaxYield: n.cfg.WriteBackMaxYield,
 	}
 	if n.journal != nil {
-		cfg.HeldMetrics = metrics.NewHeld(n.reg, n.heldStats, n.journal.Stats().Limit).ReportPinned(n.pinned)
+		held := metrics.NewHeld(n.reg, n.heldStats, n.journal.Stats().Limit).ReportPinned(n.pinned)
+		n.journal.ObserveSyncs(func(d time.Duration) { held.JournalSync.Observe(d.Seconds()) })
+		cfg.HeldMetrics = held
 	}
 	if n.ring != nil {
 		peerTLS, err := pki.NewClientTLS(n.cfg.PeerCert, n.cfg.PeerKey, n.cfg.ClientCA)

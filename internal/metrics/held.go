@@ -28,6 +28,8 @@ type Held struct {
 	Persisted *prometheus.CounterVec
 	// PersistDuration is how long each attempt took.
 	PersistDuration prometheus.Histogram
+	// JournalSync is how long each sync of the journal took.
+	JournalSync prometheus.Histogram
 
 	collector heldCollector
 }
@@ -42,6 +44,8 @@ func NewHeld(reg prometheus.Registerer, stats func() map[string]HeldStats, limit
 			"Attempts to send held WriteBack versions to S3, by op (put, delete) and result (ok, error); errors are retried with backoff.", "op", "result"),
 		PersistDuration: node.Histogram("writeback_persist_duration_seconds",
 			"Time of each attempt to send a held version to S3.", latencyBuckets),
+		JournalSync: node.Histogram("writeback_journal_sync_duration_seconds",
+			"Time of each fdatasync of the write-back journal, which every held write waits for (one for a group of writes): the disk's flush latency, part of each WriteBack PUT's.", latencyBuckets),
 	}
 	h.collector = heldCollector{stats: stats, limit: limit,
 		objects: node.Desc("writeback_objects",
@@ -55,7 +59,7 @@ func NewHeld(reg prometheus.Registerer, stats func() map[string]HeldStats, limit
 		pinnedDesc: node.Desc("writeback_pinned_bytes",
 			"Bytes of the node's pinned space in use, what its limit bounds: every held version still kept (older ones being persisted too) and the parts of held multipart uploads."),
 	}
-	reg.MustRegister(h.Full, h.Persisted, h.PersistDuration, &h.collector)
+	reg.MustRegister(h.Full, h.Persisted, h.PersistDuration, h.JournalSync, &h.collector)
 	return h
 }
 

@@ -215,6 +215,14 @@ func Open(dir string, limit int64) (*Journal, error) {
 	return j, nil
 }
 
+// ObserveSyncs has observe told how long each of the log's syncs takes
+// (an fdatasync a group of writes waits for: the disk's flush latency).
+func (j *Journal) ObserveSyncs(observe func(time.Duration)) {
+	j.log.mu.Lock()
+	j.log.observeSync = observe
+	j.log.mu.Unlock()
+}
+
 // Close closes the journal's files once its background work is done;
 // Write fails after it.
 func (j *Journal) Close() error {

@@ -43,6 +43,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 )
 
 const (
@@ -98,6 +99,8 @@ type segLog struct {
 	// afterSync, when set, runs in the syncing goroutine once the
 	// segments are synced (tests stop a "crash" there).
 	afterSync func()
+	// observeSync, when set, is told how long each sync took.
+	observeSync func(time.Duration)
 }
 
 func segmentName(seq uint64) string { return fmt.Sprintf("%020d%s", seq, segmentExt) }
@@ -266,10 +269,14 @@ func (l *segLog) wait(lsn uint64) error {
 			continue
 		}
 		l.syncing = true
-		target, sealed, cur, dirDirty := l.appended, l.sealed, l.f, l.dirDirty
+		target, sealed, cur, dirDirty, observe := l.appended, l.sealed, l.f, l.dirDirty, l.observeSync
 		l.sealed, l.dirDirty = nil, false
 		l.mu.Unlock()
+		start := time.Now()
 		err := syncFiles(l.dir, dirDirty, sealed, cur)
+		if observe != nil {
+			observe(time.Since(start))
+		}
 		if err == nil && l.afterSync != nil {
 			l.afterSync()
 		}

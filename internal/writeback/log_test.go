@@ -221,3 +221,17 @@ func TestUsedIsWhatTheFilesTake(t *testing.T) {
 		t.Fatalf("Stats.Bytes %d, want the two bodies held (%d)", b, 10<<10+inlineBytes+1)
 	}
 }
+
+// Each sync a write waits for is reported to ObserveSyncs, with its time.
+func TestObserveSyncs(t *testing.T) {
+	j, err := Open(t.TempDir(), 1<<30)
+	testutil.Must(t, err)
+	defer j.Close()
+	var syncs []time.Duration
+	j.ObserveSyncs(func(d time.Duration) { syncs = append(syncs, d) }) // one writer: no lock needed
+	put(t, j, "a", []byte("body"))
+	put(t, j, "b", []byte("body"))
+	if len(syncs) != 2 || syncs[0] <= 0 || syncs[1] <= 0 {
+		t.Errorf("syncs observed for two writes one after the other: %v", syncs)
+	}
+}
