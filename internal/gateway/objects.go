@@ -1,7 +1,6 @@
 package gateway
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -296,11 +295,8 @@ func (g *Gateway) putObject(x *exchange, auth *sigv4.Result) {
 	case size == 0:
 	case buffered:
 		defer release()
-		buf, ok := x.readBody(size)
-		if !ok {
-			return
-		}
-		body = bytes.NewReader(buf)
+		replay := newReplayBody(holdback.New(r.Body), size)
+		tracked, body = &replay.src, replay
 	default:
 		tracked = &trackingBody{r: holdback.New(r.Body)}
 		body = tracked
