@@ -13,9 +13,9 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
-	"github.com/distcache/distcache/internal/testutil/logbuf"
 	"github.com/distcache/distcache/tools/benchmark/benchkit"
 )
 
@@ -125,7 +125,7 @@ type session struct {
 	cmd    *exec.Cmd
 	in     io.WriteCloser
 	out    *bufio.Reader
-	stderr *logbuf.Buffer
+	stderr *lockedBuffer
 	// Attach is what attaching cost (reads of the table's metadata).
 	Attach map[string]int64
 }
@@ -183,7 +183,7 @@ func (c *chdb) serve(ctx context.Context, ep Endpoint, opts chOpts) (*session, e
 // that takes commands on stdin.
 func (c *chdb) start(ctx context.Context, ep Endpoint, args ...string) (*session, error) {
 	cmd := c.command(ctx, ep, args...)
-	s := &session{cmd: cmd, stderr: &logbuf.Buffer{}}
+	s := &session{cmd: cmd, stderr: &lockedBuffer{}}
 	var err error
 	if s.in, err = cmd.StdinPipe(); err != nil {
 		return nil, err
@@ -203,7 +203,7 @@ func (c *chdb) start(ctx context.Context, ep Endpoint, args ...string) (*session
 func (s *session) read(v any) error {
 	line, err := s.out.ReadBytes('\n')
 	if err != nil {
-		return fmt.Errorf("chbench.py: %v\n%s", err, benchkit.Tail([]byte(s.stderr.String()), 8<<10))
+		return fmt.Errorf("chbench.py: %v\n%s", err, benchkit.Tail(s.stderr.Bytes(), 8<<10))
 	}
 	dec := json.NewDecoder(bytes.NewReader(line))
 	dec.UseNumber() // 64-bit answers compare exactly
@@ -216,7 +216,7 @@ func (s *session) read(v any) error {
 func (s *session) do(cmd, query string) (*result, error) {
 	req, _ := json.Marshal(map[string]string{"cmd": cmd, "query": query})
 	if _, err := s.in.Write(append(req, '\n')); err != nil {
-		return nil, fmt.Errorf("chbench.py: %v\n%s", err, benchkit.Tail([]byte(s.stderr.String()), 8<<10))
+		return nil, fmt.Errorf("chbench.py: %v\n%s", err, benchkit.Tail(s.stderr.Bytes(), 8<<10))
 	}
 	var r result
 	if err := s.read(&r); err != nil {
@@ -237,7 +237,7 @@ func (s *session) close() error {
 	_ = s.in.Close()
 	err := s.cmd.Wait()
 	if err != nil {
-		return fmt.Errorf("chbench.py: %v\n%s", err, benchkit.Tail([]byte(s.stderr.String()), 8<<10))
+		return fmt.Errorf("chbench.py: %v\n%s", err, benchkit.Tail(s.stderr.Bytes(), 8<<10))
 	}
 	return nil
 }
@@ -245,6 +245,23 @@ func (s *session) close() error {
 func (s *session) kill() {
 	_ = s.cmd.Process.Kill()
 	_ = s.cmd.Wait()
+}
+
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) Bytes() []byte {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return bytes.Clone(l.b.Bytes())
 }
 
 var errAnswer = errors.New("answers differ")
