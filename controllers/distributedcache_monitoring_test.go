@@ -140,7 +140,7 @@ func TestBuildPrometheusRule(t *testing.T) {
 					t.Errorf("%s is not scoped to the cache: %s", name, expr)
 				}
 			}
-			if len(alerts) != 12 {
+			if len(alerts) != 13 {
 				t.Errorf("alerts %v", alerts)
 			}
 		})

@@ -190,7 +190,7 @@ var _ = Describe("DistributedCache monitoring", Ordered, func() {
 				Expect(r.Annotations).To(HaveKeyWithValue("runbook_url", monitoring.RunbookURL+"#"+strings.ToLower(r.Alert)))
 			}
 		}
-		Expect(alerts).To(HaveLen(12))
+		Expect(alerts).To(HaveLen(13))
 		Expect(alerts[monitoring.AlertLowHitRatio]).To(HaveSuffix("< 0.6"))
 		for alert, expr := range alerts {
 			scope := `namespace="` + ns + `",service="` + name + `"`

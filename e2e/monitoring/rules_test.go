@@ -162,7 +162,8 @@ func TestAlertRulesFire(t *testing.T) {
 	// tenant and succeed for another (the lag alert's case, not this
 	// one); c-b-1's failed until minute 5, then succeeded. c-a-0's pinned
 	// space in use reaches 90% of its limit at minute 5, c-a-1 holds
-	// 80%; c-b-0 keeps no journal (no limit series). Cache other: all of
+	// 80%; c-b-0 keeps no journal (no limit series). c-a-0's journal
+	// syncs take 0.1-0.25 s, c-a-1's under 0.05 s. Cache other: all of
 	// it, for ever.
 	wbSeries := func(metric, cache, pod, extra, values string) series {
 		return series{`distcache_writeback_` + metric + `{namespace="ns",service="` + cache + `",zone="a",pod="` + pod + `"` + extra + `}`, values}
@@ -184,6 +185,16 @@ func TestAlertRulesFire(t *testing.T) {
 		wbSeries("pinned_bytes", "c", "c-a-1", "", "80x60"),
 		wbSeries("limit_bytes", "c", "c-a-1", "", "100x60"),
 		wbSeries("pinned_bytes", "c", "c-b-0", "", "99x60"),
+		wbSeries("journal_sync_duration_seconds_bucket", "c", "c-a-0", `,le="0.05"`, "0x60"),
+		wbSeries("journal_sync_duration_seconds_bucket", "c", "c-a-0", `,le="0.1"`, "0+1x60"),
+		wbSeries("journal_sync_duration_seconds_bucket", "c", "c-a-0", `,le="0.25"`, "0+100x60"),
+		wbSeries("journal_sync_duration_seconds_bucket", "c", "c-a-0", `,le="+Inf"`, "0+100x60"),
+		wbSeries("journal_sync_duration_seconds_bucket", "c", "c-a-1", `,le="0.05"`, "0+100x60"),
+		wbSeries("journal_sync_duration_seconds_bucket", "c", "c-a-1", `,le="0.1"`, "0+100x60"),
+		wbSeries("journal_sync_duration_seconds_bucket", "c", "c-a-1", `,le="0.25"`, "0+100x60"),
+		wbSeries("journal_sync_duration_seconds_bucket", "c", "c-a-1", `,le="+Inf"`, "0+100x60"),
+		wbSeries("journal_sync_duration_seconds_bucket", "other", "other-a-0", `,le="0.1"`, "0x60"),
+		wbSeries("journal_sync_duration_seconds_bucket", "other", "other-a-0", `,le="+Inf"`, "0+100x60"),
 		wbSeries("oldest_dirty_seconds", "other", "other-a-0", tenant("t1"), "3600x60"),
 		wbSeries("persist_attempts_total", "other", "other-a-0", persist("error"), "0+5x60"),
 		wbSeries("pinned_bytes", "other", "other-a-0", "", "99x60"),
@@ -211,13 +222,15 @@ func TestAlertRulesFire(t *testing.T) {
 		monitoring.AlertWriteBackLagging:        {{labels("severity", "warning", "zone", "a", "tenant", "t1")}},
 		monitoring.AlertWriteBackPersistFailing: {{labels("severity", "critical", "zone", "a", "pod", "c-a-0")}},
 		monitoring.AlertWriteBackPinnedNearFull: {{labels("severity", "warning", "zone", "a", "pod", "c-a-0")}},
+		monitoring.AlertWriteBackSlowDisk:       {{labels("severity", "warning", "zone", "a", "pod", "c-a-0")}},
 	}
 	var tests []alertTest
 	for alert, exp := range firing {
 		// Minute 9: every condition holds, none for its whole `for`
 		// (NodeDown's 5 minutes and NodeUnschedulable's 10 start at
 		// minute 5, as WriteBackPinnedNearFull's 5; WriteBackLagging's
-		// condition holds from minute 11).
+		// condition holds from minute 11, WriteBackSlowDisk's 15 minutes
+		// from minute 1).
 		tests = append(tests, alertTest{EvalTime: "9m", Alertname: alert, ExpAlerts: []expAlert{}})
 		tests = append(tests, alertTest{EvalTime: "30m", Alertname: alert, ExpAlerts: exp})
 	}

@@ -393,7 +393,7 @@ func TestRuleGroups(t *testing.T) {
 			}
 			for _, a := range []string{AlertLowHitRatio, AlertNodeDown, AlertS3ErrorRate, AlertDiskNearCapacity, AlertCertificateExpiring, AlertGatewayCertificateExpiring,
 				AlertCrossZoneTraffic, AlertGatewayZoneFallback, AlertNodeUnschedulable,
-				AlertWriteBackLagging, AlertWriteBackPersistFailing, AlertWriteBackPinnedNearFull} {
+				AlertWriteBackLagging, AlertWriteBackPersistFailing, AlertWriteBackPinnedNearFull, AlertWriteBackSlowDisk} {
 				if !alerts[a] {
 					t.Errorf("no alert %s", a)
 				}
