@@ -293,3 +293,56 @@ func BenchmarkMetadataMiss(b *testing.B) {
 		})
 	}
 }
+
+// A key under a WriteBack prefix that S3 does not have is not found, once
+// every member that may hold a version of it said it holds none; while one
+// of them cannot be asked (a pod of a rolling restart), the answer is 503
+// SlowDown, which clients retry, not S3's 404: that member may hold an
+// acknowledged write. A key S3 has is served from S3 either way.
+func TestHeldKeyMissWithAHolderUnaskedIsRetried(t *testing.T) {
+	e := newEnv(t, envOptions{tenants: drainTenants})
+	self := e.cluster.Member(0)
+	real := self.Ring.Load()
+	meta := func(key string) string {
+		return real.Owner(nodeapi.MetaID(chunk.Object{Tenant: "team-a", Bucket: "bucket-a", Key: key})).Name
+	}
+	keyOwnedBySelf := func(prefix string) string {
+		for i := 0; ; i++ {
+			if key := fmt.Sprintf("%s%d", prefix, i); meta(key) == self.Name {
+				return key
+			}
+		}
+	}
+	absent, inS3, beforeAbsent := keyOwnedBySelf("wb/absent-"), keyOwnedBySelf("wb/in-s3-"), keyOwnedBySelf("wb/asked-")
+	e.cluster.PutDirect("bucket-a", inS3, []byte("in S3"))
+	cl := e.cluster.HTTPClient(pki.Identity{Kind: pki.KindTenant, Name: "team-a"})
+	head := func(key string) int {
+		t.Helper()
+		resp, err := cl.Head("https://" + self.Addr + nodeapi.ObjectPath("bucket-a", key))
+		testutil.Must(t, err)
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if got := head(beforeAbsent); got != http.StatusNotFound {
+		t.Fatalf("HEAD %s, every member asked: HTTP %d, want 404", beforeAbsent, got)
+	}
+
+	// The node's ring gives another member an address nothing listens on.
+	members := real.Members()
+	for i := range members {
+		if members[i].Name != self.Name {
+			members[i].Address = "127.0.0.1:1"
+			break
+		}
+	}
+	unasked, err := ring.New(ring.Spec{Epoch: real.Epoch() + 1, Zone: real.Zone(), Members: members, Hash: ring.HashParams{Algorithm: ring.AlgorithmRendezvousXXHash64}})
+	testutil.Must(t, err)
+	self.Ring.Store(unasked)
+	defer self.Ring.Store(real)
+	if got := head(absent); got != http.StatusServiceUnavailable {
+		t.Errorf("HEAD %s, a member unasked: HTTP %d, want 503", absent, got)
+	}
+	if got := head(inS3); got != http.StatusOK {
+		t.Errorf("HEAD %s (in S3), a member unasked: HTTP %d, want 200", inS3, got)
+	}
+}
