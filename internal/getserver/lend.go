@@ -1,7 +1,6 @@
 package getserver
 
 import (
-	"context"
 	"io"
 	"net"
 	"net/http"
@@ -15,13 +14,14 @@ import (
 // server of the Server's own, with Fallback's settings and handler, serves
 // the connection for that one request and gives it back. So a connection
 // that carried a write serves its next reads here again. net/http reads
-// the request's bytes and no more; where it reads on, it is told the
-// connection ended (io.EOF), and it closes the connection; that Close
-// hands it back. A connection net/http closes for reasons of its own (a
-// Connection: close, a body it would not read, a panic) is closed.
-
-// lentKey is the context key of a lent connection in the lender's requests.
-type lentKey struct{}
+// the request's bytes and no more. Once it is done with the request and
+// would serve another (it reports the connection idle, http.StateIdle),
+// its read of the next request is told the connection ended (io.EOF), and
+// the Close that follows hands the connection back. A connection net/http
+// closes without going idle (a Connection: close, a body it would not
+// read, a panic) is closed. Idle is the sign, not a read past the
+// request: net/http's background read of a drained body comes after the
+// handler too, and on a connection it then closes.
 
 // newLender is the server lent connections are served by.
 func newLender(fallback *http.Server) *http.Server {
@@ -30,14 +30,11 @@ func newLender(fallback *http.Server) *http.Server {
 		h = http.DefaultServeMux
 	}
 	return &http.Server{
-		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if l, ok := r.Context().Value(lentKey{}).(*lentConn); ok {
-				defer l.handlerDone()
+		Handler: h,
+		ConnState: func(c net.Conn, state http.ConnState) {
+			if l, ok := c.(*lentConn); ok && state == http.StateIdle {
+				l.goIdle()
 			}
-			h.ServeHTTP(w, r)
-		}),
-		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
-			return context.WithValue(ctx, lentKey{}, c)
 		},
 		ReadTimeout: fallback.ReadTimeout, ReadHeaderTimeout: fallback.ReadHeaderTimeout,
 		WriteTimeout: fallback.WriteTimeout, IdleTimeout: fallback.IdleTimeout,
@@ -52,26 +49,24 @@ type lentConn struct {
 
 	mu      sync.Mutex
 	cond    *sync.Cond
-	running bool // the handler has not returned
 	aborted bool // a read deadline in the past was set: net/http stops its watch
-	next    bool // a deadline was set after the handler: net/http waits for a next request
-	ended   bool // net/http read past the request
+	idle    bool // net/http is done with the request and would serve another
 	done    chan bool
 	once    sync.Once
 }
 
 func newLentConn(c *conn, n int64) *lentConn {
-	l := &lentConn{c: c, left: n, running: true, done: make(chan bool, 1)}
+	l := &lentConn{c: c, left: n, done: make(chan bool, 1)}
 	l.cond = sync.NewCond(&l.mu)
 	return l
 }
 
 // Read reads the request's bytes. Past them it is either net/http's watch
-// of the connection (started before or during the handler, perhaps
-// reading only after it), which waits until net/http stops it with a
-// deadline in the past, or net/http's wait for the next request, which
-// comes after a deadline for it was set once the handler had returned:
-// that next request is not net/http's to read (io.EOF).
+// of the connection (its background read, started during the handler or
+// when it drains the body after it), which waits until net/http stops it
+// with a deadline in the past, or, once the connection is idle, net/http's
+// wait for the next request: that request is not net/http's to read
+// (io.EOF).
 func (l *lentConn) Read(p []byte) (int, error) {
 	if l.left > 0 {
 		if int64(len(p)) > l.left {
@@ -83,33 +78,31 @@ func (l *lentConn) Read(p []byte) (int, error) {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.next {
-		l.ended = true
-		return 0, io.EOF
-	}
-	for !l.aborted {
+	for !l.aborted && !l.idle {
 		l.cond.Wait()
 	}
-	l.aborted = false
-	return 0, os.ErrDeadlineExceeded
+	if l.aborted {
+		l.aborted = false
+		return 0, os.ErrDeadlineExceeded
+	}
+	return 0, io.EOF
 }
 
-func (l *lentConn) handlerDone() {
+// goIdle records that net/http would serve another request.
+func (l *lentConn) goIdle() {
 	l.mu.Lock()
-	l.running = false
+	l.idle = true
+	l.cond.Broadcast()
 	l.mu.Unlock()
 }
 
 func (l *lentConn) SetReadDeadline(t time.Time) error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
 	if !t.IsZero() && t.Before(time.Now()) {
+		l.mu.Lock()
 		l.aborted = true
 		l.cond.Broadcast()
+		l.mu.Unlock()
 		return nil
-	}
-	if !l.running {
-		l.next = true
 	}
 	return l.c.rwc.SetReadDeadline(t)
 }
@@ -132,14 +125,14 @@ func (l *lentConn) CloseWrite() error {
 	return nil
 }
 
-// Close gives the connection back: reusable if net/http read past the
-// request (it would have served another).
+// Close gives the connection back: reusable if net/http went idle on it
+// (it would have served another request).
 func (l *lentConn) Close() error {
 	l.once.Do(func() {
 		l.mu.Lock()
-		ended := l.ended
+		idle := l.idle
 		l.mu.Unlock()
-		l.done <- ended
+		l.done <- idle
 	})
 	return nil
 }
