@@ -40,12 +40,7 @@ func TestPutObjectStreamsOnToS3(t *testing.T) {
 	pr := e.cluster.Proxy.BodyHeldUntilPut(body, 4<<20, "/"+key)
 	t.Cleanup(func() { e.cluster.Proxy.OnRequest(nil) })
 
-	req, err := http.NewRequest(http.MethodPut, e.srv.URL()+"/bucket-a/"+key, pr)
-	testutil.Must(t, err)
-	req.ContentLength = int64(len(body))
-	req.Header.Set("X-Amz-Content-Sha256", declared)
-	testutil.Must(t, v4.NewSigner().SignHTTP(context.Background(), aws.Credentials{AccessKeyID: accessKey, SecretAccessKey: secretKey},
-		req, declared, "s3", region, time.Now()))
+	req := signedPut(t, e, key, body, pr)
 	resp, err := http.DefaultClient.Do(req)
 	testutil.Must(t, err)
 	answer, _ := io.ReadAll(resp.Body)
@@ -162,6 +157,22 @@ func TestBodyThatFailsVerificationNeverReachesS3(t *testing.T) {
 	})
 }
 
+// signedPut is a PutObject of body to bucket-a/key through the gateway,
+// its bytes read from from, signed with the body's SHA-256 as an AWS SDK
+// signs over plain HTTP.
+func signedPut(t *testing.T, e *env, key string, body []byte, from io.Reader) *http.Request {
+	t.Helper()
+	sum := sha256.Sum256(body)
+	declared := hex.EncodeToString(sum[:])
+	req, err := http.NewRequest(http.MethodPut, e.srv.URL()+"/bucket-a/"+key, from)
+	testutil.Must(t, err)
+	req.ContentLength = int64(len(body))
+	req.Header.Set("X-Amz-Content-Sha256", declared)
+	testutil.Must(t, v4.NewSigner().SignHTTP(context.Background(), aws.Credentials{AccessKeyID: accessKey, SecretAccessKey: secretKey},
+		req, declared, "s3", region, time.Now()))
+	return req
+}
+
 // pausedBody gives the first at bytes of data, then waits for release
 // (closing paused once it is there) before giving the rest, as a client
 // still sending a body.
@@ -196,8 +207,6 @@ func (b *pausedBody) Read(p []byte) (int, error) {
 func TestPutObjectSurvivesANodeDyingMidUpload(t *testing.T) {
 	e := newEnv(t, envOptions{})
 	body := testutil.RandomBytes(rand.New(rand.NewPCG(31, 32)), 1<<20+3)
-	sum := sha256.Sum256(body)
-	declared := hex.EncodeToString(sum[:])
 	const key = "failover/object"
 	owner := e.cluster.Ring().Owner(nodeapi.MetaID(chunk.Object{Tenant: "team-a", Bucket: "bucket-a", Key: key})).Name
 	victim := -1
@@ -211,12 +220,7 @@ func TestPutObjectSurvivesANodeDyingMidUpload(t *testing.T) {
 	}
 	pb := &pausedBody{data: body, at: len(body) / 2, paused: make(chan struct{}), release: make(chan struct{})}
 	paused := pb.paused
-	req, err := http.NewRequest(http.MethodPut, e.srv.URL()+"/bucket-a/"+key, pb)
-	testutil.Must(t, err)
-	req.ContentLength = int64(len(body))
-	req.Header.Set("X-Amz-Content-Sha256", declared)
-	testutil.Must(t, v4.NewSigner().SignHTTP(context.Background(), aws.Credentials{AccessKeyID: accessKey, SecretAccessKey: secretKey},
-		req, declared, "s3", region, time.Now()))
+	req := signedPut(t, e, key, body, pb)
 	type answer struct {
 		status int
 		body   string
