@@ -5,7 +5,6 @@ import (
 	"errors"
 	"io"
 	"net/http"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -308,14 +307,13 @@ func (s *Server) heldMetaOf(o chunk.Object) (m chunk.Meta, ok bool, err error) {
 // of a held key finds none and costs this round trip before S3 is asked
 // (BenchmarkMetadataMiss). S3 does not have a held version, so its answer
 // (404, or a refused tenant's 403) would fail a read of an acknowledged
-// write. ok=false: none of them holds a version, and S3 is asked as for
-// any key; unanswered: some could not be asked, so S3's "no such key" (or
-// a refused tenant's 403) may hide a version they hold.
-func (s *Server) heldMetaFromPeers(ctx context.Context, c caller, o chunk.Object) (m chunk.Meta, ok, unanswered bool, err error) {
+// write. ok=false: none of them holds a version (or can say), and S3 is
+// asked as for any key.
+func (s *Server) heldMetaFromPeers(ctx context.Context, c caller, o chunk.Object) (m chunk.Meta, ok bool, err error) {
 	p := c.policy(o.Bucket, o.Key)
 	r := s.currentRing()
 	if s.cfg.Journal == nil || r == nil || !holds(p) {
-		return m, false, false, nil
+		return m, false, nil
 	}
 	copies := p.Replicas
 	if copies <= 0 {
@@ -339,21 +337,17 @@ func (s *Server) heldMetaFromPeers(ctx context.Context, c caller, o chunk.Object
 		}
 	}
 	for _, asked := range [][]ring.Member{up, down} {
-		m, ok, failed, err := s.heldMetaOfAny(ctx, c, o, asked)
-		if ok {
-			return m, ok, false, err
+		if m, ok, err := s.heldMetaOfAny(ctx, c, o, asked); ok {
+			return m, ok, err
 		}
-		unanswered = unanswered || failed
 	}
-	return m, false, unanswered, nil
+	return m, false, nil
 }
 
 // heldMetaOfAny asks members, all at once, for their held version of o,
-// and returns the first (in members' order) that holds one; failed: some
-// member did not answer.
-func (s *Server) heldMetaOfAny(ctx context.Context, c caller, o chunk.Object, members []ring.Member) (m chunk.Meta, ok, failed bool, err error) {
+// and returns the first (in members' order) that holds one.
+func (s *Server) heldMetaOfAny(ctx context.Context, c caller, o chunk.Object, members []ring.Member) (m chunk.Meta, ok bool, err error) {
 	answers := make([][]writeback.Entry, len(members))
-	errs := make([]error, len(members))
 	var wg sync.WaitGroup
 	for i, mem := range members {
 		wg.Go(func() {
@@ -363,23 +357,22 @@ func (s *Server) heldMetaOfAny(ctx context.Context, c caller, o chunk.Object, me
 				result = "error"
 			}
 			s.metrics.PeerRequests.WithLabelValues("held_meta", result).Inc()
-			answers[i], errs[i] = es, err
+			answers[i] = es
 		})
 	}
 	wg.Wait()
-	failed = slices.ContainsFunc(errs, func(err error) bool { return err != nil })
 	for _, es := range answers { // in placement order: the first that holds one
 		for _, e := range es {
 			if e.Key != o.Key {
 				continue // listHeld takes a prefix
 			}
 			if e.Op == writeback.OpDelete {
-				return m, true, false, newError(http.StatusNotFound, CodeNoSuchKey, "object deleted (the delete is held by the cache)")
+				return m, true, newError(http.StatusNotFound, CodeNoSuchKey, "object deleted (the delete is held by the cache)")
 			}
-			return heldMeta(e, s.cfg.Now()), true, false, nil
+			return heldMeta(e, s.cfg.Now()), true, nil
 		}
 	}
-	return m, false, failed, nil
+	return m, false, nil
 }
 
 // handOutHeld caches a held write's leading chunks at their owners (up to
