@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"slices"
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -292,4 +293,72 @@ func BenchmarkMetadataMiss(b *testing.B) {
 			}
 		})
 	}
+}
+
+// A key under a WriteBack prefix that S3 does not have is not found once
+// enough of the members that may hold a version of it said they hold none
+// that one of its copies would have answered; while as many as the policy
+// keeps copies cannot be asked (the holders of a rolling restart, or a
+// moment of failing DNS), the answer is 503 SlowDown, which clients retry,
+// not S3's 404: they may hold an acknowledged write. One of two holders
+// unreachable leaves S3's answer standing, so a member killed for good
+// does not make every absent key fail. A key S3 has is served either way.
+func TestHeldKeyMissWithItsHoldersUnaskedIsRetried(t *testing.T) {
+	e := newEnv(t, envOptions{tenants: drainTenants})
+	self := e.cluster.Member(0)
+	real := self.Ring.Load()
+	defer self.Ring.Store(real)
+	candidates := func(key string) []ring.Member {
+		return real.Candidates(nodeapi.MetaID(chunk.Object{Tenant: "team-a", Bucket: "bucket-a", Key: key}), 0)
+	}
+	i := 0
+	keyOwnedBySelf := func(prefix string) string {
+		for ; ; i++ {
+			if key := fmt.Sprintf("%s%d", prefix, i); candidates(key)[0].Name == self.Name {
+				i++
+				return key
+			}
+		}
+	}
+	// unreachable gives the node a ring where members have addresses
+	// nothing listens on.
+	unreachable := func(names ...string) {
+		t.Helper()
+		members := real.Members()
+		for i := range members {
+			if slices.Contains(names, members[i].Name) {
+				members[i].Address = fmt.Sprintf("127.0.0.1:%d", i+1)
+			}
+		}
+		r, err := ring.New(ring.Spec{Epoch: real.Epoch() + 1, Zone: real.Zone(), Members: members, Hash: ring.HashParams{Algorithm: ring.AlgorithmRendezvousXXHash64}})
+		testutil.Must(t, err)
+		self.Ring.Store(r)
+	}
+	cl := e.cluster.HTTPClient(pki.Identity{Kind: pki.KindTenant, Name: "team-a"})
+	head := func(key string, want int, when string) {
+		t.Helper()
+		resp, err := cl.Head("https://" + self.Addr + nodeapi.ObjectPath("bucket-a", key))
+		testutil.Must(t, err)
+		resp.Body.Close()
+		if resp.StatusCode != want {
+			t.Errorf("HEAD %s, %s: HTTP %d, want %d", key, when, resp.StatusCode, want)
+		}
+	}
+	inS3 := keyOwnedBySelf("wb/in-s3-")
+	e.cluster.PutDirect("bucket-a", inS3, []byte("in S3"))
+	head(keyOwnedBySelf("wb/absent-"), http.StatusNotFound, "every member asked")
+
+	// Two copies: one holder unreachable, the other answers for its copy.
+	absent := keyOwnedBySelf("wb/absent-")
+	unreachable(candidates(absent)[1].Name)
+	head(absent, http.StatusNotFound, "one of two holders unreachable")
+	absent = keyOwnedBySelf("wb/absent-")
+	unreachable(candidates(absent)[1].Name, candidates(absent)[2].Name)
+	head(absent, http.StatusServiceUnavailable, "every other holder unreachable")
+	head(inS3, http.StatusOK, "in S3, every other holder unreachable")
+
+	// One copy: its one other possible holder unreachable.
+	single := keyOwnedBySelf("wb1/absent-")
+	unreachable(candidates(single)[1].Name)
+	head(single, http.StatusServiceUnavailable, "one copy, its other possible holder unreachable")
 }

@@ -307,13 +307,21 @@ func (s *Server) heldMetaOf(o chunk.Object) (m chunk.Meta, ok bool, err error) {
 // of a held key finds none and costs this round trip before S3 is asked
 // (BenchmarkMetadataMiss). S3 does not have a held version, so its answer
 // (404, or a refused tenant's 403) would fail a read of an acknowledged
-// write. ok=false: none of them holds a version (or can say), and S3 is
-// asked as for any key.
-func (s *Server) heldMetaFromPeers(ctx context.Context, c caller, o chunk.Object) (m chunk.Meta, ok bool, err error) {
+// write. ok=false: none of them holds a version, and S3 is asked as for
+// any key. unanswered: as many of them as the policy keeps copies could
+// not be asked, so every copy of an acknowledged version may be among
+// them, and S3's "no such key" (or a refused tenant's 403) may hide it.
+// Fewer unanswered than copies (one of two holders killed, the other, or
+// this node itself, answering for its copy) leaves S3's answer standing:
+// an acknowledged version is on copies members (holdersFor), so one that
+// answered would hold it. A member killed for good is thus answered for
+// by the others, while a rolling restart's moment of unreachable holders
+// is retried rather than lose an acknowledged write to S3's 404.
+func (s *Server) heldMetaFromPeers(ctx context.Context, c caller, o chunk.Object) (m chunk.Meta, ok, unanswered bool, err error) {
 	p := c.policy(o.Bucket, o.Key)
 	r := s.currentRing()
 	if s.cfg.Journal == nil || r == nil || !holds(p) {
-		return m, false, nil
+		return m, false, false, nil
 	}
 	copies := p.Replicas
 	if copies <= 0 {
@@ -336,18 +344,23 @@ func (s *Server) heldMetaFromPeers(ctx context.Context, c caller, o chunk.Object
 			up = append(up, mem)
 		}
 	}
+	failed := 0
 	for _, asked := range [][]ring.Member{up, down} {
-		if m, ok, err := s.heldMetaOfAny(ctx, c, o, asked); ok {
-			return m, ok, err
+		m, ok, n, err := s.heldMetaOfAny(ctx, c, o, asked)
+		if ok {
+			return m, ok, false, err
 		}
+		failed += n
 	}
-	return m, false, nil
+	return m, false, failed >= copies, nil
 }
 
 // heldMetaOfAny asks members, all at once, for their held version of o,
-// and returns the first (in members' order) that holds one.
-func (s *Server) heldMetaOfAny(ctx context.Context, c caller, o chunk.Object, members []ring.Member) (m chunk.Meta, ok bool, err error) {
+// and returns the first (in members' order) that holds one; failed: how
+// many did not answer.
+func (s *Server) heldMetaOfAny(ctx context.Context, c caller, o chunk.Object, members []ring.Member) (m chunk.Meta, ok bool, failed int, err error) {
 	answers := make([][]writeback.Entry, len(members))
+	errs := make([]error, len(members))
 	var wg sync.WaitGroup
 	for i, mem := range members {
 		wg.Go(func() {
@@ -357,22 +370,27 @@ func (s *Server) heldMetaOfAny(ctx context.Context, c caller, o chunk.Object, me
 				result = "error"
 			}
 			s.metrics.PeerRequests.WithLabelValues("held_meta", result).Inc()
-			answers[i] = es
+			answers[i], errs[i] = es, err
 		})
 	}
 	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			failed++
+		}
+	}
 	for _, es := range answers { // in placement order: the first that holds one
 		for _, e := range es {
 			if e.Key != o.Key {
 				continue // listHeld takes a prefix
 			}
 			if e.Op == writeback.OpDelete {
-				return m, true, newError(http.StatusNotFound, CodeNoSuchKey, "object deleted (the delete is held by the cache)")
+				return m, true, 0, newError(http.StatusNotFound, CodeNoSuchKey, "object deleted (the delete is held by the cache)")
 			}
-			return heldMeta(e, s.cfg.Now()), true, nil
+			return heldMeta(e, s.cfg.Now()), true, 0, nil
 		}
 	}
-	return m, false, nil
+	return m, false, failed, nil
 }
 
 // handOutHeld caches a held write's leading chunks at their owners (up to

@@ -52,7 +52,8 @@ func (s *Server) resolveMeta(ctx context.Context, c caller, o chunk.Object, forc
 	}
 	// A held key this node holds no version of: another member may (S3
 	// does not have it yet).
-	if m, ok, err := s.heldMetaFromPeers(ctx, c, o); ok {
+	m, held, unanswered, err := s.heldMetaFromPeers(ctx, c, o)
+	if held {
 		return m, false, err
 	}
 	ran := false
@@ -86,6 +87,13 @@ func (s *Server) resolveMeta(ctx context.Context, c caller, o chunk.Object, forc
 	}
 	if err != nil {
 		switch {
+		case unanswered && (errors.Is(err, s3backend.ErrNotFound) || errors.Is(err, s3backend.ErrAccessDenied)):
+			// S3 has no such key, or refuses it; the holders that could
+			// not be asked may hold every copy of an acknowledged version
+			// of it: the client retries rather than takes S3's answer (a
+			// pod of a rolling restart is back in seconds).
+			return chunk.Meta{}, owned, newError(http.StatusServiceUnavailable, CodeSlowDown,
+				"the cache nodes that may hold a write-back version of the object could not be asked; retry: "+err.Error())
 		case have && errors.Is(err, s3backend.ErrUnavailable):
 			s.metrics.MetaRevalidations.WithLabelValues("stale_served").Inc()
 			return cached, owned, nil
