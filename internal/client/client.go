@@ -44,6 +44,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/distcache/distcache/internal/dnsfallback"
 	"github.com/distcache/distcache/internal/failover"
 	"github.com/distcache/distcache/internal/pki"
 	"github.com/distcache/distcache/internal/ring"
@@ -353,7 +354,7 @@ func newTransport(cfg Config) *http.Transport {
 // takes its configuration from it instead (see Config.CurrentTLS). The
 // client and the gateway's pass-through each add their own limits.
 func NodeTransport(tlsConfig *tls.Config, current func() *tls.Config) *http.Transport {
-	dialer := &net.Dialer{Timeout: 3 * time.Second, KeepAlive: 30 * time.Second}
+	dialer := &dnsfallback.Dialer{Net: &net.Dialer{Timeout: 3 * time.Second, KeepAlive: 30 * time.Second}}
 	tr := &http.Transport{
 		TLSClientConfig: withProtos(tlsConfig, "http/1.1"),
 		// HTTP/1.1 only: Go's HTTP/2 is much slower for bulk bytes.
@@ -364,7 +365,7 @@ func NodeTransport(tlsConfig *tls.Config, current func() *tls.Config) *http.Tran
 		DisableCompression:  true,
 	}
 	if current != nil {
-		tr.DialTLSContext = pki.DialTLSContext(current, dialer, dialer.Timeout+tr.TLSHandshakeTimeout)
+		tr.DialTLSContext = pki.DialTLSContext(current, dialer, dialer.Net.Timeout+tr.TLSHandshakeTimeout)
 	}
 	return tr
 }

@@ -16,7 +16,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/distcache/distcache/internal/dnsfallback"
 	"github.com/distcache/distcache/internal/nodeapi"
+	"github.com/distcache/distcache/internal/pki"
 )
 
 // inlineTransport makes the client's bodiless GET and HEAD requests (chunk
@@ -37,7 +39,7 @@ type inlineTransport struct {
 	tls         *tls.Config
 	readTLS     *tls.Config        // offers nodeapi.ProtoRead first
 	current     func() *tls.Config // Config.CurrentTLS; nil: tls and readTLS
-	dialer      *net.Dialer
+	dialer      *dnsfallback.Dialer
 	handshake   time.Duration
 	maxIdle     int // per address
 	idleTimeout time.Duration
@@ -63,7 +65,7 @@ func newInlineTransport(next *http.Transport, current func() *tls.Config) *inlin
 		tls:         next.TLSClientConfig,
 		readTLS:     withProtos(next.TLSClientConfig, readProtos...),
 		current:     current,
-		dialer:      &net.Dialer{Timeout: 3 * time.Second, KeepAlive: 30 * time.Second},
+		dialer:      &dnsfallback.Dialer{Net: &net.Dialer{Timeout: 3 * time.Second, KeepAlive: 30 * time.Second}},
 		handshake:   next.TLSHandshakeTimeout,
 		maxIdle:     next.MaxIdleConnsPerHost,
 		idleTimeout: next.IdleConnTimeout,
@@ -386,7 +388,7 @@ func (t *inlineTransport) conn(ctx context.Context, addr string, read bool) (pc 
 		_ = pc.conn.Close()
 	}
 	t.mu.Unlock()
-	dctx, cancel := context.WithTimeout(ctx, t.dialer.Timeout+t.handshake)
+	dctx, cancel := context.WithTimeout(ctx, t.dialer.Net.Timeout+t.handshake)
 	defer cancel()
 	cfg := t.tls
 	if read {
@@ -395,14 +397,13 @@ func (t *inlineTransport) conn(ctx context.Context, addr string, read bool) (pc 
 	if t.current != nil {
 		cfg = withProtos(t.current(), cfg.NextProtos...)
 	}
-	c, err := (&tls.Dialer{NetDialer: t.dialer, Config: cfg}).DialContext(dctx, "tcp", addr)
+	tc, err := pki.DialTLS(dctx, t.dialer, "tcp", addr, cfg)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, false, ctx.Err()
 		}
 		return nil, false, err
 	}
-	tc := c.(*tls.Conn)
 	state := tc.ConnectionState()
 	return &inlineConn{conn: tc, state: &state, br: bufio.NewReaderSize(tc, 4<<10)}, false, nil
 }

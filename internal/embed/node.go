@@ -38,6 +38,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/client-go/rest"
 
+	"github.com/distcache/distcache/internal/dnsfallback"
 	"github.com/distcache/distcache/internal/kubewatch"
 	"github.com/distcache/distcache/internal/metrics"
 	"github.com/distcache/distcache/internal/node"
@@ -384,7 +385,10 @@ func (n *Node) newServer() error {
 		cfg.CrossZone, cfg.Zones = n.cfg.CrossZone, n.zones
 		cfg.Peers = &node.Peers{Client: &http.Client{Transport: &http.Transport{
 			MaxIdleConnsPerHost: 64, IdleConnTimeout: 90 * time.Second,
-			DialTLSContext: pki.DialTLSContext(peerTLS.Config, &net.Dialer{Timeout: 2 * time.Second}, 7*time.Second),
+			DialTLSContext: pki.DialTLSContext(peerTLS.Config, &dnsfallback.Dialer{Net: &net.Dialer{Timeout: 2 * time.Second},
+				OnStale: func(host string, err error) {
+					n.log.Warn("DNS failed: dialing a peer at the addresses its name last had", "host", host, "err", err)
+				}}, 7*time.Second),
 		}}, Timeout: n.cfg.PeerTimeout}
 	}
 	var err error

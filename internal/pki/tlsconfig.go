@@ -108,19 +108,48 @@ func (c *ClientTLS) Config() *tls.Config {
 	return m.client
 }
 
+// ContextDialer dials plain connections: a net.Dialer, or one that
+// resolves names its own way (internal/dnsfallback).
+type ContextDialer interface {
+	DialContext(ctx context.Context, network, addr string) (net.Conn, error)
+}
+
 // DialTLSContext returns an http.Transport.DialTLSContext that dials each
 // new connection with current() (such as ClientTLS.Config, so a CA bundle
 // replaced on disk is used from the next connection on), offering HTTP/1.1
 // only as every configuration here does, dialing and handshaking within
 // timeout.
-func DialTLSContext(current func() *tls.Config, d *net.Dialer, timeout time.Duration) func(ctx context.Context, network, addr string) (net.Conn, error) {
+func DialTLSContext(current func() *tls.Config, d ContextDialer, timeout time.Duration) func(ctx context.Context, network, addr string) (net.Conn, error) {
 	return func(ctx context.Context, network, addr string) (net.Conn, error) {
 		ctx, cancel := context.WithTimeout(ctx, timeout)
 		defer cancel()
 		cfg := current().Clone()
 		cfg.NextProtos = nextProtos
-		return (&tls.Dialer{NetDialer: d, Config: cfg}).DialContext(ctx, network, addr)
+		return DialTLS(ctx, d, network, addr, cfg)
 	}
+}
+
+// DialTLS dials addr with d and completes a TLS handshake with cfg, as
+// tls.Dialer does: a cfg without a ServerName verifies the address's host.
+func DialTLS(ctx context.Context, d ContextDialer, network, addr string, cfg *tls.Config) (*tls.Conn, error) {
+	if cfg.ServerName == "" {
+		host, _, err := net.SplitHostPort(addr)
+		if err != nil {
+			host = addr
+		}
+		cfg = cfg.Clone()
+		cfg.ServerName = host
+	}
+	raw, err := d.DialContext(ctx, network, addr)
+	if err != nil {
+		return nil, err
+	}
+	c := tls.Client(raw, cfg)
+	if err := c.HandshakeContext(ctx); err != nil {
+		raw.Close()
+		return nil, err
+	}
+	return c, nil
 }
 
 // Leaf is the certificate this configuration presents now.
