@@ -354,7 +354,7 @@ func newTransport(cfg Config) *http.Transport {
 // takes its configuration from it instead (see Config.CurrentTLS). The
 // client and the gateway's pass-through each add their own limits.
 func NodeTransport(tlsConfig *tls.Config, current func() *tls.Config) *http.Transport {
-	dialer := &dnsfallback.Dialer{Net: &net.Dialer{Timeout: 3 * time.Second, KeepAlive: 30 * time.Second}}
+	dialer := newNodeDialer()
 	tr := &http.Transport{
 		TLSClientConfig: withProtos(tlsConfig, "http/1.1"),
 		// HTTP/1.1 only: Go's HTTP/2 is much slower for bulk bytes.
@@ -368,6 +368,13 @@ func NodeTransport(tlsConfig *tls.Config, current func() *tls.Config) *http.Tran
 		tr.DialTLSContext = pki.DialTLSContext(current, dialer, dialer.Net.Timeout+tr.TLSHandshakeTimeout)
 	}
 	return tr
+}
+
+// newNodeDialer dials the nodes, through their names' last DNS answer
+// while DNS fails (dnsfallback): NodeTransport's and the read
+// connections' dialer.
+func newNodeDialer() *dnsfallback.Dialer {
+	return &dnsfallback.Dialer{Net: &net.Dialer{Timeout: 3 * time.Second, KeepAlive: 30 * time.Second}}
 }
 
 // withProtos is a copy of cfg offering the ALPN protocols protos.

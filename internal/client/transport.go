@@ -65,7 +65,7 @@ func newInlineTransport(next *http.Transport, current func() *tls.Config) *inlin
 		tls:         next.TLSClientConfig,
 		readTLS:     withProtos(next.TLSClientConfig, readProtos...),
 		current:     current,
-		dialer:      &dnsfallback.Dialer{Net: &net.Dialer{Timeout: 3 * time.Second, KeepAlive: 30 * time.Second}},
+		dialer:      newNodeDialer(),
 		handshake:   next.TLSHandshakeTimeout,
 		maxIdle:     next.MaxIdleConnsPerHost,
 		idleTimeout: next.IdleConnTimeout,
