@@ -69,8 +69,7 @@ func parseAuthorization(h string) (authParams, *Error) {
 	alg, rest, _ := strings.Cut(h, " ")
 	if alg != algorithm {
 		if alg == "AWS" || strings.HasPrefix(alg, "AWS4-") {
-			return p, newError(CodeInvalidRequest,
-				"The authorization mechanism you have provided is not supported. Please use %s.", algorithm)
+			return p, errMechanismNotSupported()
 		}
 		return p, malformedHeader("unsupported authorization type")
 	}

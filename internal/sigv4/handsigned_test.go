@@ -481,6 +481,13 @@ func TestPresignedParameters(t *testing.T) {
 	wantCode(t, get(t, strings.Replace(u, "X-Amz-SignedHeaders=", "X-Amz-Signed=", 1)), CodeAuthorizationQueryParametersError)
 	wantCode(t, get(t, u+"&extra=1"), CodeSignatureDoesNotMatch)
 	wantCode(t, get(t, strings.Replace(u, "X-Amz-Credential="+testKeyID, "X-Amz-Credential=AKIDOTHER", 1)), CodeInvalidAccessKeyID)
+	// Signature Version 2, as boto3 presigns for S3 by default: S3's answer
+	// for a mechanism it does not take, not Access Denied.
+	v2 := get(t, s.URL+"/bkt/k?AWSAccessKeyId="+testKeyID+"&Signature=Eym%2BshSBvUF9NH50qH1h4x944WU%3D&Expires=1795888159")
+	wantCode(t, v2, CodeInvalidRequest)
+	if !strings.Contains(v2.Message, "Please use AWS4-HMAC-SHA256") {
+		t.Errorf("v2 presigned URL: %q does not say which mechanism to use", v2.Message)
+	}
 }
 
 // Verify works on requests that did not come through a server too, and

@@ -134,9 +134,28 @@ func (v *Verifier) verify(r *http.Request) (*Result, *Error) {
 		return v.verifyHeader(r, q, authz[0])
 	case presigned:
 		return v.verifyPresigned(r, q)
+	case presignedV2(q):
+		return nil, errMechanismNotSupported()
 	default:
 		return nil, newError(CodeAccessDenied, "Access Denied")
 	}
+}
+
+// presignedV2 reports whether q carries a Signature Version 2 presigned
+// URL's parameters: boto3's generate_presigned_url makes them for S3 unless
+// told signature_version="s3v4". S3's regions since 2014 refuse them with
+// the answer the Authorization header's "AWS" scheme gets here.
+func presignedV2(q []queryParam) bool {
+	_, key := lookup(q, "AWSAccessKeyId")
+	_, sig := lookup(q, "Signature")
+	return key && sig
+}
+
+// errMechanismNotSupported is S3's answer to a request signed with
+// Signature Version 2 (or another AWS4-* algorithm).
+func errMechanismNotSupported() *Error {
+	return newError(CodeInvalidRequest,
+		"The authorization mechanism you have provided is not supported. Please use %s.", algorithm)
 }
 
 func (v *Verifier) verifyHeader(r *http.Request, q []queryParam, authz string) (*Result, *Error) {
