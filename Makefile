@@ -84,6 +84,10 @@ verify-helm-chart: helm-chart ## Fail if the chart differs from what config/defa
 chdb: ## ClickHouse's engine (chdb, from PyPI) in a virtualenv at bin/chdb-venv.
 	hack/chdb-venv.sh >/dev/null
 
+.PHONY: boto3
+boto3: ## boto3 (the AWS SDK for Python, from PyPI) in a virtualenv at bin/boto3-venv, for e2e/gateway.
+	hack/boto3-venv.sh >/dev/null
+
 bin/prometheus: hack/prometheus.sh
 	hack/prometheus.sh >/dev/null
 
@@ -97,7 +101,7 @@ bin/nginx: hack/nginx.sh
 nginx: bin/nginx ## nginx (Debian's package, unpacked, no service) in bin/, the proxy_cache column of bench b1.
 
 .PHONY: tools
-tools: bin/minio envtest-assets chdb prometheus nginx cluster-build
+tools: bin/minio envtest-assets chdb boto3 prometheus nginx cluster-build
 
 ##@ Test
 

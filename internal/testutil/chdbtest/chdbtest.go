@@ -1,5 +1,5 @@
 // Package chdbtest runs ClickHouse (chdb, ClickHouse's engine as a Python
-// package) as a real S3 client in tests.
+// package) as a real S3 client in tests, through pyscenario.
 //
 // Python finds the interpreter of the virtualenv that hack/chdb-venv.sh builds
 // in bin/chdb-venv (the first run downloads chdb from PyPI, ~1 minute; later
@@ -9,44 +9,23 @@
 // and read through the s3() table function. Its Results are deterministic, so
 // two runs against different endpoints (MinIO directly, the distcache gateway)
 // must be equal; RequireSame checks that.
-//
-// Numbers in the results are json.Number, so 64-bit values compare exactly.
 package chdbtest
 
 import (
-	"bytes"
-	"cmp"
-	"context"
 	"encoding/json"
-	"errors"
-	"fmt"
-	"os"
-	"os/exec"
 	"path/filepath"
-	"reflect"
-	"sort"
 	"strconv"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/distcache/distcache/internal/testutil/repo"
+	"github.com/distcache/distcache/internal/testutil/pyscenario"
 )
 
-// Timeouts are generous: the first venv build downloads hundreds of MB, and a
-// scenario run on a loaded 2-core machine with chdb's cold start can take a
-// while.
-const (
-	venvTimeout     = 20 * time.Minute
-	scenarioTimeout = 5 * time.Minute
-)
+// scenarioTimeout is generous: a scenario run on a loaded 2-core machine
+// with chdb's cold start can take a while.
+const scenarioTimeout = 5 * time.Minute
 
-var (
-	pythonOnce sync.Once
-	pythonPath string
-	pythonErr  error
-)
+var venv = pyscenario.Venv{Script: "hack/chdb-venv.sh", EnvVar: "CHDB_PYTHON", Module: "chdb"}
 
 // Python returns the path of a python interpreter that can import chdb. It is
 // $CHDB_PYTHON when set, else the output of hack/chdb-venv.sh (run once per
@@ -54,68 +33,16 @@ var (
 // fails with the script's output when the venv cannot be built.
 func Python(t testing.TB) string {
 	t.Helper()
-	pythonOnce.Do(func() { pythonPath, pythonErr = findPython() })
-	if pythonErr != nil {
-		t.Fatalf("chdbtest: no chdb python: %v", pythonErr)
-	}
-	return pythonPath
+	return venv.Python(t)
 }
 
-func findPython() (string, error) {
-	if p := os.Getenv("CHDB_PYTHON"); p != "" {
-		return p, nil
-	}
-	root, err := repo.Root()
-	if err != nil {
-		return "", err
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), venvTimeout)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, filepath.Join(root, "hack", "chdb-venv.sh"))
-	cmd.Dir = root
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	cmd.WaitDelay = 10 * time.Second
-	if err := cmd.Run(); err != nil {
-		return "", fmt.Errorf("hack/chdb-venv.sh: %v (the first run needs python3 with venv and network access to PyPI; "+
-			"or set CHDB_PYTHON to a python that can import chdb)\n%s", err, tail(stderr.Bytes(), 8<<10))
-	}
-	lines := strings.Split(strings.TrimSpace(stdout.String()), "\n")
-	p := strings.TrimSpace(lines[len(lines)-1])
-	if p == "" {
-		return "", fmt.Errorf("hack/chdb-venv.sh printed no python path\n%s", tail(stderr.Bytes(), 8<<10))
-	}
-	if _, err := os.Stat(p); err != nil {
-		return "", fmt.Errorf("hack/chdb-venv.sh printed %q: %v", p, err)
-	}
-	return p, nil
-}
+// Target is where a scenario run puts its data (pyscenario.Target).
+type Target = pyscenario.Target
 
-// Target is where a scenario run puts its data: an S3 endpoint
-// (http://host:port, path-style), credentials, a bucket that exists, and a key
-// prefix that no other run uses.
-type Target struct {
-	Endpoint  string
-	AccessKey string
-	SecretKey string
-	Bucket    string
-	Prefix    string
-	Region    string // "" means us-east-1
-}
-
-// Result is the scenario's output document.
-type Result struct {
-	// Results maps a query name to its rows; deterministic for a given
-	// generation (Params), whatever the endpoint.
-	Results map[string]any `json:"results"`
-	// Params are the generation parameters (batches, rows per batch, ...).
-	Params map[string]any `json:"params"`
-	// Info holds timings and ClickHouse's S3 counters (system.events); it
-	// varies between runs.
-	Info map[string]any `json:"info"`
-	// Elapsed is the wall time of the whole python process.
-	Elapsed time.Duration `json:"-"`
-}
+// Result is the scenario's output document: Results maps a query name to
+// its rows, Info holds timings and ClickHouse's S3 counters
+// (system.events).
+type Result = pyscenario.Result
 
 // RunScenario runs e2e/clickhouse/scenario.py against the endpoint and
 // returns its results (see Result.Results). The test fails, with the script's
@@ -129,92 +56,19 @@ func RunScenario(t testing.TB, endpoint, accessKey, secretKey, bucket, prefix st
 // passed to scenario.py (for example "--batches=2").
 func Run(t testing.TB, tg Target, extraArgs ...string) *Result {
 	t.Helper()
-	py := Python(t)
-	root, err := repo.Root()
-	if err != nil {
-		t.Fatalf("chdbtest: %v", err)
-	}
-	script := filepath.Join(root, "e2e", "clickhouse", "scenario.py")
-
-	ctx, cancel := context.WithTimeout(context.Background(), scenarioTimeout)
-	defer cancel()
-	args := append([]string{script, "--workdir", filepath.Join(t.TempDir(), "chdb")}, extraArgs...)
-	cmd := exec.CommandContext(ctx, py, args...)
-	// Credentials go through the environment, not argv.
-	cmd.Env = append(os.Environ(),
-		"S3_ENDPOINT="+tg.Endpoint,
-		"S3_ACCESS_KEY="+tg.AccessKey,
-		"S3_SECRET_KEY="+tg.SecretKey,
-		"S3_BUCKET="+tg.Bucket,
-		"S3_PREFIX="+tg.Prefix,
-		"S3_REGION="+cmp.Or(tg.Region, "us-east-1"),
-	)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	cmd.WaitDelay = 10 * time.Second
-	start := time.Now()
-	err = cmd.Run()
-	elapsed := time.Since(start)
-	if err != nil {
-		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-			err = fmt.Errorf("%v (timed out after %v)", err, scenarioTimeout)
-		}
-		t.Fatalf("chdbtest: scenario against %s/%s/%s failed after %v: %v\nstderr:\n%s\nstdout:\n%s",
-			tg.Endpoint, tg.Bucket, tg.Prefix, elapsed.Round(time.Millisecond), err,
-			tail(stderr.Bytes(), 16<<10), tail(stdout.Bytes(), 4<<10))
-	}
-	var res Result
-	dec := json.NewDecoder(&stdout)
-	dec.UseNumber()
-	if err := dec.Decode(&res); err != nil {
-		t.Fatalf("chdbtest: scenario output is not JSON: %v\nstdout:\n%s\nstderr:\n%s",
-			err, tail(stdout.Bytes(), 4<<10), tail(stderr.Bytes(), 16<<10))
-	}
-	if len(res.Results) == 0 {
-		t.Fatalf("chdbtest: scenario returned no results\nstderr:\n%s", tail(stderr.Bytes(), 16<<10))
-	}
-	if stderr.Len() > 0 {
-		t.Logf("chdbtest: scenario stderr:\n%s", tail(stderr.Bytes(), 4<<10))
-	}
-	res.Elapsed = elapsed
-	return &res
+	args := append([]string{"--workdir", filepath.Join(t.TempDir(), "chdb")}, extraArgs...)
+	return pyscenario.Run(t, Python(t), "e2e/clickhouse/scenario.py", tg, scenarioTimeout, args...)
 }
 
 // Diff lists the differences between two results maps, one line per query
 // name, sorted; nil means they are equal.
-func Diff(want, got map[string]any) []string {
-	names := map[string]bool{}
-	for k := range want {
-		names[k] = true
-	}
-	for k := range got {
-		names[k] = true
-	}
-	var out []string
-	for k := range names {
-		w, inW := want[k]
-		g, inG := got[k]
-		switch {
-		case !inW:
-			out = append(out, fmt.Sprintf("%s: unexpected, got %s", k, short(g)))
-		case !inG:
-			out = append(out, fmt.Sprintf("%s: missing, want %s", k, short(w)))
-		case !reflect.DeepEqual(w, g):
-			out = append(out, fmt.Sprintf("%s:\n\twant %s\n\tgot  %s", k, short(w), short(g)))
-		}
-	}
-	sort.Strings(out)
-	return out
-}
+func Diff(want, got map[string]any) []string { return pyscenario.Diff(want, got) }
 
 // RequireSame fails the test unless the two results maps are equal, naming
 // the queries that differ.
 func RequireSame(t testing.TB, wantName string, want map[string]any, gotName string, got map[string]any) {
 	t.Helper()
-	if d := Diff(want, got); len(d) > 0 {
-		t.Fatalf("chdbtest: %s and %s differ in %d of %d queries:\n%s",
-			wantName, gotName, len(d), len(want), strings.Join(d, "\n"))
-	}
+	pyscenario.RequireSame(t, wantName, want, gotName, got)
 }
 
 // Cell returns results[name][row][col], failing the test if it is not there.
@@ -222,11 +76,11 @@ func Cell(t testing.TB, results map[string]any, name string, row, col int) any {
 	t.Helper()
 	rows, ok := results[name].([]any)
 	if !ok || row >= len(rows) {
-		t.Fatalf("chdbtest: %s has no row %d: %s", name, row, short(results[name]))
+		t.Fatalf("chdbtest: %s has no row %d: %s", name, row, pyscenario.Short(results[name]))
 	}
 	cols, ok := rows[row].([]any)
 	if !ok || col >= len(cols) {
-		t.Fatalf("chdbtest: %s row %d has no column %d: %s", name, row, col, short(rows[row]))
+		t.Fatalf("chdbtest: %s row %d has no column %d: %s", name, row, col, pyscenario.Short(rows[row]))
 	}
 	return cols[col]
 }
@@ -254,22 +108,4 @@ func Rows(t testing.TB, results map[string]any, name string) int {
 		t.Fatalf("chdbtest: no query %q in results", name)
 	}
 	return len(rows)
-}
-
-func short(v any) string {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return fmt.Sprintf("%v", v)
-	}
-	if len(b) > 400 {
-		return string(b[:400]) + fmt.Sprintf("... (%d bytes)", len(b))
-	}
-	return string(b)
-}
-
-func tail(b []byte, n int) string {
-	if len(b) > n {
-		return "..." + string(b[len(b)-n:])
-	}
-	return string(b)
 }
