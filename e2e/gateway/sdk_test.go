@@ -3,7 +3,11 @@ package gateway_test
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/binary"
 	"fmt"
+	"hash/crc32"
 	"io"
 	"math/rand/v2"
 	"net/http"
@@ -212,6 +216,26 @@ func TestPutObject(t *testing.T) {
 			}
 		})
 	}
+	t.Run("declared checksums are answered back", func(t *testing.T) {
+		body := []byte("checksummed body")
+		crc := make([]byte, 4)
+		binary.BigEndian.PutUint32(crc, crc32.ChecksumIEEE(body))
+		sha := sha256.Sum256(body)
+		// The SDK computes the CRC-32 itself (a header or an aws-chunked
+		// trailer); the SHA-256 is given as a header.
+		out, err := e.s3.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String("bucket-a"), Key: aws.String("put/crc32"),
+			Body: bytes.NewReader(body), ChecksumAlgorithm: types.ChecksumAlgorithmCrc32})
+		testutil.Must(t, err)
+		if got, want := aws.ToString(out.ChecksumCRC32), base64.StdEncoding.EncodeToString(crc); got != want {
+			t.Errorf("CRC-32 answered %q, want %q", got, want)
+		}
+		out, err = e.s3.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String("bucket-a"), Key: aws.String("put/sha256"),
+			Body: bytes.NewReader(body), ChecksumSHA256: aws.String(base64.StdEncoding.EncodeToString(sha[:]))})
+		testutil.Must(t, err)
+		if got, want := aws.ToString(out.ChecksumSHA256), base64.StdEncoding.EncodeToString(sha[:]); got != want {
+			t.Errorf("SHA-256 answered %q, want %q", got, want)
+		}
+	})
 	t.Run("user metadata is passed through and answered from the cache", func(t *testing.T) {
 		expires := time.Date(2031, 5, 6, 7, 8, 9, 0, time.UTC)
 		put := func(body string, md map[string]string, cacheControl string) {

@@ -75,7 +75,8 @@
 // pass-through cannot pass them on ahead of the body); checksums sent as
 // headers are passed through on pass-through operations. A PutObject
 // through the cache stores the body, its Content-Type and the headers
-// above; the checksums it came with are verified, not stored. Its payload
+// above; the checksums it came with are verified and answered back, not
+// stored. Its payload
 // SHA-256 also goes to the node, which signs its upload to S3 with it and
 // checks it again where S3 would not (multipart uploads, held writes).
 //

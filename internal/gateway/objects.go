@@ -314,9 +314,28 @@ func (g *Gateway) putObject(x *exchange, auth *sigv4.Result) {
 		return
 	}
 	x.w.Header().Set("ETag", s3cond.QuoteETag(m.ETag))
+	answerChecksums(x.w.Header(), r)
 	x.w.Header().Set("Content-Length", "0")
 	x.w.WriteHeader(http.StatusOK)
 }
+
+// answerChecksums answers a PutObject with the x-amz-checksum-<algorithm>
+// values its body was declared with (headers, or aws-chunked trailers),
+// as S3 does: the verifier checked them when the body ended, and a body
+// that failed never reached a node.
+func answerChecksums(h http.Header, r *http.Request) {
+	for _, k := range checksumHeaders {
+		for _, declared := range []http.Header{r.Header, r.Trailer} {
+			if vs := declared[k]; len(vs) == 1 && vs[0] != "" {
+				h.Set(k, vs[0])
+			}
+		}
+	}
+}
+
+// checksumHeaders are the body checksums S3 (and sigv4) knows, canonical.
+var checksumHeaders = []string{"X-Amz-Checksum-Crc32", "X-Amz-Checksum-Crc32c", "X-Amz-Checksum-Crc64nvme",
+	"X-Amz-Checksum-Sha1", "X-Amz-Checksum-Sha256"}
 
 // nodeS3Codes are the S3 error codes a node's 4xx answer may carry as
 // they are (the node refused the request as S3 would).
