@@ -98,7 +98,7 @@ def main():
     step("get_object", lambda: get(k("small")))
     def put_checksummed(key, body, alg):
         r = s3.put_object(Bucket=bucket, Key=k(key), Body=body, ChecksumAlgorithm=alg)
-        return {"etag": r["ETag"], "checksum": r.get("Checksum" + alg)}
+        return {"etag": r["ETag"], "checksum": r.get("Checksum" + alg), "type": r.get("ChecksumType")}
     step("put_object_sha256", lambda: put_checksummed("sha256", small, "SHA256"))
     step("put_object_crc32", lambda: put_checksummed("crc32", io.BytesIO(small), "CRC32"))
     step("get_object_checksum_mode", lambda: s3.get_object(Bucket=bucket, Key=k("crc32"),

@@ -235,6 +235,9 @@ func TestPutObject(t *testing.T) {
 		if got, want := aws.ToString(out.ChecksumSHA256), base64.StdEncoding.EncodeToString(sha[:]); got != want {
 			t.Errorf("SHA-256 answered %q, want %q", got, want)
 		}
+		if out.ChecksumType != types.ChecksumTypeFullObject {
+			t.Errorf("checksum type %q, want FULL_OBJECT", out.ChecksumType)
+		}
 	})
 	t.Run("user metadata is passed through and answered from the cache", func(t *testing.T) {
 		expires := time.Date(2031, 5, 6, 7, 8, 9, 0, time.UTC)

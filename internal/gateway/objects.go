@@ -322,12 +322,14 @@ func (g *Gateway) putObject(x *exchange, auth *sigv4.Result) {
 // answerChecksums answers a PutObject with the x-amz-checksum-<algorithm>
 // values its body was declared with (headers, or aws-chunked trailers),
 // as S3 does: the verifier checked them when the body ended, and a body
-// that failed never reached a node.
+// that failed never reached a node. A PutObject's checksum type is always
+// FULL_OBJECT.
 func answerChecksums(h http.Header, r *http.Request) {
 	for _, k := range checksumHeaders {
 		for _, declared := range []http.Header{r.Header, r.Trailer} {
 			if vs := declared[k]; len(vs) == 1 && vs[0] != "" {
 				h.Set(k, vs[0])
+				h.Set("X-Amz-Checksum-Type", "FULL_OBJECT")
 			}
 		}
 	}
