@@ -16,29 +16,39 @@ var boto3 = pyscenario.Venv{Script: "hack/boto3-venv.sh", EnvVar: "BOTO3_PYTHON"
 // defaults: puts with and without checksums, the transfer manager's
 // multipart upload, ranged download and managed copy, ranges, conditional
 // GETs, listings, copies, presigned Version 4 URLs, attributes, deletes, an
-// aborted multipart upload, errors) against MinIO directly and through the
-// gateway, and requires the same answers. A URL boto3 presigns with its
-// default signer for S3 (Signature Version 2) gets S3's 400 InvalidRequest
-// from the gateway, where MinIO serves it.
+// aborted multipart upload, errors) against MinIO directly, through the
+// gateway on write-through keys, and on WriteBack keys (held by the nodes,
+// S3 getting them later), and requires the same answers. A URL boto3
+// presigns with its default signer for S3 (Signature Version 2) gets S3's
+// 400 InvalidRequest from the gateway, where MinIO serves it.
 func TestBoto3ThroughGateway(t *testing.T) {
 	if testing.Short() {
 		t.Skip("needs boto3 (hack/boto3-venv.sh); skipped in -short mode")
 	}
 	py := boto3.Python(t) // build or find the venv first, so its failure reads clearly
-	e := newEnv(t, envOptions{pageCache: 64 << 20})
+	e := newEnv(t, envOptions{pageCache: 64 << 20, tenants: heldTenants})
 	minio := e.cluster.MinIO
-	ref := pyscenario.Run(t, py, "e2e/boto3/scenario.py", pyscenario.Target{Endpoint: minio.Endpoint, AccessKey: minio.AccessKey,
-		SecretKey: minio.SecretKey, Bucket: "bucket-a", Prefix: "boto3-minio-direct", Region: minio.Region}, 3*time.Minute)
-	got := pyscenario.Run(t, py, "e2e/boto3/scenario.py", pyscenario.Target{Endpoint: e.srv.URL(), AccessKey: accessKey,
-		SecretKey: secretKey, Bucket: "bucket-a", Prefix: "boto3-through-gateway", Region: region}, 3*time.Minute)
-	t.Logf("MinIO direct: %d steps in %v; through the gateway: %v", len(ref.Results), ref.Elapsed, got.Elapsed)
-	pyscenario.RequireSame(t, "MinIO direct", ref.Results, "gateway", got.Results)
+	run := func(tg pyscenario.Target) *pyscenario.Result {
+		t.Helper()
+		tg.Bucket = "bucket-a"
+		return pyscenario.Run(t, py, "e2e/boto3/scenario.py", tg, 3*time.Minute)
+	}
+	ref := run(pyscenario.Target{Endpoint: minio.Endpoint, AccessKey: minio.AccessKey, SecretKey: minio.SecretKey,
+		Prefix: "boto3-minio-direct", Region: minio.Region})
+	gateway := pyscenario.Target{Endpoint: e.srv.URL(), AccessKey: accessKey, SecretKey: secretKey, Region: region}
+	gateway.Prefix = "boto3-through-gateway"
+	through := run(gateway)
+	gateway.Prefix = "wb/boto3" // heldTenants: WriteBack
+	held := run(gateway)
+	t.Logf("MinIO direct: %d steps in %v; through the gateway: %v; WriteBack keys: %v", len(ref.Results), ref.Elapsed, through.Elapsed, held.Elapsed)
+	pyscenario.RequireSame(t, "MinIO direct", ref.Results, "gateway", through.Results)
+	pyscenario.RequireSame(t, "MinIO direct", ref.Results, "gateway, WriteBack keys", held.Results)
 
 	want := map[string]any{"signer": "v2", "error": "InvalidRequest", "status": json.Number("400")}
-	if v2 := got.Info["presigned_get_default_signer"]; !reflect.DeepEqual(v2, want) {
+	if v2 := through.Info["presigned_get_default_signer"]; !reflect.DeepEqual(v2, want) {
 		t.Errorf("a Signature Version 2 presigned GET through the gateway: %s, want %s", pyscenario.Short(v2), pyscenario.Short(want))
 	}
-	t.Logf("only in MinIO's or the gateway's answers: MinIO %s; gateway %s", pyscenario.Short(ref.Info), pyscenario.Short(got.Info))
+	t.Logf("only in MinIO's or the gateway's answers: MinIO %s; gateway %s", pyscenario.Short(ref.Info), pyscenario.Short(through.Info))
 
 	// The reads went through the cache.
 	if n := e.counter("distcache_gateway_requests_total", map[string]string{"operation": "GetObject"}); n == 0 {

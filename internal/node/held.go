@@ -155,8 +155,12 @@ var versionMetaHeader = http.CanonicalHeaderKey("X-Amz-Meta-" + writeback.Versio
 // within S3's limits) that a held version cannot take as they are: a
 // storage class other than STANDARD, which S3 checks only when it gets the
 // version; and S3 gets the cache's own VersionMetadata beside the
-// writer's, which must neither use its name nor leave it no room within
-// S3's limit.
+// writer's, which must leave it room within S3's limit. A writer's own
+// VersionMetadata is dropped from h, the new version's taking its place:
+// it is a mark the cache answers on every held or persisted object, and
+// copying an object's metadata into a new write (boto3's and the AWS
+// CLI's managed copies do: HeadObject, then CreateMultipartUpload with
+// what it answered) must not be refused for it.
 func checkHeldHeaders(h chunk.Headers) *apiError {
 	if sc, ok := h[chunk.StorageClassHeader]; ok {
 		// S3 might refuse the class only when the version is persisted,
@@ -165,10 +169,7 @@ func checkHeldHeaders(h chunk.Headers) *apiError {
 		return newError(http.StatusNotImplemented, "NotImplemented",
 			"a WriteBack or Transient key keeps no storage class (x-amz-storage-class: "+sc+"): write it without one, or use a WriteThrough prefix")
 	}
-	if _, ok := h[versionMetaHeader]; ok {
-		return newError(http.StatusBadRequest, "InvalidArgument",
-			"x-amz-meta-"+writeback.VersionMetadata+" is the cache's own: a WriteBack or Transient key cannot take it from a client")
-	}
+	delete(h, versionMetaHeader)
 	if h.UserMetadataSize()+len(writeback.VersionMetadata)+20 > chunk.MaxUserMetadata {
 		return newError(http.StatusBadRequest, "MetadataTooLarge",
 			"Your metadata headers exceed the maximum allowed metadata size (a WriteBack or Transient key keeps "+
