@@ -1,11 +1,16 @@
 package gateway_test
 
 import (
+	"context"
 	"encoding/json"
 	"reflect"
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+
+	"github.com/distcache/distcache/internal/testutil"
 	"github.com/distcache/distcache/internal/testutil/pyscenario"
 )
 
@@ -17,8 +22,9 @@ var boto3 = pyscenario.Venv{Script: "hack/boto3-venv.sh", EnvVar: "BOTO3_PYTHON"
 // multipart upload, ranged download and managed copy, ranges, conditional
 // GETs, listings, copies, presigned Version 4 URLs, attributes, deletes, an
 // aborted multipart upload, errors) against MinIO directly, through the
-// gateway on write-through keys, and on WriteBack keys (held by the nodes,
-// S3 getting them later), and requires the same answers. A URL boto3
+// gateway on write-through keys, on WriteBack keys (held by the nodes, S3
+// getting them later) and on Transient keys (never in S3), and requires
+// the same answers. A URL boto3
 // presigns with its default signer for S3 (Signature Version 2) gets S3's
 // 400 InvalidRequest from the gateway, where MinIO serves it.
 func TestBoto3ThroughGateway(t *testing.T) {
@@ -40,9 +46,18 @@ func TestBoto3ThroughGateway(t *testing.T) {
 	through := run(gateway)
 	gateway.Prefix = "wb/boto3" // heldTenants: WriteBack
 	held := run(gateway)
-	t.Logf("MinIO direct: %d steps in %v; through the gateway: %v; WriteBack keys: %v", len(ref.Results), ref.Elapsed, through.Elapsed, held.Elapsed)
+	gateway.Prefix = "tmp/boto3" // heldTenants: Transient
+	transient := run(gateway)
+	t.Logf("MinIO direct: %d steps in %v; through the gateway: %v; WriteBack keys: %v; Transient keys: %v",
+		len(ref.Results), ref.Elapsed, through.Elapsed, held.Elapsed, transient.Elapsed)
 	pyscenario.RequireSame(t, "MinIO direct", ref.Results, "gateway", through.Results)
 	pyscenario.RequireSame(t, "MinIO direct", ref.Results, "gateway, WriteBack keys", held.Results)
+	pyscenario.RequireSame(t, "MinIO direct", ref.Results, "gateway, Transient keys", transient.Results)
+	listed, err := e.cluster.Direct.ListObjectsV2(context.Background(), &s3.ListObjectsV2Input{Bucket: aws.String("bucket-a"), Prefix: aws.String("tmp/")})
+	testutil.Must(t, err)
+	if len(listed.Contents) != 0 {
+		t.Errorf("MinIO holds %d Transient objects (%s...), want none", len(listed.Contents), aws.ToString(listed.Contents[0].Key))
+	}
 
 	want := map[string]any{"signer": "v2", "error": "InvalidRequest", "status": json.Number("400")}
 	if v2 := through.Info["presigned_get_default_signer"]; !reflect.DeepEqual(v2, want) {
