@@ -151,6 +151,35 @@ func TestTransientNeverReachesS3(t *testing.T) {
 	}
 }
 
+// TestWriteBackKeyAStoreRefusesIsWrittenThrough: a key under a WriteBack
+// prefix that MinIO will not name (an empty or "." segment) is written
+// through, so MinIO's refusal is the answer, instead of held, acknowledged,
+// and never persisted; its delete goes to S3 too. A key of the same prefix
+// that MinIO takes is held as ever.
+func TestWriteBackKeyAStoreRefusesIsWrittenThrough(t *testing.T) {
+	e := newEnv(t, envOptions{tenants: heldTenants})
+	ctx := context.Background()
+	for _, key := range []string{"wb/a//double", "wb/dot/./seg"} {
+		_, err := e.s3.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String("bucket-a"), Key: aws.String(key), Body: strings.NewReader("x")})
+		if err == nil || httpStatus(err) != http.StatusBadRequest {
+			t.Errorf("PUT %s: %v, want MinIO's 400", key, err)
+		}
+		_, err = e.s3.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: aws.String("bucket-a"), Key: aws.String(key)})
+		t.Logf("DELETE %s: %v", key, err)
+	}
+	if n := e.cluster.Sum("distcache_writeback_objects", map[string]string{"tenant": "team-a", "kind": "dirty"}); n != 0 {
+		t.Errorf("the nodes hold %v dirty objects after writes S3 refused, want 0", n)
+	}
+	for _, rec := range e.cluster.Proxy.Requests() {
+		t.Logf("S3 got %s %s", rec.Method, rec.Path)
+	}
+	e.put("bucket-a", "wb/fine", []byte("held"))
+	if _, err := e.s3.HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String("bucket-a"), Key: aws.String("wb/fine")}); err != nil {
+		t.Fatalf("a held key: %v", err)
+	}
+	waitInMinIO(t, e, map[string][]byte{"wb/fine": []byte("held")})
+}
+
 // TestHeldBodyThatFailsVerificationIsNotHeld: no S3 checks a held write's
 // payload SHA-256 before it is acknowledged, so the gateway and the node
 // check it: a correctly signed

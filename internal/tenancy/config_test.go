@@ -219,3 +219,26 @@ func TestPolicyFor(t *testing.T) {
 		t.Errorf("String() = %s", got)
 	}
 }
+
+// A WriteBack key that an S3-compatible store would refuse to name is
+// written through; Transient keys never go to S3 and stay held.
+func TestPolicyForKeysSomeStoresRefuse(t *testing.T) {
+	c, err := Parse([]byte(`tenants:
+  - name: ch
+    buckets: [data]
+    policies:
+      - {bucket: data, prefix: wb/, mode: WriteBack}
+      - {bucket: data, prefix: tmp/, mode: Transient}
+`))
+	testutil.Must(t, err)
+	tn, _ := c.Tenant("ch")
+	for key, want := range map[string]Mode{
+		"wb/table/part.bin": WriteBack, "wb/dir/": WriteBack, "wb/sp ace/ü/x": WriteBack, "wb/.hidden": WriteBack, "wb/a..b": WriteBack,
+		"wb/a//b": WriteThrough, "wb//x": WriteThrough, "wb/./x": WriteThrough, "wb/x/..": WriteThrough, "wb/ . /x": WriteThrough,
+		"wb/nul\x00": WriteThrough, "wb/bad\xff": WriteThrough, "tmp/a//b": Transient,
+	} {
+		if got := tn.PolicyFor("data", key).Mode; got != want {
+			t.Errorf("PolicyFor(data, %q) = %s, want %s", key, got, want)
+		}
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // Mode is how the cache treats an object's writes and reads (a write
@@ -79,7 +80,8 @@ func (p Policy) String() string {
 }
 
 // PolicyFor is the policy of the tenant's object bucket/key: the one of the
-// longest matching prefix, or WriteThrough.
+// longest matching prefix, or WriteThrough. A WriteBack key that some
+// S3-compatible stores refuse to name (Persistable) is WriteThrough.
 func (t *Tenant) PolicyFor(bucket, key string) Policy {
 	best := Policy{Bucket: bucket, Mode: WriteThrough}
 	found := false
@@ -91,7 +93,29 @@ func (t *Tenant) PolicyFor(bucket, key string) Policy {
 			best, found = p, true
 		}
 	}
+	if best.Mode == WriteBack && !Persistable(key) {
+		return Policy{Bucket: bucket, Mode: WriteThrough}
+	}
 	return best
+}
+
+// Persistable reports whether every S3-compatible store is known to take
+// key as an object's name. AWS S3 takes any UTF-8 key, but MinIO refuses a
+// key with an empty segment (a leading "/", or "//"), a "." or ".."
+// segment, a NUL byte, or invalid UTF-8, and HTTP clients and proxies
+// rewrite such paths. A WriteBack write of one would be acknowledged and
+// then never land in such a store, and its delete never either; so such
+// keys are written through, and S3 answers for them.
+func Persistable(key string) bool {
+	if !utf8.ValidString(key) || strings.Contains(key, "//") || strings.HasPrefix(key, "/") || strings.IndexByte(key, 0) >= 0 {
+		return false
+	}
+	for seg := range strings.SplitSeq(key, "/") {
+		if s := strings.TrimSpace(seg); s == "." || s == ".." {
+			return false
+		}
+	}
+	return true
 }
 
 // validatePolicies checks a tenant's policies; fail reports a problem with
