@@ -13,7 +13,9 @@ ONE JSON document on stdout:
 An outcome is what the step returned (sizes, SHA-256s of bodies, ETags, key
 lists) or {"error": S3 error code, "status": HTTP status}. The steps cover
 what Python S3 tools do: put_object (plain, with SHA256 and CRC32 checksums,
-from a file object), the transfer manager's multipart upload and ranged
+from a file object), keys with spaces, '+', '%', '?', '#', '&', ';',
+quotes, '<>', '\\', non-ASCII letters and emoji written, read, listed
+(boto3's encoding-type=url) and deleted, the transfer manager's multipart upload and ranged
 download, head, ranges, conditional GETs, ListObjectsV2 pages and
 delimiters, ListObjects, copy_object and the managed (UploadPartCopy) copy,
 presigned GET and PUT URLs (Signature Version 4), GetObjectAttributes,
@@ -128,6 +130,25 @@ def main():
     step("get_if_match", lambda: get(k("small"), IfMatch=etag)["sha256"])
     step("head_missing", lambda: s3.head_object(Bucket=bucket, Key=k("missing")))
     step("get_missing", lambda: get(k("missing")))
+
+    # Keys clients get wrong: escaped in the path, the signature and the
+    # listings (boto3 asks for encoding-type=url and decodes them).
+    odd = ["sp ace.txt", "plus+sign", "pct%20lit", "uni-ü-日本", "semi;colon", "q?mark", "hash#x", "amp&x=y",
+           "tilde~", "emoji-😀", "quote'\"", "lt<gt>", "back\\slash", "trailing/"]
+
+    def odd_keys():
+        out = {}
+        for name in odd:
+            s3.put_object(Bucket=bucket, Key=k("odd/" + name), Body=name.encode())
+            out[name] = [get(k("odd/" + name))["sha256"] == sha(name.encode()),
+                         s3.head_object(Bucket=bucket, Key=k("odd/" + name))["ContentLength"]]
+        listed = sorted(o["Key"][len(prefix):] for o in s3.list_objects_v2(Bucket=bucket, Prefix=k("odd/"))["Contents"])
+        listed_v1 = sorted(o["Key"][len(prefix):] for o in s3.list_objects(Bucket=bucket, Prefix=k("odd/"))["Contents"])
+        deleted = s3.delete_objects(Bucket=bucket, Delete={"Objects": [{"Key": k("odd/" + n)} for n in odd]})
+        return {"objects": out, "listed": listed, "listed_v1": listed_v1,
+                "deleted": sorted(d["Key"][len(prefix):] for d in deleted.get("Deleted", [])),
+                "errors": deleted.get("Errors", [])}
+    step("odd_keys", odd_keys)
 
     for i in range(5):
         s3.put_object(Bucket=bucket, Key=k(f"dir/{i}/f"), Body=b"x" * i)
