@@ -361,4 +361,26 @@ func TestHeldKeyMissWithItsHoldersUnaskedIsRetried(t *testing.T) {
 	single := keyOwnedBySelf("wb1/absent-")
 	unreachable(candidates(single)[1].Name)
 	head(single, http.StatusServiceUnavailable, "one copy, its other possible holder unreachable")
+
+	// A rolling restart: one member out of the ring (restarting, with its
+	// disk), only in the previous epoch's membership, and the one other
+	// current member unreachable too. Both may hold the copies.
+	restarting := keyOwnedBySelf("wb/absent-")
+	out, other := candidates(restarting)[2].Name, candidates(restarting)[1].Name
+	var current, previous []ring.Member
+	for i, m := range real.Members() {
+		if m.Name == out || m.Name == other {
+			m.Address = fmt.Sprintf("127.0.0.1:%d", i+1)
+		}
+		previous = append(previous, m)
+		if m.Name != out {
+			current = append(current, m)
+		}
+	}
+	r, err := ring.New(ring.Spec{Epoch: real.Epoch() + 2, Zone: real.Zone(), Members: current,
+		Previous: &ring.PreviousRing{Epoch: real.Epoch() + 1, Members: previous}, Hash: ring.HashParams{Algorithm: ring.AlgorithmRendezvousXXHash64}})
+	testutil.Must(t, err)
+	self.Ring.Store(r)
+	head(restarting, http.StatusServiceUnavailable, "a member restarting (out of the ring) and the other unreachable")
+	head(inS3, http.StatusOK, "in S3, a member restarting and the other unreachable")
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -298,8 +299,8 @@ func (s *Server) heldMetaOf(o chunk.Object) (m chunk.Meta, ok bool, err error) {
 // heldMetaFromPeers asks the members that may hold a version of o for it,
 // when this node holds none and would otherwise ask S3: the first members
 // of o's placement order, as many as the policy keeps copies and one more
-// (a ring that just changed moves a key by one member), the first in that
-// order that holds one, journals only (listHeld: a member asked answers
+// (a ring that just changed moves a key by one member), and as many under
+// the previous membership, the first in that order that holds one, journals only (listHeld: a member asked answers
 // from its journal, never from S3), all asked at once. A node finds a
 // version here when it has just become the key's metadata owner and the
 // handoff has not reached it yet (a scale-up; a pod back in the ring after
@@ -334,9 +335,23 @@ func (s *Server) heldMetaFromPeers(ctx context.Context, c caller, o chunk.Object
 	// failed a moment ago may be back (a pod of a rolling restart, Ready
 	// again with its disk) and the only one holding the version, and S3's
 	// answer for a held key is wrong (a 404 or 403, or an older version).
+	//
+	// The candidates under the previous membership are asked too: a pod
+	// of a rolling restart is out of the ring until it is Ready again, with
+	// its disk, and may hold a copy no current candidate has yet (the
+	// others copy what it held only as they see the new epoch). With 3
+	// members, one restarting, the current ring lists 2: this node and one
+	// other, whose failure alone would never make copies unanswered.
 	now := time.Now()
 	var up, down []ring.Member
-	for _, mem := range r.Candidates(nodeapi.MetaID(o), copies+1) {
+	id := nodeapi.MetaID(o)
+	members := r.Candidates(id, copies+1)
+	for _, mem := range r.PreviousCandidates(id, copies+1) {
+		if !slices.ContainsFunc(members, func(m ring.Member) bool { return m.Name == mem.Name }) {
+			members = append(members, mem)
+		}
+	}
+	for _, mem := range members {
 		switch {
 		case mem.Name == s.cfg.Self:
 		case s.peers.down.Down(mem.Name, now):

@@ -120,6 +120,36 @@ func (r *Ring) PreviousOwner(id chunk.ID) (m Member, ok bool) {
 	return *p, true
 }
 
+// PreviousCandidates returns up to n distinct members in placement order
+// under the previous epoch's membership (n <= 0: all of them; nil without
+// a previous membership): where the chunk was placed before the last
+// change. A member still in the current membership comes with its current
+// record, as in PreviousOwner.
+func (r *Ring) PreviousCandidates(id chunk.ID, n int) []Member {
+	if r.prev == nil {
+		return nil
+	}
+	kh := keyHash(r.seed, id)
+	order := make([]int, len(r.prev))
+	for i := range order {
+		order[i] = i
+	}
+	// Stable, so equal scores keep the name order, as in best.
+	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(r.prev[b].score(kh), r.prev[a].score(kh)) })
+	if n > 0 && n < len(order) {
+		order = order[:n]
+	}
+	out := make([]Member, 0, len(order))
+	for _, i := range order {
+		m := r.prev[i].member
+		if j, ok := r.byName[m.Name]; ok {
+			m = r.spec.Members[j]
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
 // best returns the index of the highest-scoring node; ties go to the lower
 // index (the name that sorts first).
 func best(ns []node, kh uint64) int {

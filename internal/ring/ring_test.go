@@ -456,3 +456,31 @@ func TestMatchesDocumentedFormula(t *testing.T) {
 		}
 	}
 }
+
+// TestPreviousCandidates: the previous epoch's candidates are those of a
+// ring of its members, with the current record of a member still in the
+// current membership; none without a previous membership.
+func TestPreviousCandidates(t *testing.T) {
+	old := mustNew(t, specOf(1, members(5)))
+	cur := members(4) // cache-a-4 left: restarting, or gone
+	cur[1].Address = "moved:8443"
+	spec := specOf(2, cur)
+	spec.Previous = &PreviousRing{Epoch: 1, Members: members(5)}
+	r := mustNew(t, spec)
+	for _, id := range testIDs()[:5_000] {
+		for _, n := range []int{1, 3, 0} {
+			got, want := r.PreviousCandidates(id, n), old.Candidates(id, n)
+			if !slices.Equal(names(got), names(want)) {
+				t.Fatalf("PreviousCandidates(%v, %d) = %v, want %v", id, n, names(got), names(want))
+			}
+			for _, m := range got {
+				if m.Name == cur[1].Name && m.Address != "moved:8443" {
+					t.Fatalf("PreviousCandidates(%v, %d) gives %s's previous record %+v, want its current one", id, n, m.Name, m)
+				}
+			}
+		}
+	}
+	if got := old.PreviousCandidates(testIDs()[0], 3); got != nil {
+		t.Errorf("without a previous membership: %v, want none", got)
+	}
+}
