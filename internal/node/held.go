@@ -300,8 +300,9 @@ func (s *Server) heldMetaOf(o chunk.Object) (m chunk.Meta, ok bool, err error) {
 // when this node holds none and would otherwise ask S3: the first members
 // of o's placement order, as many as the policy keeps copies and one more
 // (a ring that just changed moves a key by one member), and as many under
-// the previous membership, the first in that order that holds one, journals only (listHeld: a member asked answers
-// from its journal, never from S3), all asked at once. A node finds a
+// the previous membership, the first in that order that holds one,
+// journals only (listHeld: a member asked answers from its journal, never
+// from S3), all asked at once. A node finds a
 // version here when it has just become the key's metadata owner and the
 // handoff has not reached it yet (a scale-up; a pod back in the ring after
 // a restart), or when it stands in for an owner that cannot be reached (a

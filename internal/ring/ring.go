@@ -129,23 +129,15 @@ func (r *Ring) PreviousCandidates(id chunk.ID, n int) []Member {
 	if r.prev == nil {
 		return nil
 	}
-	kh := keyHash(r.seed, id)
-	order := make([]int, len(r.prev))
-	for i := range order {
-		order[i] = i
+	k := n
+	if k <= 0 || k > len(r.prev) {
+		k = len(r.prev)
 	}
-	// Stable, so equal scores keep the name order, as in best.
-	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(r.prev[b].score(kh), r.prev[a].score(kh)) })
-	if n > 0 && n < len(order) {
-		order = order[:n]
-	}
-	out := make([]Member, 0, len(order))
-	for _, i := range order {
-		m := r.prev[i].member
+	out := appendCandidates(make([]Member, 0, k), r.prev, keyHash(r.seed, id), k)
+	for i, m := range out {
 		if j, ok := r.byName[m.Name]; ok {
-			m = r.spec.Members[j]
+			out[i] = r.spec.Members[j]
 		}
-		out = append(out, m)
 	}
 	return out
 }
@@ -183,10 +175,14 @@ const smallN = 16
 // extended slice. It does not allocate when dst has room and n is at most
 // 16 (and not <= 0 on a ring of more than 16 active members).
 func (r *Ring) AppendCandidates(dst []Member, id chunk.ID, n int) []Member {
-	k := r.candidateCount(n)
-	kh := keyHash(r.seed, id)
+	return appendCandidates(dst, r.cur, keyHash(r.seed, id), r.candidateCount(n))
+}
+
+// appendCandidates appends the k best-scoring of ns for kh, best first
+// (ties to the lower index), to dst.
+func appendCandidates(dst []Member, ns []node, kh uint64, k int) []Member {
 	if k == 1 {
-		return append(dst, r.cur[best(r.cur, kh)].member)
+		return append(dst, ns[best(ns, kh)].member)
 	}
 	if k <= smallN {
 		// Partial selection: keep the k best, sorted, by insertion.
@@ -195,8 +191,8 @@ func (r *Ring) AppendCandidates(dst []Member, id chunk.ID, n int) []Member {
 			sc  [smallN]float64
 			c   int
 		)
-		for i := range r.cur {
-			s := r.cur[i].score(kh)
+		for i := range ns {
+			s := ns[i].score(kh)
 			if c == k {
 				if !(s > sc[c-1]) {
 					continue
@@ -211,7 +207,7 @@ func (r *Ring) AppendCandidates(dst []Member, id chunk.ID, n int) []Member {
 			c++
 		}
 		for _, i := range idx[:c] {
-			dst = append(dst, r.cur[i].member)
+			dst = append(dst, ns[i].member)
 		}
 		return dst
 	}
@@ -219,9 +215,9 @@ func (r *Ring) AppendCandidates(dst []Member, id chunk.ID, n int) []Member {
 		s float64
 		i int
 	}
-	all := make([]scored, len(r.cur))
-	for i := range r.cur {
-		all[i] = scored{r.cur[i].score(kh), i}
+	all := make([]scored, len(ns))
+	for i := range ns {
+		all[i] = scored{ns[i].score(kh), i}
 	}
 	slices.SortFunc(all, func(a, b scored) int {
 		if c := cmp.Compare(b.s, a.s); c != 0 {
@@ -230,7 +226,7 @@ func (r *Ring) AppendCandidates(dst []Member, id chunk.ID, n int) []Member {
 		return a.i - b.i
 	})
 	for _, a := range all[:k] {
-		dst = append(dst, r.cur[a.i].member)
+		dst = append(dst, ns[a.i].member)
 	}
 	return dst
 }
