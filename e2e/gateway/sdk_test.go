@@ -239,6 +239,51 @@ func TestPutObject(t *testing.T) {
 			t.Errorf("checksum type %q, want FULL_OBJECT", out.ChecksumType)
 		}
 	})
+	t.Run("checksums S3 keeps are answered to checksum mode", func(t *testing.T) {
+		body := []byte("a checksummed object")
+		// Through the gateway (the SDK declares the CRC-32 in a header on
+		// plain http), and straight to S3 by another writer.
+		_, err := e.s3.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String("bucket-a"), Key: aws.String("put/kept-crc32"),
+			Body: bytes.NewReader(body), ChecksumAlgorithm: types.ChecksumAlgorithmCrc32})
+		testutil.Must(t, err)
+		_, err = e.cluster.Direct.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String("bucket-a"), Key: aws.String("put/direct-sha256"),
+			Body: bytes.NewReader(body), ChecksumAlgorithm: types.ChecksumAlgorithmSha256})
+		testutil.Must(t, err)
+		for _, key := range []string{"put/kept-crc32", "put/direct-sha256"} {
+			in := &s3.HeadObjectInput{Bucket: aws.String("bucket-a"), Key: aws.String(key), ChecksumMode: types.ChecksumModeEnabled}
+			direct, err := e.cluster.Direct.HeadObject(ctx, in)
+			testutil.Must(t, err)
+			want := headChecksum(direct)
+			if want == "" {
+				t.Fatalf("%s: S3 keeps no checksum", key)
+			}
+			for i := range 2 { // the second from the metadata the cache keeps
+				h, err := e.s3.HeadObject(ctx, in)
+				testutil.Must(t, err)
+				// The SDK checks the body against the checksum answered.
+				g, err := e.s3.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String("bucket-a"), Key: aws.String(key),
+					ChecksumMode: types.ChecksumModeEnabled})
+				testutil.Must(t, err)
+				got, err := io.ReadAll(g.Body)
+				g.Body.Close()
+				testutil.Must(t, err)
+				gc := checksumString(g.ChecksumCRC32, g.ChecksumCRC32C, g.ChecksumCRC64NVME, g.ChecksumSHA1, g.ChecksumSHA256, g.ChecksumType)
+				if hc := headChecksum(h); hc != want || gc != want || !bytes.Equal(got, body) {
+					t.Errorf("%s, read %d: HEAD answered checksum %q, GET %q; S3 %q", key, i, hc, gc, want)
+				}
+			}
+			// As S3: not without checksum mode, nor to a range.
+			h, err := e.s3.HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String("bucket-a"), Key: aws.String(key)})
+			testutil.Must(t, err)
+			g, err := e.s3.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String("bucket-a"), Key: aws.String(key),
+				Range: aws.String("bytes=0-3"), ChecksumMode: types.ChecksumModeEnabled})
+			testutil.Must(t, err)
+			g.Body.Close()
+			if hc, gc := headChecksum(h), checksumString(g.ChecksumCRC32, g.ChecksumCRC32C, g.ChecksumCRC64NVME, g.ChecksumSHA1, g.ChecksumSHA256, g.ChecksumType); hc != "" || gc != "" {
+				t.Errorf("%s: HEAD without checksum mode answered %q, a range %q", key, hc, gc)
+			}
+		}
+	})
 	t.Run("user metadata is passed through and answered from the cache", func(t *testing.T) {
 		expires := time.Date(2031, 5, 6, 7, 8, 9, 0, time.UTC)
 		put := func(body string, md map[string]string, cacheControl string) {
@@ -777,4 +822,26 @@ func TestObjectTaggingGoesToS3(t *testing.T) {
 	if got := e.mustGet("bucket-a", "wb/tagged", ""); !bytes.Equal(got, held) {
 		t.Fatal("the WriteBack key reads back other bytes after its tagging was refused")
 	}
+}
+
+// headChecksum is a HeadObject answer's checksum and its type, "" when none.
+func headChecksum(h *s3.HeadObjectOutput) string {
+	return checksumString(h.ChecksumCRC32, h.ChecksumCRC32C, h.ChecksumCRC64NVME, h.ChecksumSHA1, h.ChecksumSHA256, h.ChecksumType)
+}
+
+// checksumString writes the checksum fields of an answer ("" when none).
+func checksumString(crc32, crc32c, crc64nvme, sha1, sha256 *string, typ types.ChecksumType) string {
+	var b strings.Builder
+	for _, c := range []struct {
+		name string
+		v    *string
+	}{{"crc32", crc32}, {"crc32c", crc32c}, {"crc64nvme", crc64nvme}, {"sha1", sha1}, {"sha256", sha256}} {
+		if c.v != nil {
+			fmt.Fprintf(&b, "%s=%s ", c.name, *c.v)
+		}
+	}
+	if b.Len() > 0 || typ != "" {
+		fmt.Fprintf(&b, "type=%s", typ)
+	}
+	return b.String()
 }

@@ -127,6 +127,26 @@ func TestWriteBackKeepsStoredHeaders(t *testing.T) {
 	if md := theirs.Metadata; md["mine"] != "kept" || md["distcache-version"] == "1" || md["distcache-version"] == "" {
 		t.Errorf("a held write sent with distcache-version 1 is answered with metadata %v, want its own version and mine=kept", md)
 	}
+	// A declared checksum is checked as the body comes; the held version
+	// keeps none (no node checks one against what it holds), so none is
+	// answered before S3 has it, and after it what S3 answers.
+	_, err = writer.s3.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String("bucket-a"), Key: aws.String("wb/headers/crc32"),
+		Body: strings.NewReader("checked"), ChecksumAlgorithm: types.ChecksumAlgorithmCrc32})
+	testutil.Must(t, err)
+	withMode := &s3.HeadObjectInput{Bucket: aws.String("bucket-a"), Key: aws.String("wb/headers/crc32"), ChecksumMode: types.ChecksumModeEnabled}
+	held, err := reader.s3.HeadObject(ctx, withMode)
+	testutil.Must(t, err)
+	if c := headChecksum(held); c != "" {
+		t.Errorf("a held version is answered with checksum %q, want none", c)
+	}
+	testutil.WaitFor(t, "wb/headers/crc32 in MinIO", func() bool { return string(inMinIO(t, writer, "wb/headers/crc32")) == "checked" })
+	direct, err := writer.cluster.Direct.HeadObject(ctx, withMode)
+	testutil.Must(t, err)
+	persisted, err := reader.s3.HeadObject(ctx, withMode)
+	testutil.Must(t, err)
+	if c, d := headChecksum(persisted), headChecksum(direct); c != d {
+		t.Errorf("once persisted, the gateway answers checksum %q, S3 %q", c, d)
+	}
 	// S3 might refuse a storage class only once the version is persisted.
 	_, err = writer.s3.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String("bucket-a"), Key: aws.String("wb/headers/rrs"),
 		Body: strings.NewReader("x"), StorageClass: types.StorageClassReducedRedundancy})

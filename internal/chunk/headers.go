@@ -9,9 +9,18 @@ import (
 // Content-Type and answers with it on GET and HEAD: user metadata
 // (X-Amz-Meta-*), the stored Cache-Control, Content-Disposition,
 // Content-Encoding, Content-Language and Expires, and the storage class
-// (X-Amz-Storage-Class, only when not STANDARD). Keys are canonical
-// header names (http.CanonicalHeaderKey), one value each; nil when the
-// object has none, which is the common case.
+// (X-Amz-Storage-Class, only when not STANDARD), and the object's
+// full-object checksum with its type (X-Amz-Checksum-*), which S3 answers
+// only to a whole-object GET or HEAD that asks for it
+// (x-amz-checksum-mode: ENABLED). Keys are canonical header names
+// (http.CanonicalHeaderKey), one value each; nil when the object has none,
+// which is the common case.
+//
+// A checksum is kept only where the cache is sure of it: from S3's HEAD
+// answer, or from a single PUT that sent S3 a checksum the writer
+// declared in a header (S3 checks it). Kept nowhere else, it is answered
+// by no one: a client then checks nothing, which is what S3 gives an
+// object stored without one.
 type Headers map[string]string
 
 // userMetaPrefix starts the canonical name of a user metadata header.
@@ -33,10 +42,64 @@ const (
 	StandardStorageClass = "STANDARD"
 )
 
+// ChecksumHeaders are the canonical names of the full-object checksums S3
+// knows, and ChecksumTypeHeader the checksum's type (FULL_OBJECT, or
+// COMPOSITE for most multipart uploads).
+var ChecksumHeaders = []string{"X-Amz-Checksum-Crc32", "X-Amz-Checksum-Crc32c", "X-Amz-Checksum-Crc64nvme",
+	"X-Amz-Checksum-Sha1", "X-Amz-Checksum-Sha256"}
+
+const (
+	ChecksumTypeHeader = "X-Amz-Checksum-Type"
+	FullObjectChecksum = "FULL_OBJECT"
+)
+
+var checksumHeaders = func() map[string]bool {
+	m := map[string]bool{ChecksumTypeHeader: true}
+	for _, k := range ChecksumHeaders {
+		m[k] = true
+	}
+	return m
+}()
+
 // IsStoredHeader reports whether a header of this canonical name is one
 // that S3 keeps with the object (one of Headers).
 func IsStoredHeader(canonical string) bool {
-	return storedHeaders[canonical] || (strings.HasPrefix(canonical, userMetaPrefix) && len(canonical) > len(userMetaPrefix))
+	return storedHeaders[canonical] || checksumHeaders[canonical] ||
+		(strings.HasPrefix(canonical, userMetaPrefix) && len(canonical) > len(userMetaPrefix))
+}
+
+// IsChecksumHeader reports whether a header of this canonical name is a
+// checksum of the object or its type.
+func IsChecksumHeader(canonical string) bool {
+	return checksumHeaders[canonical]
+}
+
+// HasChecksum reports whether h holds a checksum of the object.
+func (h Headers) HasChecksum() bool {
+	for k := range h {
+		if checksumHeaders[k] {
+			return true
+		}
+	}
+	return false
+}
+
+// WithoutChecksum returns h without its checksum headers: h itself when it
+// has none, else a copy (nil when nothing else is left).
+func (h Headers) WithoutChecksum() Headers {
+	if !h.HasChecksum() {
+		return h
+	}
+	var out Headers
+	for k, v := range h {
+		if !checksumHeaders[k] {
+			if out == nil {
+				out = Headers{}
+			}
+			out[k] = v
+		}
+	}
+	return out
 }
 
 // StoredHeaders picks the stored headers out of h (a request's or an

@@ -38,3 +38,30 @@ func TestStoredHeaders(t *testing.T) {
 		t.Error("no stored headers: want nil")
 	}
 }
+
+func TestChecksumHeaders(t *testing.T) {
+	h := StoredHeaders(http.Header{"X-Amz-Checksum-Crc32": {"wMUO7w=="}, "X-Amz-Checksum-Type": {"FULL_OBJECT"},
+		"X-Amz-Meta-Owner": {"team-a"}, "X-Amz-Checksum-Algorithm": {"CRC32"}, "X-Amz-Sdk-Checksum-Algorithm": {"CRC32"}})
+	want := Headers{"X-Amz-Checksum-Crc32": "wMUO7w==", "X-Amz-Checksum-Type": "FULL_OBJECT", "X-Amz-Meta-Owner": "team-a"}
+	if !maps.Equal(h, want) {
+		t.Fatalf("StoredHeaders = %v, want %v", h, want)
+	}
+	if !h.HasChecksum() {
+		t.Error("HasChecksum = false")
+	}
+	without := h.WithoutChecksum()
+	if !maps.Equal(without, Headers{"X-Amz-Meta-Owner": "team-a"}) || without.HasChecksum() {
+		t.Errorf("WithoutChecksum = %v", without)
+	}
+	if h["X-Amz-Checksum-Crc32"] == "" {
+		t.Error("WithoutChecksum changed the headers it was called on")
+	}
+	if got := (Headers{"X-Amz-Checksum-Sha256": "x"}).WithoutChecksum(); got != nil {
+		t.Errorf("WithoutChecksum of a checksum alone = %v, want nil", got)
+	}
+	for _, k := range ChecksumHeaders {
+		if !IsChecksumHeader(k) || !IsStoredHeader(k) {
+			t.Errorf("%s is not a stored checksum header", k)
+		}
+	}
+}

@@ -16,7 +16,7 @@ import (
 // object version, formatted once: the quoted ETag, Last-Modified in HTTP
 // format, Content-Type (S3's default when the object has none),
 // Accept-Ranges and the headers S3 stored with it (user metadata,
-// Cache-Control, ...), each a []string to put into a response's header map as
+// Cache-Control, ..., and apart the checksum), each a []string to put into a response's header map as
 // it is (full slices: an Add copies, never appends into them).
 type versionHeaders struct {
 	etag, contentType string // the version's, the key of the entry
@@ -24,6 +24,7 @@ type versionHeaders struct {
 	stored            chunk.Headers // the version's, the rest of the key
 	values            [4][]string   // ETag, Last-Modified (nil: none), Content-Type, Accept-Ranges
 	storedValues      http.Header   // stored, as header values (nil for most objects)
+	checksumValues    http.Header   // the stored checksum and its type (nil for most objects)
 }
 
 // Canonical names, as http.Header.Set stores them.
@@ -38,10 +39,14 @@ func newVersionHeaders(m client.Meta) *versionHeaders {
 	}
 	v := &versionHeaders{etag: m.ETag, contentType: m.ContentType, lastModified: m.LastModified, stored: m.Headers}
 	for k, val := range m.Headers {
-		if v.storedValues == nil {
-			v.storedValues = make(http.Header, len(m.Headers))
+		to := &v.storedValues
+		if chunk.IsChecksumHeader(k) {
+			to = &v.checksumValues
 		}
-		v.storedValues[k] = []string{val}
+		if *to == nil {
+			*to = make(http.Header, len(m.Headers))
+		}
+		(*to)[k] = []string{val}
 	}
 	v.values[0] = []string{s3cond.QuoteETag(m.ETag)}
 	if !m.LastModified.IsZero() {
@@ -56,7 +61,16 @@ func (v *versionHeaders) describes(m client.Meta) bool {
 	return v.etag == m.ETag && v.contentType == m.ContentType && v.lastModified.Equal(m.LastModified) && maps.Equal(v.stored, m.Headers)
 }
 
-// set puts the headers into h, as h.Set would.
+// setChecksum puts the version's checksum and its type into h, as h.Set
+// would: S3 answers them to a GET or HEAD of the whole object that asks
+// with x-amz-checksum-mode: ENABLED.
+func (v *versionHeaders) setChecksum(h http.Header) {
+	for k, vs := range v.checksumValues {
+		h[k] = vs
+	}
+}
+
+// set puts the headers other than the checksum into h, as h.Set would.
 func (v *versionHeaders) set(h http.Header) {
 	for i, vs := range v.values {
 		if vs != nil {

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/distcache/distcache/internal/chunk"
@@ -99,6 +100,9 @@ func (g *Gateway) serveVersion(x *exchange, m client.Meta) (retry bool) {
 	}
 	if !partial {
 		rng = httprange.Range{Off: 0, Len: m.Size}
+		if mode := r.Header["X-Amz-Checksum-Mode"]; len(mode) > 0 && strings.EqualFold(mode[0], "ENABLED") {
+			vh.setChecksum(h)
+		}
 	}
 	if len(x.query) > 0 {
 		for _, o := range responseOverrides {
@@ -325,19 +329,15 @@ func (g *Gateway) putObject(x *exchange, auth *sigv4.Result) {
 // that failed never reached a node. A PutObject's checksum type is always
 // FULL_OBJECT.
 func answerChecksums(h http.Header, r *http.Request) {
-	for _, k := range checksumHeaders {
+	for _, k := range chunk.ChecksumHeaders {
 		for _, declared := range []http.Header{r.Header, r.Trailer} {
 			if vs := declared[k]; len(vs) == 1 && vs[0] != "" {
 				h.Set(k, vs[0])
-				h.Set("X-Amz-Checksum-Type", "FULL_OBJECT")
+				h.Set(chunk.ChecksumTypeHeader, chunk.FullObjectChecksum)
 			}
 		}
 	}
 }
-
-// checksumHeaders are the body checksums S3 (and sigv4) knows, canonical.
-var checksumHeaders = []string{"X-Amz-Checksum-Crc32", "X-Amz-Checksum-Crc32c", "X-Amz-Checksum-Crc64nvme",
-	"X-Amz-Checksum-Sha1", "X-Amz-Checksum-Sha256"}
 
 // nodeS3Codes are the S3 error codes a node's 4xx answer may carry as
 // they are (the node refused the request as S3 would).

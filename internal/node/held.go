@@ -157,7 +157,8 @@ var versionMetaHeader = http.CanonicalHeaderKey("X-Amz-Meta-" + writeback.Versio
 // storage class other than STANDARD, which S3 checks only when it gets the
 // version; and S3 gets the cache's own VersionMetadata beside the
 // writer's, which must leave it room within S3's limit. A writer's own
-// VersionMetadata is dropped from h, the new version's taking its place:
+// VersionMetadata is dropped from h, the new version's taking its place,
+// and so is a checksum:
 // it is a mark the cache answers on every held or persisted object, and
 // copying an object's metadata into a new write (boto3's and the AWS
 // CLI's managed copies do: HeadObject, then CreateMultipartUpload with
@@ -171,6 +172,14 @@ func checkHeldHeaders(h chunk.Headers) *apiError {
 			"a WriteBack or Transient key keeps no storage class (x-amz-storage-class: "+sc+"): write it without one, or use a WriteThrough prefix")
 	}
 	delete(h, versionMetaHeader)
+	// Nothing checks a declared checksum against a held body (the gateway
+	// checks the body as it comes, not what a node is told to store): S3
+	// would refuse a wrong one only when it gets the version. The version
+	// keeps none, as an object S3 stores without one.
+	for _, k := range chunk.ChecksumHeaders {
+		delete(h, k)
+	}
+	delete(h, chunk.ChecksumTypeHeader)
 	if h.UserMetadataSize()+len(writeback.VersionMetadata)+20 > chunk.MaxUserMetadata {
 		return newError(http.StatusBadRequest, "MetadataTooLarge",
 			"Your metadata headers exceed the maximum allowed metadata size (a WriteBack or Transient key keeps "+

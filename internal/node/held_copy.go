@@ -177,11 +177,13 @@ func (cr copyRequest) contentType(r *http.Request) string {
 // source's (without the cache's own version mark, which is the source
 // version's), or with REPLACE the request's. The storage class is the
 // request's either way, as in S3: a copy names its own or gets STANDARD.
+// The copy is sent with no checksum (S3 keeps what it computes itself, if
+// anything), so it keeps none of the source's.
 func (cr copyRequest) storedHeaders(r *http.Request) chunk.Headers {
 	if r.Header.Get("X-Amz-Metadata-Directive") == "REPLACE" {
-		return chunk.StoredHeaders(r.Header)
+		return chunk.StoredHeaders(r.Header).WithoutChecksum()
 	}
-	h := maps.Clone(cr.srcMeta.Headers)
+	h := maps.Clone(cr.srcMeta.Headers.WithoutChecksum())
 	delete(h, versionMetaHeader)
 	delete(h, chunk.StorageClassHeader)
 	if class := chunk.StoredHeaders(http.Header{chunk.StorageClassHeader: r.Header.Values(chunk.StorageClassHeader)}); class != nil {

@@ -30,6 +30,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/feature/s3/manager"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 
 	"github.com/distcache/distcache/internal/chunk"
 	"github.com/distcache/distcache/internal/ctxtime"
@@ -232,7 +233,8 @@ func (b *Backend) Client(cr Credentials) *s3.Client {
 func (b *Backend) Head(ctx context.Context, cr Credentials, bucket, key string) (chunk.Meta, error) {
 	var meta chunk.Meta
 	err := b.do(ctx, OpHead, bucket, key, func(ctx context.Context) error {
-		out, err := b.Client(cr).HeadObject(ctx, &s3.HeadObjectInput{Bucket: &bucket, Key: &key})
+		out, err := b.Client(cr).HeadObject(ctx, &s3.HeadObjectInput{Bucket: &bucket, Key: &key,
+			ChecksumMode: types.ChecksumModeEnabled})
 		if err != nil {
 			return err
 		}

@@ -4,9 +4,12 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"encoding/base64"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"io"
 	"maps"
 	"net/http"
@@ -17,6 +20,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 
 	"github.com/distcache/distcache/internal/chunk"
 	"github.com/distcache/distcache/internal/s3backend"
@@ -393,7 +397,9 @@ func TestPutKeepsStorageClass(t *testing.T) {
 			testutil.Must(t, err)
 			m, err := e.b.Head(ctx(t), s3backend.Credentials{}, bucket, key)
 			testutil.Must(t, err)
-			if !maps.Equal(m.Headers, tc.want) || !maps.Equal(put.Headers, tc.want) {
+			// (A multipart upload's parts carry the SDK's checksums: S3
+			// keeps a checksum of them, which TestPutKeepsChecksum checks.)
+			if !maps.Equal(m.Headers.WithoutChecksum(), tc.want) || !maps.Equal(put.Headers, tc.want) {
 				t.Errorf("Head's headers %v, Put's %v; want %v", m.Headers, put.Headers, tc.want)
 			}
 			direct, err := e.srv.Client(t).HeadObject(ctx(t), &s3.HeadObjectInput{Bucket: aws.String(bucket), Key: aws.String(key)})
@@ -403,6 +409,81 @@ func TestPutKeepsStorageClass(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A full-object checksum declared in the stored headers goes to S3 with a
+// single PUT, read whole or streamed, and S3 checks and keeps it; a
+// multipart upload sends none and keeps none in what Put tells. Head
+// answers the checksum S3 keeps, however the object was written.
+func TestPutKeepsChecksum(t *testing.T) {
+	const partSize = 5 << 20
+	e := newEnv(t, s3backend.Config{PartSize: partSize, StreamAbove: 1 << 20})
+	crc32Of := func(b []byte, tab *crc32.Table) string {
+		return base64.StdEncoding.EncodeToString(binary.BigEndian.AppendUint32(nil, crc32.Checksum(b, tab)))
+	}
+	sha256Of := func(b []byte) string {
+		sum := sha256.Sum256(b)
+		return base64.StdEncoding.EncodeToString(sum[:])
+	}
+	for _, tc := range []struct {
+		name     string
+		size     int
+		header   string
+		checksum func([]byte) string
+		kept     bool
+	}{
+		{"read whole", 1000, "X-Amz-Checksum-Crc32", func(b []byte) string { return crc32Of(b, crc32.IEEETable) }, true},
+		{"streamed", 2 << 20, "X-Amz-Checksum-Sha256", sha256Of, true},
+		{"multipart", partSize + 1, "X-Amz-Checksum-Crc32c", func(b []byte) string { return crc32Of(b, crc32.MakeTable(crc32.Castagnoli)) }, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			key := "checksum/" + strings.ReplaceAll(tc.name, " ", "-")
+			data := testutil.SeededBytes(11, tc.size)
+			sum := sha256.Sum256(data)
+			c := s3backend.WithPayloadSHA256(ctx(t), hex.EncodeToString(sum[:])) // streams over http
+			c = s3backend.WithHeaders(c, chunk.Headers{tc.header: tc.checksum(data), "X-Amz-Meta-Owner": "a"})
+			put, err := e.b.Put(c, s3backend.Credentials{}, bucket, key, io.MultiReader(bytes.NewReader(data)), int64(tc.size), "")
+			testutil.Must(t, err)
+			want := chunk.Headers{"X-Amz-Meta-Owner": "a"}
+			if tc.kept {
+				want[tc.header], want["X-Amz-Checksum-Type"] = tc.checksum(data), "FULL_OBJECT"
+			}
+			m, err := e.b.Head(ctx(t), s3backend.Credentials{}, bucket, key)
+			testutil.Must(t, err)
+			if !tc.kept {
+				// S3 keeps the checksum of the parts' own checksums, which
+				// the SDK computes: Head tells it, Put does not know it.
+				if m.Headers["X-Amz-Checksum-Type"] != "COMPOSITE" {
+					t.Errorf("Head's headers %v, want a COMPOSITE checksum", m.Headers)
+				}
+				m.Headers = m.Headers.WithoutChecksum()
+			}
+			if !maps.Equal(put.Headers, want) || !maps.Equal(m.Headers, want) {
+				t.Errorf("Put's headers %v, Head's %v; want %v", put.Headers, m.Headers, want)
+			}
+		})
+	}
+	t.Run("a wrong checksum is refused by S3", func(t *testing.T) {
+		c := s3backend.WithHeaders(ctx(t), chunk.Headers{"X-Amz-Checksum-Crc32": crc32Of([]byte("other"), crc32.IEEETable)})
+		if _, err := e.b.Put(c, s3backend.Credentials{}, bucket, "checksum/wrong", strings.NewReader("body"), 4, ""); err == nil {
+			t.Fatal("Put with a wrong checksum succeeded")
+		}
+		if _, err := e.b.Head(ctx(t), s3backend.Credentials{}, bucket, "checksum/wrong"); !errors.Is(err, s3backend.ErrNotFound) {
+			t.Errorf("Head after the refused Put: %v, want not found", err)
+		}
+	})
+	t.Run("Head answers a checksum the SDK stored", func(t *testing.T) {
+		body := []byte("written by another S3 client")
+		_, err := e.srv.Client(t).PutObject(ctx(t), &s3.PutObjectInput{Bucket: aws.String(bucket), Key: aws.String("checksum/sdk"),
+			Body: bytes.NewReader(body), ChecksumAlgorithm: types.ChecksumAlgorithmCrc32c})
+		testutil.Must(t, err)
+		m, err := e.b.Head(ctx(t), s3backend.Credentials{}, bucket, "checksum/sdk")
+		testutil.Must(t, err)
+		want := chunk.Headers{"X-Amz-Checksum-Crc32c": crc32Of(body, crc32.MakeTable(crc32.Castagnoli)), "X-Amz-Checksum-Type": "FULL_OBJECT"}
+		if !maps.Equal(m.Headers, want) {
+			t.Errorf("Head's headers %v, want %v", m.Headers, want)
+		}
+	})
 }
 
 func TestPutBodyOfWrongSize(t *testing.T) {

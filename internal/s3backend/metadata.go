@@ -26,8 +26,10 @@ type headersKey struct{}
 // WithHeaders returns a context whose Put and PutParts store h with the
 // object: its user metadata (beside WithMetadata's), Cache-Control,
 // Content-Disposition, Content-Encoding, Content-Language, Expires (an
-// Expires that is not an HTTP date is not sent: the caller checks it) and
-// the storage class.
+// Expires that is not an HTTP date is not sent: the caller checks it), the
+// storage class, and a full-object checksum (X-Amz-Checksum-*: sent with a
+// single PUT, which S3 checks against the body and keeps; a multipart
+// upload sends none).
 func WithHeaders(ctx context.Context, h chunk.Headers) context.Context {
 	if len(h) == 0 {
 		return ctx
@@ -53,6 +55,8 @@ type objectHeaders struct {
 	cacheControl, contentDisposition, contentEncoding, contentLanguage *string
 	expires                                                            *time.Time
 	storageClass                                                       types.StorageClass
+	// The full-object checksum, for a single PUT only.
+	crc32, crc32c, crc64nvme, sha1, sha256 *string
 }
 
 func headersOf(ctx context.Context) chunk.Headers {
@@ -70,7 +74,9 @@ func objectHeadersOf(ctx context.Context) objectHeaders {
 	}
 	o := objectHeaders{cacheControl: str("Cache-Control"), contentDisposition: str("Content-Disposition"),
 		contentEncoding: str("Content-Encoding"), contentLanguage: str("Content-Language"),
-		storageClass: types.StorageClass(h[chunk.StorageClassHeader])}
+		storageClass: types.StorageClass(h[chunk.StorageClassHeader]),
+		crc32:        str("X-Amz-Checksum-Crc32"), crc32c: str("X-Amz-Checksum-Crc32c"),
+		crc64nvme: str("X-Amz-Checksum-Crc64nvme"), sha1: str("X-Amz-Checksum-Sha1"), sha256: str("X-Amz-Checksum-Sha256")}
 	if v, ok := h["Expires"]; ok {
 		if t, err := http.ParseTime(v); err == nil {
 			o.expires = &t
@@ -98,13 +104,48 @@ func headOutputHeaders(out *s3.HeadObjectOutput) chunk.Headers {
 	if sc := string(out.StorageClass); sc != chunk.StandardStorageClass {
 		set(chunk.StorageClassHeader, &sc)
 	}
+	// Asked with checksum mode ENABLED (Head).
+	set("X-Amz-Checksum-Crc32", out.ChecksumCRC32)
+	set("X-Amz-Checksum-Crc32c", out.ChecksumCRC32C)
+	set("X-Amz-Checksum-Crc64nvme", out.ChecksumCRC64NVME)
+	set("X-Amz-Checksum-Sha1", out.ChecksumSHA1)
+	set("X-Amz-Checksum-Sha256", out.ChecksumSHA256)
+	if h.HasChecksum() {
+		ct := string(out.ChecksumType)
+		set(chunk.ChecksumTypeHeader, &ct)
+	}
 	return h.WithUserMetadata(out.Metadata)
 }
 
-// putObject sets the headers on a PutObject.
-func (o objectHeaders) putObject(in *s3.PutObjectInput) {
+// putObject sets the headers on a PutObject, its checksum too when
+// withChecksum.
+func (o objectHeaders) putObject(in *s3.PutObjectInput, withChecksum bool) {
 	in.CacheControl, in.ContentDisposition, in.ContentEncoding, in.ContentLanguage, in.Expires, in.StorageClass =
 		o.cacheControl, o.contentDisposition, o.contentEncoding, o.contentLanguage, o.expires, o.storageClass
+	if withChecksum {
+		in.ChecksumCRC32, in.ChecksumCRC32C, in.ChecksumCRC64NVME, in.ChecksumSHA1, in.ChecksumSHA256 =
+			o.crc32, o.crc32c, o.crc64nvme, o.sha1, o.sha256
+	}
+}
+
+// storedHeadersSent are the stored headers of an object uploaded with
+// WithHeaders' h: with the full-object checksum S3 checked and keeps when
+// it was sent (withChecksum), else without any.
+func storedHeadersSent(h chunk.Headers, withChecksum bool) chunk.Headers {
+	out := h.WithoutChecksum()
+	if !withChecksum {
+		return out
+	}
+	for _, k := range chunk.ChecksumHeaders {
+		if v, ok := h[k]; ok {
+			if out == nil {
+				out = chunk.Headers{}
+			}
+			out[k] = v
+			out[chunk.ChecksumTypeHeader] = chunk.FullObjectChecksum
+		}
+	}
+	return out
 }
 
 // createMultipartUpload sets the headers on a CreateMultipartUpload.

@@ -60,15 +60,18 @@ func (b *Backend) Put(ctx context.Context, cr Credentials, bucket, key string, b
 	var etag string
 	var sent int64
 	dates := &lastDate{}
+	// A checksum goes with a single PUT only: S3 keeps a multipart
+	// upload's per part.
+	single := size >= 0 && size <= b.cfg.PartSize
 	err := b.do(ctx, OpPut, bucket, key, func(ctx context.Context) error {
 		counted := &callerBody{r: body, left: size}
 		in := &s3.PutObjectInput{Bucket: &bucket, Key: &key, Metadata: metadataOf(ctx)}
-		objectHeadersOf(ctx).putObject(in)
+		objectHeadersOf(ctx).putObject(in, single)
 		if contentType != "" {
 			in.ContentType = &contentType
 		}
 		var err error
-		switch single := size >= 0 && size <= b.cfg.PartSize; {
+		switch {
 		case single && size > b.cfg.StreamAbove && b.cfg.StreamAbove >= 0 && (sum != "" || b.https()):
 			etag, err = b.putStreamed(ctx, cr, in, counted, size, sum, dates)
 		case single:
@@ -87,7 +90,8 @@ func (b *Backend) Put(ctx context.Context, cr Credentials, bucket, key string, b
 	if err != nil {
 		return chunk.Meta{}, err
 	}
-	return chunk.Meta{Size: sent, ETag: etag, ContentType: contentType, Headers: headersOf(ctx), LastModified: dates.latest(), FetchedAt: time.Now()}, nil
+	return chunk.Meta{Size: sent, ETag: etag, ContentType: contentType, Headers: storedHeadersSent(headersOf(ctx), single),
+		LastModified: dates.latest(), FetchedAt: time.Now()}, nil
 }
 
 // putRead reads the body whole, then PUTs it; the SDK may retry the PUT.
