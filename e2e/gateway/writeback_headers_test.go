@@ -3,9 +3,13 @@ package gateway_test
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
+	"encoding/binary"
 	"fmt"
+	"hash/crc32"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -15,7 +19,11 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 
+	"github.com/distcache/distcache/internal/chunk"
+	"github.com/distcache/distcache/internal/nodeapi"
+	"github.com/distcache/distcache/internal/pki"
 	"github.com/distcache/distcache/internal/testutil"
+	"github.com/distcache/distcache/internal/testutil/nodecluster"
 	"github.com/distcache/distcache/internal/testutil/s3proxy"
 )
 
@@ -127,25 +135,27 @@ func TestWriteBackKeepsStoredHeaders(t *testing.T) {
 	if md := theirs.Metadata; md["mine"] != "kept" || md["distcache-version"] == "1" || md["distcache-version"] == "" {
 		t.Errorf("a held write sent with distcache-version 1 is answered with metadata %v, want its own version and mine=kept", md)
 	}
-	// A declared checksum is checked as the body comes; the held version
-	// keeps none (no node checks one against what it holds), so none is
-	// answered before S3 has it, and after it what S3 answers.
+	// A declared checksum is checked as the body comes, by the gateway and
+	// by the node that holds it; the held version keeps it, answers it to
+	// checksum mode before S3 has it, and S3 gets and keeps it.
+	body := []byte("checked")
 	_, err = writer.s3.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String("bucket-a"), Key: aws.String("wb/headers/crc32"),
-		Body: strings.NewReader("checked"), ChecksumAlgorithm: types.ChecksumAlgorithmCrc32})
+		Body: bytes.NewReader(body), ChecksumAlgorithm: types.ChecksumAlgorithmCrc32})
 	testutil.Must(t, err)
 	withMode := &s3.HeadObjectInput{Bucket: aws.String("bucket-a"), Key: aws.String("wb/headers/crc32"), ChecksumMode: types.ChecksumModeEnabled}
 	held, err := reader.s3.HeadObject(ctx, withMode)
 	testutil.Must(t, err)
-	if c := headChecksum(held); c != "" {
-		t.Errorf("a held version is answered with checksum %q, want none", c)
+	crc := base64.StdEncoding.EncodeToString(binary.BigEndian.AppendUint32(nil, crc32.ChecksumIEEE(body)))
+	if c, want := headChecksum(held), "crc32="+crc+" type=FULL_OBJECT"; c != want {
+		t.Errorf("a held version is answered with checksum %q, want %q", c, want)
 	}
-	testutil.WaitFor(t, "wb/headers/crc32 in MinIO", func() bool { return string(inMinIO(t, writer, "wb/headers/crc32")) == "checked" })
+	testutil.WaitFor(t, "wb/headers/crc32 in MinIO", func() bool { return bytes.Equal(inMinIO(t, writer, "wb/headers/crc32"), body) })
 	direct, err := writer.cluster.Direct.HeadObject(ctx, withMode)
 	testutil.Must(t, err)
 	persisted, err := reader.s3.HeadObject(ctx, withMode)
 	testutil.Must(t, err)
-	if c, d := headChecksum(persisted), headChecksum(direct); c != d {
-		t.Errorf("once persisted, the gateway answers checksum %q, S3 %q", c, d)
+	if c, d := headChecksum(persisted), headChecksum(direct); c != d || d != headChecksum(held) {
+		t.Errorf("once persisted, the gateway answers checksum %q, S3 %q; before %q", c, d, headChecksum(held))
 	}
 	// S3 might refuse a storage class only once the version is persisted.
 	_, err = writer.s3.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String("bucket-a"), Key: aws.String("wb/headers/rrs"),
@@ -157,6 +167,53 @@ func TestWriteBackKeepsStoredHeaders(t *testing.T) {
 	for _, key := range []string{"wb/headers/too-much", "wb/headers/rrs"} {
 		if _, _, err := reader.get("bucket-a", key, ""); !isNoSuchKey(err) {
 			t.Errorf("%s after its refusal: %v, want NoSuchKey", key, err)
+		}
+	}
+}
+
+// A node checks the checksum declared for a held write itself (a writer
+// with a tenant certificate reaches it without a gateway): one that does not
+// match is refused with BadDigest and nothing is held; one that is no
+// checksum is refused before the body is read.
+func TestHeldWriteChecksumIsCheckedByTheNode(t *testing.T) {
+	e := newEnv(t, envOptions{tenants: heldTenants})
+	cl := e.cluster.HTTPClient(pki.Identity{Kind: pki.KindTenant, Name: "team-a"})
+	body := []byte("held body")
+	crc := func(b []byte) string {
+		return base64.StdEncoding.EncodeToString(binary.BigEndian.AppendUint32(nil, crc32.ChecksumIEEE(b)))
+	}
+	put := func(key, checksum string) (int, string) {
+		t.Helper()
+		// The key's metadata owner takes its held writes.
+		o := chunk.Object{Tenant: "team-a", Bucket: "bucket-a", Key: key}
+		owner := e.cluster.Member(0).Ring.Load().Candidates(nodeapi.MetaID(o), 0)[0].Name
+		i := slices.IndexFunc(e.cluster.Members(), func(m *nodecluster.Member) bool { return m.Name == owner })
+		req, err := http.NewRequest(http.MethodPut, "https://"+e.cluster.Member(i).Addr+nodeapi.ObjectPath("bucket-a", key), bytes.NewReader(body))
+		testutil.Must(t, err)
+		req.Header.Set(nodeapi.HeaderStoredPrefix+"X-Amz-Checksum-Crc32", checksum)
+		resp, err := cl.Do(req)
+		testutil.Must(t, err)
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		status, answer := resp.StatusCode, string(b)
+		return status, answer
+	}
+	for _, tc := range []struct {
+		name, checksum, code string
+		status               int
+	}{
+		{"mismatch", crc([]byte("other body")), "BadDigest", http.StatusBadRequest},
+		{"not a checksum", "AAAA", "InvalidRequest", http.StatusBadRequest},
+		{"match", crc(body), "", http.StatusOK},
+	} {
+		key := "wb/node-checked/" + strings.ReplaceAll(tc.name, " ", "-")
+		status, answer := put(key, tc.checksum)
+		if status != tc.status || !strings.Contains(answer, tc.code) {
+			t.Errorf("%s: HTTP %d %s, want %d %s", tc.name, status, answer, tc.status, tc.code)
+		}
+		_, _, err := e.get("bucket-a", key, "")
+		if held := err == nil; held != (tc.status == http.StatusOK) {
+			t.Errorf("%s: held after the answer: %v (%v)", tc.name, held, err)
 		}
 	}
 }

@@ -25,6 +25,9 @@ const (
 	// CodeXAmzContentSHA256Mismatch: a body that is not the one whose
 	// SHA-256 the writer declared (nodeapi.HeaderContentSHA256).
 	CodeXAmzContentSHA256Mismatch = "XAmzContentSHA256Mismatch"
+	// CodeBadDigest: a body that does not have the x-amz-checksum-* value
+	// declared for it.
+	CodeBadDigest = "BadDigest"
 )
 
 // apiError is an error with the HTTP status and code a client should see.
@@ -59,6 +62,8 @@ func asAPIError(err error) *apiError {
 	case errors.Is(err, s3backend.ErrPayloadSHA256Mismatch):
 		return newError(http.StatusBadRequest, CodeXAmzContentSHA256Mismatch,
 			"The provided 'x-amz-content-sha256' header does not match what was computed.")
+	case errors.Is(err, s3backend.ErrChecksumMismatch):
+		return newError(http.StatusBadRequest, CodeBadDigest, "The checksum you specified did not match the calculated checksum.")
 	case errors.Is(err, s3backend.ErrNotFound):
 		return newError(http.StatusNotFound, CodeNoSuchKey, "object not found in S3")
 	case errors.Is(err, s3backend.ErrAccessDenied):
@@ -93,4 +98,10 @@ func writeError(w http.ResponseWriter, e *apiError) {
 	w.Header().Set("X-Distcache-Error", e.Code)
 	w.WriteHeader(e.Status)
 	_ = json.NewEncoder(w).Encode(e)
+}
+
+// writerBodyMismatch reports whether err is a held body's failure of a
+// check of what its writer declared (handlePut): the writer's error.
+func writerBodyMismatch(err error) bool {
+	return errors.Is(err, s3backend.ErrPayloadSHA256Mismatch) || errors.Is(err, s3backend.ErrChecksumMismatch)
 }

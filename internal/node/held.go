@@ -15,7 +15,6 @@ import (
 	"github.com/distcache/distcache/internal/metrics"
 	"github.com/distcache/distcache/internal/nodeapi"
 	"github.com/distcache/distcache/internal/ring"
-	"github.com/distcache/distcache/internal/s3backend"
 	"github.com/distcache/distcache/internal/store"
 	"github.com/distcache/distcache/internal/tenancy"
 	"github.com/distcache/distcache/internal/writeback"
@@ -139,6 +138,9 @@ func (s *Server) putHeld(w http.ResponseWriter, r *http.Request, q request, p te
 		return
 	}
 	e := s.heldPut(q.obj, p, r.ContentLength, r.Header.Get("Content-Type"), holders)
+	if stored.HasChecksum() { // checked in handlePut
+		stored[chunk.ChecksumTypeHeader] = chunk.FullObjectChecksum
+	}
 	e.Headers = stored
 	m, aerr := s.holdWrite(r.Context(), q.caller, e, r.Body)
 	if aerr != nil {
@@ -157,8 +159,8 @@ var versionMetaHeader = http.CanonicalHeaderKey("X-Amz-Meta-" + writeback.Versio
 // storage class other than STANDARD, which S3 checks only when it gets the
 // version; and S3 gets the cache's own VersionMetadata beside the
 // writer's, which must leave it room within S3's limit. A writer's own
-// VersionMetadata is dropped from h, the new version's taking its place,
-// and so is a checksum:
+// VersionMetadata is dropped from h, the new version's taking its place
+// (and so is a checksum type):
 // it is a mark the cache answers on every held or persisted object, and
 // copying an object's metadata into a new write (boto3's and the AWS
 // CLI's managed copies do: HeadObject, then CreateMultipartUpload with
@@ -172,13 +174,7 @@ func checkHeldHeaders(h chunk.Headers) *apiError {
 			"a WriteBack or Transient key keeps no storage class (x-amz-storage-class: "+sc+"): write it without one, or use a WriteThrough prefix")
 	}
 	delete(h, versionMetaHeader)
-	// Nothing checks a declared checksum against a held body (the gateway
-	// checks the body as it comes, not what a node is told to store): S3
-	// would refuse a wrong one only when it gets the version. The version
-	// keeps none, as an object S3 stores without one.
-	for _, k := range chunk.ChecksumHeaders {
-		delete(h, k)
-	}
+	// A checksum's type is S3's to tell (a held PUT's is FULL_OBJECT).
 	delete(h, chunk.ChecksumTypeHeader)
 	if h.UserMetadataSize()+len(writeback.VersionMetadata)+20 > chunk.MaxUserMetadata {
 		return newError(http.StatusBadRequest, "MetadataTooLarge",
@@ -257,7 +253,7 @@ func (s *Server) journalFailed(e writeback.Entry, err error) *apiError {
 			"the cache's write-back space is full until S3 has caught up; retry")
 	case errors.Is(err, writeback.ErrBadBody):
 		return newError(http.StatusBadRequest, CodeBadRequest, "the body is not Content-Length bytes")
-	case errors.Is(err, s3backend.ErrPayloadSHA256Mismatch): // the writer's, checked in handlePut
+	case writerBodyMismatch(err): // the writer's, checked in handlePut
 		return asAPIError(err)
 	case err != nil:
 		s.storeFailed("held_write", err)

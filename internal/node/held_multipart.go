@@ -66,7 +66,9 @@ func (s *Server) createHeldUpload(w http.ResponseWriter, r *http.Request, q requ
 		s.fail(w, opPassthrough, q.tenant.Name, q.start, aerr)
 		return
 	}
-	stored := chunk.StoredHeaders(r.Header) // a pass-through: the client's own headers
+	// A pass-through: the client's own headers. A checksum S3 keeps for
+	// the parts' upload is S3's to tell.
+	stored := chunk.StoredHeaders(r.Header).WithoutChecksum()
 	aerr := checkStoredHeaders(stored)
 	if aerr == nil {
 		aerr = checkHeldHeaders(stored)

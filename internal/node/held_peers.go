@@ -225,7 +225,12 @@ func (s *Server) HeldPersisted(e writeback.Entry, etag string) {
 		s.invalidateObjects(ctx, c, o)
 	}
 	if e.Op == writeback.OpPut && s.ownsMeta(o) {
-		m := chunk.Meta{Size: e.Size, ETag: etag, ContentType: e.ContentType, Headers: e.StoredHeaders(), LastModified: e.LastModified, FetchedAt: s.cfg.Now()}
+		h := e.StoredHeaders()
+		if strings.Contains(etag, "-") {
+			// Uploaded in parts: S3 keeps a checksum of the parts', not this.
+			h = h.WithoutChecksum()
+		}
+		m := chunk.Meta{Size: e.Size, ETag: etag, ContentType: e.ContentType, Headers: h, LastModified: e.LastModified, FetchedAt: s.cfg.Now()}
 		if err := s.store.PutMeta(o, m); err != nil {
 			s.storeFailed("put_meta", err)
 		}

@@ -17,7 +17,6 @@ import (
 	"sync"
 
 	"github.com/distcache/distcache/internal/ring"
-	"github.com/distcache/distcache/internal/s3backend"
 	"github.com/distcache/distcache/internal/writeback"
 )
 
@@ -93,7 +92,7 @@ func (s *Server) holdEverywhere(ctx context.Context, c caller, e writeback.Entry
 	if e.Op == writeback.OpPut {
 		data = make([]byte, e.Size+1) // one more, to see a body longer than its size
 		n, err := io.ReadFull(body, data)
-		if errors.Is(err, s3backend.ErrPayloadSHA256Mismatch) { // the writer's, checked in handlePut
+		if writerBodyMismatch(err) { // the writer's, checked in handlePut
 			return writeback.Entry{}, asAPIError(err)
 		}
 		if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, io.EOF) {

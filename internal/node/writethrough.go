@@ -47,6 +47,12 @@ func (s *Server) handlePut(w http.ResponseWriter, r *http.Request) {
 		if sum := r.Header.Get(nodeapi.HeaderContentSHA256); sum != "" {
 			r.Body = readCloser{s3backend.CheckPayloadSHA256(r.Body, sum), r.Body}
 		}
+		checked, err := s3backend.CheckDeclaredChecksum(r.Body, stored)
+		if err != nil {
+			s.fail(w, opPut, tenant, q.start, newError(http.StatusBadRequest, "InvalidRequest", err.Error()))
+			return
+		}
+		r.Body = readCloser{checked, r.Body}
 		s.putHeld(w, r, q, p, stored)
 		return
 	}

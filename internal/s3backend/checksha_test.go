@@ -3,12 +3,16 @@ package s3backend_test
 import (
 	"bytes"
 	"crypto/sha256"
+	"encoding/base64"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
+	"hash/crc32"
 	"io"
 	"testing"
 	"testing/iotest"
 
+	"github.com/distcache/distcache/internal/chunk"
 	"github.com/distcache/distcache/internal/s3backend"
 	"github.com/distcache/distcache/internal/testutil"
 )
@@ -44,5 +48,46 @@ func TestCheckPayloadSHA256(t *testing.T) {
 	r := bytes.NewReader([]byte("x"))
 	if s3backend.CheckPayloadSHA256(r, "not a sum") != r {
 		t.Error("an invalid sum should declare nothing")
+	}
+}
+
+// TestCheckDeclaredChecksum: a body with every declared x-amz-checksum
+// reads through unchanged; one without any of them gives all but its last
+// byte, then a BodyError wrapping ErrChecksumMismatch; a value that is no
+// checksum is refused before anything is read.
+func TestCheckDeclaredChecksum(t *testing.T) {
+	data := testutil.SeededBytes(5, 40<<10)
+	crc := base64.StdEncoding.EncodeToString(binary.BigEndian.AppendUint32(nil, crc32.ChecksumIEEE(data)))
+	sum := sha256.Sum256(data)
+	sha := base64.StdEncoding.EncodeToString(sum[:])
+	other := base64.StdEncoding.EncodeToString(binary.BigEndian.AppendUint32(nil, crc32.ChecksumIEEE(data[1:])))
+	for name, h := range map[string]chunk.Headers{
+		"crc32":          {"X-Amz-Checksum-Crc32": crc},
+		"crc32 + sha256": {"X-Amz-Checksum-Crc32": crc, "X-Amz-Checksum-Sha256": sha, "X-Amz-Checksum-Type": "FULL_OBJECT"},
+	} {
+		r, err := s3backend.CheckDeclaredChecksum(iotest.HalfReader(bytes.NewReader(data)), h)
+		testutil.Must(t, err)
+		if err := iotest.TestReader(r, data); err != nil {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	for name, h := range map[string]chunk.Headers{
+		"crc32":                {"X-Amz-Checksum-Crc32": other},
+		"good sha256, bad crc": {"X-Amz-Checksum-Crc32": other, "X-Amz-Checksum-Sha256": sha},
+	} {
+		r, err := s3backend.CheckDeclaredChecksum(bytes.NewReader(data), h)
+		testutil.Must(t, err)
+		got, err := io.ReadAll(io.LimitReader(r, int64(len(data))))
+		var be *s3backend.BodyError
+		if !errors.Is(err, s3backend.ErrChecksumMismatch) || !errors.As(err, &be) || len(got) >= len(data) {
+			t.Errorf("%s: %d bytes, err %v; want fewer than %d, then a BodyError of ErrChecksumMismatch", name, len(got), err, len(data))
+		}
+	}
+	if _, err := s3backend.CheckDeclaredChecksum(bytes.NewReader(data), chunk.Headers{"X-Amz-Checksum-Crc32": "AAAA"}); !errors.Is(err, s3backend.ErrChecksumInvalid) {
+		t.Errorf("a 3-byte CRC-32: %v, want ErrChecksumInvalid", err)
+	}
+	plain := bytes.NewReader(data)
+	if r, err := s3backend.CheckDeclaredChecksum(plain, chunk.Headers{"X-Amz-Meta-A": "b"}); r != plain || err != nil {
+		t.Error("no checksum declared: want the body as it is")
 	}
 }

@@ -58,6 +58,13 @@ func isLowerOf(s, lower string) bool {
 	return true
 }
 
+// NewChecksum returns a hash for the body checksum an
+// x-amz-checksum-<algorithm> header carries (the name in any case), or
+// nil for an algorithm S3 does not define.
+func NewChecksum(header string) hash.Hash {
+	return newChecksum(lowerName(header))
+}
+
 // newChecksum returns a hash for an x-amz-checksum-<alg> name (lowercase),
 // or nil for an algorithm this package does not know.
 func newChecksum(name string) hash.Hash {
