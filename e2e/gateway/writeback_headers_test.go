@@ -149,7 +149,25 @@ func TestWriteBackKeepsStoredHeaders(t *testing.T) {
 	if c, want := headChecksum(held), "crc32="+crc+" type=FULL_OBJECT"; c != want {
 		t.Errorf("a held version is answered with checksum %q, want %q", c, want)
 	}
+	attributes := func(c *s3.Client) string {
+		t.Helper()
+		a, err := c.GetObjectAttributes(ctx, &s3.GetObjectAttributesInput{Bucket: aws.String("bucket-a"), Key: aws.String("wb/headers/crc32"),
+			ObjectAttributes: []types.ObjectAttributes{types.ObjectAttributesChecksum, types.ObjectAttributesEtag}})
+		testutil.Must(t, err)
+		if a.Checksum == nil {
+			return "none"
+		}
+		return checksumString(a.Checksum.ChecksumCRC32, a.Checksum.ChecksumCRC32C, a.Checksum.ChecksumCRC64NVME,
+			a.Checksum.ChecksumSHA1, a.Checksum.ChecksumSHA256, a.Checksum.ChecksumType)
+	}
+	heldAttributes := attributes(reader.s3)
+	if heldAttributes != headChecksum(held) {
+		t.Errorf("GetObjectAttributes of the held version answers checksum %q, HEAD %q", heldAttributes, headChecksum(held))
+	}
 	testutil.WaitFor(t, "wb/headers/crc32 in MinIO", func() bool { return bytes.Equal(inMinIO(t, writer, "wb/headers/crc32"), body) })
+	if s3Attributes := attributes(writer.cluster.Direct); s3Attributes != heldAttributes {
+		t.Errorf("GetObjectAttributes: S3 answers checksum %q, the cache answered %q before", s3Attributes, heldAttributes)
+	}
 	direct, err := writer.cluster.Direct.HeadObject(ctx, withMode)
 	testutil.Must(t, err)
 	persisted, err := reader.s3.HeadObject(ctx, withMode)

@@ -5,19 +5,42 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+
+	"github.com/distcache/distcache/internal/chunk"
 )
 
 // objectAttributes is S3's GetObjectAttributes answer, with what a held
-// version has: its ETag (unquoted, as S3 gives it here), size, storage
-// class, and for a multipart upload its number of parts. Checksums are not
-// kept, so none is answered.
+// version has: its ETag (unquoted, as S3 gives it here), its checksum
+// when it keeps one, size, storage class, and for a multipart upload its
+// number of parts.
 type objectAttributes struct {
-	XMLName      xml.Name     `xml:"GetObjectAttributesResponse"`
-	Xmlns        string       `xml:"xmlns,attr"`
-	ETag         string       `xml:"ETag,omitempty"`
-	ObjectParts  *objectParts `xml:"ObjectParts,omitempty"`
-	StorageClass string       `xml:"StorageClass,omitempty"`
-	ObjectSize   *int64       `xml:"ObjectSize,omitempty"`
+	XMLName      xml.Name           `xml:"GetObjectAttributesResponse"`
+	Xmlns        string             `xml:"xmlns,attr"`
+	ETag         string             `xml:"ETag,omitempty"`
+	Checksum     *checksumAttribute `xml:"Checksum,omitempty"`
+	ObjectParts  *objectParts       `xml:"ObjectParts,omitempty"`
+	StorageClass string             `xml:"StorageClass,omitempty"`
+	ObjectSize   *int64             `xml:"ObjectSize,omitempty"`
+}
+
+type checksumAttribute struct {
+	CRC32     string `xml:"ChecksumCRC32,omitempty"`
+	CRC32C    string `xml:"ChecksumCRC32C,omitempty"`
+	CRC64NVME string `xml:"ChecksumCRC64NVME,omitempty"`
+	SHA1      string `xml:"ChecksumSHA1,omitempty"`
+	SHA256    string `xml:"ChecksumSHA256,omitempty"`
+	Type      string `xml:"ChecksumType,omitempty"`
+}
+
+// checksumAttributeOf is the checksum h keeps, nil when none.
+func checksumAttributeOf(h chunk.Headers) *checksumAttribute {
+	c := checksumAttribute{CRC32: h["X-Amz-Checksum-Crc32"], CRC32C: h["X-Amz-Checksum-Crc32c"],
+		CRC64NVME: h["X-Amz-Checksum-Crc64nvme"], SHA1: h["X-Amz-Checksum-Sha1"], SHA256: h["X-Amz-Checksum-Sha256"],
+		Type: h[chunk.ChecksumTypeHeader]}
+	if c == (checksumAttribute{Type: c.Type}) {
+		return nil
+	}
+	return &c
 }
 
 type objectParts struct {
@@ -45,6 +68,9 @@ func (s *Server) heldAttributes(w http.ResponseWriter, r *http.Request, q reques
 	out := objectAttributes{Xmlns: xmlns}
 	if want["ETag"] {
 		out.ETag = strings.Trim(m.ETag, `"`)
+	}
+	if want["Checksum"] {
+		out.Checksum = checksumAttributeOf(m.Headers)
 	}
 	if want["StorageClass"] {
 		out.StorageClass = "STANDARD"
