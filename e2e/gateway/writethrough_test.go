@@ -90,6 +90,22 @@ func TestReadAfterWriteIsAHit(t *testing.T) {
 // bytes). The gateway only learns it at the last byte; neither a
 // write-through PutObject nor a passed-through UploadPart may leave data in
 // S3, small (read whole first) or large (streamed, last byte held back).
+// A PutObject whose length is not given (Transfer-Encoding: chunked) is
+// refused as S3 refuses it: 411 MissingContentLength, nothing stored.
+func TestPutObjectWithoutLengthIsRefused(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	body := []byte("a body of unknown length")
+	req, _ := http.NewRequest(http.MethodPut, e.srv.URL()+"/bucket-a/chunked", nil)
+	req.Body, req.ContentLength = io.NopCloser(bytes.NewReader(body)), -1 // sent chunked
+	resp := signedDo(t, req, nil, accessKey, secretKey, body)
+	if resp.status != http.StatusLengthRequired || xmlCode(resp.body) != "MissingContentLength" {
+		t.Errorf("a chunked PutObject: %d %s, want 411 MissingContentLength", resp.status, resp.body)
+	}
+	if e.existsInS3("bucket-a", "chunked") {
+		t.Error("the object exists in S3")
+	}
+}
+
 func TestBodyThatFailsVerificationNeverReachesS3(t *testing.T) {
 	e := newEnv(t, envOptions{})
 	ctx := context.Background()

@@ -281,6 +281,12 @@ const (
 // bodies unchecked.
 func (g *Gateway) putObject(x *exchange, auth *sigv4.Result) {
 	r := x.r
+	if r.ContentLength < 0 {
+		// Chunked, or aws-chunked without x-amz-decoded-content-length:
+		// S3 refuses a PutObject of unknown length.
+		x.fail(newS3Error(http.StatusLengthRequired, CodeMissingContentLength, "You must provide the Content-Length HTTP header."))
+		return
+	}
 	ctx := r.Context()
 	if auth.PayloadMode == sigv4.PayloadSHA256 {
 		ctx = client.WithPayloadSHA256(ctx, r.Header.Get("X-Amz-Content-Sha256"))
