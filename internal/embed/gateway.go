@@ -213,11 +213,11 @@ func (g *Gateway) serve() error {
 		ErrorLog: slog.NewLogLogger(g.log.Handler(), slog.LevelDebug),
 	}
 	if g.cfg.ListenTLSCert != "" {
-		cert, err := tls.LoadX509KeyPair(g.cfg.ListenTLSCert, g.cfg.ListenTLSKey)
+		cfg, err := pki.ServingTLSConfig(g.cfg.ListenTLSCert, g.cfg.ListenTLSKey)
 		if err != nil {
 			return fmt.Errorf("--listen-tls-cert: %w", err)
 		}
-		g.api.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{cert}}
+		g.api.TLSConfig = cfg
 	}
 	ln := g.cfg.Listener
 	if ln == nil {

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -22,6 +23,10 @@ func (g *Gateway) passthrough(x *exchange) {
 		x.fail(newS3Error(http.StatusLengthRequired, CodeMissingContentLength, "You must provide the Content-Length HTTP header."))
 		return
 	}
+	if trailer := trailingChecksum(r); trailer != "" {
+		g.passthroughTrailed(x, trailer)
+		return
+	}
 	var body io.Reader
 	var counter *countingReader
 	if size != 0 && r.Body != nil && r.Body != http.NoBody {
@@ -33,6 +38,62 @@ func (g *Gateway) passthrough(x *exchange) {
 	if counter != nil {
 		x.in = counter.n
 	}
+	g.answer(x, resp, err)
+}
+
+// MaxTrailedBody bounds a pass-through body whose checksum comes in an
+// aws-chunked trailer (passthroughTrailed): SDKs cut multipart uploads into
+// parts of 5 to 16 MiB.
+const MaxTrailedBody = 64 << 20
+
+// trailingChecksum is the canonical name of the x-amz-checksum-* trailer
+// r's aws-chunked body declares (sigv4 checks it when the body ends), ""
+// when none.
+func trailingChecksum(r *http.Request) string {
+	for k := range r.Trailer {
+		if hasPrefixFold(k, "X-Amz-Checksum-") {
+			return k
+		}
+	}
+	return ""
+}
+
+// passthroughTrailed passes through a request whose body's checksum comes
+// in an aws-chunked trailer, as SDKs send it over https: S3 wants the
+// checksum with the body (an UploadPart of an upload created with a
+// checksum algorithm is refused without one), and a node sends headers
+// ahead of the body. So the body is read whole first, which checks it
+// against the trailer, and passed on with the checksum as a header.
+func (g *Gateway) passthroughTrailed(x *exchange, trailer string) {
+	r := x.r
+	size := r.ContentLength
+	if size > MaxTrailedBody {
+		x.fail(newS3Error(http.StatusBadRequest, CodeInvalidRequest,
+			"A body whose checksum comes in a trailer (%s) may be at most %d bytes through this gateway: send the checksum as a header, or use smaller parts.",
+			strings.ToLower(trailer), MaxTrailedBody))
+		return
+	}
+	release, err := g.up.hold(r.Context(), size)
+	if err != nil {
+		x.fail(newS3Error(http.StatusBadRequest, CodeRequestTimeout, "The client went away."))
+		return
+	}
+	defer release()
+	body := make([]byte, size)
+	n, err := io.ReadFull(r.Body, body)
+	if err == nil {
+		// The check comes with the end of the body: read to it.
+		_, err = io.Copy(io.Discard, r.Body)
+	}
+	x.in = int64(n)
+	if err != nil {
+		x.fail(fromBodyError(err))
+		return
+	}
+	header := passthroughHeaders(r.Header)
+	header.Set(trailer, r.Trailer.Get(trailer))
+	resp, err := g.up.Passthrough(r.Context(), r.Method, x.rt.bucket, x.rt.key, passthroughQuery(r.URL.RawQuery),
+		header, bytes.NewReader(body), size)
 	g.answer(x, resp, err)
 }
 

@@ -80,12 +80,23 @@ type Upstream struct {
 	down     failover.Set
 	downOnce sync.Once
 
-	bufOnce sync.Once
-	buffers *semaphore.Weighted
+	bufOnce     sync.Once
+	buffers     *semaphore.Weighted
+	bufferTotal int64
 }
 
 // DefaultBufferBytes is the default Upstream.BufferBytes.
 const DefaultBufferBytes = 256 << 20
+
+func (u *Upstream) initBuffers() {
+	u.bufOnce.Do(func() {
+		u.bufferTotal = u.BufferBytes
+		if u.bufferTotal <= 0 {
+			u.bufferTotal = DefaultBufferBytes
+		}
+		u.buffers = semaphore.NewWeighted(u.bufferTotal)
+	})
+}
 
 // buffer reserves memory to hold a body of n bytes. It returns false when
 // the body is too large to buffer or the budget is spent: stream it.
@@ -97,17 +108,23 @@ func (u *Upstream) buffer(n int64) (release func(), ok bool) {
 	if n <= 0 || n > limit {
 		return nil, false
 	}
-	u.bufOnce.Do(func() {
-		total := u.BufferBytes
-		if total <= 0 {
-			total = DefaultBufferBytes
-		}
-		u.buffers = semaphore.NewWeighted(total)
-	})
+	u.initBuffers()
 	if !u.buffers.TryAcquire(n) {
 		return nil, false
 	}
 	return func() { u.buffers.Release(n) }, true
+}
+
+// hold reserves memory for a body of n bytes that must be read whole,
+// waiting for the budget (BufferBytes) when it is spent; n above it
+// reserves all of it.
+func (u *Upstream) hold(ctx context.Context, n int64) (release func(), err error) {
+	u.initBuffers()
+	n = min(n, u.bufferTotal)
+	if err := u.buffers.Acquire(ctx, n); err != nil {
+		return nil, err
+	}
+	return func() { u.buffers.Release(n) }, nil
 }
 
 // errNoNodes is returned when no member is known.

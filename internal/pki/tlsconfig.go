@@ -55,14 +55,31 @@ func ServerTLSConfig(certFile, keyFile, clientCAFile string) (*tls.Config, error
 			}
 			return m.server, nil
 		},
-		GetCertificate: func(*tls.ClientHelloInfo) (*tls.Certificate, error) {
-			m, err := r.get()
-			if err != nil {
-				return nil, err
-			}
-			return m.cert, nil
-		},
+		GetCertificate: r.certificate,
 	}, nil
+}
+
+// ServingTLSConfig returns the TLS configuration of a server for clients
+// without certificates (the gateway's S3 API for S3 SDKs): TLS 1.2 or
+// later, the key pair re-read when its files change (the rules of
+// ServerTLSConfig), so a renewed certificate is served without a restart.
+func ServingTLSConfig(certFile, keyFile string) (*tls.Config, error) {
+	r := &reloader{files: []string{certFile, keyFile}, parse: parseKeyPair}
+	if _, err := r.get(); err != nil {
+		return nil, err
+	}
+	return &tls.Config{
+		MinVersion:     tls.VersionTLS12,
+		GetCertificate: r.certificate,
+	}, nil
+}
+
+func parseKeyPair(files []string, raw [][]byte) (*material, error) {
+	cert, err := tls.X509KeyPair(raw[0], raw[1])
+	if err != nil {
+		return nil, fmt.Errorf("pki: load key pair %s, %s: %w", files[0], files[1], err)
+	}
+	return &material{cert: &cert}, nil
 }
 
 // ClientTLSConfig returns the TLS configuration for calling cache nodes: TLS
@@ -231,15 +248,15 @@ const racyWindow = 2 * time.Second
 
 // parseKeyPairAndPool parses files (certificate, key, CA bundle).
 func parseKeyPairAndPool(files []string, raw [][]byte) (*material, *x509.CertPool, error) {
-	cert, err := tls.X509KeyPair(raw[0], raw[1])
+	m, err := parseKeyPair(files, raw)
 	if err != nil {
-		return nil, nil, fmt.Errorf("pki: load key pair %s, %s: %w", files[0], files[1], err)
+		return nil, nil, err
 	}
 	pool, err := parsePool(files[2], raw[2])
 	if err != nil {
 		return nil, nil, err
 	}
-	return &material{cert: &cert}, pool, nil
+	return m, pool, nil
 }
 
 func parseServerMaterial(files []string, raw [][]byte) (*material, error) {
@@ -293,6 +310,15 @@ func (r *reloader) get() (*material, error) {
 }
 
 // fresh reports whether m still reflects the files on disk.
+// certificate is a tls.Config's GetCertificate: the current key pair.
+func (r *reloader) certificate(*tls.ClientHelloInfo) (*tls.Certificate, error) {
+	m, err := r.get()
+	if err != nil {
+		return nil, err
+	}
+	return m.cert, nil
+}
+
 func (r *reloader) fresh(m *material) bool {
 	limit := m.checked.Add(-racyWindow)
 	for i, f := range r.files {
