@@ -27,7 +27,7 @@ import (
 
 // The S3 API served over TLS (--listen-tls-cert): an SDK then signs no
 // payload and sends its CRC-32 in an aws-chunked trailer, which the gateway
-// decodes and checks; reads, ranges and multipart uploads (whose parts S3
+// decodes and checks, and which S3 and the cache keep; reads, ranges and multipart uploads (whose parts S3
 // refuses without the checksum the upload was created for) work as over
 // plain HTTP, write-through and WriteBack; a renewed certificate is served
 // to new connections without a restart.
@@ -64,6 +64,26 @@ func TestGatewayOverTLS(t *testing.T) {
 	if got, want := aws.ToString(put.ChecksumCRC32), base64.StdEncoding.EncodeToString(binary.BigEndian.AppendUint32(nil, crc32.ChecksumIEEE(small))); got != want {
 		t.Errorf("PutObject answered CRC-32 %q, want %q", got, want)
 	}
+	// The trailer's checksum is kept, write-through and WriteBack: S3 gets
+	// it, and the cache answers it to checksum mode as S3 does.
+	_, err = c.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String("bucket-a"), Key: aws.String("wb/tls-small"),
+		Body: bytes.NewReader(small), ChecksumAlgorithm: types.ChecksumAlgorithmCrc32})
+	testutil.Must(t, err)
+	for _, key := range []string{"tls/small", "wb/tls-small"} {
+		in := &s3.HeadObjectInput{Bucket: aws.String("bucket-a"), Key: aws.String(key), ChecksumMode: types.ChecksumModeEnabled}
+		h, err := c.HeadObject(ctx, in)
+		testutil.Must(t, err)
+		if got, want := headChecksum(h), "crc32="+aws.ToString(put.ChecksumCRC32)+" type=FULL_OBJECT"; got != want {
+			t.Errorf("%s: the gateway answers checksum %q, want %q", key, got, want)
+		}
+		testutil.WaitFor(t, key+" in S3", func() bool { return bytes.Equal(inMinIO(t, e, key), small) })
+		direct, err := e.cluster.Direct.HeadObject(ctx, in)
+		testutil.Must(t, err)
+		if got, want := headChecksum(direct), headChecksum(h); got != want {
+			t.Errorf("%s: S3 keeps checksum %q, the gateway answered %q", key, got, want)
+		}
+	}
+
 	large := testutil.RandomBytes(r, 11<<20)
 	up := manager.NewUploader(c, func(u *manager.Uploader) { u.PartSize = 5 << 20 })
 	// Write-through, and WriteBack (held by the nodes, then persisted).

@@ -307,6 +307,25 @@ func (g *Gateway) putObject(x *exchange, auth *sigv4.Result) {
 		defer release()
 		replay := newReplayBody(holdback.New(r.Body), size)
 		tracked, body = &replay.src, replay
+		if trailer := trailingChecksum(r); trailer != "" {
+			// The checksum comes after the body (SDKs over https): read
+			// the body first, which checks it, so that the checksum goes
+			// ahead of the body and is kept, as S3 keeps it.
+			if _, err := io.Copy(io.Discard, replay); err != nil {
+				x.in = tracked.n
+				x.fail(fromBodyError(err))
+				return
+			}
+			if _, err := replay.Seek(0, io.SeekStart); err != nil {
+				x.fail(errInternal(err))
+				return
+			}
+			if stored == nil {
+				stored = chunk.Headers{}
+			}
+			stored[trailer] = r.Trailer.Get(trailer)
+			ctx = client.WithStoredHeaders(ctx, stored)
+		}
 	default:
 		tracked = &trackingBody{r: holdback.New(r.Body)}
 		body = tracked
