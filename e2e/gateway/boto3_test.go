@@ -23,8 +23,8 @@ var boto3 = pyscenario.Venv{Script: "hack/boto3-venv.sh", EnvVar: "BOTO3_PYTHON"
 // GETs, listings, copies, presigned Version 4 URLs, attributes, deletes, an
 // aborted multipart upload, errors) against MinIO directly, through the
 // gateway on write-through keys, on WriteBack keys (held by the nodes, S3
-// getting them later) and on Transient keys (never in S3), and requires
-// the same answers. A URL boto3
+// getting them later) and on Transient keys (never in S3), and through a
+// gateway serving TLS, and requires the same answers. A URL boto3
 // presigns with its default signer for S3 (Signature Version 2) gets S3's
 // 400 InvalidRequest from the gateway, where MinIO serves it.
 func TestBoto3ThroughGateway(t *testing.T) {
@@ -48,11 +48,22 @@ func TestBoto3ThroughGateway(t *testing.T) {
 	held := run(gateway)
 	gateway.Prefix = "tmp/boto3" // heldTenants: Transient
 	transient := run(gateway)
-	t.Logf("MinIO direct: %d steps in %v; through the gateway: %v; WriteBack keys: %v; Transient keys: %v",
-		len(ref.Results), ref.Elapsed, through.Elapsed, held.Elapsed, transient.Elapsed)
+	// Over TLS boto3 signs no payload and sends checksums in aws-chunked
+	// trailers.
+	overTLS, tg := tlsGatewayOn(t, e)
+	secure := gateway
+	secure.Endpoint, secure.CABundle = overTLS.srv.URL(), tg.caFile
+	secure.Prefix = "boto3-over-tls"
+	tlsThrough := run(secure)
+	secure.Prefix = "wb/boto3-tls"
+	tlsHeld := run(secure)
+	t.Logf("MinIO direct: %d steps in %v; through the gateway: %v; WriteBack keys: %v; Transient keys: %v; over TLS: %v, %v",
+		len(ref.Results), ref.Elapsed, through.Elapsed, held.Elapsed, transient.Elapsed, tlsThrough.Elapsed, tlsHeld.Elapsed)
 	pyscenario.RequireSame(t, "MinIO direct", ref.Results, "gateway", through.Results)
 	pyscenario.RequireSame(t, "MinIO direct", ref.Results, "gateway, WriteBack keys", held.Results)
 	pyscenario.RequireSame(t, "MinIO direct", ref.Results, "gateway, Transient keys", transient.Results)
+	pyscenario.RequireSame(t, "MinIO direct", ref.Results, "gateway over TLS", tlsThrough.Results)
+	pyscenario.RequireSame(t, "MinIO direct", ref.Results, "gateway over TLS, WriteBack keys", tlsHeld.Results)
 	listed, err := e.cluster.Direct.ListObjectsV2(context.Background(), &s3.ListObjectsV2Input{Bucket: aws.String("bucket-a"), Prefix: aws.String("tmp/")})
 	testutil.Must(t, err)
 	if len(listed.Contents) != 0 {

@@ -1,13 +1,16 @@
 package gateway_test
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/xml"
 	"io"
+	"net"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -69,4 +72,61 @@ func xmlCode(b []byte) string {
 		return ""
 	}
 	return doc.Code
+}
+
+// A client that sends Expect: 100-continue (boto3 does over https) waits
+// for 100 Continue before its body. A request the gateway refuses before
+// reading the body is answered at once, and the connection closed, since
+// the client may or may not send the body after it; the gateway does not
+// wait for a body it never asked for, and the next request on a new
+// connection is served.
+func TestRefusalBeforeBodyIsAnsweredAtOnce(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	body := bytes.Repeat([]byte("b"), 1000)
+	req, _ := http.NewRequest(http.MethodPut, e.srv.URL()+"/bucket-a/expect/too-much", bytes.NewReader(body))
+	req.Header.Set("X-Amz-Meta-Big", strings.Repeat("v", 2100)) // MetadataTooLarge: refused before the body
+	req.Header.Set("Expect", "100-continue")
+	sum := sha256.Sum256(body)
+	req.Header.Set("X-Amz-Content-Sha256", hex.EncodeToString(sum[:]))
+	testutil.Must(t, v4.NewSigner().SignHTTP(context.Background(), aws.Credentials{AccessKeyID: accessKey, SecretAccessKey: secretKey},
+		req, hex.EncodeToString(sum[:]), "s3", region, time.Now()))
+
+	conn, err := net.Dial("tcp", e.srv.Addr())
+	testutil.Must(t, err)
+	defer conn.Close()
+	// The head only: the body waits for 100 Continue. A gateway that waits
+	// for it instead of answering never answers; the deadline ends the
+	// wait (generous: nothing here is slow).
+	testutil.Must(t, req.Write(&headOnly{w: conn}))
+	testutil.Must(t, conn.SetReadDeadline(time.Now().Add(30*time.Second)))
+	resp, err := http.ReadResponse(bufio.NewReader(conn), req)
+	if err != nil {
+		t.Fatalf("no answer before the body was sent: %v", err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusBadRequest || xmlCode(b) != "MetadataTooLarge" || !resp.Close {
+		t.Errorf("answer %d %s, Connection: close %v; want 400 MetadataTooLarge and the connection closed", resp.StatusCode, b, resp.Close)
+	}
+	if got := rawGet(t, e.srv.URL(), "expect/too-much", "", accessKey, secretKey); got.status != http.StatusNotFound {
+		t.Errorf("the refused object: GET %d, want 404", got.status)
+	}
+}
+
+// headOnly writes a request's head and drops its body.
+type headOnly struct {
+	w    io.Writer
+	done bool
+}
+
+func (h *headOnly) Write(p []byte) (int, error) {
+	if h.done {
+		return len(p), nil
+	}
+	if i := bytes.Index(p, []byte("\r\n\r\n")); i >= 0 {
+		h.done = true
+		_, err := h.w.Write(p[:i+4])
+		return len(p), err
+	}
+	return h.w.Write(p)
 }

@@ -11,7 +11,9 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -32,25 +34,10 @@ import (
 // plain HTTP, write-through and WriteBack; a renewed certificate is served
 // to new connections without a restart.
 func TestGatewayOverTLS(t *testing.T) {
-	ca, err := pki.NewCA("gateway clients' CA", time.Hour)
-	testutil.Must(t, err)
-	dir := t.TempDir()
-	issue := func() *x509.Certificate {
-		t.Helper()
-		leaf, err := ca.IssueServer("gateway", []string{"localhost"}, []net.IP{net.IPv4(127, 0, 0, 1)}, time.Hour)
-		testutil.Must(t, err)
-		testutil.Must(t, pki.WriteFiles(dir, "gateway", leaf))
-		c, err := tls.X509KeyPair(leaf.CertPEM, leaf.KeyPEM)
-		testutil.Must(t, err)
-		x, err := x509.ParseCertificate(c.Certificate[0])
-		testutil.Must(t, err)
-		return x
-	}
-	first := issue()
-	e := newEnv(t, envOptions{pageCache: 8 << 20, tenants: heldTenants, configure: func(cfg *embed.GatewayConfig) {
-		cfg.ListenTLSCert, cfg.ListenTLSKey = filepath.Join(dir, "gateway.crt"), filepath.Join(dir, "gateway.key")
-	}})
-	trust := &tls.Config{RootCAs: ca.CertPool()}
+	e := newEnv(t, envOptions{pageCache: 8 << 20, tenants: heldTenants})
+	e, tg := tlsGatewayOn(t, e)
+	first := tg.first
+	trust := &tls.Config{RootCAs: tg.ca.CertPool()}
 	c := testutil.S3Client(e.srv.URL(), accessKey, secretKey, func(o *s3.Options) {
 		o.HTTPClient = &http.Client{Transport: &http.Transport{TLSClientConfig: trust}}
 	})
@@ -138,6 +125,48 @@ func TestGatewayOverTLS(t *testing.T) {
 	if got := served(); got.SerialNumber.Cmp(first.SerialNumber) != 0 {
 		t.Fatalf("serving certificate %v, want the one issued (%v)", got.SerialNumber, first.SerialNumber)
 	}
-	renewed := issue()
+	renewed := tg.issue()
 	testutil.WaitFor(t, "the renewed certificate served", func() bool { return served().SerialNumber.Cmp(renewed.SerialNumber) == 0 })
+}
+
+// tlsGateway is the certificate authority and files of a gateway's TLS
+// port (--listen-tls-cert, --listen-tls-key).
+type tlsGateway struct {
+	t       testing.TB
+	ca      *pki.CA
+	dir     string
+	caFile  string            // the CA's certificate, PEM
+	first   *x509.Certificate // the certificate the gateway started with
+	issueMu sync.Mutex
+}
+
+// tlsGatewayOn starts a gateway serving the S3 API over TLS in front of e's
+// cluster, with a certificate for 127.0.0.1 and localhost from a CA of its
+// own (tlsGateway.ca).
+func tlsGatewayOn(t testing.TB, e *env) (*env, *tlsGateway) {
+	t.Helper()
+	ca, err := pki.NewCA("gateway clients' CA", time.Hour)
+	testutil.Must(t, err)
+	tg := &tlsGateway{t: t, ca: ca, dir: t.TempDir()}
+	tg.caFile = filepath.Join(tg.dir, "ca.crt")
+	testutil.Must(t, os.WriteFile(tg.caFile, ca.CertPEM, 0o600))
+	tg.first = tg.issue()
+	return gatewayOn(t, e.cluster, envOptions{pageCache: 8 << 20, configure: func(cfg *embed.GatewayConfig) {
+		cfg.ListenTLSCert, cfg.ListenTLSKey = filepath.Join(tg.dir, "gateway.crt"), filepath.Join(tg.dir, "gateway.key")
+	}}), tg
+}
+
+// issue writes a new certificate for the gateway and returns it.
+func (tg *tlsGateway) issue() *x509.Certificate {
+	tg.t.Helper()
+	tg.issueMu.Lock()
+	defer tg.issueMu.Unlock()
+	leaf, err := tg.ca.IssueServer("gateway", []string{"localhost"}, []net.IP{net.IPv4(127, 0, 0, 1)}, time.Hour)
+	testutil.Must(tg.t, err)
+	testutil.Must(tg.t, pki.WriteFiles(tg.dir, "gateway", leaf))
+	c, err := tls.X509KeyPair(leaf.CertPEM, leaf.KeyPEM)
+	testutil.Must(tg.t, err)
+	x, err := x509.ParseCertificate(c.Certificate[0])
+	testutil.Must(tg.t, err)
+	return x
 }

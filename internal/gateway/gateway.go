@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/distcache/distcache/internal/sigv4"
@@ -202,6 +203,15 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h["X-Amz-Id-2"] = id
 	h["Server"] = serverHeader
 
+	if r.ContentLength != 0 && r.Header["Expect"] != nil {
+		// net/http tells the client to send the body on its first read,
+		// and closes the connection after an answer that came before the
+		// body's end, so that what the client sends next is not read as a
+		// request; it can tell only from the body it gave the handler,
+		// which sigv4 replaces.
+		b := &expectedBody{ReadCloser: r.Body}
+		r.Body, x.rw.expected = b, b
+	}
 	if r.URL.RawQuery != "" {
 		x.query = r.URL.Query()
 	}
@@ -280,11 +290,14 @@ type responseWriter struct {
 	http.ResponseWriter
 	status int
 	bytes  int64
+	// expected is the body of a request sent with Expect: 100-continue.
+	expected *expectedBody
 }
 
 func (w *responseWriter) WriteHeader(code int) {
 	if w.status == 0 {
 		w.status = code
+		w.closeIfBodyUnread()
 	}
 	w.ResponseWriter.WriteHeader(code)
 }
@@ -292,6 +305,7 @@ func (w *responseWriter) WriteHeader(code int) {
 func (w *responseWriter) Write(p []byte) (int, error) {
 	if w.status == 0 {
 		w.status = http.StatusOK
+		w.closeIfBodyUnread()
 	}
 	n, err := w.ResponseWriter.Write(p)
 	w.bytes += int64(n)
@@ -299,6 +313,31 @@ func (w *responseWriter) Write(p []byte) (int, error) {
 }
 
 func (w *responseWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// closeIfBodyUnread closes the connection after the answer when the
+// client waits for 100 Continue before its body, or sends a body not read
+// to its end: what comes next on the connection may be the body, not a
+// request (net/http decides the same from the body it gave the handler).
+func (w *responseWriter) closeIfBodyUnread() {
+	if w.expected != nil && !w.expected.eof.Load() {
+		w.Header().Set("Connection", "close")
+	}
+}
+
+// expectedBody is the body of a request sent with Expect: 100-continue, as
+// net/http gave it; it notes its end.
+type expectedBody struct {
+	io.ReadCloser
+	eof atomic.Bool
+}
+
+func (b *expectedBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err == io.EOF {
+		b.eof.Store(true)
+	}
+	return n, err
+}
 
 // newRequestID returns 16 upper-case hex digits, like S3's request IDs:
 // unique enough to find a request in the logs, not a secret (math/rand's

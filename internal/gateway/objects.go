@@ -303,6 +303,13 @@ func (g *Gateway) putObject(x *exchange, auth *sigv4.Result) {
 	release, buffered := g.up.buffer(size)
 	switch {
 	case size == 0:
+		if r.Body != nil && r.Body != http.NoBody {
+			// An empty aws-chunked body: its end checks its trailer.
+			if _, err := io.Copy(io.Discard, r.Body); err != nil {
+				x.fail(fromBodyError(err))
+				return
+			}
+		}
 	case buffered:
 		defer release()
 		replay := newReplayBody(holdback.New(r.Body), size)

@@ -109,6 +109,9 @@ type Target struct {
 	Bucket    string
 	Prefix    string
 	Region    string // "" means us-east-1
+	// CABundle, when set, is the PEM file of the CAs an https Endpoint's
+	// certificate chains to (AWS_CA_BUNDLE, which boto3 reads).
+	CABundle string
 }
 
 // Result is a scenario's output document.
@@ -126,8 +129,8 @@ type Result struct {
 
 // Run runs script (relative to the repository root) with py against tg,
 // which it gets from the environment (S3_ENDPOINT, S3_ACCESS_KEY,
-// S3_SECRET_KEY, S3_BUCKET, S3_PREFIX, S3_REGION: credentials never in
-// argv), with args, for at most timeout. The test fails, with the script's
+// S3_SECRET_KEY, S3_BUCKET, S3_PREFIX, S3_REGION, AWS_CA_BUNDLE: credentials
+// never in argv), with args, for at most timeout. The test fails, with the script's
 // stderr, if the scenario does or prints no results.
 func Run(t testing.TB, py, script string, tg Target, timeout time.Duration, args ...string) *Result {
 	t.Helper()
@@ -146,6 +149,9 @@ func Run(t testing.TB, py, script string, tg Target, timeout time.Duration, args
 		"S3_PREFIX="+tg.Prefix,
 		"S3_REGION="+cmp.Or(tg.Region, "us-east-1"),
 	)
+	if tg.CABundle != "" {
+		cmd.Env = append(cmd.Env, "AWS_CA_BUNDLE="+tg.CABundle)
+	}
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	cmd.WaitDelay = 10 * time.Second
