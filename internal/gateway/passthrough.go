@@ -1,7 +1,6 @@
 package gateway
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -82,8 +81,7 @@ func (g *Gateway) passthroughTrailed(x *exchange, trailer string) {
 	body := make([]byte, size)
 	n, err := io.ReadFull(r.Body, body)
 	if err == nil {
-		// The check comes with the end of the body: read to it.
-		_, err = io.Copy(io.Discard, r.Body)
+		err = expectEOF(r.Body) // the check comes with the body's end
 	}
 	x.in = int64(n)
 	if err != nil {
@@ -92,8 +90,7 @@ func (g *Gateway) passthroughTrailed(x *exchange, trailer string) {
 	}
 	header := passthroughHeaders(r.Header)
 	header.Set(trailer, r.Trailer.Get(trailer))
-	resp, err := g.up.Passthrough(r.Context(), r.Method, x.rt.bucket, x.rt.key, passthroughQuery(r.URL.RawQuery),
-		header, bytes.NewReader(body), size)
+	resp, err := g.up.passthroughRead(r.Context(), r.Method, x.rt.bucket, x.rt.key, passthroughQuery(r.URL.RawQuery), header, body)
 	g.answer(x, resp, err)
 }
 

@@ -148,13 +148,7 @@ func (e *bodyReadError) Unwrap() error { return e.err }
 // bytes (-1: unknown, sent chunked). Errors are *upstreamError (no node
 // answered) or *bodyReadError.
 func (u *Upstream) Passthrough(ctx context.Context, method, bucket, key, rawQuery string, header http.Header, body io.Reader, size int64) (*http.Response, error) {
-	var nodes []string
-	if key != "" && u.Owners != nil && toOwner(method, rawQuery) {
-		nodes = u.moveDownLast(u.Owners(bucket, key))
-	}
-	if len(nodes) == 0 {
-		nodes = u.order()
-	}
+	nodes := u.nodesFor(method, bucket, key, rawQuery)
 	if body == nil || size == 0 {
 		return u.roundTrip(ctx, nodes, method, bucket, key, rawQuery, header, nil, nil, 0)
 	}
@@ -173,6 +167,22 @@ func (u *Upstream) Passthrough(ctx context.Context, method, bucket, key, rawQuer
 		return nil, &bodyReadError{err}
 	}
 	return u.roundTrip(ctx, nodes, method, bucket, key, rawQuery, header, replay, nil, size)
+}
+
+// nodesFor lists the nodes to try for a pass-through, in order: the
+// object's owners first for an operation that changes it.
+func (u *Upstream) nodesFor(method, bucket, key, rawQuery string) []string {
+	if key != "" && u.Owners != nil && toOwner(method, rawQuery) {
+		if nodes := u.moveDownLast(u.Owners(bucket, key)); len(nodes) > 0 {
+			return nodes
+		}
+	}
+	return u.order()
+}
+
+// passthroughRead is Passthrough for a body already read (and verified).
+func (u *Upstream) passthroughRead(ctx context.Context, method, bucket, key, rawQuery string, header http.Header, body []byte) (*http.Response, error) {
+	return u.roundTrip(ctx, u.nodesFor(method, bucket, key, rawQuery), method, bucket, key, rawQuery, header, body, nil, int64(len(body)))
 }
 
 // passthroughTo is Passthrough for a body held in memory, tried on
