@@ -50,8 +50,10 @@ manifests: $(CONTROLLER_GEN) ## Generate the CRDs into config/crd/bases from the
 .PHONY: fmt vet
 fmt: ## gofmt the tree.
 	gofmt -w $$(git ls-files '*.go')
-vet: ## go vet every package.
+vet: ## go vet and staticcheck (staticcheck.conf) every package.
 	$(GO) vet ./...
+	hack/build-go-tool.sh staticcheck
+	$(BIN)/staticcheck ./...
 
 ##@ Tools and test servers (built from Go modules, cached in bin/)
 
@@ -109,7 +111,7 @@ tools: bin/minio envtest-assets chdb boto3 prometheus nginx cluster-build
 test: tools verify-generated verify-helm-chart ## Run the whole suite against real MinIO, TLS and kube-apiserver/etcd.
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "gofmt needed:"; gofmt -l $$(git ls-files '*.go'); exit 1; }
 	GO="$(GO)" hack/check-test-deps.sh
-	$(GO) vet ./...
+	$(MAKE) vet
 	KUBEBUILDER_ASSETS="$$(hack/envtest-assets.sh)" MINIO_BIN=$(BIN)/minio \
 		$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $(GOTEST_FLAGS) ./...
 

@@ -95,7 +95,7 @@ func (r *CacheTenantReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 	}
 	res, err := r.reconcile(ctx, t)
 	if apierrors.IsConflict(err) {
-		return ctrl.Result{Requeue: true}, nil
+		return retryAfterConflict, nil
 	}
 	return res, err
 }

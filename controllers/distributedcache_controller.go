@@ -152,14 +152,14 @@ func (r *DistributedCacheReconciler) Reconcile(ctx context.Context, req ctrl.Req
 		return r.finalize(ctx, dc)
 	}
 	if err := r.ensureFinalizer(ctx, dc); apierrors.IsConflict(err) {
-		return ctrl.Result{Requeue: true}, nil
+		return retryAfterConflict, nil
 	} else if err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	res, err := r.reconcile(ctx, dc)
 	if apierrors.IsConflict(err) {
 		// Someone wrote the object meanwhile: a retry, not a degradation.
-		return ctrl.Result{Requeue: true}, nil
+		return retryAfterConflict, nil
 	}
 	if err != nil {
 		r.Recorder.Eventf(dc, nil, corev1.EventTypeWarning, EventReconcileFailed, "Reconcile", "%v", err)
@@ -237,6 +237,11 @@ func (r *DistributedCacheReconciler) recordCreated(dc *cachev1alpha1.Distributed
 // resyncPeriod bounds how long a change the operator does not watch (the
 // contents of credentials Secrets) takes to reach the cache.
 const resyncPeriod = 5 * time.Minute
+
+// retryAfterConflict reconciles again soon after a write lost to another
+// writer of the same object: a retry, not an error (the other write's
+// watch event usually comes first).
+var retryAfterConflict = ctrl.Result{RequeueAfter: 200 * time.Millisecond}
 
 // soonest is the smallest positive duration of ds (0 if none is).
 func soonest(ds ...time.Duration) time.Duration {

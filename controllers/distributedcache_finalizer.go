@@ -78,7 +78,7 @@ func (r *DistributedCacheReconciler) finalize(ctx context.Context, dc *cachev1al
 	wait, err := r.deletionWait(ctx, dc)
 	if apierrors.IsConflict(err) {
 		// The status was written meanwhile: a retry, not a failure.
-		return ctrl.Result{Requeue: true}, nil
+		return retryAfterConflict, nil
 	}
 	if err != nil || wait > 0 {
 		return ctrl.Result{RequeueAfter: wait}, err
@@ -93,7 +93,7 @@ func removeFinalizer(ctx context.Context, c client.Client, obj client.Object, fi
 	controllerutil.RemoveFinalizer(obj, finalizer)
 	if err := c.Update(ctx, obj); err != nil {
 		if apierrors.IsConflict(err) {
-			return ctrl.Result{Requeue: true}, nil
+			return retryAfterConflict, nil
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}

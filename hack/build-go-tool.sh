@@ -8,6 +8,7 @@
 #   hack/build-go-tool.sh kubebuilder  its helm/v2-alpha plugin writes the chart's
 #                                      templates from kustomize (hack/helm-chart.sh)
 #   hack/build-go-tool.sh crd-ref-docs docs/api-reference.md from the API types
+#   hack/build-go-tool.sh staticcheck  the linter of make vet and make test
 #
 # First builds, measured from empty Go module and build caches on the
 # project's 2-core machine, which other builds shared at the time (load
@@ -15,7 +16,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-name=${1:?usage: $0 ko|helm|kubebuilder|crd-ref-docs}
+name=${1:?usage: $0 ko|helm|kubebuilder|crd-ref-docs|staticcheck}
 case "$name" in
 ko)
   # The newest release; ko's own goreleaser stamps the version like this.
@@ -45,8 +46,14 @@ crd-ref-docs)
   pkg=github.com/elastic/crd-ref-docs
   ldflags=""
   ;;
+staticcheck)
+  # The Go linter make vet runs after go vet (staticcheck.conf).
+  version=${STATICCHECK_VERSION:-v0.8.2}
+  pkg=honnef.co/go/tools/cmd/staticcheck
+  ldflags=""
+  ;;
 *)
-  echo "build-go-tool: unknown tool $name (ko, helm, kubebuilder or crd-ref-docs)" >&2
+  echo "build-go-tool: unknown tool $name (ko, helm, kubebuilder, crd-ref-docs or staticcheck)" >&2
   exit 2
   ;;
 esac

@@ -18,6 +18,8 @@
 // +groupName=cache.distcache.io
 package v1alpha1
 
+//lint:file-ignore SA1019 controller-runtime's scheme.Builder is kubebuilder's layout for API packages; it costs this package no extra dependency here
+
 import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/scheme"

@@ -68,15 +68,6 @@ func scrapeCache(ctx context.Context) scrapes {
 	return out
 }
 
-// sum adds up a metric over all pods.
-func (s scrapes) sum(name string, match map[string]string) float64 {
-	var total float64
-	for _, p := range s {
-		total += p.m.Sum(name, match)
-	}
-	return total
-}
-
 // delta is how much a counter grew from before to s, per pod: a pod that
 // was replaced (new UID) or is new started from zero. Pods gone since
 // before are left out.

@@ -252,17 +252,6 @@ func (r *podRollout) result() rolloutResult {
 // halt ends the watch (DeferCleanup, when a spec fails with it running).
 func (r *podRollout) halt() { r.stop() }
 
-// zoneOrder is the zones in the order their first old pod went down.
-func (res rolloutResult) zoneOrder() []string {
-	var zones []string
-	for _, d := range res.downs {
-		if !slices.Contains(zones, d.zone) {
-			zones = append(zones, d.zone)
-		}
-	}
-	return zones
-}
-
 // zoneSpan is when a zone's rollout began (its first old pod went down)
 // and ended (its last new pod turned Ready).
 func (res rolloutResult) zoneSpan(zone string) (first, last time.Time) {

@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	cachev1alpha1 "github.com/distcache/distcache/api/v1alpha1"
 )
@@ -45,7 +46,10 @@ var _ = Describe("the scale subresource", func() {
 	})
 
 	It("works with kubectl scale", func(ctx SpecContext) {
-		kubectl := testEnv.ControlPlane.KubeCtl()
+		admin, err := testEnv.AddUser(envtest.User{Name: "kubectl-admin", Groups: []string{"system:masters"}}, nil)
+		Expect(err).NotTo(HaveOccurred())
+		kubectl, err := admin.Kubectl()
+		Expect(err).NotTo(HaveOccurred())
 		stdout, stderr, err := kubectl.Run("scale", "--namespace", dc.Namespace, "distributedcache/"+dc.Name, "--replicas=4")
 		Expect(err).NotTo(HaveOccurred(), "kubectl scale: %s", readAll(stderr))
 		Expect(readAll(stdout)).To(ContainSubstring("scaled"))

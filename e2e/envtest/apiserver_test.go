@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/discovery"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/distcache/distcache/internal/testutil/envtestassets"
 )
@@ -62,7 +63,10 @@ var _ = Describe("the source-built control plane", func() {
 	})
 
 	It("has a kubectl that can parse the server version", func() {
-		kubectl := testEnv.ControlPlane.KubeCtl()
+		admin, err := testEnv.AddUser(envtest.User{Name: "kubectl-admin", Groups: []string{"system:masters"}}, nil)
+		Expect(err).NotTo(HaveOccurred())
+		kubectl, err := admin.Kubectl()
+		Expect(err).NotTo(HaveOccurred())
 		Expect(kubectl).NotTo(BeNil())
 		stdout, stderr, err := kubectl.Run("version", "--output=json")
 		Expect(err).NotTo(HaveOccurred(), "kubectl version: %s", readAll(stderr))

@@ -123,7 +123,7 @@ var _ = Describe("Certificates and CacheTenants", func() {
 		Expect(sts.Spec.Template.Spec.Volumes).To(ContainElement(HaveField("VolumeSource.Secret.SecretName", controllers.NodeTLSSecretName(dc))))
 
 		By("renewing before expiry: a new certificate in the same Secret, the pod template untouched")
-		clock.Advance(cert.NotAfter.Sub(time.Now()) - 24*time.Hour) // inside the default 720h window
+		clock.Advance(time.Until(cert.NotAfter) - 24*time.Hour) // inside the default 720h window
 		DeferCleanup(clock.Reset)
 		updateCache(ctx, ns, dc.Name, func(dc *cachev1alpha1.DistributedCache) {
 			dc.Annotations = map[string]string{"nudge": "renew"}

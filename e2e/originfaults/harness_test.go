@@ -246,12 +246,6 @@ func (t *tally) add(class string) {
 	t.n[class]++
 }
 
-func (t *tally) get(class string) int {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.n[class]
-}
-
 func (t *tally) String() string {
 	t.mu.Lock()
 	defer t.mu.Unlock()

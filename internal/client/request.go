@@ -121,7 +121,7 @@ func (c *Client) tryZone(ctx context.Context, op string, members []ring.Member, 
 			return true, false, nil, nil
 		}
 		var final error
-		if final, answer = c.attemptFailed(ctx, op, aerr); final != nil {
+		if answer, final = c.attemptFailed(ctx, op, aerr); final != nil {
 			err = final
 			return false, true, nil, aerr
 		}
@@ -200,17 +200,17 @@ func (c *Client) tryZone(ctx context.Context, op string, members []ring.Member, 
 // ends with whatever the node (the caller gave up, a finalError); answer is
 // the node's error answer, if it gave one. It counts the attempt unless
 // final.
-func (c *Client) attemptFailed(ctx context.Context, op string, aerr error) (final error, answer *Error) {
+func (c *Client) attemptFailed(ctx context.Context, op string, aerr error) (answer *Error, final error) {
 	if ctx.Err() != nil {
-		return ctx.Err(), nil // the caller gave up; not the node's fault
+		return nil, ctx.Err() // the caller gave up; not the node's fault
 	}
 	var fe *finalError
 	if errors.As(aerr, &fe) {
-		return fe.err, nil
+		return nil, fe.err
 	}
 	if errors.As(aerr, &answer) {
 		c.metrics.requests.WithLabelValues(op, resultOf(answer)).Inc()
-		return nil, answer
+		return answer, nil
 	}
 	c.metrics.requests.WithLabelValues(op, resultUnreachable).Inc()
 	return nil, nil

@@ -403,7 +403,7 @@ func TestLostConnectionKeepsConfig(t *testing.T) {
 
 	relay.cut()
 	cm.Data["ring.json"] = ringDoc(t, 2, 4)
-	if cm, err = cms.Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
+	if _, err = cms.Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	// The watch breaks; client-go retries and fails while the relay refuses.

@@ -247,11 +247,3 @@ func (s *Server) HeldPersisted(e writeback.Entry, etag string) {
 		}
 	}
 }
-
-// heldHolders parses the holders of a metadata answer.
-func heldHolders(v string) []string {
-	if v == "" {
-		return nil
-	}
-	return strings.Split(v, ",")
-}

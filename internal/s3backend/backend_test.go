@@ -756,8 +756,9 @@ func TestClientPerCredentials(t *testing.T) {
 	testutil.Must(t, err)
 	one := s3backend.Credentials{AccessKeyID: "one", SecretAccessKey: "s"}
 	two := s3backend.Credentials{AccessKeyID: "two", SecretAccessKey: "s"}
-	if b.Client(one) != b.Client(one) || b.Client(one) == b.Client(two) ||
-		b.Client(s3backend.Credentials{}) != b.Client(s3backend.Credentials{}) || b.Client(s3backend.Credentials{}) == b.Client(one) {
+	first, again := b.Client(one), b.Client(one)
+	def, defAgain := b.Client(s3backend.Credentials{}), b.Client(s3backend.Credentials{})
+	if first != again || first == b.Client(two) || def != defAgain || def == first {
 		t.Error("Client is not cached per credentials")
 	}
 }

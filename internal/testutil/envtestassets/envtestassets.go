@@ -6,7 +6,6 @@
 package envtestassets
 
 import (
-	"bufio"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -26,8 +25,6 @@ const EnvVar = "KUBEBUILDER_ASSETS"
 
 // Binaries are the files envtest needs in the assets directory.
 var Binaries = []string{"kube-apiserver", "etcd", "kubectl"}
-
-const modulePath = "github.com/distcache/distcache"
 
 // DirName is the name of the assets directory under bin/k8s/, for example
 // "1.36.3-linux-amd64".
@@ -80,20 +77,4 @@ func check(dir string) error {
 		return fmt.Errorf("missing or not executable: %s", strings.Join(missing, ", "))
 	}
 	return nil
-}
-
-func isModuleRoot(gomod string) bool {
-	f, err := os.Open(gomod)
-	if err != nil {
-		return false
-	}
-	defer f.Close()
-	s := bufio.NewScanner(f)
-	for s.Scan() {
-		line := strings.TrimSpace(s.Text())
-		if rest, ok := strings.CutPrefix(line, "module"); ok {
-			return strings.Trim(strings.TrimSpace(rest), `"`) == modulePath
-		}
-	}
-	return false
 }

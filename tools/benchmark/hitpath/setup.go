@@ -97,7 +97,7 @@ func startWorld(ctx context.Context, env envInfo, cfg config) (_ *world, err err
 	nd := w.cache.Nodes()[0]
 	w.nodeReg, w.nodeAddr = nd.Reg, nd.Addr
 	if w.goClient, err = client.New(ctx, client.Config{Seeds: w.cache.Seeds(), TLS: w.tenantTL, ChunkSize: cfg.chunkSize}); err != nil {
-		return nil, fmt.Errorf("Go client: %w", err)
+		return nil, fmt.Errorf("the Go client: %w", err)
 	}
 	w.onClose(func() { _ = w.goClient.Close() })
 	if w.meta, err = w.goClient.Stat(ctx, benchBucket, benchKey); err != nil {
