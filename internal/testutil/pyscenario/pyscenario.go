@@ -114,6 +114,35 @@ type Target struct {
 	CABundle string
 }
 
+// scenarioEnv is environ without what would make an AWS SDK (boto3, or
+// ClickHouse's S3 client) behave otherwise than the scenario says: no AWS_*
+// variable, and no shared config or credentials files (a developer's
+// ~/.aws/config with s3 signature_version = s3v4, for one, changes which
+// signer boto3 presigns with); then tg, and AWS_CA_BUNDLE for its CAs.
+func scenarioEnv(environ []string, tg Target) []string {
+	env := make([]string, 0, len(environ)+10)
+	for _, kv := range environ {
+		if !strings.HasPrefix(kv, "AWS_") {
+			env = append(env, kv)
+		}
+	}
+	env = append(env,
+		"AWS_CONFIG_FILE="+os.DevNull,
+		"AWS_SHARED_CREDENTIALS_FILE="+os.DevNull,
+		"AWS_EC2_METADATA_DISABLED=true",
+		"S3_ENDPOINT="+tg.Endpoint,
+		"S3_ACCESS_KEY="+tg.AccessKey,
+		"S3_SECRET_KEY="+tg.SecretKey,
+		"S3_BUCKET="+tg.Bucket,
+		"S3_PREFIX="+tg.Prefix,
+		"S3_REGION="+cmp.Or(tg.Region, "us-east-1"),
+	)
+	if tg.CABundle != "" {
+		env = append(env, "AWS_CA_BUNDLE="+tg.CABundle)
+	}
+	return env
+}
+
 // Result is a scenario's output document.
 type Result struct {
 	// Results maps a step's name to what it gave; deterministic for a
@@ -141,17 +170,7 @@ func Run(t testing.TB, py, script string, tg Target, timeout time.Duration, args
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, py, append([]string{filepath.Join(root, script)}, args...)...)
-	cmd.Env = append(os.Environ(),
-		"S3_ENDPOINT="+tg.Endpoint,
-		"S3_ACCESS_KEY="+tg.AccessKey,
-		"S3_SECRET_KEY="+tg.SecretKey,
-		"S3_BUCKET="+tg.Bucket,
-		"S3_PREFIX="+tg.Prefix,
-		"S3_REGION="+cmp.Or(tg.Region, "us-east-1"),
-	)
-	if tg.CABundle != "" {
-		cmd.Env = append(cmd.Env, "AWS_CA_BUNDLE="+tg.CABundle)
-	}
+	cmd.Env = scenarioEnv(os.Environ(), tg)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	cmd.WaitDelay = 10 * time.Second
