@@ -163,10 +163,10 @@ func (s *Server) checkHeldCopies(ctx context.Context, r *ring.Ring) {
 		case version == e.Version:
 			continue // it has the copy and will persist it
 		}
-		inS3, exists, err := s.heldS3().Version(ctx, e)
+		inS3, err := s.heldS3.Version(ctx, e)
 		switch {
 		case err != nil:
-		case exists && inS3 >= e.Version:
+		case inS3.Exists && inS3.Version >= e.Version:
 			s.cfg.Journal.Drop(e) // persisted, and this copy was never dropped
 		default:
 			s.log.Warn("a held version's persisting holder does not have it: persisting it from here", "object", e.String(), "holder", persister.Name)

@@ -19,7 +19,7 @@ func (s *Server) RunHeld(ctx context.Context) {
 	if j == nil {
 		return
 	}
-	p := &writeback.Persister{Journal: j, S3: s.heldS3(), Owns: s.PersistsHeld, Persisted: s.HeldPersisted, Log: s.log,
+	p := &writeback.Persister{Journal: j, S3: s.heldS3, Owns: s.PersistsHeld, Persisted: s.HeldPersisted, Log: s.log,
 		Workers: s.cfg.PersistUploads, Yield: s.cfg.PersistYield, MaxYield: s.cfg.PersistMaxYield,
 		Observe: func(op writeback.Op, err error, took time.Duration) {
 			if m := s.cfg.HeldMetrics; m != nil {
@@ -75,10 +75,10 @@ const heldExpiryInterval = 5 * time.Second
 // rule ends them; the cache's pinned space cannot wait that long).
 const heldUploadLife = 24 * time.Hour
 
-// heldS3 is the persister's S3: the node's backend, with each tenant's
+// newHeldS3 is the persister's S3: the node's backend, with each tenant's
 // credentials (none once the tenant is gone: its versions wait).
-func (s *Server) heldS3() writeback.Backend {
-	return writeback.Backend{S3: s.s3, Credentials: func(tenant, _ string) (s3backend.Credentials, bool) {
+func (s *Server) newHeldS3() *writeback.Backend {
+	return &writeback.Backend{S3: s.s3, Log: s.log, Credentials: func(tenant, _ string) (s3backend.Credentials, bool) {
 		t, ok := s.tenants.Current().Tenant(tenant)
 		if !ok {
 			return s3backend.Credentials{}, false

@@ -54,7 +54,7 @@ type Backend interface {
 	Put(ctx context.Context, cr s3backend.Credentials, bucket, key string, body io.Reader, size int64, contentType string) (chunk.Meta, error)
 	PutParts(ctx context.Context, cr s3backend.Credentials, bucket, key string, body io.ReaderAt, parts []int64, contentType string) (string, error)
 	Delete(ctx context.Context, cr s3backend.Credentials, bucket, key string) error
-	Metadata(ctx context.Context, cr s3backend.Credentials, bucket, key string) (map[string]string, error)
+	Metadata(ctx context.Context, cr s3backend.Credentials, bucket, key string) (md map[string]string, etag string, err error)
 	Passthrough(ctx context.Context, cr s3backend.Credentials, method, bucket, key, rawQuery string,
 		header http.Header, body io.Reader, contentLength int64) (*http.Response, error)
 }
@@ -151,6 +151,9 @@ type Server struct {
 	// adopted are held versions this node persists although another
 	// holder comes first, which lacks them (checkHeldCopies).
 	adopted sync.Map
+	// heldS3 is the persister's S3 (held_run.go), one for the node: it
+	// learns once whether S3 has conditional writes.
+	heldS3 *writeback.Backend
 	// chunkBufs recycles write-throughs' chunk buffers (collector.go).
 	chunkBufs *chunkBufs
 }
@@ -234,6 +237,7 @@ func New(cfg Config, st Store, be Backend, tenants Tenants, m *metrics.Node, log
 		series:         newRequestSeries(m.Requests, m.ResponseBytes, m.ChunkReads, m.RequestDuration),
 		chunkSizeValue: []string{strconv.FormatInt(cfg.ChunkSize, 10)},
 		chunkBufs:      newChunkBufs(cfg.ChunkSize, int(min(cfg.WriteCacheBytes/cfg.ChunkSize, keptChunkBufs)))}
+	s.heldS3 = s.newHeldS3()
 	if h, ok := tenants.(reloadHook); ok {
 		h.OnReload(s.revokeChanged)
 	}

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 
@@ -154,20 +155,19 @@ func (o objectHeaders) createMultipartUpload(in *s3.CreateMultipartUploadInput) 
 		o.cacheControl, o.contentDisposition, o.contentEncoding, o.contentLanguage, o.expires, o.storageClass
 }
 
-// Metadata returns the object's user metadata, keys in lower case
-// (ErrNotFound when there is no object).
-func (b *Backend) Metadata(ctx context.Context, cr Credentials, bucket, key string) (map[string]string, error) {
-	var md map[string]string
-	err := b.do(ctx, OpHead, bucket, key, func(ctx context.Context) error {
+// Metadata returns the object's user metadata, keys in lower case, and its
+// ETag as S3 gave it (ErrNotFound when there is no object).
+func (b *Backend) Metadata(ctx context.Context, cr Credentials, bucket, key string) (md map[string]string, etag string, err error) {
+	err = b.do(ctx, OpHead, bucket, key, func(ctx context.Context) error {
 		out, err := b.Client(cr).HeadObject(ctx, &s3.HeadObjectInput{Bucket: &bucket, Key: &key})
 		if err != nil {
 			return err
 		}
-		md = out.Metadata
+		md, etag = out.Metadata, aws.ToString(out.ETag)
 		if md == nil {
 			md = map[string]string{}
 		}
 		return nil
 	})
-	return md, err
+	return md, etag, err
 }

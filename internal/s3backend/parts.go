@@ -40,8 +40,10 @@ func (b *Backend) PutParts(ctx context.Context, cr Credentials, bucket, key stri
 			completed[i] = types.CompletedPart{PartNumber: &num, ETag: out.ETag}
 			off += n
 		}
-		done, err := c.CompleteMultipartUpload(ctx, &s3.CompleteMultipartUploadInput{Bucket: &bucket, Key: &key,
-			UploadId: created.UploadId, MultipartUpload: &types.CompletedMultipartUpload{Parts: completed}})
+		complete := &s3.CompleteMultipartUploadInput{Bucket: &bucket, Key: &key,
+			UploadId: created.UploadId, MultipartUpload: &types.CompletedMultipartUpload{Parts: completed}}
+		complete.IfMatch, complete.IfNoneMatch = writeCondition(ctx)
+		done, err := c.CompleteMultipartUpload(ctx, complete)
 		if err != nil {
 			b.abort(c, bucket, key, created.UploadId)
 			return err

@@ -69,6 +69,7 @@ func (b *Backend) Put(ctx context.Context, cr Credentials, bucket, key string, b
 		counted := &callerBody{r: body, left: size}
 		in := &s3.PutObjectInput{Bucket: &bucket, Key: &key, Metadata: metadataOf(ctx)}
 		objectHeadersOf(ctx).putObject(in, single)
+		in.IfMatch, in.IfNoneMatch = writeCondition(ctx) // the uploader's CompleteMultipartUpload gets them too
 		if contentType != "" {
 			in.ContentType = &contentType
 		}

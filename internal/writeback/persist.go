@@ -2,6 +2,7 @@ package writeback
 
 import (
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"strconv"
@@ -12,15 +13,29 @@ import (
 // S3 is where the persister sends what the journal holds.
 type S3 interface {
 	// Put uploads version e with its body (e.Size bytes) and returns the
-	// ETag S3 gave it.
-	Put(ctx context.Context, e Entry, body io.Reader) (etag string, err error)
+	// ETag S3 gave it, only if S3 still holds seen (what Version
+	// returned): ErrChanged, and nothing written, when it holds something
+	// else by then.
+	Put(ctx context.Context, e Entry, body io.Reader, seen Seen) (etag string, err error)
 	// Delete deletes e's key (a missing key is no error).
 	Delete(ctx context.Context, e Entry) error
-	// Version is the version of e's key that S3 has (the VersionMetadata
-	// a Put stored; 0 for an object the cache did not persist), and
-	// whether S3 has the key at all.
-	Version(ctx context.Context, e Entry) (version uint64, exists bool, err error)
+	// Version is what S3 holds of e's key.
+	Version(ctx context.Context, e Entry) (Seen, error)
 }
+
+// Seen is what S3 held of a key when the persister looked.
+type Seen struct {
+	Exists bool
+	// Version is the VersionMetadata a Put stored (0 for an object the
+	// cache did not persist).
+	Version uint64
+	ETag    string // as S3 gave it
+}
+
+// ErrChanged: S3 no longer held what the persister saw when it uploaded
+// (another holder persisted a newer version meanwhile, or a write behind
+// the cache's back); it looks again.
+var ErrChanged = errors.New("S3 changed since the persister looked")
 
 // VersionMetadata is the user metadata (x-amz-meta-distcache-version) a
 // persisted object carries: the version it was held as. A holder that
@@ -126,25 +141,15 @@ func (p *Persister) persist(ctx context.Context, e *Entry) {
 		etag string
 		err  error
 	)
-	// S3 may have this version already, or a newer one (persisted by
-	// another holder while this copy could not be told): then there is
-	// nothing to send, and an old copy must never overwrite a newer write.
-	current, exists, err := p.S3.Version(ctx, *e)
-	switch {
-	case err != nil:
-	case exists && current > e.Version:
-		p.Journal.persisted(e) // stale: a newer write is in S3
-		return
-	case e.Op == OpPut && exists && current == e.Version:
-		etag = e.ETag // sent already (the same parts, the same ETag)
-	case e.Op == OpPut:
-		var f io.ReadCloser
-		if f, err = p.Journal.OpenBody(*e); err == nil {
-			etag, err = p.S3.Put(ctx, *e, f)
-			f.Close()
+	for range maxLooks {
+		var stale bool
+		if etag, stale, err = p.send(ctx, e); stale {
+			p.Journal.persisted(e) // a newer write is in S3
+			return
 		}
-	case e.Op == OpDelete:
-		err = p.S3.Delete(ctx, *e)
+		if !errors.Is(err, ErrChanged) {
+			break
+		}
 	}
 	if p.Observe != nil {
 		p.Observe(e.Op, err, time.Since(start))
@@ -160,6 +165,39 @@ func (p *Persister) persist(ctx context.Context, e *Entry) {
 		p.Persisted(*e, etag)
 	}
 	p.Journal.persisted(e)
+}
+
+// maxLooks is how many times in a row persist looks at S3 again when it
+// changed under an upload, before the version waits its backoff.
+const maxLooks = 3
+
+// send looks at what S3 holds of e's key and sends e unless S3 has it
+// already, or a newer version (stale: nothing to send, ever). The upload
+// is conditional on what was seen, so it never replaces a newer version
+// that another holder persisted after the look (around a ring change two
+// holders may each take themselves for the one to persist).
+func (p *Persister) send(ctx context.Context, e *Entry) (etag string, stale bool, err error) {
+	seen, err := p.S3.Version(ctx, *e)
+	switch {
+	case err != nil:
+		return "", false, err
+	case seen.Exists && seen.Version > e.Version:
+		return "", true, nil
+	case e.Op == OpPut && seen.Exists && seen.Version == e.Version:
+		return seen.ETag, false, nil // sent already (by another holder, or an upload whose answer was lost)
+	case e.Op == OpPut:
+		f, err := p.Journal.OpenBody(*e)
+		if err != nil {
+			return "", false, err
+		}
+		defer f.Close()
+		etag, err = p.S3.Put(ctx, *e, f, seen)
+		return etag, false, err
+	}
+	// Deletes are not conditional: MinIO, for one, ignores If-Match on a
+	// DELETE. One is sent even when S3 holds nothing, as an older holder's
+	// upload may be landing.
+	return "", false, p.S3.Delete(ctx, *e)
 }
 
 // backoff is the wait after the n-th failure in a row.

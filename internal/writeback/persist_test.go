@@ -16,7 +16,7 @@ import (
 
 type s3env struct {
 	srv     *miniotest.Server
-	backend Backend
+	backend *Backend
 }
 
 func newS3(t *testing.T) *s3env {
@@ -27,7 +27,7 @@ func newS3(t *testing.T) *s3env {
 		PartSize: 5 << 20, MaxBackoff: 20 * time.Millisecond})
 	testutil.Must(t, err)
 	creds := s3backend.Credentials{AccessKeyID: srv.AccessKey, SecretAccessKey: srv.SecretKey}
-	return &s3env{srv: srv, backend: Backend{S3: b, Credentials: func(string, string) (s3backend.Credentials, bool) { return creds, true }}}
+	return &s3env{srv: srv, backend: &Backend{S3: b, Credentials: func(string, string) (s3backend.Credentials, bool) { return creds, true }}}
 }
 
 // object is what MinIO holds at key (nil: nothing).

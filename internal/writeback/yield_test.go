@@ -17,7 +17,7 @@ type timedS3 struct {
 	starts []time.Time
 }
 
-func (s *timedS3) Put(_ context.Context, e Entry, body io.Reader) (string, error) {
+func (s *timedS3) Put(_ context.Context, e Entry, body io.Reader, _ Seen) (string, error) {
 	s.mu.Lock()
 	s.starts = append(s.starts, time.Now())
 	s.mu.Unlock()
@@ -27,7 +27,7 @@ func (s *timedS3) Put(_ context.Context, e Entry, body io.Reader) (string, error
 
 func (s *timedS3) Delete(context.Context, Entry) error { return nil }
 
-func (s *timedS3) Version(context.Context, Entry) (uint64, bool, error) { return 0, false, nil }
+func (s *timedS3) Version(context.Context, Entry) (Seen, error) { return Seen{}, nil }
 
 // before counts the uploads that began before t.
 func (s *timedS3) before(t time.Time) int {

@@ -86,7 +86,10 @@ func (f Fault) String() string {
 type Rule struct {
 	Method     string // "" matches every method
 	PathPrefix string // "" matches every path; paths are "/bucket/key"
-	Fault      Fault
+	// Conditional matches only requests with an If-Match or If-None-Match
+	// header (conditional writes, for an S3 that lacks them).
+	Conditional bool
+	Fault       Fault
 	// Times is the number of requests the rule applies to; 0 is no limit.
 	Times int
 	// Until is when the rule stops applying (a storm window); zero is never.
@@ -139,6 +142,7 @@ func (p *Proxy) pick(r *http.Request) Fault {
 		switch {
 		case ru.Method != "" && ru.Method != r.Method,
 			!strings.HasPrefix(r.URL.Path, ru.PathPrefix),
+			ru.Conditional && r.Header.Get("If-Match") == "" && r.Header.Get("If-None-Match") == "",
 			ru.Times > 0 && ru.used >= ru.Times,
 			!ru.Until.IsZero() && !now.Before(ru.Until):
 			continue
@@ -157,6 +161,7 @@ type Record struct {
 	Method, Path string
 	Range        string // the Range header
 	IfMatch      string // the If-Match header
+	IfNoneMatch  string // the If-None-Match header
 	// ContentSHA256 is the x-amz-content-sha256 header (the payload hash
 	// the request was signed with); Expect the Expect header.
 	ContentSHA256, Expect string
@@ -176,6 +181,7 @@ type Record struct {
 
 func newRecord(r *http.Request, at time.Duration) Record {
 	rec := Record{Method: r.Method, Path: r.URL.Path, Range: r.Header.Get("Range"), IfMatch: r.Header.Get("If-Match"),
+		IfNoneMatch:   r.Header.Get("If-None-Match"),
 		ContentSHA256: r.Header.Get("X-Amz-Content-Sha256"), Expect: r.Header.Get("Expect"),
 		Invocation: r.Header.Get("Amz-Sdk-Invocation-Id"), At: at}
 	for _, part := range strings.Split(r.Header.Get("Amz-Sdk-Request"), ";") {
