@@ -337,10 +337,13 @@ func readBody(out *s3.GetObjectOutput, etag string, dst []byte) error {
 }
 
 // Delete removes the object. Deleting an object that does not exist
-// succeeds, as in S3.
+// succeeds, as in S3. With WriteIf and an ETag it deletes only the object
+// of that ETag (If-Match; a conditional delete); WriteIf("") adds nothing.
 func (b *Backend) Delete(ctx context.Context, cr Credentials, bucket, key string) error {
 	return b.do(ctx, OpDelete, bucket, key, func(ctx context.Context) error {
-		_, err := b.Client(cr).DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: &bucket, Key: &key})
+		in := &s3.DeleteObjectInput{Bucket: &bucket, Key: &key}
+		in.IfMatch, _ = writeCondition(ctx)
+		_, err := b.Client(cr).DeleteObject(ctx, in)
 		return err
 	})
 }

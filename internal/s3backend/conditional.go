@@ -11,10 +11,10 @@ import (
 )
 
 // Conditional writes (S3's If-Match and If-None-Match on PutObject and
-// CompleteMultipartUpload): the write-back persister uploads a version only
-// if S3 still holds what it saw when it looked, so that two nodes
-// persisting versions of one key at once (around a ring change) cannot
-// leave S3 with the older one.
+// CompleteMultipartUpload, If-Match on DeleteObject): the write-back
+// persister sends a version only if S3 still holds what it saw when it
+// looked, so that two nodes persisting versions of one key at once (around
+// a ring change) cannot leave S3 with the older one.
 
 type writeIfKey struct{}
 

@@ -89,8 +89,91 @@ func TestUploadNeverReplacesANewerVersion(t *testing.T) {
 	}
 }
 
-// An S3 without conditional writes (it answers them 501 NotImplemented)
-// still gets every version: the backend falls back to plain PUTs, once.
+// An object deleted from S3 between the look and the upload (S3 answers
+// If-Match on it 404) is looked at again, and the version goes up at once,
+// not after a failed attempt's backoff.
+func TestUploadAfterTheObjectSeenWasDeleted(t *testing.T) {
+	e := newS3(t)
+	c := e.srv.Client(t)
+	key := "race/deleted"
+	e.srv.PutObject(t, "bucket-a", key, []byte("an older object, deleted after the look"))
+	j, err := Open(t.TempDir(), 1<<30)
+	testutil.Must(t, err)
+	body := []byte("the held version")
+	put(t, j, key, body)
+	s3 := &racingS3{Backend: e.backend, newer: func(old Entry) {
+		if _, err := c.DeleteObject(context.Background(), &s3.DeleteObjectInput{Bucket: &old.Bucket, Key: &old.Key}); err != nil {
+			t.Errorf("deleting the object: %v", err)
+		}
+	}}
+	var failed atomic.Int32
+	run(t, &Persister{Journal: j, S3: s3, MinBackoff: time.Minute, Observe: func(_ Op, err error, _ time.Duration) {
+		if err != nil {
+			failed.Add(1)
+			t.Logf("attempt failed: %v", err)
+		}
+	}})
+	drained(t, j, 30*time.Second)
+	if got := e.object(t, key); !bytes.Equal(got, body) {
+		t.Fatalf("MinIO holds %q, want the held version", got)
+	}
+	if n := failed.Load(); n != 0 {
+		t.Fatalf("%d attempts failed; the object gone since the look should have been looked at again", n)
+	}
+}
+
+// A delete never removes a newer version that reached S3 after the
+// persister looked: it is conditional on the object seen. MinIO ignores
+// If-Match on a DELETE, so the proxy in front of it answers the
+// conditional DELETE as AWS S3 does when the object changed (412).
+func TestDeleteNeverRemovesANewerVersion(t *testing.T) {
+	e := newS3(t)
+	proxy := s3proxy.New(t, e.srv.Endpoint)
+	proxy.Inject(s3proxy.Rule{Method: http.MethodDelete, Conditional: true, Times: 1,
+		Fault: s3proxy.Fault{Kind: s3proxy.Status, Status: http.StatusPreconditionFailed, Code: "PreconditionFailed"}})
+	b, err := s3backend.New(s3backend.Config{Endpoint: proxy.URL(), Region: e.srv.Region, UsePathStyle: true,
+		MaxBackoff: 20 * time.Millisecond})
+	testutil.Must(t, err)
+	backend := &Backend{S3: b, Credentials: e.backend.Credentials}
+
+	key := "race/delete"
+	e.srv.PutObject(t, "bucket-a", key, []byte("an older version"))
+	j, err := Open(t.TempDir(), 1<<30)
+	testutil.Must(t, err)
+	en := Entry{Name: Name{"team-a", "bucket-a", key}, Version: j.NextVersion(), Op: OpDelete}
+	_, err = j.Write(en, nil)
+	testutil.Must(t, err)
+	newerBody := []byte("the newer version, persisted by another holder after the look")
+	c := e.srv.Client(t)
+	s3 := &racingS3{Backend: backend, newer: func(old Entry) {
+		_, err := c.PutObject(context.Background(), &s3.PutObjectInput{Bucket: &old.Bucket, Key: &old.Key,
+			Body: bytes.NewReader(newerBody), Metadata: map[string]string{VersionMetadata: strconv.FormatUint(old.Version+1, 10)}})
+		if err != nil {
+			t.Errorf("writing the newer version: %v", err)
+		}
+	}}
+	run(t, &Persister{Journal: j, S3: s3})
+	drained(t, j, time.Minute)
+	if got := e.object(t, key); !bytes.Equal(got, newerBody) {
+		t.Fatalf("MinIO holds %q, not the newer version: the older delete removed it", got)
+	}
+	deletes := 0
+	for _, rec := range proxy.Requests() {
+		if rec.Method == http.MethodDelete {
+			deletes++
+			if rec.IfMatch == "" {
+				t.Fatalf("a DELETE without If-Match: %+v", rec)
+			}
+		}
+	}
+	if deletes != 1 {
+		t.Fatalf("%d DELETEs reached S3; want the one refused, then none (the newer version makes the delete stale)", deletes)
+	}
+}
+
+// An S3 without conditional writes and deletes (it answers them 501
+// NotImplemented) still gets every version and delete: the backend falls
+// back to plain PUTs and DELETEs, once each.
 func TestS3WithoutConditionalWrites(t *testing.T) {
 	e := newS3(t)
 	proxy := s3proxy.New(t, e.srv.Endpoint)
@@ -117,16 +200,26 @@ func TestS3WithoutConditionalWrites(t *testing.T) {
 			t.Fatalf("%s: MinIO holds %d bytes, want %d", key, len(got), len(body))
 		}
 	}
-	conditional, refused := 0, 0
-	for _, rec := range proxy.Requests() {
-		if rec.IfMatch != "" || rec.IfNoneMatch != "" {
-			conditional++
-			if rec.Status == http.StatusNotImplemented {
-				refused++
-			}
+	for _, key := range []string{"plain/0", "plain/1"} {
+		_, err = j.Write(Entry{Name: Name{"team-a", "bucket-a", key}, Version: j.NextVersion(), Op: OpDelete}, nil)
+		testutil.Must(t, err)
+	}
+	drained(t, j, time.Minute)
+	for _, key := range []string{"plain/0", "plain/1"} {
+		if got := e.object(t, key); got != nil {
+			t.Fatalf("%s deleted, but MinIO still holds %d bytes", key, len(got))
 		}
 	}
-	if conditional != 1 || refused != 1 {
-		t.Fatalf("%d conditional writes reached the S3 without them (%d refused); want one, then plain PUTs", conditional, refused)
+	refused := map[string]int{}
+	for _, rec := range proxy.Requests() {
+		if rec.IfMatch != "" || rec.IfNoneMatch != "" {
+			if rec.Status != http.StatusNotImplemented {
+				t.Fatalf("a conditional request answered %d, after S3 said it has none: %+v", rec.Status, rec)
+			}
+			refused[rec.Method]++
+		}
+	}
+	if refused[http.MethodPut] != 1 || refused[http.MethodDelete] != 1 || len(refused) != 2 {
+		t.Fatalf("conditional requests refused by the S3 without them: %v; want one PUT and one DELETE, then plain ones", refused)
 	}
 }

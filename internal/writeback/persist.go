@@ -17,8 +17,10 @@ type S3 interface {
 	// returned): ErrChanged, and nothing written, when it holds something
 	// else by then.
 	Put(ctx context.Context, e Entry, body io.Reader, seen Seen) (etag string, err error)
-	// Delete deletes e's key (a missing key is no error).
-	Delete(ctx context.Context, e Entry) error
+	// Delete deletes e's key (a missing key is no error), only if S3
+	// still holds the object seen, when it held one (ErrChanged
+	// otherwise).
+	Delete(ctx context.Context, e Entry, seen Seen) error
 	// Version is what S3 holds of e's key.
 	Version(ctx context.Context, e Entry) (Seen, error)
 }
@@ -194,10 +196,9 @@ func (p *Persister) send(ctx context.Context, e *Entry) (etag string, stale bool
 		etag, err = p.S3.Put(ctx, *e, f, seen)
 		return etag, false, err
 	}
-	// Deletes are not conditional: MinIO, for one, ignores If-Match on a
-	// DELETE. One is sent even when S3 holds nothing, as an older holder's
+	// A delete is sent even when S3 holds nothing, as an older holder's
 	// upload may be landing.
-	return "", false, p.S3.Delete(ctx, *e)
+	return "", false, p.S3.Delete(ctx, *e, seen)
 }
 
 // backoff is the wait after the n-th failure in a row.

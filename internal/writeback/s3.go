@@ -23,9 +23,11 @@ type ObjectStore interface {
 }
 
 // Backend is the persister's S3: an ObjectStore, with each tenant's
-// credentials. Its uploads are conditional writes (s3backend.WriteIf) until
-// S3 answers one with NotImplemented; from then on they are plain PUTs, as
-// before conditional writes, and only the version check orders them.
+// credentials. Its uploads and deletes are conditional (s3backend.WriteIf)
+// until S3 answers one of them NotImplemented; from then on those are
+// plain, as before conditional writes, and only the version check orders
+// them. Uploads and deletes learn this apart: S3 gained conditional
+// deletes years after conditional writes.
 type Backend struct {
 	S3 ObjectStore
 	// Credentials are the tenant's for its bucket (false: none, the
@@ -33,33 +35,47 @@ type Backend struct {
 	Credentials func(tenant, bucket string) (s3backend.Credentials, bool)
 	Log         *slog.Logger // told once when S3 turns out to have no conditional writes (nil: not told)
 
-	unconditional atomic.Bool // S3 answered a conditional write NotImplemented
+	plainPuts, plainDeletes atomic.Bool // S3 answered a conditional one NotImplemented
+}
+
+// conditional sends what do sends on the condition of seen (nil: none,
+// always sent) unless plain says S3 does not take such conditions, and
+// learns that from a NotImplemented answer.
+func (b *Backend) conditional(ctx context.Context, e Entry, op Op, plain *atomic.Bool, condition *string,
+	do func(ctx context.Context) error) error {
+	on := condition != nil && !plain.Load()
+	if on {
+		ctx = s3backend.WriteIf(ctx, *condition)
+	}
+	err := do(ctx)
+	switch {
+	case on && (errors.Is(err, s3backend.ErrPreconditionFailed) || errors.Is(err, s3backend.ErrNotFound)):
+		// S3 answers If-Match on an object gone since with 404 NoSuchKey.
+		return fmt.Errorf("%w: %w", ErrChanged, err)
+	case on && s3backend.NotImplemented(err):
+		if !plain.Swap(true) && b.Log != nil {
+			b.Log.Warn("write-back: S3 answered a conditional request NotImplemented; sending these plain from now on, ordered by the version check alone",
+				"op", op, "object", e.String(), "err", err)
+		}
+	}
+	return err
 }
 
 // Put uploads the version, only if S3 still holds seen (ErrChanged
 // otherwise): a held multipart upload in the same parts (so S3 gives the
 // same ETag), any other multipart when above the backend's part size.
-func (b *Backend) Put(ctx context.Context, e Entry, body io.Reader, seen Seen) (string, error) {
+func (b *Backend) Put(ctx context.Context, e Entry, body io.Reader, seen Seen) (etag string, err error) {
 	cr, ok := b.Credentials(e.Tenant, e.Bucket)
 	if !ok {
 		return "", fmt.Errorf("no credentials for tenant %s, bucket %s", e.Tenant, e.Bucket)
 	}
 	ctx = s3backend.WithMetadata(ctx, map[string]string{VersionMetadata: strconv.FormatUint(e.Version, 10)})
 	ctx = s3backend.WithHeaders(ctx, e.Headers)
-	conditional := !b.unconditional.Load()
-	if conditional {
-		ctx = s3backend.WriteIf(ctx, seen.ETag) // "" when S3 had nothing: If-None-Match: *
-	}
-	etag, err := b.put(ctx, cr, e, body)
-	switch {
-	case conditional && errors.Is(err, s3backend.ErrPreconditionFailed):
-		return "", fmt.Errorf("%w: %w", ErrChanged, err)
-	case conditional && s3backend.NotImplemented(err):
-		if !b.unconditional.Swap(true) && b.Log != nil {
-			b.Log.Warn("write-back: S3 does not implement conditional writes (If-Match, If-None-Match); persisting with plain PUTs, ordered by the version check alone",
-				"object", e.String(), "err", err)
-		}
-	}
+	// seen.ETag is "" when S3 had nothing: If-None-Match: *.
+	err = b.conditional(ctx, e, OpPut, &b.plainPuts, &seen.ETag, func(ctx context.Context) (err error) {
+		etag, err = b.put(ctx, cr, e, body)
+		return err
+	})
 	return etag, err
 }
 
@@ -75,13 +91,21 @@ func (b *Backend) put(ctx context.Context, cr s3backend.Credentials, e Entry, bo
 	return m.ETag, err
 }
 
-// Delete deletes the key.
-func (b *Backend) Delete(ctx context.Context, e Entry) error {
+// Delete deletes the key: only the object seen (ErrChanged otherwise) when
+// S3 held one, unconditionally when it held none (an older holder's upload
+// may be landing).
+func (b *Backend) Delete(ctx context.Context, e Entry, seen Seen) error {
 	cr, ok := b.Credentials(e.Tenant, e.Bucket)
 	if !ok {
 		return fmt.Errorf("no credentials for tenant %s, bucket %s", e.Tenant, e.Bucket)
 	}
-	return b.S3.Delete(ctx, cr, e.Bucket, e.Key)
+	var condition *string
+	if seen.Exists {
+		condition = &seen.ETag
+	}
+	return b.conditional(ctx, e, OpDelete, &b.plainDeletes, condition, func(ctx context.Context) error {
+		return b.S3.Delete(ctx, cr, e.Bucket, e.Key)
+	})
 }
 
 // Version is what S3 holds of e's key.

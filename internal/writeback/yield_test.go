@@ -25,7 +25,7 @@ func (s *timedS3) Put(_ context.Context, e Entry, body io.Reader, _ Seen) (strin
 	return sum, err
 }
 
-func (s *timedS3) Delete(context.Context, Entry) error { return nil }
+func (s *timedS3) Delete(context.Context, Entry, Seen) error { return nil }
 
 func (s *timedS3) Version(context.Context, Entry) (Seen, error) { return Seen{}, nil }
 
