@@ -126,3 +126,32 @@ func TestServeFlagsWriteBackYield(t *testing.T) {
 		}
 	}
 }
+
+// --writeback-put-if-absent: auto trusts If-None-Match: * on AWS S3's own
+// endpoints only; true and false say so for any S3.
+func TestServeFlagsPutIfAbsent(t *testing.T) {
+	base := []string{"--tls-cert=c", "--tls-key=k", "--client-ca=ca", "--tenants-file=t.yaml", "--node-name=n-0"}
+	for _, tc := range []struct {
+		args []string
+		want bool
+	}{
+		{nil, true}, // the SDK's default endpoint: AWS
+		{[]string{"--s3-endpoint=https://s3.eu-west-1.amazonaws.com"}, true},
+		{[]string{"--s3-endpoint=https://s3.cn-north-1.amazonaws.com.cn"}, true},
+		{[]string{"--s3-endpoint=http://minio.minio.svc:9000"}, false},
+		{[]string{"--s3-endpoint=https://evil-amazonaws.com.example"}, false},
+		{[]string{"--s3-endpoint=http://minio.minio.svc:9000", "--writeback-put-if-absent=true"}, true},
+		{[]string{"--writeback-put-if-absent=false"}, false},
+	} {
+		f, err := parseServeFlags(append(append([]string(nil), base...), tc.args...))
+		if err != nil {
+			t.Fatalf("%v: %v", tc.args, err)
+		}
+		if got := f.nodeConfig(nil, nil).WriteBackPutIfAbsent; got != tc.want {
+			t.Errorf("%v: WriteBackPutIfAbsent %v, want %v", tc.args, got, tc.want)
+		}
+	}
+	if _, err := parseServeFlags(append(base, "--writeback-put-if-absent=yes")); err == nil || !strings.Contains(err.Error(), "--writeback-put-if-absent") {
+		t.Fatalf("--writeback-put-if-absent=yes: %v, want an error naming the flag", err)
+	}
+}

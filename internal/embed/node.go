@@ -91,6 +91,11 @@ type NodeConfig struct {
 	// WriteBackYield and WriteBackMaxYield are writeback.Persister's
 	// Yield and MaxYield (0: their defaults; a negative Yield: never wait).
 	WriteBackYield, WriteBackMaxYield time.Duration
+	// WriteBackPutIfAbsent says S3 honours If-None-Match: * on PUT
+	// (writeback.Backend.PutIfAbsent): small held versions of new keys go
+	// up without a HEAD first. `cachenode serve` sets it for AWS S3's
+	// endpoints unless told otherwise (--writeback-put-if-absent).
+	WriteBackPutIfAbsent bool
 
 	// TenantsFile is the tenants configuration, watched; TenantsSecret,
 	// when set, is followed through the API server and wins over it.
@@ -370,6 +375,7 @@ func (n *Node) newServer() error {
 		ChunkSize: n.cfg.ChunkSize, MetaTTL: n.cfg.MetaTTL, Immutable: n.cfg.Immutable, MetaLease: n.cfg.MetaLease,
 		WriteCacheBytes: n.cfg.WriteCacheBytes, Now: n.cfg.Now, Journal: n.journal, Uploads: n.uploads,
 		PersistUploads: n.cfg.WriteBackUploads, PersistYield: n.cfg.WriteBackYield, PersistMaxYield: n.cfg.WriteBackMaxYield,
+		PersistPutIfAbsent: n.cfg.WriteBackPutIfAbsent,
 	}
 	if n.journal != nil {
 		held := metrics.NewHeld(n.reg, n.heldStats, n.journal.Stats().Limit).ReportPinned(n.pinned)

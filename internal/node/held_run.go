@@ -78,7 +78,7 @@ const heldUploadLife = 24 * time.Hour
 // newHeldS3 is the persister's S3: the node's backend, with each tenant's
 // credentials (none once the tenant is gone: its versions wait).
 func (s *Server) newHeldS3() *writeback.Backend {
-	return &writeback.Backend{S3: s.s3, Log: s.log, Credentials: func(tenant, _ string) (s3backend.Credentials, bool) {
+	return &writeback.Backend{S3: s.s3, Log: s.log, PutIfAbsent: s.cfg.PersistPutIfAbsent, Credentials: func(tenant, _ string) (s3backend.Credentials, bool) {
 		t, ok := s.tenants.Current().Tenant(tenant)
 		if !ok {
 			return s3backend.Credentials{}, false

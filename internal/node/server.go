@@ -114,6 +114,9 @@ type Config struct {
 	// PersistYield and PersistMaxYield are writeback.Persister's Yield and
 	// MaxYield (0: their defaults).
 	PersistYield, PersistMaxYield time.Duration
+	// PersistPutIfAbsent is writeback.Backend's PutIfAbsent: S3 honours
+	// If-None-Match: *, so small versions of new keys go up without a HEAD.
+	PersistPutIfAbsent bool
 	// Uploads keep the multipart uploads into held keys until they are
 	// completed into the Journal (nil with no Journal).
 	Uploads *writeback.Uploads

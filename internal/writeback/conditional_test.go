@@ -223,3 +223,88 @@ func TestS3WithoutConditionalWrites(t *testing.T) {
 		t.Fatalf("conditional requests refused by the S3 without them: %v; want one PUT and one DELETE, then plain ones", refused)
 	}
 }
+
+// With PutIfAbsent, a small version of a new key goes up in one request (a
+// PUT with If-None-Match: *, no HEAD); one of a key S3 holds gets the 412,
+// then the look and the decision any version gets: an older object is
+// replaced, a newer version kept. A version above PutIfAbsentMax is looked
+// at first.
+func TestPutIfAbsent(t *testing.T) {
+	e := newS3(t)
+	proxy := s3proxy.New(t, e.srv.Endpoint)
+	b, err := s3backend.New(s3backend.Config{Endpoint: proxy.URL(), Region: e.srv.Region, UsePathStyle: true,
+		PartSize: 5 << 20, MaxBackoff: 20 * time.Millisecond})
+	testutil.Must(t, err)
+	backend := &Backend{S3: b, Credentials: e.backend.Credentials, PutIfAbsent: true}
+	j, err := Open(t.TempDir(), 1<<30)
+	testutil.Must(t, err)
+	r := rand.New(rand.NewPCG(25, 26))
+
+	e.srv.PutObject(t, "bucket-a", "older/k", []byte("written behind the cache's back"))
+	newer := []byte("a newer version, persisted by another holder")
+	want := map[string][]byte{"new/k": testutil.RandomBytes(r, 10<<10), "older/k": testutil.RandomBytes(r, 10<<10),
+		"big/k": testutil.RandomBytes(r, PutIfAbsentMax+1), "stale/k": newer}
+	for _, key := range []string{"new/k", "older/k", "big/k"} {
+		put(t, j, key, want[key])
+	}
+	stale := put(t, j, "stale/k", testutil.RandomBytes(r, 1000))
+	_, err = e.srv.Client(t).PutObject(context.Background(), &s3.PutObjectInput{Bucket: &stale.Bucket, Key: &stale.Key,
+		Body: bytes.NewReader(newer), Metadata: map[string]string{VersionMetadata: strconv.FormatUint(stale.Version+1, 10)}})
+	testutil.Must(t, err)
+	proxy.Reset()
+
+	run(t, &Persister{Journal: j, S3: backend})
+	drained(t, j, time.Minute)
+	for key, body := range want {
+		if got := e.object(t, key); !bytes.Equal(got, body) {
+			t.Fatalf("%s: MinIO holds %d bytes, want %d", key, len(got), len(body))
+		}
+	}
+	for _, c := range []struct {
+		prefix     string
+		heads, put int
+	}{{"/bucket-a/new/", 0, 1}, {"/bucket-a/older/", 1, 2}, {"/bucket-a/stale/", 1, 1}, {"/bucket-a/big/", 1, 1}} {
+		if h, p := proxy.Count(http.MethodHead, c.prefix), proxy.Count(http.MethodPut, c.prefix); h != c.heads || p != c.put {
+			t.Errorf("%s: %d HEADs and %d PUTs reached S3, want %d and %d", c.prefix, h, p, c.heads, c.put)
+		}
+	}
+}
+
+// With PutIfAbsent on an S3 without conditional writes, no PUT goes up
+// without a look before it once S3 said so: the version that found out is
+// looked at on its next attempt, as every later one.
+func TestPutIfAbsentOnS3WithoutConditionalWrites(t *testing.T) {
+	e := newS3(t)
+	proxy := s3proxy.New(t, e.srv.Endpoint)
+	proxy.Inject(s3proxy.Rule{Conditional: true,
+		Fault: s3proxy.Fault{Kind: s3proxy.Status, Status: http.StatusNotImplemented, Code: "NotImplemented"}})
+	b, err := s3backend.New(s3backend.Config{Endpoint: proxy.URL(), Region: e.srv.Region, UsePathStyle: true,
+		MaxBackoff: 20 * time.Millisecond})
+	testutil.Must(t, err)
+	backend := &Backend{S3: b, Credentials: e.backend.Credentials, PutIfAbsent: true}
+	j, err := Open(t.TempDir(), 1<<30)
+	testutil.Must(t, err)
+	r := rand.New(rand.NewPCG(27, 28))
+	want := map[string][]byte{}
+	for i := range 4 {
+		key := "plain/" + strconv.Itoa(i)
+		want[key] = testutil.RandomBytes(r, 1+r.IntN(32<<10))
+		put(t, j, key, want[key])
+	}
+	run(t, &Persister{Journal: j, S3: backend, Workers: 1, MinBackoff: 10 * time.Millisecond, MaxBackoff: 50 * time.Millisecond})
+	drained(t, j, time.Minute)
+	for key, body := range want {
+		if got := e.object(t, key); !bytes.Equal(got, body) {
+			t.Fatalf("%s: MinIO holds %d bytes, want %d", key, len(got), len(body))
+		}
+	}
+	looked := map[string]bool{}
+	for _, rec := range proxy.Requests() {
+		switch {
+		case rec.Method == http.MethodHead:
+			looked[rec.Path] = true
+		case rec.Method == http.MethodPut && rec.IfMatch == "" && rec.IfNoneMatch == "" && !looked[rec.Path]:
+			t.Fatalf("a plain PUT of %s with no look at it before", rec.Path)
+		}
+	}
+}

@@ -25,8 +25,10 @@ type S3 interface {
 	Version(ctx context.Context, e Entry) (Seen, error)
 }
 
-// Seen is what S3 held of a key when the persister looked.
+// Seen is what S3 held of a key when the persister looked (the zero Seen:
+// it did not look, and S3 holding nothing is the condition).
 type Seen struct {
+	Looked bool
 	Exists bool
 	// Version is the VersionMetadata a Put stored (0 for an object the
 	// cache did not persist).
@@ -143,9 +145,9 @@ func (p *Persister) persist(ctx context.Context, e *Entry) {
 		etag string
 		err  error
 	)
-	for range maxLooks {
+	for i := range maxLooks {
 		var stale bool
-		if etag, stale, err = p.send(ctx, e); stale {
+		if etag, stale, err = p.send(ctx, e, i > 0); stale {
 			p.Journal.persisted(e) // a newer write is in S3
 			return
 		}
@@ -178,11 +180,18 @@ const maxLooks = 3
 // is conditional on what was seen, so it never replaces a newer version
 // that another holder persisted after the look (around a ring change two
 // holders may each take themselves for the one to persist).
-func (p *Persister) send(ctx context.Context, e *Entry) (etag string, stale bool, err error) {
-	seen, err := p.S3.Version(ctx, *e)
+//
+// A new key's version may go up without a look (S3 that honours
+// If-None-Match: *, Backend.PutIfAbsent), unless look: the same decision
+// the look at a key S3 holds nothing of leads to, one request sooner.
+func (p *Persister) send(ctx context.Context, e *Entry, look bool) (etag string, stale bool, err error) {
+	var seen Seen
+	if u, ok := p.S3.(interface{ putsUnlooked(Entry) bool }); look || !ok || !u.putsUnlooked(*e) {
+		if seen, err = p.S3.Version(ctx, *e); err != nil {
+			return "", false, err
+		}
+	}
 	switch {
-	case err != nil:
-		return "", false, err
 	case seen.Exists && seen.Version > e.Version:
 		return "", true, nil
 	case e.Op == OpPut && seen.Exists && seen.Version == e.Version:

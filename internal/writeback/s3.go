@@ -34,8 +34,25 @@ type Backend struct {
 	// tenant is gone: the version cannot be persisted).
 	Credentials func(tenant, bucket string) (s3backend.Credentials, bool)
 	Log         *slog.Logger // told once when S3 turns out to have no conditional writes (nil: not told)
+	// PutIfAbsent says S3 honours If-None-Match: * on PUT (AWS S3 does,
+	// MinIO since 2024): a version of at most PutIfAbsentMax bytes goes up
+	// without a look first, on the condition that S3 holds nothing of its
+	// key (one request instead of two for a new key, the common case);
+	// one S3 holds fails with 412 and is looked at as any other. An S3 that
+	// ignored the condition would let a stale copy replace a newer
+	// version: leave it off for those.
+	PutIfAbsent bool
 
 	plainPuts, plainDeletes atomic.Bool // S3 answered a conditional one NotImplemented
+}
+
+// PutIfAbsentMax is the largest version PutIfAbsent sends without a look:
+// a larger one that S3 holds would cost its whole body for the 412.
+const PutIfAbsentMax = 1 << 20
+
+// putsUnlooked reports whether e may go up without a look first.
+func (b *Backend) putsUnlooked(e Entry) bool {
+	return b.PutIfAbsent && !b.plainPuts.Load() && e.Op == OpPut && len(e.Parts) == 0 && e.Size <= PutIfAbsentMax
 }
 
 // conditional sends what do sends on the condition of seen (nil: none,
@@ -69,9 +86,13 @@ func (b *Backend) Put(ctx context.Context, e Entry, body io.Reader, seen Seen) (
 	if !ok {
 		return "", fmt.Errorf("no credentials for tenant %s, bucket %s", e.Tenant, e.Bucket)
 	}
+	if !seen.Looked && b.plainPuts.Load() {
+		return "", ErrChanged // never a plain PUT without a look: look first
+	}
 	ctx = s3backend.WithMetadata(ctx, map[string]string{VersionMetadata: strconv.FormatUint(e.Version, 10)})
 	ctx = s3backend.WithHeaders(ctx, e.Headers)
-	// seen.ETag is "" when S3 had nothing: If-None-Match: *.
+	// seen.ETag is "" when S3 had nothing (or nothing was looked at):
+	// If-None-Match: *.
 	err = b.conditional(ctx, e, OpPut, &b.plainPuts, &seen.ETag, func(ctx context.Context) (err error) {
 		etag, err = b.put(ctx, cr, e, body)
 		return err
@@ -116,10 +137,10 @@ func (b *Backend) Version(ctx context.Context, e Entry) (Seen, error) {
 	}
 	md, etag, err := b.S3.Metadata(ctx, cr, e.Bucket, e.Key)
 	if errors.Is(err, s3backend.ErrNotFound) {
-		return Seen{}, nil
+		return Seen{Looked: true}, nil
 	}
 	if err != nil {
 		return Seen{}, err
 	}
-	return Seen{Exists: true, Version: ParseVersion(md), ETag: etag}, nil
+	return Seen{Looked: true, Exists: true, Version: ParseVersion(md), ETag: etag}, nil
 }

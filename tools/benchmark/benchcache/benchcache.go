@@ -54,6 +54,10 @@ type Config struct {
 	Wrap func(node string, h http.Handler) http.Handler
 	// Policies are the tenant's write policies (WriteBack prefixes).
 	Policies []tenancy.Policy
+	// WriteBackPutIfAbsent is `cachenode serve --writeback-put-if-absent`
+	// (on by default for AWS S3's endpoints; MinIO honours If-None-Match:
+	// * too).
+	WriteBackPutIfAbsent bool
 }
 
 // DefaultMetaTTL is `cachenode serve`'s default --meta-ttl.
@@ -180,7 +184,7 @@ func (c *Cache) AddNode() (*Node, error) {
 		DataDir: filepath.Join(c.cfg.Dir, "store-"+name), DiskBytes: c.cfg.DiskBytes, RAMBytes: c.cfg.RAMBytes,
 		ChunkSize: c.cfg.ChunkSize, Immutable: c.cfg.Immutable, MetaTTL: c.cfg.MetaTTL,
 		Tenants: c.tenants, S3: c.cfg.S3, Ring: c.ring, Self: name,
-		WrapHandler: wrap,
+		WrapHandler: wrap, WriteBackPutIfAbsent: c.cfg.WriteBackPutIfAbsent,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("node %s: %w", name, err)

@@ -207,7 +207,13 @@ func (r *report) writeBack() string {
 		return ""
 	}
 	b.WriteString("\n### Write-back\n\nThe same rows through the same gateway, the keys under a `WriteBack` prefix (docs/write-back.md): ")
-	b.WriteString("a PUT is answered once 1 or 2 cache nodes keep it on disk (fsync'd), and S3 gets it in the background. ")
+	b.WriteString("a PUT is answered once 1 or 2 cache nodes keep it on disk (fsync'd), and S3 gets it in the background")
+	if r.cfg.putIfAbsent {
+		b.WriteString(" (a new key of up to 1 MiB in one conditional PUT, If-None-Match: *, as `cachenode serve` sends to AWS S3 by default: `--writeback-put-if-absent`)")
+	} else {
+		b.WriteString(" (each key after a HEAD: `BENCH_B5_PUT_IF_ABSENT=0`, `--writeback-put-if-absent=false`)")
+	}
+	b.WriteString(". ")
 	b.WriteString("After each cell the bench waits until MinIO holds every object written, compares them as above, and reports how long after ")
 	b.WriteString("the cell's end that was (the longest of the rounds, 1 replica / 2 replicas).\n\n")
 	b.WriteString(t.Markdown())

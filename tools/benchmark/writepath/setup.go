@@ -92,6 +92,7 @@ func startWorld(ctx context.Context, env benchkit.Env, cfg config) (_ *world, er
 			{Bucket: benchBucket, Prefix: writeBackPrefix(1), Mode: tenancy.WriteBack, Replicas: 1},
 			{Bucket: benchBucket, Prefix: writeBackPrefix(2), Mode: tenancy.WriteBack, Replicas: 2},
 		},
+		WriteBackPutIfAbsent: cfg.putIfAbsent,
 	}); err != nil {
 		return nil, err
 	}

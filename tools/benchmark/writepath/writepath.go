@@ -22,6 +22,7 @@
 //	BENCH_B5_NODES=1           cache nodes
 //	BENCH_B5_CH_ROWS=100000    rows ClickHouse inserts (clickhouse row)
 //	BENCH_B5_CH_BATCHES=10     in this many INSERTs
+//	BENCH_B5_PUT_IF_ABSENT=0   the nodes' persisters HEAD every key first (--writeback-put-if-absent=false)
 //
 // The clickhouse row (clickhouse.go) is ClickHouse's engine (chdb, as B2
 // runs it) inserting B2's table in batches on each column's endpoint.
@@ -40,17 +41,20 @@ import (
 
 // config sizes a run.
 type config struct {
-	rows       []row
-	ch         *chConfig // the ClickHouse row; nil: not measured
-	nodes      int
-	chunkSize  int64
-	cell       time.Duration // per cell and round
-	settle     time.Duration // after a row's objects are removed
-	rounds     int
-	link       clickhouse.LinkConfig
-	verifyAll  bool // compare every object S3 holds after a cell with what was PUT (else one per client)
-	profileDir string
-	knobs      benchkit.Knobs // the BENCH_* variables that changed the defaults
+	rows      []row
+	ch        *chConfig // the ClickHouse row; nil: not measured
+	nodes     int
+	chunkSize int64
+	cell      time.Duration // per cell and round
+	settle    time.Duration // after a row's objects are removed
+	rounds    int
+	link      clickhouse.LinkConfig
+	verifyAll bool // compare every object S3 holds after a cell with what was PUT (else one per client)
+	// putIfAbsent is the nodes' --writeback-put-if-absent: on, as
+	// `cachenode serve` has it for AWS S3, which the link stands in for.
+	putIfAbsent bool
+	profileDir  string
+	knobs       benchkit.Knobs // the BENCH_* variables that changed the defaults
 }
 
 // row is one line of the table: a PUT size and a number of clients each
@@ -79,7 +83,7 @@ func defaultConfig(quick bool) config {
 				{id: "big", size: 6<<20 + 123, clients: 2}, {id: "getafter", size: 10 << 10, clients: 1, getAfter: true}},
 			ch:    &chConfig{rows: 3000, batches: 3},
 			nodes: 3, chunkSize: 1 << 20, cell: 300 * time.Millisecond, rounds: 1,
-			link: clickhouse.LinkConfig{Latency: 5 * time.Millisecond}, verifyAll: true,
+			link: clickhouse.LinkConfig{Latency: 5 * time.Millisecond}, verifyAll: true, putIfAbsent: true,
 		}
 	}
 	return config{
@@ -87,6 +91,7 @@ func defaultConfig(quick bool) config {
 			{id: "big", size: 16 << 20, clients: 4}, {id: "getafter", size: 10 << 10, clients: 1, getAfter: true}},
 		ch:    &chConfig{rows: 200_000, batches: 20},
 		nodes: 3, chunkSize: 4 << 20, cell: 8 * time.Second, settle: 3 * time.Second, rounds: 3, link: clickhouse.DefaultLink,
+		putIfAbsent: true,
 	}
 }
 
@@ -125,6 +130,14 @@ func (c *config) applyKnobs() (err error) {
 		if c.ch.batches > c.ch.rows {
 			return fmt.Errorf("BENCH_B5_CH_BATCHES=%d is more than the %d rows inserted", c.ch.batches, c.ch.rows)
 		}
+	}
+	switch v := os.Getenv("BENCH_B5_PUT_IF_ABSENT"); v {
+	case "":
+	case "0", "1":
+		c.putIfAbsent = v == "1"
+		c.knobs.Note("BENCH_B5_PUT_IF_ABSENT", v)
+	default:
+		return fmt.Errorf("BENCH_B5_PUT_IF_ABSENT=%q: 0 or 1", v)
 	}
 	slices.Sort(c.knobs)
 	return nil
