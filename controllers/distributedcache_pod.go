@@ -84,6 +84,12 @@ func nodeArgs(dc *cachev1alpha1.DistributedCache, zone string) []string {
 	if d := s3.RequestTimeout; d != nil {
 		args = append(args, "--s3-timeout="+d.Duration.String())
 	}
+	switch s3.PutIfAbsent {
+	case cachev1alpha1.PutIfAbsentEnabled:
+		args = append(args, "--writeback-put-if-absent=true")
+	case cachev1alpha1.PutIfAbsentDisabled:
+		args = append(args, "--writeback-put-if-absent=false")
+	}
 	if spec.CrossZone == cachev1alpha1.CrossZoneOnMiss {
 		// The other zones' rings are the other keys of the ring ConfigMap.
 		zones := make([]string, 0, len(spec.Zones))

@@ -178,6 +178,9 @@ func podTemplateInputHash(dc *cachev1alpha1.DistributedCache, image string) (str
 		Resources: s.Resources, Storage: s.Storage, ChunkSize: s.ChunkSize, DiskSize: s.DiskSize, MemorySize: s.MemorySize,
 		ObjectMetadata: s.ObjectMetadata, S3: s.S3, InstanceTypes: s.InstanceTypes, NodeSelector: s.NodeSelector,
 		Tolerations: s.Tolerations, PodTemplate: s.PodTemplate}
+	if in.S3.PutIfAbsent == cachev1alpha1.PutIfAbsentAuto {
+		in.S3.PutIfAbsent = "" // the same pods as omitted
+	}
 	if s.CrossZone == cachev1alpha1.CrossZoneOnMiss {
 		in.CrossZone = s.CrossZone
 		for _, z := range s.Zones {

@@ -242,6 +242,12 @@ func TestPodTemplateInputHash(t *testing.T) {
 			dc.Spec.Tolerations = []corev1.Toleration{{Key: "nvme", Operator: corev1.TolerationOpExists}}
 		}, "img", true},
 		{"the S3 endpoint rolls pods", func(dc *cachev1alpha1.DistributedCache) { dc.Spec.S3.Endpoint = "https://s3.example" }, "img", true},
+		{"putIfAbsent Auto (as omitted, as before the field) does not roll pods", func(dc *cachev1alpha1.DistributedCache) {
+			dc.Spec.S3.PutIfAbsent = cachev1alpha1.PutIfAbsentAuto
+		}, "img", false},
+		{"putIfAbsent Enabled rolls pods", func(dc *cachev1alpha1.DistributedCache) {
+			dc.Spec.S3.PutIfAbsent = cachev1alpha1.PutIfAbsentEnabled
+		}, "img", true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -269,5 +275,26 @@ func TestNodeArgsCrossZone(t *testing.T) {
 	onMiss := nodeArgs(testCache(func(dc *cachev1alpha1.DistributedCache) { dc.Spec.CrossZone = cachev1alpha1.CrossZoneOnMiss }), "a")
 	if !has(onMiss, "--cross-zone=OnMiss") || !has(onMiss, "--zones=a,b") {
 		t.Errorf("OnMiss: %v", onMiss)
+	}
+}
+
+// spec.s3.putIfAbsent: Enabled and Disabled say so to the nodes; Auto, or
+// nothing, leaves their default (on for AWS S3 only).
+func TestNodeArgsPutIfAbsent(t *testing.T) {
+	for mode, want := range map[cachev1alpha1.PutIfAbsentMode]string{
+		"": "", cachev1alpha1.PutIfAbsentAuto: "",
+		cachev1alpha1.PutIfAbsentEnabled:  "--writeback-put-if-absent=true",
+		cachev1alpha1.PutIfAbsentDisabled: "--writeback-put-if-absent=false",
+	} {
+		args := nodeArgs(testCache(func(dc *cachev1alpha1.DistributedCache) { dc.Spec.S3.PutIfAbsent = mode }), "a")
+		var got string
+		for _, a := range args {
+			if strings.HasPrefix(a, "--writeback-put-if-absent") {
+				got = a
+			}
+		}
+		if got != want {
+			t.Errorf("putIfAbsent %q: %q, want %q", mode, got, want)
+		}
 	}
 }

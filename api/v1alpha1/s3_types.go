@@ -73,7 +73,33 @@ type S3Spec struct {
 	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+$') && duration(self) > duration('0s')",message="must be a positive duration such as 30s",reason="FieldValueInvalid"
 	// +optional
 	RequestTimeout *metav1.Duration `json:"requestTimeout,omitempty"`
+
+	// PutIfAbsent says whether this S3 honours If-None-Match: * on PUT, so
+	// that the nodes persist a WriteBack object of up to 1 MiB whose key S3
+	// does not hold yet in one conditional PUT, without a HEAD first
+	// (cachenode --writeback-put-if-absent). Omitted or Auto: on for AWS S3
+	// (no endpoint, or one under amazonaws.com), off for any other S3.
+	// Enabled: this S3 honours it (MinIO does since 2024). Disabled: a HEAD
+	// before every upload. Enabled on an S3 that ignores If-None-Match
+	// could let a stale copy replace a newer version.
+	// +kubebuilder:validation:Enum=Auto;Enabled;Disabled
+	// +optional
+	PutIfAbsent PutIfAbsentMode `json:"putIfAbsent,omitempty"`
 }
+
+// PutIfAbsentMode is spec.s3.putIfAbsent. It has no default in the schema:
+// omitted, it leaves the pod template (and its hash) as it was before the
+// field existed.
+type PutIfAbsentMode string
+
+const (
+	// PutIfAbsentAuto: on for AWS S3's own endpoints, off for any other.
+	PutIfAbsentAuto PutIfAbsentMode = "Auto"
+	// PutIfAbsentEnabled: this S3 honours If-None-Match: *.
+	PutIfAbsentEnabled PutIfAbsentMode = "Enabled"
+	// PutIfAbsentDisabled: a HEAD before every upload.
+	PutIfAbsentDisabled PutIfAbsentMode = "Disabled"
+)
 
 // CredentialsSecretReference names a Secret with S3 credentials, in the
 // namespace of the object that refers to it, and the keys that hold them.

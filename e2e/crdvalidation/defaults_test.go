@@ -161,6 +161,7 @@ var _ = Describe("defaults", func() {
 		Expect(s.S3.Region).To(Equal("eu-west-1"))
 		Expect(s.S3.MaxAttempts).To(Equal(int32p(2)))
 		Expect(s.S3.MaxConcurrentRequests).To(Equal(int32p(64)))
+		Expect(s.S3.PutIfAbsent).To(BeEmpty(), "no default: an omitted putIfAbsent leaves the pod template as before the field")
 		Expect(s.TLS.IssuerRef).To(Equal(&cachev1alpha1.IssuerReference{Name: "ca", Kind: "Issuer", Group: "cert-manager.io"}))
 	})
 

@@ -78,6 +78,7 @@ var _ = Describe("schema validation", func() {
 		Entry("zero attempts", `spec: {s3: {maxAttempts: 0}}`, "spec.s3.maxAttempts", "greater than or equal to 1"),
 		Entry("zero concurrency", `spec: {s3: {maxConcurrentRequests: 0}}`, "spec.s3.maxConcurrentRequests", "greater than or equal to 1"),
 		Entry("zero request timeout", `spec: {s3: {requestTimeout: 0s}}`, "spec.s3.requestTimeout", "positive duration"),
+		Entry("unknown putIfAbsent", `spec: {s3: {putIfAbsent: Always}}`, "spec.s3.putIfAbsent", "Unsupported value"),
 		Entry("credentials Secret without a name", `spec: {s3: {credentialsSecret: {accessKeyIDKey: id}}}`, "spec.s3.credentialsSecret.name", "Required value"),
 		Entry("credentials key with a slash", `spec: {s3: {credentialsSecret: {name: s3, accessKeyIDKey: a/b}}}`, "spec.s3.credentialsSecret.accessKeyIDKey", "should match"),
 		// TLS
