@@ -22,7 +22,8 @@ type writeIfKey struct{}
 // holds what the caller saw of the key: the object whose ETag is etag (as
 // S3 gave it: If-Match), or, for etag "", no object (If-None-Match: *).
 // When S3 holds something else by then, they write nothing and fail with
-// ErrPreconditionFailed; a multipart upload is aborted. An S3 that does
+// ErrPreconditionFailed; a multipart upload is aborted. Delete honours
+// an etag (If-Match) and ignores "". An S3 that does
 // not implement conditional writes answers NotImplemented (see
 // NotImplemented), or ignores the condition.
 func WriteIf(ctx context.Context, etag string) context.Context {

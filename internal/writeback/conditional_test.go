@@ -128,13 +128,8 @@ func TestUploadAfterTheObjectSeenWasDeleted(t *testing.T) {
 // conditional DELETE as AWS S3 does when the object changed (412).
 func TestDeleteNeverRemovesANewerVersion(t *testing.T) {
 	e := newS3(t)
-	proxy := s3proxy.New(t, e.srv.Endpoint)
-	proxy.Inject(s3proxy.Rule{Method: http.MethodDelete, Conditional: true, Times: 1,
+	proxy, backend := e.behindProxy(t, false, s3proxy.Rule{Method: http.MethodDelete, Conditional: true, Times: 1,
 		Fault: s3proxy.Fault{Kind: s3proxy.Status, Status: http.StatusPreconditionFailed, Code: "PreconditionFailed"}})
-	b, err := s3backend.New(s3backend.Config{Endpoint: proxy.URL(), Region: e.srv.Region, UsePathStyle: true,
-		MaxBackoff: 20 * time.Millisecond})
-	testutil.Must(t, err)
-	backend := &Backend{S3: b, Credentials: e.backend.Credentials}
 
 	key := "race/delete"
 	e.srv.PutObject(t, "bucket-a", key, []byte("an older version"))
@@ -176,32 +171,10 @@ func TestDeleteNeverRemovesANewerVersion(t *testing.T) {
 // back to plain PUTs and DELETEs, once each.
 func TestS3WithoutConditionalWrites(t *testing.T) {
 	e := newS3(t)
-	proxy := s3proxy.New(t, e.srv.Endpoint)
-	proxy.Inject(s3proxy.Rule{Conditional: true,
-		Fault: s3proxy.Fault{Kind: s3proxy.Status, Status: http.StatusNotImplemented, Code: "NotImplemented"}})
-	b, err := s3backend.New(s3backend.Config{Endpoint: proxy.URL(), Region: e.srv.Region, UsePathStyle: true,
-		PartSize: 5 << 20, MaxBackoff: 20 * time.Millisecond})
-	testutil.Must(t, err)
-	backend := &Backend{S3: b, Credentials: e.backend.Credentials}
-
-	j, err := Open(t.TempDir(), 1<<30)
-	testutil.Must(t, err)
-	r := rand.New(rand.NewPCG(23, 24))
-	want := map[string][]byte{}
-	for i := range 5 {
-		key := "plain/" + strconv.Itoa(i)
-		want[key] = testutil.RandomBytes(r, 1+r.IntN(32<<10))
-		put(t, j, key, want[key])
-	}
-	run(t, &Persister{Journal: j, S3: backend, Workers: 1, MinBackoff: 10 * time.Millisecond, MaxBackoff: 50 * time.Millisecond})
-	drained(t, j, time.Minute)
-	for key, body := range want {
-		if got := e.object(t, key); !bytes.Equal(got, body) {
-			t.Fatalf("%s: MinIO holds %d bytes, want %d", key, len(got), len(body))
-		}
-	}
+	proxy, backend := e.behindProxy(t, false, notImplemented)
+	j := e.persistAll(t, backend, 23, 5)
 	for _, key := range []string{"plain/0", "plain/1"} {
-		_, err = j.Write(Entry{Name: Name{"team-a", "bucket-a", key}, Version: j.NextVersion(), Op: OpDelete}, nil)
+		_, err := j.Write(Entry{Name: Name{"team-a", "bucket-a", key}, Version: j.NextVersion(), Op: OpDelete}, nil)
 		testutil.Must(t, err)
 	}
 	drained(t, j, time.Minute)
@@ -231,11 +204,7 @@ func TestS3WithoutConditionalWrites(t *testing.T) {
 // at first.
 func TestPutIfAbsent(t *testing.T) {
 	e := newS3(t)
-	proxy := s3proxy.New(t, e.srv.Endpoint)
-	b, err := s3backend.New(s3backend.Config{Endpoint: proxy.URL(), Region: e.srv.Region, UsePathStyle: true,
-		PartSize: 5 << 20, MaxBackoff: 20 * time.Millisecond})
-	testutil.Must(t, err)
-	backend := &Backend{S3: b, Credentials: e.backend.Credentials, PutIfAbsent: true}
+	proxy, backend := e.behindProxy(t, true)
 	j, err := Open(t.TempDir(), 1<<30)
 	testutil.Must(t, err)
 	r := rand.New(rand.NewPCG(25, 26))
@@ -255,11 +224,7 @@ func TestPutIfAbsent(t *testing.T) {
 
 	run(t, &Persister{Journal: j, S3: backend})
 	drained(t, j, time.Minute)
-	for key, body := range want {
-		if got := e.object(t, key); !bytes.Equal(got, body) {
-			t.Fatalf("%s: MinIO holds %d bytes, want %d", key, len(got), len(body))
-		}
-	}
+	e.holds(t, want)
 	for _, c := range []struct {
 		prefix     string
 		heads, put int
@@ -275,29 +240,8 @@ func TestPutIfAbsent(t *testing.T) {
 // looked at on its next attempt, as every later one.
 func TestPutIfAbsentOnS3WithoutConditionalWrites(t *testing.T) {
 	e := newS3(t)
-	proxy := s3proxy.New(t, e.srv.Endpoint)
-	proxy.Inject(s3proxy.Rule{Conditional: true,
-		Fault: s3proxy.Fault{Kind: s3proxy.Status, Status: http.StatusNotImplemented, Code: "NotImplemented"}})
-	b, err := s3backend.New(s3backend.Config{Endpoint: proxy.URL(), Region: e.srv.Region, UsePathStyle: true,
-		MaxBackoff: 20 * time.Millisecond})
-	testutil.Must(t, err)
-	backend := &Backend{S3: b, Credentials: e.backend.Credentials, PutIfAbsent: true}
-	j, err := Open(t.TempDir(), 1<<30)
-	testutil.Must(t, err)
-	r := rand.New(rand.NewPCG(27, 28))
-	want := map[string][]byte{}
-	for i := range 4 {
-		key := "plain/" + strconv.Itoa(i)
-		want[key] = testutil.RandomBytes(r, 1+r.IntN(32<<10))
-		put(t, j, key, want[key])
-	}
-	run(t, &Persister{Journal: j, S3: backend, Workers: 1, MinBackoff: 10 * time.Millisecond, MaxBackoff: 50 * time.Millisecond})
-	drained(t, j, time.Minute)
-	for key, body := range want {
-		if got := e.object(t, key); !bytes.Equal(got, body) {
-			t.Fatalf("%s: MinIO holds %d bytes, want %d", key, len(got), len(body))
-		}
-	}
+	proxy, backend := e.behindProxy(t, true, notImplemented)
+	e.persistAll(t, backend, 27, 4)
 	looked := map[string]bool{}
 	for _, rec := range proxy.Requests() {
 		switch {
@@ -305,6 +249,54 @@ func TestPutIfAbsentOnS3WithoutConditionalWrites(t *testing.T) {
 			looked[rec.Path] = true
 		case rec.Method == http.MethodPut && rec.IfMatch == "" && rec.IfNoneMatch == "" && !looked[rec.Path]:
 			t.Fatalf("a plain PUT of %s with no look at it before", rec.Path)
+		}
+	}
+}
+
+// notImplemented answers every conditional request as an S3 without
+// conditional writes does.
+var notImplemented = s3proxy.Rule{Conditional: true,
+	Fault: s3proxy.Fault{Kind: s3proxy.Status, Status: http.StatusNotImplemented, Code: "NotImplemented"}}
+
+// behindProxy puts e's MinIO behind a proxy that applies rules, and
+// returns it with a Backend (PutIfAbsent: putIfAbsent) that goes through it.
+func (e *s3env) behindProxy(t *testing.T, putIfAbsent bool, rules ...s3proxy.Rule) (*s3proxy.Proxy, *Backend) {
+	t.Helper()
+	proxy := s3proxy.New(t, e.srv.Endpoint)
+	proxy.Inject(rules...)
+	b, err := s3backend.New(s3backend.Config{Endpoint: proxy.URL(), Region: e.srv.Region, UsePathStyle: true,
+		PartSize: 5 << 20, MaxBackoff: 20 * time.Millisecond})
+	testutil.Must(t, err)
+	return proxy, &Backend{S3: b, Credentials: e.backend.Credentials, PutIfAbsent: putIfAbsent}
+}
+
+// persistAll writes n versions of up to 32 KiB under plain/0, plain/1,
+// ..., persists them through backend one at a time (retrying quickly),
+// and fails the test unless MinIO then holds them all. It returns the
+// journal, its persister still running.
+func (e *s3env) persistAll(t *testing.T, backend *Backend, seed uint64, n int) *Journal {
+	t.Helper()
+	j, err := Open(t.TempDir(), 1<<30)
+	testutil.Must(t, err)
+	r := rand.New(rand.NewPCG(seed, seed+1))
+	want := map[string][]byte{}
+	for i := range n {
+		key := "plain/" + strconv.Itoa(i)
+		want[key] = testutil.RandomBytes(r, 1+r.IntN(32<<10))
+		put(t, j, key, want[key])
+	}
+	run(t, &Persister{Journal: j, S3: backend, Workers: 1, MinBackoff: 10 * time.Millisecond, MaxBackoff: 50 * time.Millisecond})
+	drained(t, j, time.Minute)
+	e.holds(t, want)
+	return j
+}
+
+// holds fails the test unless MinIO holds every body of want at its key.
+func (e *s3env) holds(t *testing.T, want map[string][]byte) {
+	t.Helper()
+	for key, body := range want {
+		if got := e.object(t, key); !bytes.Equal(got, body) {
+			t.Fatalf("%s: MinIO holds %d bytes, want %d", key, len(got), len(body))
 		}
 	}
 }
