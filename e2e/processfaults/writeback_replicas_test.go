@@ -546,15 +546,22 @@ func TestHolderRestartedWithEmptyDisk(t *testing.T) {
 // persisted; y restarts with its disk, and x leaves the ring (scale-down),
 // which makes y the key's first holder. MinIO must end with version 2, the
 // last acknowledged write: y's stale copy must never be uploaded over it.
-func TestStaleCopyNotPersistedOverNewerWrite(t *testing.T) {
+func TestStaleCopyNotPersistedOverNewerWrite(t *testing.T) { staleCopyAfter(t, false) }
+
+// TestStaleCopyNotPersistedAfterDelete is the same with a DELETE as
+// version 2: S3 then holds nothing to compare y's copy with, and the key
+// must stay absent.
+func TestStaleCopyNotPersistedAfterDelete(t *testing.T) { staleCopyAfter(t, true) }
+
+func staleCopyAfter(t *testing.T, del bool) {
 	e, proxy, c := newWBCluster(t, 3)
 	h := newWBHistory()
 	key := wbPrefix + "stale"
 	cands := c.ring.Candidates(nodeapi.MetaID(chunk.Object{Tenant: tenant, Bucket: bucket, Key: key}), 0)
 	x, y := c.node(cands[0].Name), c.node(cands[1].Name)
-	put := func(round int) {
+	send := func(round int, del bool) {
 		t.Helper()
-		o := h.begin(key, false, 1000+round, round)
+		o := h.begin(key, del, 1000+round, round)
 		etag, _, err := c.send(o)
 		if err != nil {
 			t.Fatal(err)
@@ -562,11 +569,11 @@ func TestStaleCopyNotPersistedOverNewerWrite(t *testing.T) {
 		h.ack(o, etag)
 	}
 	holdBackWriteBack(proxy, false)
-	put(0) // held by x and y
+	send(0, false) // held by x and y
 	y.kill9(t)
 	proxy.ClearFaults()
 	h.waitS3Matches(t, e, c, "version 1, persisted by "+x.name, nil)
-	put(1) // y is down: held by x and the third node
+	send(1, del) // y is down: held by x and the third node
 	h.waitS3Matches(t, e, c, "version 2, persisted by "+x.name, nil)
 	c.start(t)
 	var rest []*node

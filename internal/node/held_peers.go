@@ -97,13 +97,18 @@ func (s *Server) handleHeldGet(w http.ResponseWriter, r *http.Request) {
 	s.observe(opGetChunk, q.tenant.Name, metrics.ResultHeld, 0, q.start)
 }
 
-// handleHeldDrop drops a held copy.
+// handleHeldDrop drops a held copy; ?applied: its holder persisted it
+// (Journal.Applied keeps a delete as a tombstone).
 func (s *Server) handleHeldDrop(w http.ResponseWriter, r *http.Request) {
 	q, e, ok := s.beginHeld(w, r, opDelete)
 	if !ok {
 		return
 	}
-	if s.cfg.Journal != nil {
+	switch {
+	case s.cfg.Journal == nil:
+	case r.URL.Query().Has("applied"):
+		s.cfg.Journal.Applied(e)
+	default:
 		s.cfg.Journal.Drop(e)
 	}
 	w.WriteHeader(http.StatusNoContent)
@@ -145,24 +150,30 @@ func (p *Peers) putHeld(ctx context.Context, m ring.Member, tenant string, e wri
 	if e.Size == 0 {
 		body = http.NoBody // else the client sends a file body of length 0 as one of unknown length
 	}
-	h, err := p.sendEntry(ctx, http.MethodPut, m, tenant, e, body, e.Size)
+	h, err := p.sendEntry(ctx, http.MethodPut, m, tenant, e, nil, body, e.Size)
 	return h.Get(headerHeldETag), err
 }
 
-// dropHeld tells m to drop its copy of version e.
-func (p *Peers) dropHeld(ctx context.Context, m ring.Member, tenant string, e writeback.Entry) error {
-	_, err := p.sendEntry(ctx, http.MethodDelete, m, tenant, e, http.NoBody, 0)
+// dropHeld tells m to drop its copy of version e; applied: because S3 has
+// applied it (a delete is then kept as a tombstone, Journal.Applied).
+func (p *Peers) dropHeld(ctx context.Context, m ring.Member, tenant string, e writeback.Entry, applied bool) error {
+	var q url.Values
+	if applied {
+		q = url.Values{"applied": {""}}
+	}
+	_, err := p.sendEntry(ctx, http.MethodDelete, m, tenant, e, q, http.NoBody, 0)
 	return err
 }
 
-// sendEntry sends a request about held version e, with e in its header and
-// a body of size bytes, to m, expecting 204 No Content (sendNoContent).
-func (p *Peers) sendEntry(ctx context.Context, method string, m ring.Member, tenant string, e writeback.Entry, body io.Reader, size int64) (http.Header, error) {
+// sendEntry sends a request about held version e, with e in its header,
+// query q and a body of size bytes, to m, expecting 204 No Content
+// (sendNoContent).
+func (p *Peers) sendEntry(ctx context.Context, method string, m ring.Member, tenant string, e writeback.Entry, q url.Values, body io.Reader, size int64) (http.Header, error) {
 	entry, err := json.Marshal(e)
 	if err != nil {
 		return nil, err
 	}
-	return p.sendNoContent(ctx, method, m, tenant, nodeapi.HeldPath(e.Bucket, e.Key), nil, body, func(req *http.Request) {
+	return p.sendNoContent(ctx, method, m, tenant, nodeapi.HeldPath(e.Bucket, e.Key), q, body, func(req *http.Request) {
 		req.Header.Set(headerHeldEntry, string(entry))
 		req.ContentLength = size
 	})
@@ -243,7 +254,7 @@ func (s *Server) HeldPersisted(e writeback.Entry, etag string) {
 	// now (a handoff may have copied it there meanwhile).
 	for _, h := range slices.Compact(slices.Sorted(slices.Values(append(slices.Clone(e.Holders), wantedHolders(r, e)...)))) {
 		if h != s.cfg.Self {
-			s.dropHeldAt(ctx, r, c, h, e)
+			s.dropHeldAt(ctx, r, c, h, e, true)
 		}
 	}
 }

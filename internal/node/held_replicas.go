@@ -126,7 +126,7 @@ func (s *Server) heldEverywhere(ctx context.Context, r *ring.Ring, c caller, e, 
 	if aerr := s.journalFailed(e, err); aerr != nil {
 		for i, name := range others {
 			if errs[i] == nil {
-				s.dropHeldAt(ctx, r, c, name, e)
+				s.dropHeldAt(ctx, r, c, name, e, false)
 			}
 		}
 		return stored, aerr
@@ -157,7 +157,7 @@ func (s *Server) copiesTaken(ctx context.Context, r *ring.Ring, c caller, stored
 	s.cfg.Journal.Drop(stored)
 	for i, name := range others {
 		if errs[i] == nil {
-			s.dropHeldAt(ctx, r, c, name, stored)
+			s.dropHeldAt(ctx, r, c, name, stored, false)
 		}
 	}
 	return newError(http.StatusServiceUnavailable, CodeSlowDown,
@@ -201,13 +201,13 @@ func (s *Server) sendHeldTagged(ctx context.Context, r *ring.Ring, c caller, nam
 }
 
 // dropHeldAt tells holder name that version e is no longer to be kept.
-func (s *Server) dropHeldAt(ctx context.Context, r *ring.Ring, c caller, name string, e writeback.Entry) {
+func (s *Server) dropHeldAt(ctx context.Context, r *ring.Ring, c caller, name string, e writeback.Entry, applied bool) {
 	m, ok := r.Member(name)
 	if !ok {
 		return
 	}
 	result := "ok"
-	if err := s.peers.dropHeld(context.WithoutCancel(ctx), m, c.tenant.Name, e); err != nil {
+	if err := s.peers.dropHeld(context.WithoutCancel(ctx), m, c.tenant.Name, e, applied); err != nil {
 		result = "error"
 		s.log.Debug("telling a holder to drop its copy failed", "peer", name, "object", e.String(), "err", err)
 	}

@@ -159,6 +159,9 @@ type Server struct {
 	heldS3 *writeback.Backend
 	// chunkBufs recycles write-throughs' chunk buffers (collector.go).
 	chunkBufs *chunkBufs
+	// ringSeen: since when this node has known the ring in force
+	// (numberedHere, held_confirm.go).
+	ringSeen ringSeen
 }
 
 // withRingEpoch stamps every answer with the ring epoch, so clients notice a
@@ -241,6 +244,9 @@ func New(cfg Config, st Store, be Backend, tenants Tenants, m *metrics.Node, log
 		chunkSizeValue: []string{strconv.FormatInt(cfg.ChunkSize, 10)},
 		chunkBufs:      newChunkBufs(cfg.ChunkSize, int(min(cfg.WriteCacheBytes/cfg.ChunkSize, keptChunkBufs)))}
 	s.heldS3 = s.newHeldS3()
+	if cfg.Journal != nil {
+		s.ringSeen.started = cfg.Journal.NextVersion()
+	}
 	if h, ok := tenants.(reloadHook); ok {
 		h.OnReload(s.revokeChanged)
 	}

@@ -69,6 +69,14 @@ type Persister struct {
 	// before the journal drops it: the node caches it as an ordinary
 	// object and tells the other holders.
 	Persisted func(e Entry, etag string)
+	// Confirm, when set, is asked before a version is sent whether a newer
+	// version of its key, or a delete S3 applied, is known elsewhere
+	// (superseded: the version is dropped, never sent). S3 keeps no trace
+	// of a delete, so a copy that missed one (its node was down, or could
+	// not be copied to) would otherwise bring the key back once its
+	// node persists it; only the other holders can tell. An error leaves
+	// the version for a retry after its backoff.
+	Confirm func(ctx context.Context, e Entry) (superseded bool, err error)
 	// Observe, when set, is told of every attempt.
 	Observe func(op Op, err error, took time.Duration)
 	Workers int // uploads at once (default DefaultWorkers)
@@ -140,6 +148,20 @@ func (p *Persister) owns(e Entry) bool { return p.Owns == nil || p.Owns(e) }
 
 // persist sends one version to S3 and reports the outcome to the journal.
 func (p *Persister) persist(ctx context.Context, e *Entry) {
+	if p.Confirm != nil {
+		superseded, err := p.Confirm(ctx, *e)
+		if err != nil {
+			if ctx.Err() == nil && p.Log != nil {
+				p.Log.Warn("write-back: cannot confirm that no newer version of the key is held elsewhere; retrying with backoff", "object", e.String(), "op", e.Op, "err", err)
+			}
+			p.Journal.failed(e, p.backoff)
+			return
+		}
+		if superseded {
+			p.Journal.persisted(e) // the newer version is its holders' to send
+			return
+		}
+	}
 	start := time.Now()
 	var (
 		etag string
@@ -275,6 +297,32 @@ func (j *Journal) keepTombstoneLocked(e *Entry) (uint64, bool) {
 	}
 	e.Done, e.Expires = true, done.Expires
 	return lsn, true
+}
+
+// Applied is told that another holder persisted version e. A delete that
+// is still its key's newest version here is kept as a tombstone, as the
+// holder that persisted it keeps it (persisted): should that holder go, a
+// copy of an older version that comes back with a node that missed the
+// delete still learns here that the key was deleted (Persister.Confirm).
+// Anything else is dropped (Drop).
+func (j *Journal) Applied(e Entry) {
+	if e.Op == OpDelete && !e.Transient {
+		j.mu.Lock()
+		ks := j.keys[e.Name]
+		if ks != nil && ks.latest != nil && ks.latest.Version == e.Version && ks.latest.Op == OpDelete {
+			if ks.latest.Done {
+				j.mu.Unlock()
+				return
+			}
+			if lsn, ok := j.keepTombstoneLocked(ks.latest); ok {
+				j.mu.Unlock()
+				_ = j.log.wait(lsn) // a failure stops the log: the journal must be opened again
+				return
+			}
+		}
+		j.mu.Unlock()
+	}
+	j.Drop(e)
 }
 
 // failed ends a failed upload of e: the key waits out its backoff.

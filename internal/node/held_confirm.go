@@ -1,0 +1,127 @@
+package node
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+
+	"github.com/distcache/distcache/internal/nodeapi"
+	"github.com/distcache/distcache/internal/ring"
+	"github.com/distcache/distcache/internal/tenancy"
+	"github.com/distcache/distcache/internal/writeback"
+)
+
+// Before a held version goes to S3 (writeback.Persister.Confirm), a node
+// that may have missed a newer version of its key asks the members that
+// would hold one. S3 keeps no trace of a delete: a copy of version 1 on a
+// node that was down while version 2, a DELETE, was written, persisted
+// and applied, finds S3 empty and would bring the key back. The holders of
+// the delete keep it as a tombstone for writeback.TombstoneLife (the one
+// that persisted it, and the others, Journal.Applied), so they can tell.
+
+// confirmHeld reports whether a newer version of e's key is held by one of
+// the members that would hold it (superseded: e must not be sent). A node
+// that numbered e itself, in this process, under the ring in force, has
+// seen every version of the key (it numbers them) and asks nobody. Any
+// other asks, all at once: the key's first members in placement order (as
+// many as the policy keeps copies and one more) under the ring and under
+// the previous membership, and e's other holders the ring still lists. A
+// member of the ring in force that does not answer fails the check: it may
+// be the one keeping the delete, so e waits (the persister retries).
+func (s *Server) confirmHeld(ctx context.Context, e writeback.Entry) (superseded bool, err error) {
+	r := s.currentRing()
+	if r == nil || s.numberedHere(r, e) {
+		return false, nil
+	}
+	asked := s.heldWitnesses(r, e)
+	errs := make([]error, len(asked))
+	newer := make([]bool, len(asked))
+	var wg sync.WaitGroup
+	for i, m := range asked {
+		wg.Go(func() {
+			es, err := s.peers.listHeld(ctx, m, e.Tenant, e.Bucket, e.Key)
+			result := "ok"
+			if err != nil {
+				result = "error"
+			}
+			s.metrics.PeerRequests.WithLabelValues("held_confirm", result).Inc()
+			errs[i] = err
+			newer[i] = slices.ContainsFunc(es, func(t writeback.Entry) bool { return t.Key == e.Key && t.Version > e.Version })
+		})
+	}
+	wg.Wait()
+	if slices.Contains(newer, true) {
+		s.log.Info("a held version is superseded at another member: dropped, not persisted", "object", e.String())
+		return true, nil
+	}
+	listed := r.Members()
+	for i, m := range asked {
+		if errs[i] != nil && slices.ContainsFunc(listed, func(l ring.Member) bool { return l.Name == m.Name }) {
+			return false, fmt.Errorf("member %s: %w", m.Name, errs[i])
+		}
+	}
+	return false, nil // members gone from the ring took what they held with them, or handed it on
+}
+
+// heldWitnesses are the members other than this node that would hold a
+// version of e's key newer than e: see confirmHeld.
+func (s *Server) heldWitnesses(r *ring.Ring, e writeback.Entry) []ring.Member {
+	copies := max(len(e.Holders), tenancy.DefaultReplicas)
+	id := nodeapi.MetaID(heldObject(e.Name))
+	var out []ring.Member
+	add := func(m ring.Member) {
+		if m.Name != s.cfg.Self && !slices.ContainsFunc(out, func(o ring.Member) bool { return o.Name == m.Name }) {
+			out = append(out, m)
+		}
+	}
+	for _, m := range r.Candidates(id, copies+1) {
+		add(m)
+	}
+	for _, m := range r.PreviousCandidates(id, copies+1) {
+		add(m)
+	}
+	for _, h := range e.Holders {
+		if m, ok := r.Member(h); ok {
+			add(m)
+		}
+	}
+	return out
+}
+
+// numberedHere reports whether this node numbered e itself (its first
+// holder, the key's metadata owner when it was written) since it started
+// and since the ring in force came: then no other node numbered a newer
+// version of the key. Versions grow on each node (Journal.NextVersion),
+// so "since" is a version number.
+func (s *Server) numberedHere(r *ring.Ring, e writeback.Entry) bool {
+	if len(e.Holders) == 0 || e.Holders[0] != s.cfg.Self {
+		return false
+	}
+	return e.Version > s.ringSeen.from(r.Epoch(), s.cfg.Journal.NextVersion)
+}
+
+// ringSeen is since which version this node has known the ring epoch in
+// force: its start for the first epoch it saw (the ring is loaded as it
+// starts), then when it first noticed each later one. A change is noticed
+// here lazily, so never before it happened: versions numbered just before
+// it are confirmed too, never the other way round.
+type ringSeen struct {
+	mu      sync.Mutex
+	started uint64 // the version numbered as the node started
+	seen    bool
+	epoch   int64
+	since   uint64
+}
+
+func (rs *ringSeen) from(epoch int64, next func() uint64) uint64 {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	switch {
+	case !rs.seen:
+		rs.seen, rs.epoch, rs.since = true, epoch, rs.started
+	case rs.epoch != epoch:
+		rs.epoch, rs.since = epoch, next()
+	}
+	return rs.since
+}

@@ -1,0 +1,87 @@
+package writeback
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/distcache/distcache/internal/testutil"
+)
+
+// A version Confirm finds superseded elsewhere is never sent: MinIO keeps
+// nothing of it and the journal lets it go. One Confirm cannot answer for
+// waits for its backoff and is sent once Confirm says it is the newest.
+func TestConfirmKeepsSupersededVersionsFromS3(t *testing.T) {
+	e := newS3(t)
+	j, err := Open(t.TempDir(), 1<<30)
+	testutil.Must(t, err)
+	stale := put(t, j, "stale", []byte("version 1, deleted elsewhere"))
+	pending := put(t, j, "pending", []byte("the newest version, its witness down at first"))
+	var asked atomic.Int32
+	run(t, &Persister{Journal: j, S3: e.backend, MinBackoff: 10 * time.Millisecond,
+		Confirm: func(_ context.Context, en Entry) (bool, error) {
+			switch en.Key {
+			case stale.Key:
+				return true, nil
+			case pending.Key:
+				if asked.Add(1) < 3 {
+					return false, errors.New("a witness did not answer")
+				}
+			}
+			return false, nil
+		}})
+	drained(t, j, time.Minute)
+	if got := e.object(t, stale.Key); got != nil {
+		t.Fatalf("a superseded version reached MinIO (%q)", got)
+	}
+	if got := e.object(t, pending.Key); string(got) != "the newest version, its witness down at first" {
+		t.Fatalf("MinIO holds %q for the version confirmed after two failed checks", got)
+	}
+	if n := asked.Load(); n != 3 {
+		t.Fatalf("Confirm asked %d times about the pending version; want 3 (two failures, then the answer)", n)
+	}
+	if _, ok := j.Get(stale.Name); ok {
+		t.Fatal("the journal still holds the superseded version")
+	}
+}
+
+// Told that another holder persisted a delete, a holder keeps the delete as
+// a tombstone (done, durable across reopening) instead of dropping it, so
+// that it can still tell a late copy of an older version that the key was
+// deleted; told the same of a put, it drops its copy.
+func TestAppliedDeleteIsKeptAsATombstone(t *testing.T) {
+	dir := t.TempDir()
+	j, err := Open(dir, 1<<30)
+	testutil.Must(t, err)
+	name := Name{"team-a", "bucket-a", "gone"}
+	old := put(t, j, "gone", []byte("version 1"))
+	del, err := j.Write(Entry{Name: name, Version: j.NextVersion(), Op: OpDelete}, nil)
+	testutil.Must(t, err)
+	kept := put(t, j, "kept", []byte("persisted by its other holder"))
+
+	j.Applied(del)
+	j.Applied(kept)
+	if got, ok := j.Get(name); !ok || got.Op != OpDelete || !got.Done || got.Version != del.Version {
+		t.Fatalf("after Applied the journal holds %+v (ok %v); want the delete, done", got, ok)
+	}
+	if _, ok := j.Get(kept.Name); ok {
+		t.Fatal("a put another holder persisted is still held")
+	}
+	if s := j.Stats(); s.Dirty != 0 {
+		t.Fatalf("%d versions left to persist; want none", s.Dirty)
+	}
+	testutil.Must(t, j.Close())
+
+	j, err = Open(dir, 1<<30)
+	testutil.Must(t, err)
+	defer j.Close()
+	if got, ok := j.Get(name); !ok || !got.Done || got.Version != del.Version {
+		t.Fatalf("after reopening the journal holds %+v (ok %v); want the done delete", got, ok)
+	}
+	if late, err := j.Write(old, bytes.NewReader([]byte("version 1"))); err != nil || late.Version != del.Version {
+		t.Fatalf("a late copy of version 1 was stored as %+v (err %v); want the tombstone to stay newest", late, err)
+	}
+}
