@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -83,5 +85,53 @@ func TestAppliedDeleteIsKeptAsATombstone(t *testing.T) {
 	}
 	if late, err := j.Write(old, bytes.NewReader([]byte("version 1"))); err != nil || late.Version != del.Version {
 		t.Fatalf("a late copy of version 1 was stored as %+v (err %v); want the tombstone to stay newest", late, err)
+	}
+}
+
+// overtakenS3 is the persister's S3 with another holder applying a delete
+// of the key while the persister's upload of an older version is under
+// way: S3 had nothing when the delete went, and the upload lands after it.
+type overtakenS3 struct {
+	*Backend
+	j    *Journal
+	once sync.Once
+	t    *testing.T
+}
+
+func (o *overtakenS3) Put(ctx context.Context, e Entry, body io.Reader, seen Seen) (string, error) {
+	o.once.Do(func() {
+		del, err := o.j.Write(Entry{Name: e.Name, Version: o.j.NextVersion(), Op: OpDelete}, nil)
+		if err != nil {
+			o.t.Error(err)
+			return
+		}
+		o.j.Applied(del) // persisted by the other holder: S3 had nothing to delete
+	})
+	return o.Backend.Put(ctx, e, body, seen)
+}
+
+// An upload that lands after another holder applied a newer delete of the
+// key is deleted again: S3 ends without the key, as the delete left it.
+func TestUploadOvertakenByADeleteIsUndone(t *testing.T) {
+	e := newS3(t)
+	j, err := Open(t.TempDir(), 1<<30)
+	testutil.Must(t, err)
+	v1 := put(t, j, "overtaken", []byte("version 1"))
+	var persisted atomic.Int32
+	run(t, &Persister{Journal: j, S3: &overtakenS3{Backend: e.backend, j: j, t: t},
+		Persisted: func(Entry, string) { persisted.Add(1) }})
+	deadline := time.Now().Add(time.Minute)
+	for {
+		got, ok := j.Get(v1.Name)
+		if ok && got.Done && e.object(t, v1.Key) == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after a minute MinIO holds %q and the journal %+v; want nothing in MinIO and the delete done", e.object(t, v1.Key), got)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if n := persisted.Load(); n != 0 {
+		t.Fatalf("Persisted was told of %d versions; want none (the upload was undone)", n)
 	}
 }

@@ -187,6 +187,11 @@ func (p *Persister) persist(ctx context.Context, e *Entry) {
 		p.Journal.failed(e, p.backoff)
 		return
 	}
+	if del, ok := p.Journal.appliedSince(e); ok {
+		p.undo(ctx, e, del)
+		p.Journal.persisted(e)
+		return
+	}
 	if p.Persisted != nil {
 		p.Persisted(*e, etag)
 	}
@@ -230,6 +235,35 @@ func (p *Persister) send(ctx context.Context, e *Entry, look bool) (etag string,
 	// A delete is sent even when S3 holds nothing, as an older holder's
 	// upload may be landing.
 	return "", false, p.S3.Delete(ctx, *e, seen)
+}
+
+// undo deletes upload e from S3 again: while it was under way, another
+// holder applied delete del of the key (around a ring change two holders
+// may each take themselves for the one to persist), which S3 forgets, so
+// the upload that landed after it would bring the key back for good. Only
+// e itself is deleted (its version, as S3 holds it, and If-Match on its
+// ETag): anything newer that S3 holds by then stays. A failure is logged;
+// the tombstone keeps reads right meanwhile.
+func (p *Persister) undo(ctx context.Context, e *Entry, del Entry) {
+	seen, err := p.S3.Version(ctx, *e)
+	if err == nil && seen.Exists && seen.Version == e.Version {
+		err = p.S3.Delete(ctx, del, seen)
+	}
+	if err != nil && p.Log != nil {
+		p.Log.Warn("write-back: cannot delete an upload a delete overtook", "object", e.String(), "delete", del.String(), "err", err)
+	}
+}
+
+// appliedSince is the delete of e's key that S3 applied (done) while e was
+// being uploaded: the key's newest version here, newer than e.
+func (j *Journal) appliedSince(e *Entry) (Entry, bool) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	ks := j.keys[e.Name]
+	if e.Op != OpPut || ks == nil || ks.latest == nil || ks.latest.Version <= e.Version || ks.latest.Op != OpDelete || !ks.latest.Done {
+		return Entry{}, false
+	}
+	return *ks.latest, true
 }
 
 // backoff is the wait after the n-th failure in a row.
