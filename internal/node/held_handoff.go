@@ -105,7 +105,10 @@ func (s *Server) placeHeld(ctx context.Context, r *ring.Ring) (pending int) {
 		if !listed {
 			continue // restarting: kept for when it is back (above)
 		}
-		s.cfg.Journal.Drop(e)
+		if err := s.cfg.Journal.HandOver(e); err != nil { // not Drop: the ring may give it back
+			pending++
+			continue
+		}
 		s.log.Info("handed a held version to its new holders", "object", e.String(), "holders", want)
 	}
 	return pending

@@ -173,6 +173,9 @@ type logRecord struct {
 	File bool   `json:"file,omitempty"`
 	Seg  uint64 `json:"seg,omitempty"`
 	Off  int64  `json:"off,omitempty"`
+	// Moved marks a drop of a version handed to other holders (HandOver):
+	// not done with, so a copy of it that comes back later is kept.
+	Moved bool `json:"moved,omitempty"`
 }
 
 type recordKind string

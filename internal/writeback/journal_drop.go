@@ -65,8 +65,12 @@ func (j *Journal) updateLocked(e, next *Entry) (uint64, error) {
 // with, so that it does not come back when the journal is opened again.
 // Not waited for: like a file unlinked, a drop lost in a crash leaves a
 // copy the node checks again (held_handoff.go), never a lost write.
-func (j *Journal) logDropLocked(e *Entry) {
-	meta, err := json.Marshal(logRecord{Kind: recDrop, Entry: &Entry{Name: e.Name, Version: e.Version}})
+func (j *Journal) logDropLocked(e *Entry) { j.logRemovedLocked(e, false) }
+
+// logRemovedLocked records that version e of its key (and older) is gone
+// from this node: done with, or moved to other holders (HandOver).
+func (j *Journal) logRemovedLocked(e *Entry, moved bool) {
+	meta, err := json.Marshal(logRecord{Kind: recDrop, Entry: &Entry{Name: e.Name, Version: e.Version}, Moved: moved})
 	if err == nil {
 		_, _ = j.log.append(encodeRecord(meta, nil), len(meta), 0, false)
 	}
@@ -88,6 +92,31 @@ func (j *Journal) Drop(e Entry) {
 	ks.old = append(ks.old, ks.latest)
 	ks.latest = nil
 	j.collectLocked(e.Name, ks)
+}
+
+// HandOver removes version e (and older) of its key, if it is still the
+// newest, once it was copied to the holders the ring wants now. Unlike
+// Drop it is not done with: should the ring give the key back to this
+// node, a copy of the same version that comes back is kept (Drop's memory
+// would take it for a late copy and let it go, while its sender, told it
+// is held here, drops its own).
+// It returns ErrBusy while the version is being persisted here (its files
+// must be gone before a copy of it can come back): the caller tries again.
+func (j *Journal) HandOver(e Entry) error {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	ks := j.keys[e.Name]
+	if ks == nil || ks.latest == nil || ks.latest.Version != e.Version {
+		return nil
+	}
+	if ks.inflight == ks.latest {
+		return ErrBusy
+	}
+	j.logRemovedLocked(&e, true)
+	ks.old = append(ks.old, ks.latest)
+	ks.latest = nil
+	j.collectLocked(e.Name, ks)
+	return nil
 }
 
 // collectLocked removes superseded versions no upload uses, and the key's

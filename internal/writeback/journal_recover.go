@@ -22,7 +22,14 @@ func (j *Journal) recover() error {
 	}
 	places := map[*Entry]place{}
 	drop := func(e *Entry) {
-		j.removeFiles(e, places[e])
+		if e.Op == OpPut && places[e].seg == 0 {
+			// Its body file goes at the end, with the others no entry
+			// names, unless a later record names it again: the same
+			// version handed back to this node (HandOver).
+			_ = os.Remove(j.path(e, ".json"))
+		} else {
+			j.removeFiles(e, places[e])
+		}
 		delete(places, e)
 	}
 	put := func(e *Entry, p place) {
@@ -66,7 +73,9 @@ func (j *Journal) recover() error {
 			if r.Kind == recDrop {
 				j.clock = max(j.clock, e.Version)
 				ks := j.state(e.Name)
-				ks.dropped, ks.droppedAt = max(ks.dropped, e.Version), j.now()
+				if !r.Moved {
+					ks.dropped, ks.droppedAt = max(ks.dropped, e.Version), j.now()
+				}
 				if ks.latest != nil && ks.latest.Version <= e.Version {
 					drop(ks.latest)
 					ks.latest = nil

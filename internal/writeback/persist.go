@@ -158,6 +158,9 @@ func (p *Persister) persist(ctx context.Context, e *Entry) {
 			return
 		}
 		if superseded {
+			if p.Log != nil {
+				p.Log.Info("write-back: a newer version of the key is held elsewhere: this one is dropped, not persisted", "object", e.String())
+			}
 			p.Journal.persisted(e) // the newer version is its holders' to send
 			return
 		}
@@ -232,8 +235,13 @@ func (p *Persister) send(ctx context.Context, e *Entry, look bool) (etag string,
 		etag, err = p.S3.Put(ctx, *e, f, seen)
 		return etag, false, err
 	}
-	// A delete is sent even when S3 holds nothing, as an older holder's
-	// upload may be landing.
+	if !seen.Exists {
+		// Nothing to delete. An unconditional DELETE would remove a newer
+		// version another holder sends meanwhile (around a ring change);
+		// an older holder's upload landing after this is deleted again by
+		// that holder (undo), or never sent (Confirm).
+		return "", false, nil
+	}
 	return "", false, p.S3.Delete(ctx, *e, seen)
 }
 

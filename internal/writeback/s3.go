@@ -113,8 +113,8 @@ func (b *Backend) put(ctx context.Context, cr s3backend.Credentials, e Entry, bo
 }
 
 // Delete deletes the key: only the object seen (ErrChanged otherwise) when
-// S3 held one, unconditionally when it held none (an older holder's upload
-// may be landing).
+// S3 held one (the persister sends no delete when it held none),
+// unconditionally when seen is the zero Seen.
 func (b *Backend) Delete(ctx context.Context, e Entry, seen Seen) error {
 	cr, ok := b.Credentials(e.Tenant, e.Bucket)
 	if !ok {
