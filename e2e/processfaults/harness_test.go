@@ -555,6 +555,17 @@ func (c *cluster) node(name string) *node {
 	panic("no node " + name)
 }
 
+// except is every node but n.
+func (c *cluster) except(n *node) []*node {
+	var rest []*node
+	for _, m := range c.nodes {
+		if m != n {
+			rest = append(rest, m)
+		}
+	}
+	return rest
+}
+
 // owner is key's metadata owner: the node that takes its held writes.
 func (c *cluster) owner(key string) *node {
 	return c.node(c.ring.Candidates(nodeapi.MetaID(chunk.Object{Tenant: tenant, Bucket: bucket, Key: key}), 1)[0].Name)

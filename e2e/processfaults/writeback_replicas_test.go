@@ -101,6 +101,14 @@ func (h *wbHistory) begin(key string, del bool, size, round int) *wbOp {
 	return o
 }
 
+// recent is key's last n operations, oldest first.
+func (h *wbHistory) recent(key string, n int) []*wbOp {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	ops := h.keys[key]
+	return ops[max(0, len(ops)-n):]
+}
+
 // ack records the acknowledgement of o.
 func (h *wbHistory) ack(o *wbOp, etag string) {
 	h.mu.Lock()
@@ -219,7 +227,7 @@ func (h *wbHistory) mismatches(t *testing.T, e *env, c *cluster, full bool, only
 			if st.exists {
 				got = fmt.Sprintf("%d bytes, ETag %s", st.size, st.etag)
 			}
-			bad = append(bad, fmt.Sprintf("%s (owner %s): MinIO has %s, want %v", key, c.owner(key).name, got, allowed))
+			bad = append(bad, fmt.Sprintf("%s (owner %s): MinIO has %s, want %v; its last operations: %v", key, c.owner(key).name, got, allowed, h.recent(key, 4)))
 		}
 	}
 	return bad
@@ -576,13 +584,7 @@ func staleCopyAfter(t *testing.T, del bool) {
 	send(1, del) // y is down: held by x and the third node
 	h.waitS3Matches(t, e, c, "version 2, persisted by "+x.name, nil)
 	c.start(t)
-	var rest []*node
-	for _, n := range c.nodes {
-		if n != x {
-			rest = append(rest, n)
-		}
-	}
-	c.publish(t, rest...)
+	c.publish(t, c.except(x)...)
 	x.stop(t)
 	c.waitClean(t, x.name+" left the ring")
 	h.waitS3Matches(t, e, c, x.name+" left the ring", nil)

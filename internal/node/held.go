@@ -286,19 +286,32 @@ func heldMeta(e writeback.Entry, now time.Time) chunk.Meta {
 }
 
 // heldMetaOf answers o's metadata from this node's journal: ok=false when
-// it holds no version of o.
-func (s *Server) heldMetaOf(o chunk.Object) (m chunk.Meta, ok bool, err error) {
+// it holds no version of o. superseded: it holds one, but a member that
+// would hold a newer one does (heldSettled: the version came back with a
+// restart or a ring change, and the newer one was written meanwhile); the
+// caller asks the members (heldMetaFromPeers), not its cache or S3. When
+// the members cannot all be asked, its version is answered.
+func (s *Server) heldMetaOf(ctx context.Context, o chunk.Object) (m chunk.Meta, ok, superseded bool, err error) {
 	if s.cfg.Journal == nil {
-		return m, false, nil
+		return m, false, false, nil
 	}
 	e, ok := s.cfg.Journal.Get(heldName(o))
 	if !ok {
-		return m, false, nil
+		return m, false, false, nil
 	}
+	if s.heldSettled(ctx, e) {
+		return m, false, true, nil
+	}
+	m, err = heldAnswer(e, s.cfg.Now())
+	return m, true, false, err
+}
+
+// heldAnswer is the metadata of held version e, or S3's 404 for a delete.
+func heldAnswer(e writeback.Entry, now time.Time) (chunk.Meta, error) {
 	if e.Op == writeback.OpDelete {
-		return m, true, newError(http.StatusNotFound, CodeNoSuchKey, "object deleted (the delete is held by the cache)")
+		return chunk.Meta{}, newError(http.StatusNotFound, CodeNoSuchKey, "object deleted (the delete is held by the cache)")
 	}
-	return heldMeta(e, s.cfg.Now()), true, nil
+	return heldMeta(e, now), nil
 }
 
 // heldMetaFromPeers asks the members that may hold a version of o for it,
@@ -401,18 +414,21 @@ func (s *Server) heldMetaOfAny(ctx context.Context, c caller, o chunk.Object, me
 			failed++
 		}
 	}
-	for _, es := range answers { // in placement order: the first that holds one
-		for _, e := range es {
-			if e.Key != o.Key {
-				continue // listHeld takes a prefix
+	// The newest version any of them holds: one may have kept an older
+	// copy across a restart while the others took a newer write.
+	var newest *writeback.Entry
+	for _, es := range answers {
+		for i, e := range es {
+			if e.Key == o.Key && (newest == nil || e.Version > newest.Version) { // listHeld takes a prefix
+				newest = &es[i]
 			}
-			if e.Op == writeback.OpDelete {
-				return m, true, 0, newError(http.StatusNotFound, CodeNoSuchKey, "object deleted (the delete is held by the cache)")
-			}
-			return heldMeta(e, s.cfg.Now()), true, 0, nil
 		}
 	}
-	return m, false, failed, nil
+	if newest == nil {
+		return m, false, failed, nil
+	}
+	m, err = heldAnswer(*newest, s.cfg.Now())
+	return m, true, 0, err
 }
 
 // handOutHeld caches a held write's leading chunks at their owners (up to

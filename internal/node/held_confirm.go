@@ -52,7 +52,6 @@ func (s *Server) confirmHeld(ctx context.Context, e writeback.Entry) (superseded
 	}
 	wg.Wait()
 	if slices.Contains(newer, true) {
-		s.log.Info("a held version is superseded at another member: dropped, not persisted", "object", e.String())
 		return true, nil
 	}
 	listed := r.Members()
@@ -62,6 +61,51 @@ func (s *Server) confirmHeld(ctx context.Context, e writeback.Entry) (superseded
 		}
 	}
 	return false, nil // members gone from the ring took what they held with them, or handed it on
+}
+
+// heldSettled reports whether version e, held here, is its key's newest
+// (the persister's check, confirmHeld, for a read): once confirmed it is
+// remembered under the ring in force, which makes this node the one that
+// numbers the key's next version. superseded: a newer one is held
+// elsewhere. When the members cannot all be asked, e is taken as settled
+// for this read, not remembered.
+func (s *Server) heldSettled(ctx context.Context, e writeback.Entry) (superseded bool) {
+	r := s.currentRing()
+	if r == nil || s.numberedHere(r, e) || s.confirmed.has(r.Epoch(), adoptedKey(e)) {
+		return false
+	}
+	superseded, err := s.confirmHeld(ctx, e)
+	if err == nil && !superseded {
+		s.confirmed.add(r.Epoch(), adoptedKey(e))
+	}
+	return superseded
+}
+
+// confirmedVersions are the held versions confirmed to be their key's
+// newest under one ring epoch (heldSettled); a new epoch forgets them.
+type confirmedVersions struct {
+	mu    sync.Mutex
+	epoch int64
+	keys  map[string]bool
+}
+
+// maxConfirmed bounds confirmedVersions: past it they are forgotten (and
+// asked about again) rather than grow without end.
+const maxConfirmed = 1 << 16
+
+func (c *confirmedVersions) has(epoch int64, key string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.epoch == epoch && c.keys[key]
+}
+
+func (c *confirmedVersions) add(epoch int64, key string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.epoch != epoch || len(c.keys) >= maxConfirmed {
+		c.epoch, c.keys = epoch, map[string]bool{}
+	}
+	c.keys[key] = true
 }
 
 // heldWitnesses are the members other than this node that would hold a

@@ -39,7 +39,8 @@ func (s *Server) resolveMeta(ctx context.Context, c caller, o chunk.Object, forc
 		return m, false, err
 	}
 	owned := s.ownsMeta(o)
-	if m, ok, err := s.heldMetaOf(o); ok {
+	m, ok, superseded, err := s.heldMetaOf(ctx, o)
+	if ok {
 		return m, owned, err
 	}
 	cached, err := s.store.GetMeta(o)
@@ -47,7 +48,7 @@ func (s *Server) resolveMeta(ctx context.Context, c caller, o chunk.Object, forc
 	if err != nil && !errors.Is(err, store.ErrNotFound) {
 		s.metrics.StoreFailures.WithLabelValues("get_meta", "error").Inc()
 	}
-	if have && !force && s.fresh(cached) {
+	if have && !force && !superseded && s.fresh(cached) {
 		return cached, owned, nil
 	}
 	// A held key this node holds no version of: another member may (S3

@@ -162,6 +162,9 @@ type Server struct {
 	// ringSeen: since when this node has known the ring in force
 	// (numberedHere, held_confirm.go).
 	ringSeen ringSeen
+	// confirmed: held versions confirmed newest under the ring in force
+	// (heldSettled).
+	confirmed confirmedVersions
 }
 
 // withRingEpoch stamps every answer with the ring epoch, so clients notice a
