@@ -1,6 +1,7 @@
 package s3proxy
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -10,6 +11,10 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 )
 
 // Kind is a kind of fault.
@@ -248,6 +253,76 @@ func (p *Proxy) IgnoreIfMatch(presign func(path string) (string, error)) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.ignoreIfM = presign
+}
+
+// ConditionalDeletes makes the proxy honour If-Match on DELETE as AWS S3
+// does (on general purpose buckets, since September 2025) and MinIO does
+// not: a DELETE whose If-Match is not the object's current ETag is
+// answered 412 PreconditionFailed, one of a missing object 404 NoSuchKey,
+// and only the others are forwarded. head reports the object's current
+// ETag at the target (the proxy holds no credentials). The writes of a key
+// through the proxy (PUT, POST, DELETE) are forwarded one at a time, so a
+// DELETE's look and the DELETE are one step for them. nil turns it off.
+func (p *Proxy) ConditionalDeletes(head func(ctx context.Context, path string) (etag string, ok bool, err error)) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.condDel = head
+}
+
+// HeadWith is a head for ConditionalDeletes that asks c (a client of the
+// target itself) for the object of a path-style /bucket/key.
+func HeadWith(c *s3.Client) func(ctx context.Context, path string) (etag string, ok bool, err error) {
+	return func(ctx context.Context, path string) (string, bool, error) {
+		b, k, _ := strings.Cut(strings.TrimPrefix(path, "/"), "/")
+		out, err := c.HeadObject(ctx, &s3.HeadObjectInput{Bucket: &b, Key: &k})
+		var nf *types.NotFound
+		if errors.As(err, &nf) {
+			return "", false, nil
+		}
+		if err != nil {
+			return "", false, err
+		}
+		return aws.ToString(out.ETag), true, nil
+	}
+}
+
+// lockPath serializes the writes of path (ConditionalDeletes) and returns
+// the unlock.
+func (p *Proxy) lockPath(path string) func() {
+	p.mu.Lock()
+	if p.pathLocks == nil {
+		p.pathLocks = map[string]*sync.Mutex{}
+	}
+	l := p.pathLocks[path]
+	if l == nil {
+		l = &sync.Mutex{}
+		p.pathLocks[path] = l
+	}
+	p.mu.Unlock()
+	l.Lock()
+	return l.Unlock
+}
+
+// deleteMatches answers a conditional DELETE whose condition fails, as
+// AWS S3 does, and reports whether it is to be forwarded.
+func (p *Proxy) deleteMatches(w *statusWriter, r *http.Request, head func(context.Context, string) (string, bool, error)) bool {
+	want := r.Header.Get("If-Match")
+	if want == "" {
+		return true
+	}
+	etag, ok, err := head(r.Context(), r.URL.Path)
+	switch {
+	case err != nil:
+		w.WriteHeader(http.StatusBadGateway)
+		return false
+	case !ok:
+		writeS3Error(w, r, fault{status: http.StatusNotFound, code: "NoSuchKey"})
+		return false
+	case strings.Trim(etag, `"`) != strings.Trim(want, `"`):
+		writeS3Error(w, r, fault{status: http.StatusPreconditionFailed, code: "PreconditionFailed"})
+		return false
+	}
+	return true
 }
 
 // statusWriter records the status written, and calls release just before

@@ -60,6 +60,8 @@ type Proxy struct {
 	gen       int // Reset count: a request answered after a Reset is not in the new log
 	before    func(Record)
 	ignoreIfM func(path string) (string, error)
+	condDel   func(ctx context.Context, path string) (etag string, ok bool, err error)
+	pathLocks map[string]*sync.Mutex // ConditionalDeletes
 	start     time.Time
 }
 
@@ -157,6 +159,7 @@ func (p *Proxy) Reset() {
 	p.log = nil
 	p.before = nil
 	p.ignoreIfM = nil
+	p.condDel = nil
 }
 
 // FailNext makes the next n requests fail with status and an S3 XML error
@@ -204,7 +207,7 @@ func (p *Proxy) serve(w http.ResponseWriter, r *http.Request) {
 	rec.Fault = injected
 	idx, gen := len(p.log), p.gen
 	p.log = append(p.log, rec)
-	before, ignoreIfMatch := p.before, p.ignoreIfM
+	before, ignoreIfMatch, condDel := p.before, p.ignoreIfM, p.condDel
 	p.mu.Unlock()
 	release := sync.OnceFunc(func() {
 		p.mu.Lock()
@@ -243,6 +246,12 @@ func (p *Proxy) serve(w http.ResponseWriter, r *http.Request) {
 	if ignoreIfMatch != nil && r.Method == http.MethodGet && r.Header.Get("If-Match") != "" {
 		p.forwardIgnoringIfMatch(sw, r, ignoreIfMatch)
 		return
+	}
+	if condDel != nil && (r.Method == http.MethodPut || r.Method == http.MethodPost || r.Method == http.MethodDelete) {
+		defer p.lockPath(r.URL.Path)()
+		if r.Method == http.MethodDelete && !p.deleteMatches(sw, r, condDel) {
+			return
+		}
 	}
 	p.rp.ServeHTTP(sw, r)
 }

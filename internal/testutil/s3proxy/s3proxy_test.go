@@ -214,3 +214,42 @@ func TestDelayRule(t *testing.T) {
 		t.Errorf("a request delayed by 200ms took %v", took)
 	}
 }
+
+// With ConditionalDeletes, a DELETE with If-Match is applied only to the
+// ETag it names, as AWS S3 does: another ETag is refused 412, a missing
+// object 404, and the object stays; the matching one is deleted. MinIO
+// alone deletes in every case.
+func TestConditionalDeletes(t *testing.T) {
+	srv := miniotest.Start(t)
+	srv.CreateBucket(t, "bkt")
+	direct := srv.Client(t)
+	p := s3proxy.New(t, srv.Endpoint)
+	p.ConditionalDeletes(s3proxy.HeadWith(direct))
+	c := testutil.S3Client(p.URL(), srv.AccessKey, srv.SecretKey)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	bkt, key := aws.String("bkt"), aws.String("k")
+	put, err := c.PutObject(ctx, &s3.PutObjectInput{Bucket: bkt, Key: key, Body: strings.NewReader("v1")})
+	testutil.Must(t, err)
+	status := func(err error) int {
+		var re *smithyhttp.ResponseError
+		if errors.As(err, &re) {
+			return re.HTTPStatusCode()
+		}
+		return 0
+	}
+	_, err = c.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: bkt, Key: key, IfMatch: aws.String(`"0123456789abcdef0123456789abcdef"`)})
+	if status(err) != http.StatusPreconditionFailed {
+		t.Fatalf("DELETE with another ETag: %v; want 412", err)
+	}
+	if _, err := direct.HeadObject(ctx, &s3.HeadObjectInput{Bucket: bkt, Key: key}); err != nil {
+		t.Fatalf("the object is gone after a refused DELETE: %v", err)
+	}
+	if _, err := c.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: bkt, Key: key, IfMatch: put.ETag}); err != nil {
+		t.Fatalf("DELETE with the object's ETag: %v", err)
+	}
+	_, err = c.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: bkt, Key: key, IfMatch: put.ETag})
+	if status(err) != http.StatusNotFound {
+		t.Fatalf("DELETE with If-Match of a missing object: %v; want 404", err)
+	}
+}
