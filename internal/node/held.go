@@ -394,28 +394,39 @@ func (s *Server) heldMetaFromPeers(ctx context.Context, c caller, o chunk.Object
 // and returns the first (in members' order) that holds one; failed: how
 // many did not answer.
 func (s *Server) heldMetaOfAny(ctx context.Context, c caller, o chunk.Object, members []ring.Member) (m chunk.Meta, ok bool, failed int, err error) {
-	answers := make([][]writeback.Entry, len(members))
-	errs := make([]error, len(members))
-	var wg sync.WaitGroup
-	for i, mem := range members {
-		wg.Go(func() {
-			es, err := s.peers.listHeld(ctx, mem, c.tenant.Name, o.Bucket, o.Key)
-			result := "ok"
-			if err != nil {
-				result = "error"
-			}
-			s.metrics.PeerRequests.WithLabelValues("held_meta", result).Inc()
-			answers[i], errs[i] = es, err
-		})
-	}
-	wg.Wait()
+	newest, errs := s.newestHeld(ctx, c.tenant.Name, o, members, "held_meta")
 	for _, err := range errs {
 		if err != nil {
 			failed++
 		}
 	}
-	// The newest version any of them holds: one may have kept an older
-	// copy across a restart while the others took a newer write.
+	if newest == nil {
+		return m, false, failed, nil
+	}
+	m, err = heldAnswer(*newest, s.cfg.Now())
+	return m, true, 0, err
+}
+
+// newestHeld asks members' journals, all at once, for their held version
+// of o (counted as peer requests of kind), and returns the newest any of
+// them holds (nil: none; one may have kept an older copy across a restart
+// while the others took a newer write) and each member's error.
+func (s *Server) newestHeld(ctx context.Context, tenant string, o chunk.Object, members []ring.Member, kind string) (*writeback.Entry, []error) {
+	answers := make([][]writeback.Entry, len(members))
+	errs := make([]error, len(members))
+	var wg sync.WaitGroup
+	for i, mem := range members {
+		wg.Go(func() {
+			es, err := s.peers.listHeld(ctx, mem, tenant, o.Bucket, o.Key)
+			result := "ok"
+			if err != nil {
+				result = "error"
+			}
+			s.metrics.PeerRequests.WithLabelValues(kind, result).Inc()
+			answers[i], errs[i] = es, err
+		})
+	}
+	wg.Wait()
 	var newest *writeback.Entry
 	for _, es := range answers {
 		for i, e := range es {
@@ -424,11 +435,7 @@ func (s *Server) heldMetaOfAny(ctx context.Context, c caller, o chunk.Object, me
 			}
 		}
 	}
-	if newest == nil {
-		return m, false, failed, nil
-	}
-	m, err = heldAnswer(*newest, s.cfg.Now())
-	return m, true, 0, err
+	return newest, errs
 }
 
 // handOutHeld caches a held write's leading chunks at their owners (up to

@@ -35,23 +35,8 @@ func (s *Server) confirmHeld(ctx context.Context, e writeback.Entry) (superseded
 		return false, nil
 	}
 	asked := s.heldWitnesses(r, e)
-	errs := make([]error, len(asked))
-	newer := make([]bool, len(asked))
-	var wg sync.WaitGroup
-	for i, m := range asked {
-		wg.Go(func() {
-			es, err := s.peers.listHeld(ctx, m, e.Tenant, e.Bucket, e.Key)
-			result := "ok"
-			if err != nil {
-				result = "error"
-			}
-			s.metrics.PeerRequests.WithLabelValues("held_confirm", result).Inc()
-			errs[i] = err
-			newer[i] = slices.ContainsFunc(es, func(t writeback.Entry) bool { return t.Key == e.Key && t.Version > e.Version })
-		})
-	}
-	wg.Wait()
-	if slices.Contains(newer, true) {
+	newest, errs := s.newestHeld(ctx, e.Tenant, heldObject(e.Name), asked, "held_confirm")
+	if newest != nil && newest.Version > e.Version {
 		return true, nil
 	}
 	listed := r.Members()
