@@ -165,6 +165,8 @@ type Server struct {
 	// confirmed: held versions confirmed newest under the ring in force
 	// (heldSettled).
 	confirmed confirmedVersions
+	// metaTrust: since when cached metadata may be trusted (fresh).
+	metaTrust metaTrust
 }
 
 // withRingEpoch stamps every answer with the ring epoch, so clients notice a
@@ -247,6 +249,10 @@ func New(cfg Config, st Store, be Backend, tenants Tenants, m *metrics.Node, log
 		chunkSizeValue: []string{strconv.FormatInt(cfg.ChunkSize, 10)},
 		chunkBufs:      newChunkBufs(cfg.ChunkSize, int(min(cfg.WriteCacheBytes/cfg.ChunkSize, keptChunkBufs)))}
 	s.heldS3 = s.newHeldS3()
+	s.metaTrust.started = cfg.Now()
+	if r := s.currentRing(); r != nil {
+		s.metaTrust.since(r, cfg.Now)
+	}
 	if cfg.Journal != nil {
 		s.ringSeen.started = cfg.Journal.NextVersion()
 	}
