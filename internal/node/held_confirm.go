@@ -20,8 +20,10 @@ import (
 // the delete keep it as a tombstone for writeback.TombstoneLife (the one
 // that persisted it, and the others, Journal.Applied), so they can tell.
 
-// confirmHeld reports whether a newer version of e's key is held by one of
-// the members that would hold it (superseded: e must not be sent). A node
+// confirmHeld returns the newest version of e's key held by one of the
+// members that would hold it, when newer than e (e must not be sent; nil:
+// none is). The persister asks again once S3 has e, to undo it if a newer
+// delete was applied meanwhile. A node
 // that numbered e itself, in this process, under the ring in force, has
 // seen every version of the key (it numbers them) and asks nobody. Any
 // other asks, all at once: the key's first members in placement order (as
@@ -29,23 +31,23 @@ import (
 // the previous membership, and e's other holders the ring still lists. A
 // member of the ring in force that does not answer fails the check: it may
 // be the one keeping the delete, so e waits (the persister retries).
-func (s *Server) confirmHeld(ctx context.Context, e writeback.Entry) (superseded bool, err error) {
+func (s *Server) confirmHeld(ctx context.Context, e writeback.Entry) (newer *writeback.Entry, err error) {
 	r := s.currentRing()
 	if r == nil || s.numberedHere(r, e) {
-		return false, nil
+		return nil, nil
 	}
 	asked := s.heldWitnesses(r, e)
 	newest, errs := s.newestHeld(ctx, e.Tenant, heldObject(e.Name), asked, "held_confirm")
 	if newest != nil && newest.Version > e.Version {
-		return true, nil
+		return newest, nil
 	}
 	listed := r.Members()
 	for i, m := range asked {
 		if errs[i] != nil && slices.ContainsFunc(listed, func(l ring.Member) bool { return l.Name == m.Name }) {
-			return false, fmt.Errorf("member %s: %w", m.Name, errs[i])
+			return nil, fmt.Errorf("member %s: %w", m.Name, errs[i])
 		}
 	}
-	return false, nil // members gone from the ring took what they held with them, or handed it on
+	return nil, nil // members gone from the ring took what they held with them, or handed it on
 }
 
 // heldSettled reports whether version e, held here, is its key's newest
@@ -59,11 +61,11 @@ func (s *Server) heldSettled(ctx context.Context, e writeback.Entry) (superseded
 	if r == nil || s.numberedHere(r, e) || s.confirmed.has(r.Epoch(), adoptedKey(e)) {
 		return false
 	}
-	superseded, err := s.confirmHeld(ctx, e)
-	if err == nil && !superseded {
+	newer, err := s.confirmHeld(ctx, e)
+	if err == nil && newer == nil {
 		s.confirmed.add(r.Epoch(), adoptedKey(e))
 	}
-	return superseded
+	return newer != nil
 }
 
 // confirmedVersions are the held versions confirmed to be their key's

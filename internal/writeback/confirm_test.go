@@ -24,16 +24,18 @@ func TestConfirmKeepsSupersededVersionsFromS3(t *testing.T) {
 	pending := put(t, j, "pending", []byte("the newest version, its witness down at first"))
 	var asked atomic.Int32
 	run(t, &Persister{Journal: j, S3: e.backend, MinBackoff: 10 * time.Millisecond,
-		Confirm: func(_ context.Context, en Entry) (bool, error) {
+		Confirm: func(_ context.Context, en Entry) (*Entry, error) {
 			switch en.Key {
 			case stale.Key:
-				return true, nil
+				newer := en
+				newer.Version++
+				return &newer, nil
 			case pending.Key:
 				if asked.Add(1) < 3 {
-					return false, errors.New("a witness did not answer")
+					return nil, errors.New("a witness did not answer")
 				}
 			}
-			return false, nil
+			return nil, nil
 		}})
 	drained(t, j, time.Minute)
 	if got := e.object(t, stale.Key); got != nil {
@@ -42,8 +44,8 @@ func TestConfirmKeepsSupersededVersionsFromS3(t *testing.T) {
 	if got := e.object(t, pending.Key); string(got) != "the newest version, its witness down at first" {
 		t.Fatalf("MinIO holds %q for the version confirmed after two failed checks", got)
 	}
-	if n := asked.Load(); n != 3 {
-		t.Fatalf("Confirm asked %d times about the pending version; want 3 (two failures, then the answer)", n)
+	if n := asked.Load(); n != 4 {
+		t.Fatalf("Confirm asked %d times about the pending version; want 4 (two failures, the answer, and once more when MinIO had it)", n)
 	}
 	if _, ok := j.Get(stale.Name); ok {
 		t.Fatal("the journal still holds the superseded version")
@@ -133,5 +135,42 @@ func TestUploadOvertakenByADeleteIsUndone(t *testing.T) {
 	}
 	if n := persisted.Load(); n != 0 {
 		t.Fatalf("Persisted was told of %d versions; want none (the upload was undone)", n)
+	}
+}
+
+// Once S3 has an upload, Confirm is asked again: a delete of the key that
+// another holder applied while the upload was under way (S3 had nothing
+// for it to delete, and this node is not among its holders, so Applied
+// never reaches it) deletes the upload again; a newer put leaves it, its
+// own upload replacing it.
+func TestUploadOvertakenByADeleteElsewhereIsUndone(t *testing.T) {
+	e := newS3(t)
+	j, err := Open(t.TempDir(), 1<<30)
+	testutil.Must(t, err)
+	deleted := put(t, j, "deleted-elsewhere", []byte("version 1, deleted elsewhere meanwhile"))
+	overwritten := put(t, j, "overwritten-elsewhere", []byte("version 1, overwritten elsewhere meanwhile"))
+	var asked sync.Map
+	var persisted atomic.Int32
+	run(t, &Persister{Journal: j, S3: e.backend, Persisted: func(Entry, string) { persisted.Add(1) },
+		Confirm: func(_ context.Context, en Entry) (*Entry, error) {
+			if _, again := asked.LoadOrStore(en.Key, true); !again {
+				return nil, nil // before the upload: nothing newer yet
+			}
+			newer := en
+			newer.Version++
+			if en.Key == deleted.Key {
+				newer.Op, newer.Size, newer.Done = OpDelete, 0, true
+			}
+			return &newer, nil
+		}})
+	drained(t, j, time.Minute)
+	if got := e.object(t, deleted.Key); got != nil {
+		t.Fatalf("MinIO holds %q, an upload a delete elsewhere overtook", got)
+	}
+	if got := e.object(t, overwritten.Key); string(got) != "version 1, overwritten elsewhere meanwhile" {
+		t.Fatalf("MinIO holds %q for the version a newer put follows; want it left for that put to replace", got)
+	}
+	if n := persisted.Load(); n != 0 {
+		t.Fatalf("Persisted was told of %d versions; want none (both have a newer version elsewhere)", n)
 	}
 }

@@ -71,12 +71,16 @@ type Persister struct {
 	Persisted func(e Entry, etag string)
 	// Confirm, when set, is asked before a version is sent whether a newer
 	// version of its key, or a delete S3 applied, is known elsewhere
-	// (superseded: the version is dropped, never sent). S3 keeps no trace
-	// of a delete, so a copy that missed one (its node was down, or could
-	// not be copied to) would otherwise bring the key back once its
-	// node persists it; only the other holders can tell. An error leaves
+	// (newer, nil when none: the version is dropped, never sent). S3 keeps
+	// no trace of a delete, so a copy that missed one (its node was down,
+	// or could not be copied to) would otherwise bring the key back once
+	// its node persists it; only the other holders can tell. It is asked
+	// again once S3 has the version: a newer delete may have been applied
+	// while the upload was under way, by a holder that found S3 as this
+	// one's look did (nothing to delete), and S3 then keeps the older
+	// version for good unless it is deleted again (undo). An error leaves
 	// the version for a retry after its backoff.
-	Confirm func(ctx context.Context, e Entry) (superseded bool, err error)
+	Confirm func(ctx context.Context, e Entry) (newer *Entry, err error)
 	// Observe, when set, is told of every attempt.
 	Observe func(op Op, err error, took time.Duration)
 	Workers int // uploads at once (default DefaultWorkers)
@@ -149,18 +153,16 @@ func (p *Persister) owns(e Entry) bool { return p.Owns == nil || p.Owns(e) }
 // persist sends one version to S3 and reports the outcome to the journal.
 func (p *Persister) persist(ctx context.Context, e *Entry) {
 	if p.Confirm != nil {
-		superseded, err := p.Confirm(ctx, *e)
-		if err != nil {
-			if ctx.Err() == nil && p.Log != nil {
-				p.Log.Warn("write-back: cannot confirm that no newer version of the key is held elsewhere; retrying with backoff", "object", e.String(), "op", e.Op, "err", err)
-			}
-			p.Journal.failed(e, p.backoff)
+		newer, ok := p.confirm(ctx, e)
+		if !ok {
 			return
 		}
-		if superseded {
+		if newer != nil {
 			if p.Log != nil {
-				p.Log.Info("write-back: a newer version of the key is held elsewhere: this one is dropped, not persisted", "object", e.String())
+				p.Log.Info("write-back: a newer version of the key is held elsewhere: this one is dropped, not persisted", "object", e.String(), "newer", newer.String())
 			}
+			// An earlier attempt may have left this version in S3.
+			p.undo(ctx, e, *newer)
 			p.Journal.persisted(e) // the newer version is its holders' to send
 			return
 		}
@@ -195,10 +197,35 @@ func (p *Persister) persist(ctx context.Context, e *Entry) {
 		p.Journal.persisted(e)
 		return
 	}
+	if p.Confirm != nil {
+		newer, ok := p.confirm(ctx, e)
+		if !ok {
+			return // the next attempt finds e in S3 and asks again
+		}
+		if newer != nil {
+			p.undo(ctx, e, *newer)
+			p.Journal.persisted(e)
+			return
+		}
+	}
 	if p.Persisted != nil {
 		p.Persisted(*e, etag)
 	}
 	p.Journal.persisted(e)
+}
+
+// confirm asks Confirm about e; ok=false: it could not answer, and e waits
+// for its backoff.
+func (p *Persister) confirm(ctx context.Context, e *Entry) (newer *Entry, ok bool) {
+	newer, err := p.Confirm(ctx, *e)
+	if err != nil {
+		if ctx.Err() == nil && p.Log != nil {
+			p.Log.Warn("write-back: cannot confirm that no newer version of the key is held elsewhere; retrying with backoff", "object", e.String(), "op", e.Op, "err", err)
+		}
+		p.Journal.failed(e, p.backoff)
+		return nil, false
+	}
+	return newer, true
 }
 
 // maxLooks is how many times in a row persist looks at S3 again when it
@@ -245,20 +272,26 @@ func (p *Persister) send(ctx context.Context, e *Entry, look bool) (etag string,
 	return "", false, p.S3.Delete(ctx, *e, seen)
 }
 
-// undo deletes upload e from S3 again: while it was under way, another
-// holder applied delete del of the key (around a ring change two holders
-// may each take themselves for the one to persist), which S3 forgets, so
-// the upload that landed after it would bring the key back for good. Only
-// e itself is deleted (its version, as S3 holds it, and If-Match on its
-// ETag): anything newer that S3 holds by then stays. A failure is logged;
-// the tombstone keeps reads right meanwhile.
-func (p *Persister) undo(ctx context.Context, e *Entry, del Entry) {
+// undo deletes upload e from S3 again when newer is a delete: while it
+// was under way, another holder applied that delete of the key (around a
+// ring change two holders may each take themselves for the one to
+// persist), which S3 forgets, so the upload that landed after it would
+// bring the key back for good. Only e itself is deleted (its version, as
+// S3 holds it, and If-Match on its ETag): anything newer that S3 holds by
+// then stays. A newer put needs nothing: its own upload replaces e. A
+// failure is logged; the tombstone keeps reads right meanwhile.
+func (p *Persister) undo(ctx context.Context, e *Entry, newer Entry) {
+	if e.Op != OpPut || newer.Op != OpDelete {
+		return
+	}
 	seen, err := p.S3.Version(ctx, *e)
 	if err == nil && seen.Exists && seen.Version == e.Version {
-		err = p.S3.Delete(ctx, del, seen)
+		if err = p.S3.Delete(ctx, newer, seen); err == nil && p.Log != nil {
+			p.Log.Info("write-back: a newer delete of the key was applied while this version was on its way to S3: deleted it again", "object", e.String(), "delete", newer.String())
+		}
 	}
 	if err != nil && p.Log != nil {
-		p.Log.Warn("write-back: cannot delete an upload a delete overtook", "object", e.String(), "delete", del.String(), "err", err)
+		p.Log.Warn("write-back: cannot delete an upload a delete overtook", "object", e.String(), "delete", newer.String(), "err", err)
 	}
 }
 
