@@ -467,16 +467,21 @@ func (e *env) newCluster(t *testing.T, n int, args ...string) *cluster {
 		nd.api, nd.ops = freeport.Addr(t), freeport.Addr(t)
 		c.nodes = append(c.nodes, nd)
 	}
-	c.writeRing(t, 1, c.nodes)
+	c.writeRing(t, 1, c.nodes, nil)
 	return c
 }
 
-// writeRing writes the ring file: epoch, of members.
-func (c *cluster) writeRing(t *testing.T, epoch int64, members []*node) {
+// writeRing writes the ring file: epoch, of members, draining one of them
+// (or none).
+func (c *cluster) writeRing(t *testing.T, epoch int64, members []*node, draining *node) {
 	t.Helper()
 	var ms []ring.Member
 	for _, n := range members {
-		ms = append(ms, ring.Member{Name: n.name, Address: n.api, Weight: 100, State: ring.StateActive})
+		state := ring.StateActive
+		if n == draining {
+			state = ring.StateDraining
+		}
+		ms = append(ms, ring.Member{Name: n.name, Address: n.api, Weight: 100, State: state})
 	}
 	r, err := ring.New(ring.Spec{Epoch: epoch, Zone: "test", Hash: ring.HashParams{Algorithm: ring.AlgorithmRendezvousXXHash64}, Members: ms})
 	if err != nil {
@@ -500,8 +505,21 @@ func (c *cluster) writeRing(t *testing.T, epoch int64, members []*node) {
 // running node routes by it.
 func (c *cluster) publish(t *testing.T, members ...*node) {
 	t.Helper()
+	c.publishRing(t, members, nil)
+}
+
+// publishDraining makes every node the ring, n marked draining as the
+// operator marks the pods a scale-down removes, and waits until every
+// running node routes by it.
+func (c *cluster) publishDraining(t *testing.T, n *node) {
+	t.Helper()
+	c.publishRing(t, c.nodes, n)
+}
+
+func (c *cluster) publishRing(t *testing.T, members []*node, draining *node) {
+	t.Helper()
 	epoch := c.ring.Epoch() + 1
-	c.writeRing(t, epoch, members)
+	c.writeRing(t, epoch, members, draining)
 	deadline := time.Now().Add(readyTimeout)
 	for _, n := range c.nodes {
 		for n.running() {

@@ -3,6 +3,7 @@ package processfaults_test
 import (
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/distcache/distcache/internal/testutil/s3proxy"
 )
@@ -13,9 +14,11 @@ import (
 // then a node drawn at random goes (churnEvents: killed with SIGKILL or
 // stopped with SIGTERM and left out of the ring, as the operator leaves
 // out a pod that is not Ready, or killed and restarted at once, still in
-// the ring), the writers go on against the others, which must read every
-// key as last acknowledged, and the node comes back into the ring with its
-// disk, its copies now stale or superseded in part. Once S3 takes writes at
+// the ring; or drained, removed from the ring once it holds nothing and
+// stopped, as a scale-down removes a pod), the writers go on against the
+// others, which must read every key as last acknowledged, and the node
+// comes back into the ring with its disk (a scale-up reuses the pod's
+// volume), its copies now stale or superseded in part. Once S3 takes writes at
 // full speed, MinIO must end with the last acknowledged operation of every
 // key, byte-exact (a checker over the history), every node must read them
 // so, and no node may hold anything dirty.
@@ -36,10 +39,17 @@ func TestWriteBackThroughRingChurn(t *testing.T) {
 		ev := churnEvents[rng.IntN(len(churnEvents))]
 		what := fmt.Sprintf("round %d, %s %s", round, victim.name, ev.name)
 		t.Log(what)
-		ev.leave(victim, t)
-		if ev.restartAtOnce {
+		switch {
+		case ev.drain:
+			c.publishDraining(t, victim)
+			victim.waitHoldsNothing(t, what)
+			c.publish(t, c.except(victim)...)
+			ev.leave(victim, t)
+		case ev.restartAtOnce:
+			ev.leave(victim, t)
 			c.start(t)
-		} else {
+		default:
+			ev.leave(victim, t)
 			c.publish(t, c.except(victim)...)
 		}
 		retries += wbWorkload(t, c, h, rng, 2*round+1)
@@ -72,10 +82,29 @@ var churnEvents = []struct {
 	name          string
 	leave         func(*node, *testing.T)
 	restartAtOnce bool // back at once, never out of the ring
+	drain         bool // drained and out of the ring before it leaves
 }{
 	{name: "killed (SIGKILL) and left out of the ring", leave: (*node).kill9},
 	{name: "stopped (SIGTERM) and left out of the ring", leave: (*node).stop},
 	{name: "killed (SIGKILL) and restarted at once in the ring", leave: (*node).kill9, restartAtOnce: true},
+	{name: "drained until it holds nothing, left out of the ring and stopped (SIGTERM)", leave: (*node).stop, drain: true},
+}
+
+// waitHoldsNothing waits until n keeps no held version: a draining member
+// hands every one it keeps to the members that keep it now.
+func (n *node) waitHoldsNothing(t *testing.T, what string) {
+	t.Helper()
+	deadline := time.Now().Add(wbPersistTimeout)
+	for {
+		held := n.metrics(t).Sum("distcache_writeback_objects")
+		if held == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: %s still holds %v versions %v after it was marked draining\n%s", what, n.name, held, wbPersistTimeout, n.logs.tail(16<<10))
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
 }
 
 // wbChurnRounds bounds TestWriteBackThroughRingChurn's rounds: each takes
