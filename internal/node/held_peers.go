@@ -246,12 +246,28 @@ func (s *Server) HeldPersisted(e writeback.Entry, etag string) {
 			s.storeFailed("put_meta", err)
 		}
 	}
+	s.dropOtherCopies(ctx, c, e)
+}
+
+// HeldSuperseded is writeback.Persister.Superseded: version e, not sent
+// (or undone), is superseded by a newer one held elsewhere; its other
+// holders drop their copies rather than send them later.
+func (s *Server) HeldSuperseded(e writeback.Entry) {
+	t, ok := s.tenants.Current().Tenant(e.Tenant)
+	if !ok {
+		return
+	}
+	s.dropOtherCopies(context.Background(), caller{tenant: t}, e)
+}
+
+// dropOtherCopies tells the other holders of e that it is done with: the
+// holders it was written to, and those the ring wants now (a handoff may
+// have copied it there meanwhile). A delete is kept there as a tombstone.
+func (s *Server) dropOtherCopies(ctx context.Context, c caller, e writeback.Entry) {
 	r := s.currentRing()
 	if r == nil {
 		return
 	}
-	// The holders the version was written to, and those the ring wants
-	// now (a handoff may have copied it there meanwhile).
 	for _, h := range slices.Compact(slices.Sorted(slices.Values(append(slices.Clone(e.Holders), wantedHolders(r, e)...)))) {
 		if h != s.cfg.Self {
 			s.dropHeldAt(ctx, r, c, h, e, true)

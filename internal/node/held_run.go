@@ -19,7 +19,7 @@ func (s *Server) RunHeld(ctx context.Context) {
 	if j == nil {
 		return
 	}
-	p := &writeback.Persister{Journal: j, S3: s.heldS3, Owns: s.PersistsHeld, Persisted: s.HeldPersisted, Confirm: s.confirmHeld, Log: s.log,
+	p := &writeback.Persister{Journal: j, S3: s.heldS3, Owns: s.PersistsHeld, Persisted: s.HeldPersisted, Superseded: s.HeldSuperseded, Confirm: s.confirmHeld, Log: s.log,
 		Workers: s.cfg.PersistUploads, Yield: s.cfg.PersistYield, MaxYield: s.cfg.PersistMaxYield,
 		Observe: func(op writeback.Op, err error, took time.Duration) {
 			if m := s.cfg.HeldMetrics; m != nil {

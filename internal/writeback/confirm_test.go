@@ -150,8 +150,9 @@ func TestUploadOvertakenByADeleteElsewhereIsUndone(t *testing.T) {
 	deleted := put(t, j, "deleted-elsewhere", []byte("version 1, deleted elsewhere meanwhile"))
 	overwritten := put(t, j, "overwritten-elsewhere", []byte("version 1, overwritten elsewhere meanwhile"))
 	var asked sync.Map
-	var persisted atomic.Int32
+	var persisted, superseded atomic.Int32
 	run(t, &Persister{Journal: j, S3: e.backend, Persisted: func(Entry, string) { persisted.Add(1) },
+		Superseded: func(Entry) { superseded.Add(1) },
 		Confirm: func(_ context.Context, en Entry) (*Entry, error) {
 			if _, again := asked.LoadOrStore(en.Key, true); !again {
 				return nil, nil // before the upload: nothing newer yet
@@ -172,5 +173,8 @@ func TestUploadOvertakenByADeleteElsewhereIsUndone(t *testing.T) {
 	}
 	if n := persisted.Load(); n != 0 {
 		t.Fatalf("Persisted was told of %d versions; want none (both have a newer version elsewhere)", n)
+	}
+	if n := superseded.Load(); n != 2 {
+		t.Fatalf("Superseded was told of %d versions; want 2 (their other holders must drop their copies)", n)
 	}
 }

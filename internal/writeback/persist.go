@@ -69,6 +69,11 @@ type Persister struct {
 	// before the journal drops it: the node caches it as an ordinary
 	// object and tells the other holders.
 	Persisted func(e Entry, etag string)
+	// Superseded, when set, is called when version e is let go because a
+	// newer version of its key is held elsewhere (Confirm): the node tells
+	// the other holders of e to drop their copies, which they would
+	// otherwise send in turn, late.
+	Superseded func(e Entry)
 	// Confirm, when set, is asked before a version is sent whether a newer
 	// version of its key, or a delete S3 applied, is known elsewhere
 	// (newer, nil when none: the version is dropped, never sent). S3 keeps
@@ -163,7 +168,7 @@ func (p *Persister) persist(ctx context.Context, e *Entry) {
 			}
 			// An earlier attempt may have left this version in S3.
 			p.undo(ctx, e, *newer)
-			p.Journal.persisted(e) // the newer version is its holders' to send
+			p.superseded(e) // the newer version is its holders' to send
 			return
 		}
 	}
@@ -204,12 +209,20 @@ func (p *Persister) persist(ctx context.Context, e *Entry) {
 		}
 		if newer != nil {
 			p.undo(ctx, e, *newer)
-			p.Journal.persisted(e)
+			p.superseded(e)
 			return
 		}
 	}
 	if p.Persisted != nil {
 		p.Persisted(*e, etag)
+	}
+	p.Journal.persisted(e)
+}
+
+// superseded lets e go: a newer version of its key is held elsewhere.
+func (p *Persister) superseded(e *Entry) {
+	if p.Superseded != nil {
+		p.Superseded(*e)
 	}
 	p.Journal.persisted(e)
 }
