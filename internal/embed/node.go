@@ -406,6 +406,7 @@ func (n *Node) newServer() error {
 		go func() { defer close(held); n.srv.RunHeld(n.ctx) }()
 		n.onClose(func() { <-held }) // before the store closes
 	}
+	go n.srv.FollowRing(n.ctx)
 	return nil
 }
 

@@ -68,7 +68,13 @@ type change struct {
 	tenant string
 	obj    nodeapi.ObjectName
 	all    bool // everything the tenant's clients keep (Revoke)
+	// everyone: everything every client keeps, whatever its tenant
+	// (ResetAll).
+	everyone bool
 }
+
+// of reports whether c concerns the clients of tenant.
+func (c change) of(tenant string) bool { return c.everyone || c.tenant == tenant }
 
 // watcher is one client polling this node.
 type watcher struct {
@@ -148,7 +154,7 @@ func (l *Log) Changes(tenant, bucket, key string, since uint64) (n int, known bo
 	}
 	obj := nodeapi.ObjectName{Bucket: bucket, Key: key}
 	for _, c := range l.after(since) {
-		if c.tenant == tenant && (c.all || c.obj == obj) {
+		if c.of(tenant) && (c.all || c.everyone || c.obj == obj) {
 			n++
 		}
 	}
@@ -161,6 +167,15 @@ func (l *Log) Changes(tenant, bucket, key string, since uint64) (n int, known bo
 // removed or changed (its buckets, policies, credentials).
 func (l *Log) Revoke(ctx context.Context, tenant string) (lapsed int, err error) {
 	return l.Await(ctx, tenant, l.record(change{tenant: tenant, all: true}))
+}
+
+// ResetAll makes every client drop all it keeps from this node (its next
+// answer is a reset), without waiting for them: when the ring changes,
+// objects this node answered for may have another metadata owner, which
+// the writes now tell instead, so what a client keeps from this node must
+// be asked again. A poll under way is answered at once.
+func (l *Log) ResetAll() {
+	l.record(change{everyone: true})
 }
 
 // Acknowledge records that the client watcherID of tenant has applied the
@@ -272,10 +287,10 @@ func (l *Log) Poll(ctx context.Context, tenant, watcherID string, since uint64, 
 	ans := nodeapi.Invalidations{Incarnation: l.incarnation, Seq: l.seq, Reset: reset, LeaseMillis: l.cfg.Lease.Milliseconds()}
 	if !reset {
 		for _, c := range l.after(since) {
-			if c.tenant != tenant {
+			if !c.of(tenant) {
 				continue
 			}
-			if c.all {
+			if c.all || c.everyone {
 				ans.Reset, ans.Objects = true, nil
 				break
 			}
@@ -307,7 +322,7 @@ func (l *Log) after(since uint64) []change {
 
 func (l *Log) hasChange(tenant string, since uint64) bool {
 	for _, c := range l.after(since) {
-		if c.tenant == tenant {
+		if c.of(tenant) {
 			return true
 		}
 	}

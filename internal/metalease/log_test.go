@@ -257,3 +257,38 @@ func TestRevokeResetsTheTenantsClients(t *testing.T) {
 		t.Fatalf("another tenant's client was reset: %+v", other)
 	}
 }
+
+// ResetAll answers every tenant's poll with a reset (a waiting one at once:
+// without it they would end after Wait, 5 s, with nothing).
+func TestResetAllEndsEveryTenantsPollWithAReset(t *testing.T) {
+	l := New(Config{Lease: 10 * time.Second, Wait: 5 * time.Second})
+	a, b := first(t, l, "a", "w1"), first(t, l, "b", "w2")
+	done := make(chan nodeapi.Invalidations, 2)
+	for _, w := range []struct {
+		tenant, id string
+		ans        nodeapi.Invalidations
+	}{{"a", "w1", a}, {"b", "w2", b}} {
+		go func() {
+			got, err := l.Poll(context.Background(), w.tenant, w.id, w.ans.Seq, w.ans.Incarnation)
+			if err != nil {
+				t.Error(err)
+			}
+			done <- got
+		}()
+	}
+	time.Sleep(20 * time.Millisecond) // both waiting, usually
+	l.ResetAll()
+	for range 2 {
+		select {
+		case got := <-done:
+			if !got.Reset {
+				t.Fatalf("a poll after ResetAll answered %+v, want a reset", got)
+			}
+		case <-time.After(time.Minute):
+			t.Fatal("the polls did not end")
+		}
+	}
+	if n, known := l.Changes("a", "bkt", "k", a.Seq); !known || n != 1 {
+		t.Fatalf("Changes after ResetAll: %d (known %v), want 1 for any object", n, known)
+	}
+}

@@ -48,6 +48,32 @@ func (s *Server) handleInvalidations(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, ans)
 }
 
+// FollowRing resets the gateways' metadata leases from this node at every
+// ring change, until ctx ends: objects it answered for may have another
+// metadata owner now, which writes tell instead of it (metalease.ResetAll).
+func (s *Server) FollowRing(ctx context.Context) {
+	if s.cfg.Ring == nil {
+		return
+	}
+	changed := s.cfg.Ring.Changed() // before Load: a change between them is not missed
+	epoch := int64(-1)
+	if r := s.cfg.Ring.Load(); r != nil {
+		epoch = r.Epoch()
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-changed:
+		}
+		changed = s.cfg.Ring.Changed()
+		if r := s.cfg.Ring.Load(); r != nil && r.Epoch() != epoch {
+			epoch = r.Epoch()
+			s.leases.ResetAll()
+		}
+	}
+}
+
 // metaLease is the HeaderMetaLease value for metadata m this node answers
 // with, or "" when it must not be kept: seq is the change number read
 // before m was; owned says this node resolved m as o's metadata owner (a
@@ -114,7 +140,7 @@ func (s *Server) invalidateObjects(ctx context.Context, c caller, objs ...chunk.
 	)
 	for _, o := range objs {
 		last = s.invalidate(o)
-		if owner, ok := s.metaOwner(c, o); ok {
+		for _, owner := range s.metaOwnersToTell(c, o) {
 			owners, remote = append(owners, owner), append(remote, o)
 		}
 	}
@@ -134,7 +160,25 @@ func (s *Server) invalidateObjects(ctx context.Context, c caller, objs ...chunk.
 // once its gateways have learnt of the change.
 func (s *Server) invalidateAt(ctx context.Context, c caller, owner ring.Member, o chunk.Object) {
 	result := "ok"
-	if err := s.peers.invalidate(context.WithoutCancel(ctx), owner, c.tenant.Name, o); err != nil {
+	ctx = context.WithoutCancel(ctx)
+	if s.peers.down.Down(owner.Name, time.Now()) {
+		// It failed a moment ago: most likely still down (then, if it
+		// comes back, it distrusts what it cached before: metaTrust), and
+		// a write should not wait long for it; long enough, if it is back,
+		// for its gateways to learn of the change.
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, s.leases.Lease()+time.Second)
+		defer cancel()
+	}
+	err := s.peers.invalidate(ctx, owner, c.tenant.Name, o)
+	var pe *peerError
+	switch {
+	case err == nil:
+		s.peers.down.MarkUp(owner.Name)
+	case !errors.As(err, &pe):
+		s.peers.down.MarkDown(owner.Name)
+	}
+	if err != nil {
 		result = "error"
 		s.log.Warn("could not invalidate at the metadata owner; it serves the old version until its metadata TTL",
 			"peer", owner.Name, "object", o.String(), "err", err)

@@ -412,6 +412,33 @@ func (s *Server) metaOwner(c caller, o chunk.Object) (ring.Member, bool) {
 	return owner, true
 }
 
+// metaOwnersToTell are the members a write of o must tell (invalidateAt),
+// whether or not they failed a moment ago: o's metadata owner, when that
+// is another member, and its owner under the ring's previous membership,
+// when that is yet another member of the ring in force (gateways that
+// have not heard of the new ring may still keep what it answered for o,
+// on the leases it grants). A member marked down is tried all the same:
+// one back since (a pod restarted with its address) would otherwise go on
+// answering, and leasing, the old version.
+func (s *Server) metaOwnersToTell(c caller, o chunk.Object) []ring.Member {
+	r := s.currentRing()
+	if r == nil || c.hop {
+		return nil
+	}
+	var out []ring.Member
+	id := nodeapi.MetaID(o)
+	owner := r.Owner(id)
+	if owner.Name != s.cfg.Self {
+		out = append(out, owner)
+	}
+	if prev, ok := r.PreviousOwner(id); ok && prev.Name != s.cfg.Self {
+		if _, inRing := r.Member(prev.Name); inRing { // one gone from the ring: its leases end with its polls
+			out = append(out, prev)
+		}
+	}
+	return out
+}
+
 // remoteMeta asks the metadata owner. ok=false: the owner is unreachable
 // and the caller resolves metadata itself.
 func (s *Server) remoteMeta(ctx context.Context, c caller, o chunk.Object, force bool) (chunk.Meta, bool, error) {
