@@ -121,38 +121,12 @@ func (s *Server) heldWitnesses(r *ring.Ring, e writeback.Entry) []ring.Member {
 }
 
 // numberedHere reports whether this node numbered e itself (its first
-// holder, the key's metadata owner when it was written) since it started
-// and since the ring in force came: then no other node numbered a newer
-// version of the key. Versions grow on each node (Journal.NextVersion),
-// so "since" is a version number.
+// holder, the key's metadata owner when it was written) since it noticed
+// the ring in force (ringNoticed): then no other node numbered a newer
+// version of the key.
 func (s *Server) numberedHere(r *ring.Ring, e writeback.Entry) bool {
 	if len(e.Holders) == 0 || e.Holders[0] != s.cfg.Self {
 		return false
 	}
-	return e.Version > s.ringSeen.from(r.Epoch(), s.cfg.Journal.NextVersion)
-}
-
-// ringSeen is since which version this node has known the ring epoch in
-// force: its start for the first epoch it saw (the ring is loaded as it
-// starts), then when it first noticed each later one. A change is noticed
-// here lazily, so never before it happened: versions numbered just before
-// it are confirmed too, never the other way round.
-type ringSeen struct {
-	mu      sync.Mutex
-	started uint64 // the version numbered as the node started
-	seen    bool
-	epoch   int64
-	since   uint64
-}
-
-func (rs *ringSeen) from(epoch int64, next func() uint64) uint64 {
-	rs.mu.Lock()
-	defer rs.mu.Unlock()
-	switch {
-	case !rs.seen:
-		rs.seen, rs.epoch, rs.since = true, epoch, rs.started
-	case rs.epoch != epoch:
-		rs.epoch, rs.since = epoch, next()
-	}
-	return rs.since
+	return e.Version > s.noticedRing(r).version
 }

@@ -163,7 +163,7 @@ func (s *Server) invalidateAt(ctx context.Context, c caller, owner ring.Member, 
 	ctx = context.WithoutCancel(ctx)
 	if s.peers.down.Down(owner.Name, time.Now()) {
 		// It failed a moment ago: most likely still down (then, if it
-		// comes back, it distrusts what it cached before: metaTrust), and
+		// comes back, it distrusts what it cached before: ringNoticed), and
 		// a write should not wait long for it; long enough, if it is back,
 		// for its gateways to learn of the change.
 		var cancel context.CancelFunc

@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"net/http"
-	"sync/atomic"
-	"time"
 
 	"github.com/distcache/distcache/internal/chunk"
 	"github.com/distcache/distcache/internal/metrics"
@@ -16,54 +14,12 @@ import (
 
 // fresh reports whether cached metadata may be used without asking S3:
 // within --meta-ttl of when S3 confirmed it, and only if confirmed since
-// this node started and since it noticed the ring in force (metaTrust).
+// this node noticed the ring in force (ringNoticed).
 func (s *Server) fresh(m chunk.Meta) bool {
 	if s.cfg.Immutable {
 		return true
 	}
-	return !m.FetchedAt.Before(s.metaTrust.since(s.currentRing(), s.cfg.Now)) && s.cfg.Now().Sub(m.FetchedAt) < s.cfg.MetaTTL
-}
-
-// metaTrust is since when this node has missed no change of the objects
-// whose metadata it keeps. A write or delete through any node tells the
-// object's metadata owner under the writer's ring (invalidateObjects);
-// while this node was stopped, or before a ring change made it an object's
-// owner, the changes went to another node, and what it cached before may
-// be an older version (a pod back in the ring after a restart or a
-// scale-down, with its disk: seen in e2e/processfaults
-// TestWriteBackThroughRingChurn). So metadata cached before the node
-// started, or before the ring epoch in force, is asked again on its first
-// use, as at --meta-ttl: one HEAD per object and ring change.
-type metaTrust struct {
-	started time.Time
-	cur     atomic.Pointer[epochSince]
-}
-
-type epochSince struct {
-	epoch int64
-	since time.Time
-}
-
-// since is when this node started, or first noticed r's epoch if that was
-// later. A change is noticed lazily, so never before it happened: what was
-// cached just after it is asked again too, never the other way round.
-func (mt *metaTrust) since(r *ring.Ring, now func() time.Time) time.Time {
-	if r == nil {
-		return mt.started
-	}
-	for {
-		old := mt.cur.Load()
-		if old != nil && old.epoch == r.Epoch() {
-			return old.since
-		}
-		c := &epochSince{epoch: r.Epoch(), since: now()}
-		if old == nil { // the ring the node started with
-			c.since = mt.started
-		}
-		if mt.cur.CompareAndSwap(old, c) {
-			return c.since
-		}
-	}
+	return !m.FetchedAt.Before(s.noticedRing(s.currentRing()).at) && s.cfg.Now().Sub(m.FetchedAt) < s.cfg.MetaTTL
 }
 
 // meta returns the object's metadata. In a ring it asks the object's

@@ -159,14 +159,12 @@ type Server struct {
 	heldS3 *writeback.Backend
 	// chunkBufs recycles write-throughs' chunk buffers (collector.go).
 	chunkBufs *chunkBufs
-	// ringSeen: since when this node has known the ring in force
-	// (numberedHere, held_confirm.go).
-	ringSeen ringSeen
+	// ringNoticed: since when this node has known the ring in force
+	// (fresh, numberedHere).
+	ringNoticed ringNoticed
 	// confirmed: held versions confirmed newest under the ring in force
 	// (heldSettled).
 	confirmed confirmedVersions
-	// metaTrust: since when cached metadata may be trusted (fresh).
-	metaTrust metaTrust
 }
 
 // withRingEpoch stamps every answer with the ring epoch, so clients notice a
@@ -249,13 +247,11 @@ func New(cfg Config, st Store, be Backend, tenants Tenants, m *metrics.Node, log
 		chunkSizeValue: []string{strconv.FormatInt(cfg.ChunkSize, 10)},
 		chunkBufs:      newChunkBufs(cfg.ChunkSize, int(min(cfg.WriteCacheBytes/cfg.ChunkSize, keptChunkBufs)))}
 	s.heldS3 = s.newHeldS3()
-	s.metaTrust.started = cfg.Now()
-	if r := s.currentRing(); r != nil {
-		s.metaTrust.since(r, cfg.Now)
-	}
+	var started uint64
 	if cfg.Journal != nil {
-		s.ringSeen.started = cfg.Journal.NextVersion()
+		started = cfg.Journal.NextVersion()
 	}
+	s.ringNoticed.start(s.currentRing(), cfg.Now(), started)
 	if h, ok := tenants.(reloadHook); ok {
 		h.OnReload(s.revokeChanged)
 	}
