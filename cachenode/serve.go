@@ -41,6 +41,7 @@ type serveFlags struct {
 	metaTTL                        time.Duration
 	immutable                      bool
 	metaLease                      time.Duration
+	ringSettle                     time.Duration
 	tenantsFile, tenantsSecret     string
 	s3Endpoint, s3Region           string
 	s3PathStyle                    bool
@@ -90,6 +91,9 @@ func parseServeFlags(args []string) (f *serveFlags, err error) {
 	fs.BoolVar(&f.immutable, "immutable", false, "never revalidate metadata (object keys are never overwritten, as with ClickHouse)")
 	fs.DurationVar(&f.metaLease, "meta-lease", metalease.DefaultLease,
 		"how long a gateway may use the object metadata it keeps between two polls for changes; the longest a dead gateway delays a write")
+	fs.DurationVar(&f.ringSettle, "ring-settle", node.DefaultRingSettle,
+		"how long after this node notices a new ring other members may still route by the previous one: metadata it confirmed in that time is confirmed again after it "+
+			"(the longest a write racing a ring change is read stale); raise it to the kubelet's sync period when the ring file is a mounted ConfigMap")
 	fs.StringVar(&f.tenantsFile, "tenants-file", "", "tenants configuration (YAML); hot-reloaded (with --tenants-secret: the start value)")
 	fs.StringVar(&f.tenantsSecret, "tenants-secret", "", "namespace/name[:key] of a Secret holding the tenants configuration (key default tenants.yaml), watched through the API server; wins over --tenants-file")
 	fs.StringVar(&f.s3Endpoint, "s3-endpoint", "", "S3 endpoint URL (empty: AWS)")
@@ -189,7 +193,7 @@ func (f *serveFlags) nodeConfig(reg *prometheus.Registry, log *slog.Logger) embe
 	return embed.NodeConfig{
 		Listen: f.listen, TLSCert: f.tlsCert, TLSKey: f.tlsKey, ClientCA: f.clientCA, MetricsListen: f.metricsListen,
 		DataDir: f.dataDir, DiskBytes: int64(f.diskBytes), RAMBytes: int64(f.ramBytes),
-		ChunkSize: int64(f.chunkSize), MetaTTL: f.metaTTL, Immutable: f.immutable, MetaLease: f.metaLease,
+		ChunkSize: int64(f.chunkSize), MetaTTL: f.metaTTL, Immutable: f.immutable, MetaLease: f.metaLease, RingSettle: f.ringSettle,
 		WriteCacheBytes: int64(f.writeCacheBytes), WriteBackFraction: f.writeBackFraction,
 		WriteBackUploads: f.writeBackUploads, WriteBackYield: f.writeBackYield, WriteBackMaxYield: f.writeBackMaxYield,
 		WriteBackPutIfAbsent: f.putIfAbsent,

@@ -79,6 +79,7 @@ type NodeConfig struct {
 	MetaTTL         time.Duration
 	Immutable       bool
 	MetaLease       time.Duration
+	RingSettle      time.Duration
 	WriteCacheBytes int64
 	// WriteBackFraction is the share of DiskBytes the objects of WriteBack
 	// and Transient policies may pin (never evicted; writes past it get
@@ -373,7 +374,7 @@ func (n *Node) joinRing() error {
 func (n *Node) newServer() error {
 	cfg := node.Config{
 		ChunkSize: n.cfg.ChunkSize, MetaTTL: n.cfg.MetaTTL, Immutable: n.cfg.Immutable, MetaLease: n.cfg.MetaLease,
-		WriteCacheBytes: n.cfg.WriteCacheBytes, Now: n.cfg.Now, Journal: n.journal, Uploads: n.uploads,
+		RingSettle: n.cfg.RingSettle, WriteCacheBytes: n.cfg.WriteCacheBytes, Now: n.cfg.Now, Journal: n.journal, Uploads: n.uploads,
 		PersistUploads: n.cfg.WriteBackUploads, PersistYield: n.cfg.WriteBackYield, PersistMaxYield: n.cfg.WriteBackMaxYield,
 		PersistPutIfAbsent: n.cfg.WriteBackPutIfAbsent,
 	}

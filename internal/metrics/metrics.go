@@ -87,7 +87,7 @@ func NewNode(reg prometheus.Registerer) *Node {
 		MetaRevalidations: node.CounterVec("metadata_revalidations_total",
 			"Object metadata revalidations against S3 by outcome (unchanged, changed, stale_served, error).", "outcome"),
 		PeerRequests: node.CounterVec("peer_requests_total",
-			"Requests to other cache nodes by kind (forward: a chunk from its owner; handoff: a chunk from its owner of the previous ring epoch; handout: a written chunk to its owner; meta: metadata from its owner; invalidate: a changed object to its metadata owner; cross_zone: a missed chunk from its owner in another zone, from that node's store only; held_read, held_meta, held_drop, held_confirm: a held version's bytes, its metadata, the drop of a copy, and whether a newer version is held, from other holders) and result (ok, miss, changed, error, unreachable, skipped_down).", "kind", "result"),
+			"Requests to other cache nodes by kind (forward: a chunk from its owner; handoff: a chunk from its owner of the previous ring epoch; handout: a written chunk to its owner; meta: metadata from its owner; invalidate: a changed object to its metadata owner; invalidate_passed_on: one another member sent by an older ring, to the owner under this node's; cross_zone: a missed chunk from its owner in another zone, from that node's store only; held_read, held_meta, held_drop, held_confirm: a held version's bytes, its metadata, the drop of a copy, and whether a newer version is held, from other holders) and result (ok, miss, changed, error, unreachable, skipped_down).", "kind", "result"),
 		RingEpoch: node.Gauge("ring_epoch",
 			"Epoch of the ring this node routes by (0 when it runs alone)."),
 		CrossZoneBytes: node.CounterVec("cross_zone_bytes_total",

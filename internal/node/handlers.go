@@ -2,6 +2,7 @@ package node
 
 import (
 	"encoding/json"
+	"errors"
 	"net/http"
 	"strconv"
 	"time"
@@ -11,6 +12,7 @@ import (
 	"github.com/distcache/distcache/internal/httprange"
 	"github.com/distcache/distcache/internal/metrics"
 	"github.com/distcache/distcache/internal/nodeapi"
+	"github.com/distcache/distcache/internal/s3backend"
 	"github.com/distcache/distcache/internal/tenancy"
 )
 
@@ -184,13 +186,39 @@ func (s *Server) getObject(w http.ResponseWriter, r *http.Request, bucket, key s
 		s.fail(w, opGetObject, tenant, q.start, asAPIError(err))
 		return
 	}
-	rng, partial, aerr := parseRange(r.Header.Get("Range"), m.Size)
+	rng, partial, aerr := objectRange(r, m)
 	if aerr != nil {
 		s.fail(w, opGetObject, tenant, q.start, aerr)
 		return
 	}
-	if !partial {
-		rng = httprange.Range{Off: 0, Len: m.Size}
+	// The first chunk is read before anything goes out, so that when S3 no
+	// longer has the version the metadata named (overwritten behind the
+	// cache's back within --meta-ttl, If-Match refused), a read of the
+	// current version starts over with the new one instead of failing.
+	var (
+		firstData   []byte
+		firstResult string
+	)
+	if rng.Len > 0 {
+		idx, _ := chunk.Span(rng.Off, rng.Len, s.cfg.ChunkSize)
+		_, firstData, firstResult, err = s.readChunk(r.Context(), q.caller, q.obj, idx, version{meta: m, known: true})
+		if err != nil && query.etag == "" && errors.Is(err, s3backend.ErrPreconditionFailed) {
+			if m, err = s.meta(r.Context(), q.caller, q.obj, true); err == nil {
+				if rng, partial, aerr = objectRange(r, m); aerr != nil {
+					s.fail(w, opGetObject, tenant, q.start, aerr)
+					return
+				}
+				if rng.Len > 0 {
+					idx, _ = chunk.Span(rng.Off, rng.Len, s.cfg.ChunkSize)
+					_, firstData, firstResult, err = s.readChunk(r.Context(), q.caller, q.obj, idx, version{meta: m, known: true})
+				}
+			}
+		}
+		if err != nil {
+			s.countChunk(tenant, metrics.ResultError)
+			s.fail(w, opGetObject, tenant, q.start, asAPIError(err))
+			return
+		}
 	}
 	h := w.Header()
 	// Headers go out with the first chunk: an error before it must not
@@ -212,13 +240,12 @@ func (s *Server) getObject(w http.ResponseWriter, r *http.Request, bucket, key s
 	first, last := chunk.Span(rng.Off, rng.Len, s.cfg.ChunkSize)
 	overall := metrics.ResultHitRAM
 	for idx := first; idx <= last; idx++ {
-		_, data, result, err := s.readChunk(r.Context(), q.caller, q.obj, idx, version{meta: m, known: true})
+		data, result := firstData, firstResult
+		if idx > first {
+			_, data, result, err = s.readChunk(r.Context(), q.caller, q.obj, idx, version{meta: m, known: true})
+		}
 		if err != nil {
 			s.countChunk(tenant, metrics.ResultError)
-			if idx == first {
-				s.fail(w, opGetObject, tenant, q.start, asAPIError(err))
-				return
-			}
 			s.countRequest(opGetObject, tenant, metrics.ResultError, q.start)
 			s.log.Warn("aborting object read mid-stream", "object", q.obj.String(), "chunk", idx, "err", err)
 			panic(http.ErrAbortHandler)
@@ -244,6 +271,16 @@ func (s *Server) getObject(w http.ResponseWriter, r *http.Request, bucket, key s
 		}
 	}
 	s.countRequest(opGetObject, tenant, overall, q.start)
+}
+
+// objectRange is the part of object version m a GET asks for (its Range
+// header, else all of it).
+func objectRange(r *http.Request, m chunk.Meta) (httprange.Range, bool, *apiError) {
+	rng, partial, aerr := parseRange(r.Header.Get("Range"), m.Size)
+	if aerr == nil && !partial {
+		rng = httprange.Range{Off: 0, Len: m.Size}
+	}
+	return rng, partial, aerr
 }
 
 // objectResults ranks the results of an object read's chunks; the read is
@@ -441,7 +478,7 @@ func (s *Server) handlePeerPost(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if r.URL.Query().Has("invalidate") {
-		s.awaitLeases(r.Context(), q.tenant.Name, s.invalidate(q.obj))
+		s.takeInvalidation(r.Context(), q.caller, q.obj, r.URL.Query())
 		w.WriteHeader(http.StatusNoContent)
 		return
 	}

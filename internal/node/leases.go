@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"net/url"
 	"strconv"
 	"sync"
 	"time"
@@ -88,7 +89,7 @@ func (s *Server) metaLease(m chunk.Meta, seq uint64, owned bool) string {
 	// and a tenant's removal reach every gateway.
 	fresh := nodeapi.FreshForever
 	if !s.cfg.Immutable {
-		fresh = s.cfg.MetaTTL - s.cfg.Now().Sub(m.FetchedAt)
+		fresh = s.trustedFor(m)
 	}
 	if fresh < time.Millisecond {
 		return ""
@@ -138,9 +139,10 @@ func (s *Server) invalidateObjects(ctx context.Context, c caller, objs ...chunk.
 		owners []ring.Member
 		remote []chunk.Object
 	)
+	r := s.currentRing()
 	for _, o := range objs {
 		last = s.invalidate(o)
-		for _, owner := range s.metaOwnersToTell(c, o) {
+		for _, owner := range s.metaOwnersToTell(r, c, o) {
 			owners, remote = append(owners, owner), append(remote, o)
 		}
 	}
@@ -149,16 +151,17 @@ func (s *Server) invalidateObjects(ctx context.Context, c caller, objs ...chunk.
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		for i, o := range remote {
-			s.invalidateAt(ctx, c, owners[i], o)
+			s.invalidateAt(ctx, c, owners[i], o, r.Epoch(), "invalidate")
 		}
 	})
 	s.awaitLeases(ctx, c.tenant.Name, last)
 	wg.Wait()
 }
 
-// invalidateAt tells o's metadata owner to forget it; the owner answers
-// once its gateways have learnt of the change.
-func (s *Server) invalidateAt(ctx context.Context, c caller, owner ring.Member, o chunk.Object) {
+// invalidateAt tells o's metadata owner, chosen by the ring of epoch, to
+// forget it; the owner answers once its gateways have learnt of the change.
+// kind labels the peer request's metric.
+func (s *Server) invalidateAt(ctx context.Context, c caller, owner ring.Member, o chunk.Object, epoch int64, kind string) {
 	result := "ok"
 	ctx = context.WithoutCancel(ctx)
 	if s.peers.down.Down(owner.Name, time.Now()) {
@@ -170,7 +173,7 @@ func (s *Server) invalidateAt(ctx context.Context, c caller, owner ring.Member, 
 		ctx, cancel = context.WithTimeout(ctx, s.leases.Lease()+time.Second)
 		defer cancel()
 	}
-	err := s.peers.invalidate(ctx, owner, c.tenant.Name, o)
+	err := s.peers.invalidate(ctx, owner, c.tenant.Name, o, s.cfg.Self, epoch)
 	var pe *peerError
 	switch {
 	case err == nil:
@@ -183,7 +186,25 @@ func (s *Server) invalidateAt(ctx context.Context, c caller, owner ring.Member, 
 		s.log.Warn("could not invalidate at the metadata owner; it serves the old version until its metadata TTL",
 			"peer", owner.Name, "object", o.String(), "err", err)
 	}
-	s.metrics.PeerRequests.WithLabelValues("invalidate", result).Inc()
+	s.metrics.PeerRequests.WithLabelValues(kind, result).Inc()
+}
+
+// takeInvalidation is what a member does when another tells it that o
+// changed: it forgets o, and answers once its gateways have learnt of it
+// and, when its ring is newer than the one the sender chose it by (a write
+// racing a ring change), once o's owner under its ring has too: the sender
+// told the owner it knew, not the one nodes and gateways now ask.
+// Epochs only grow along such a chain, so it ends.
+func (s *Server) takeInvalidation(ctx context.Context, c caller, o chunk.Object, q url.Values) {
+	var wg sync.WaitGroup
+	r := s.currentRing()
+	if epoch, err := strconv.ParseInt(q.Get("epoch"), 10, 64); err == nil && r != nil && r.Epoch() > epoch {
+		if owner := r.Owner(nodeapi.MetaID(o)); owner.Name != s.cfg.Self && owner.Name != q.Get("from") {
+			wg.Go(func() { s.invalidateAt(ctx, c, owner, o, r.Epoch(), "invalidate_passed_on") })
+		}
+	}
+	s.awaitLeases(ctx, c.tenant.Name, s.invalidate(o))
+	wg.Wait()
 }
 
 // claimedTenant is the tenant a request's verified identity acts for, as

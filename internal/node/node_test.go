@@ -305,6 +305,32 @@ func TestOverwriteBehindTheCacheIsStaleAtMostTheTTL(t *testing.T) {
 	}
 }
 
+// A GET of a whole object (or a Range of it) whose metadata is still
+// trusted but names a version S3 no longer has, none of its chunks cached,
+// answers the new version rather than S3's 412: nothing went out yet.
+func TestObjectReadOfAVersionGoneBehindTheCacheStartsOver(t *testing.T) {
+	h := newHarness(t, options{metaTTL: time.Minute})
+	a := h.client(tenant("team-a"))
+	r := rand.New(rand.NewPCG(17, 18))
+	v1, v2 := testutil.RandomBytes(r, 2*testChunk), testutil.RandomBytes(r, 3*testChunk+5)
+	for _, c := range []struct{ key, rng string }{{"whole", ""}, {"range", "bytes=10-" + strconv.Itoa(2*testChunk)}} {
+		h.putDirect("bucket-a", c.key, v1)
+		if resp := h.do(a, http.MethodHead, h.url("bucket-a", c.key, ""), nil, nil); resp.status != http.StatusOK {
+			t.Fatalf("%s: head: %d", c.key, resp.status) // metadata cached, no chunk
+		}
+		h.putDirect("bucket-a", c.key, v2)
+		want, status := v2, http.StatusOK
+		var hdr map[string]string
+		if c.rng != "" {
+			want, status, hdr = v2[10:2*testChunk+1], http.StatusPartialContent, map[string]string{"Range": c.rng}
+		}
+		got := h.get(a, "bucket-a", c.key, "", hdr)
+		if got.status != status || !bytes.Equal(got.body, want) {
+			t.Fatalf("%s: read after an overwrite behind the cache: %d (%d bytes), want %d and the new version", c.key, got.status, len(got.body), status)
+		}
+	}
+}
+
 func TestHundredConcurrentReadersOfAColdChunkMakeOneS3Get(t *testing.T) {
 	h := newHarness(t, options{})
 	a := h.client(tenant("team-a"))

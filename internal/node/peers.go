@@ -384,9 +384,10 @@ func (p *Peers) head(ctx context.Context, m ring.Member, tenant string, o chunk.
 	return meta, nil
 }
 
-// invalidate tells a member to drop what it cached of o.
-func (p *Peers) invalidate(ctx context.Context, m ring.Member, tenant string, o chunk.Object) error {
-	q := url.Values{"invalidate": {"1"}}
+// invalidate tells a member to drop what it cached of o, on behalf of
+// member from, which chose m by its ring of epoch (see passInvalidationOn).
+func (p *Peers) invalidate(ctx context.Context, m ring.Member, tenant string, o chunk.Object, from string, epoch int64) error {
+	q := url.Values{"invalidate": {"1"}, "from": {from}, "epoch": {strconv.FormatInt(epoch, 10)}}
 	resp, err := p.send(ctx, http.MethodPost, m, tenant, nodeapi.ObjectPath(o.Bucket, o.Key), q, http.NoBody, nil)
 	if err != nil {
 		return err
@@ -420,8 +421,7 @@ func (s *Server) metaOwner(c caller, o chunk.Object) (ring.Member, bool) {
 // on the leases it grants). A member marked down is tried all the same:
 // one back since (a pod restarted with its address) would otherwise go on
 // answering, and leasing, the old version.
-func (s *Server) metaOwnersToTell(c caller, o chunk.Object) []ring.Member {
-	r := s.currentRing()
+func (s *Server) metaOwnersToTell(r *ring.Ring, c caller, o chunk.Object) []ring.Member {
 	if r == nil || c.hop {
 		return nil
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"time"
 
 	"github.com/distcache/distcache/internal/chunk"
 	"github.com/distcache/distcache/internal/metrics"
@@ -12,14 +13,29 @@ import (
 	"github.com/distcache/distcache/internal/store"
 )
 
-// fresh reports whether cached metadata may be used without asking S3:
-// within --meta-ttl of when S3 confirmed it, and only if confirmed since
-// this node noticed the ring in force (ringNoticed).
+// fresh reports whether cached metadata may be used without asking S3
+// (trustedFor).
 func (s *Server) fresh(m chunk.Meta) bool {
-	if s.cfg.Immutable {
-		return true
+	return s.cfg.Immutable || s.trustedFor(m) > 0
+}
+
+// trustedFor is how much longer metadata m may be used without asking S3
+// (not with Immutable): what remains of --meta-ttl since S3 confirmed it,
+// nothing if that was before this node noticed the ring in force
+// (ringNoticed), and if it was within RingSettle after, no later than the
+// end of RingSettle: a write by a member still on the previous ring may
+// have told another node.
+func (s *Server) trustedFor(m chunk.Meta) time.Duration {
+	n := s.noticedRing(s.currentRing())
+	if m.FetchedAt.Before(n.at) {
+		return 0
 	}
-	return !m.FetchedAt.Before(s.noticedRing(s.currentRing()).at) && s.cfg.Now().Sub(m.FetchedAt) < s.cfg.MetaTTL
+	now := s.cfg.Now()
+	left := s.cfg.MetaTTL - now.Sub(m.FetchedAt)
+	if settled := n.at.Add(s.cfg.RingSettle); n.epoch >= 0 && m.FetchedAt.Before(settled) {
+		left = min(left, settled.Sub(now))
+	}
+	return left
 }
 
 // meta returns the object's metadata. In a ring it asks the object's

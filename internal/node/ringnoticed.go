@@ -19,6 +19,9 @@ import (
 //     scale-down, with its disk: seen in e2e/processfaults
 //     TestWriteBackThroughRingChurn). Such metadata is asked again on its
 //     first use, as at --meta-ttl: one HEAD per object and ring change.
+//     Metadata it cached within RingSettle after then is asked again
+//     once RingSettle has passed (trustedFor): members that had not yet
+//     noticed the ring told the owner they knew of their writes.
 //   - Versions it numbered before then were numbered under another ring
 //     (numberedHere): another node may have numbered a newer one since.
 //     Versions grow on each node (Journal.NextVersion).
@@ -73,3 +76,6 @@ func (s *Server) noticedRing(r *ring.Ring) noticed {
 	}
 	return s.ringNoticed.of(r, s.cfg.Now, next)
 }
+
+// DefaultRingSettle is Config.RingSettle's default.
+const DefaultRingSettle = 5 * time.Second

@@ -75,6 +75,14 @@ type Config struct {
 	MetaTTL time.Duration
 	// Immutable never revalidates metadata (ClickHouse never overwrites keys).
 	Immutable bool
+	// RingSettle is how long after this node notices a new ring other
+	// members may still route by the previous one (default 5s): a write
+	// racing the change may tell the object's old metadata owner only, so
+	// metadata this node confirmed in that time is confirmed again once it
+	// has passed (the worst staleness of such a write). The ring travels
+	// through the API server in about a second; ring files mounted from a
+	// ConfigMap take up to the kubelet's sync period.
+	RingSettle time.Duration
 	// MetaLease is how long a gateway may use the metadata it keeps
 	// between two polls for changes (internal/metalease; default 2s): the
 	// longest a dead gateway delays the acknowledgement of a write.
@@ -213,6 +221,9 @@ func New(cfg Config, st Store, be Backend, tenants Tenants, m *metrics.Node, log
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
+	}
+	if cfg.RingSettle == 0 {
+		cfg.RingSettle = DefaultRingSettle
 	}
 	if cfg.WriteCacheBytes == 0 {
 		cfg.WriteCacheBytes = 64 << 20
