@@ -83,6 +83,12 @@ func (c *Client) pollChanges(n *nodeLease) {
 		sent := time.Now()
 		ans, err := c.poll(n.addr, since, incarnation)
 		if err != nil {
+			// The node may be gone (a write elsewhere cannot tell it then):
+			// nothing it answered is used until a poll answers again, with
+			// the changes since (or a reset, if it restarted).
+			c.metas.mu.Lock()
+			n.until = time.Time{}
+			c.metas.mu.Unlock()
 			c.metrics.leasePolls.WithLabelValues("error").Inc()
 			c.log.Debug("metadata lease poll failed", "node", n.addr, "err", err)
 			select {

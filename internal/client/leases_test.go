@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"net/http"
 	"reflect"
@@ -166,5 +167,38 @@ func TestASilentClientHoldsWritesForItsLeaseAtMost(t *testing.T) {
 	}
 	if n := c.Sum("distcache_metadata_lease_waits_total", map[string]string{"outcome": "lapsed"}); n != 1 {
 		t.Fatalf("writes that waited out a lease: %v, want 1", n)
+	}
+}
+
+// Metadata kept on a node's lease is not used once a poll of that node
+// fails (it was killed: a write elsewhere could no longer reach it), even
+// though the lease has not run out.
+func TestKeptMetadataOfANodeThatStopsAnsweringIsNotUsed(t *testing.T) {
+	ctx := context.Background()
+	c := nodecluster.StartWith(t, 2, nodecluster.Options{MetaLease: time.Hour})
+	reader := leasedClient(t, c)
+	key := ""
+	for i := 0; key == ""; i++ {
+		k := fmt.Sprintf("dies-%d", i)
+		if c.Ring().Owner(nodeapi.MetaID(chunk.Object{Tenant: "team-a", Bucket: "bucket-a", Key: k})).Name == c.Member(1).Name {
+			key = k
+		}
+	}
+	c.PutDirect("bucket-a", key, []byte("kept"))
+	statKept(t, c, reader, "bucket-a", key)
+	c.Kill(1)
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		before := statRequests(c)
+		if _, err := reader.Stat(ctx, "bucket-a", key); err != nil {
+			t.Fatalf("stat with the owner killed: %v", err)
+		}
+		if statRequests(c) > before {
+			return // asked the other node
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("20 s after its owner was killed, the object's metadata is still answered from what the client kept on the owner's lease")
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }

@@ -33,6 +33,7 @@ type Set struct {
 
 	mu    sync.Mutex
 	until map[string]time.Time // key -> down until
+	since map[string]time.Time // key -> first failure since it last answered
 	// marked is len(until): Down and Try need no lock while it is 0,
 	// which is nearly always.
 	marked atomic.Int32
@@ -56,9 +57,13 @@ func (s *Set) MarkDown(key string) {
 	}
 	s.mu.Lock()
 	if s.until == nil {
-		s.until = map[string]time.Time{}
+		s.until, s.since = map[string]time.Time{}, map[string]time.Time{}
 	}
-	s.until[key] = time.Now().Add(d)
+	now := time.Now()
+	s.until[key] = now.Add(d)
+	if _, ok := s.since[key]; !ok {
+		s.since[key] = now
+	}
 	s.marked.Store(int32(len(s.until)))
 	s.mu.Unlock()
 	if s.OnDown != nil {
@@ -73,8 +78,21 @@ func (s *Set) MarkUp(key string) {
 	}
 	s.mu.Lock()
 	delete(s.until, key)
+	delete(s.since, key)
 	s.marked.Store(int32(len(s.until)))
 	s.mu.Unlock()
+}
+
+// FailingSince is when key was first marked down since it last answered
+// (MarkUp); ok is false when it has not failed since.
+func (s *Set) FailingSince(key string) (since time.Time, ok bool) {
+	if s.marked.Load() == 0 {
+		return time.Time{}, false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	since, ok = s.since[key]
+	return since, ok
 }
 
 // Count is how many keys are down at now.

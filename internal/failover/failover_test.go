@@ -103,3 +103,26 @@ func TestDownLastLeavesItsArgumentAlone(t *testing.T) {
 		t.Errorf("DownLast(%v) = %v, argument now %v", []string{"a", "b"}, got, in)
 	}
 }
+
+// FailingSince is the first failure since the key last answered, however
+// often it failed after.
+func TestFailingSince(t *testing.T) {
+	var s Set
+	if _, ok := s.FailingSince("a"); ok {
+		t.Fatal("a key that never failed has a FailingSince")
+	}
+	s.MarkDown("a")
+	first, ok := s.FailingSince("a")
+	if !ok {
+		t.Fatal("no FailingSince after MarkDown")
+	}
+	time.Sleep(time.Millisecond)
+	s.MarkDown("a")
+	if again, _ := s.FailingSince("a"); !again.Equal(first) {
+		t.Fatalf("FailingSince moved from %v to %v on a second failure", first, again)
+	}
+	s.MarkUp("a")
+	if _, ok := s.FailingSince("a"); ok {
+		t.Fatal("FailingSince kept after MarkUp")
+	}
+}

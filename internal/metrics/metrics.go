@@ -93,7 +93,7 @@ func NewNode(reg prometheus.Registerer) *Node {
 		CrossZoneBytes: node.CounterVec("cross_zone_bytes_total",
 			"Chunk bytes exchanged with nodes of another zone (peer_zone), by direction (in: received): misses answered by the chunk's owner in another zone (--cross-zone=OnMiss) instead of S3. Inter-zone traffic is billed per GB in both directions.", "peer_zone", "direction"),
 		MetaLeaseWaits: node.CounterVec("metadata_lease_waits_total",
-			"Writes acknowledged after every gateway keeping metadata learnt of the change, by outcome (notified: all of them polled past it; lapsed: at least one did not and the write waited for its lease to end, a sign of a dead or partitioned gateway).", "outcome"),
+			"Writes acknowledged after every gateway keeping metadata learnt of the change, by outcome (notified: all of them polled past it; lapsed: at least one did not and the write waited for its lease to end, a sign of a dead or partitioned gateway; owner_unreachable: the object's metadata owner could not be told, and the write waited until the leases it granted before it failed had ended).", "outcome"),
 		MetaWatchers: node.Gauge("metadata_lease_watchers",
 			"Clients (gateways) polling this node for metadata changes, and so holding leases that writes wait on."),
 	}

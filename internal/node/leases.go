@@ -179,14 +179,37 @@ func (s *Server) invalidateAt(ctx context.Context, c caller, owner ring.Member, 
 	case err == nil:
 		s.peers.down.MarkUp(owner.Name)
 	case !errors.As(err, &pe):
+		// Unreachable: most likely dead. Its gateways keep what it
+		// answered until the leases it granted before then end: the
+		// write waits for them, as for a gateway that stopped polling.
 		s.peers.down.MarkDown(owner.Name)
+		if from, ok := s.peers.down.FailingSince(owner.Name); ok && s.awaitLapse(ctx, from.Add(s.leases.Lease())) {
+			s.metrics.MetaLeaseWaits.WithLabelValues("owner_unreachable").Inc()
+		}
 	}
 	if err != nil {
 		result = "error"
-		s.log.Warn("could not invalidate at the metadata owner; it serves the old version until its metadata TTL",
+		s.log.Warn("could not invalidate at the metadata owner; if it is alive, it serves the old version until its metadata TTL",
 			"peer", owner.Name, "object", o.String(), "err", err)
 	}
 	s.metrics.PeerRequests.WithLabelValues(kind, result).Inc()
+}
+
+// awaitLapse waits until the leases granted before a member became
+// unreachable (first failed since it last answered) have ended (at end),
+// or ctx ends, and reports whether it waited.
+func (s *Server) awaitLapse(ctx context.Context, end time.Time) bool {
+	wait := time.Until(end)
+	if wait <= 0 {
+		return false
+	}
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	}
+	return true
 }
 
 // takeInvalidation is what a member does when another tells it that o

@@ -136,3 +136,27 @@ func (c *cluster) named(name string) *member {
 	c.t.Fatalf("no member %s", name)
 	return nil
 }
+
+// A write whose object's metadata owner has just died waits until the
+// leases that owner granted its gateways before it died have ended: the
+// owner can no longer tell them of the write.
+func TestWriteWaitsOutTheLeasesOfADeadMetadataOwner(t *testing.T) {
+	c := &cluster{harness: newHarness(t, options{members: 2})}
+	c.members = c.nc.Members()
+	writer, owner := c.members[0], c.members[1]
+	key := ""
+	for i := 0; key == ""; i++ {
+		k := fmt.Sprintf("object-%d", i)
+		if c.nc.Ring().Owner(nodeapi.MetaID(chunk.Object{Tenant: "team-a", Bucket: "bucket-a", Key: k})).Name == owner.Name {
+			key = k
+		}
+	}
+	c.nc.KillMember(owner)
+	a := c.client(tenant("team-a"))
+	if resp := c.do(a, http.MethodPut, c.objectURL(writer, "bucket-a", key, ""), []byte("written while the owner is dead"), nil); resp.status != http.StatusOK {
+		t.Fatalf("put with the metadata owner dead: %d %s", resp.status, resp.body)
+	}
+	if n := c.counterOn(writer, "distcache_metadata_lease_waits_total", map[string]string{"outcome": "owner_unreachable"}); n != 1 {
+		t.Fatalf("writes that waited out a dead owner's leases: %v, want 1", n)
+	}
+}
