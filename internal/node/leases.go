@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/distcache/distcache/internal/chunk"
+	"github.com/distcache/distcache/internal/ctxtime"
 	"github.com/distcache/distcache/internal/metalease"
 	"github.com/distcache/distcache/internal/nodeapi"
 	"github.com/distcache/distcache/internal/pki"
@@ -183,8 +184,12 @@ func (s *Server) invalidateAt(ctx context.Context, c caller, owner ring.Member, 
 		// answered until the leases it granted before then end: the
 		// write waits for them, as for a gateway that stopped polling.
 		s.peers.down.MarkDown(owner.Name)
-		if from, ok := s.peers.down.FailingSince(owner.Name); ok && s.awaitLapse(ctx, from.Add(s.leases.Lease())) {
-			s.metrics.MetaLeaseWaits.WithLabelValues("owner_unreachable").Inc()
+		// (Leases end lease after the poll that granted them was sent.)
+		if from, ok := s.peers.down.FailingSince(owner.Name); ok {
+			if wait := time.Until(from.Add(s.leases.Lease())); wait > 0 {
+				_ = ctxtime.Sleep(ctx, wait)
+				s.metrics.MetaLeaseWaits.WithLabelValues("owner_unreachable").Inc()
+			}
 		}
 	}
 	if err != nil {
@@ -193,23 +198,6 @@ func (s *Server) invalidateAt(ctx context.Context, c caller, owner ring.Member, 
 			"peer", owner.Name, "object", o.String(), "err", err)
 	}
 	s.metrics.PeerRequests.WithLabelValues(kind, result).Inc()
-}
-
-// awaitLapse waits until the leases granted before a member became
-// unreachable (first failed since it last answered) have ended (at end),
-// or ctx ends, and reports whether it waited.
-func (s *Server) awaitLapse(ctx context.Context, end time.Time) bool {
-	wait := time.Until(end)
-	if wait <= 0 {
-		return false
-	}
-	t := time.NewTimer(wait)
-	defer t.Stop()
-	select {
-	case <-t.C:
-	case <-ctx.Done():
-	}
-	return true
 }
 
 // takeInvalidation is what a member does when another tells it that o
