@@ -350,10 +350,15 @@ func (s *Server) heldMetaFromPeers(ctx context.Context, c caller, o chunk.Object
 	}
 	// All at once: every metadata miss of a held key comes here (mostly
 	// for objects S3 has long had), so it costs one round trip, not one
-	// per member asked. Members marked down are asked too, last: one that
-	// failed a moment ago may be back (a pod of a rolling restart, Ready
-	// again with its disk) and the only one holding the version, and S3's
-	// answer for a held key is wrong (a 404 or 403, or an older version).
+	// per member asked. Members marked down are asked too, at the same
+	// time but given heldDownAskTimeout: one that failed a moment ago may
+	// be back (a pod of a rolling restart, Ready again with its disk) and
+	// the only one holding the newest version, while a member that is up
+	// still holds an older one the ring's handoff has not yet taken from
+	// it (e2e/gateway TestGatewaysReadTheirWritesThroughNodeChurn read a
+	// delete's 404, and a copy read an older version's bytes, when the up
+	// members were asked first and answered alone). S3's answer for a held
+	// key is wrong (a 404 or 403, or an older version).
 	//
 	// The candidates under the previous membership are asked too: a pod
 	// of a rolling restart is out of the ring until it is Ready again, with
@@ -379,33 +384,47 @@ func (s *Server) heldMetaFromPeers(ctx context.Context, c caller, o chunk.Object
 			up = append(up, mem)
 		}
 	}
-	failed := 0
-	for _, asked := range [][]ring.Member{up, down} {
-		m, ok, n, err := s.heldMetaOfAny(ctx, c, o, asked)
-		if ok {
-			return m, ok, false, err
+	var (
+		wg     sync.WaitGroup
+		newest [2]*writeback.Entry
+		errs   [2][]error
+	)
+	for i, asked := range [][]ring.Member{up, down} {
+		if len(asked) == 0 {
+			continue
 		}
-		failed += n
+		wg.Go(func() {
+			ctx := ctx
+			if i == 1 {
+				var cancel context.CancelFunc
+				ctx, cancel = context.WithTimeout(ctx, heldDownAskTimeout)
+				defer cancel()
+			}
+			newest[i], errs[i] = s.newestHeld(ctx, c.tenant.Name, o, asked, "held_meta")
+		})
 	}
-	return m, false, failed >= copies, nil
-}
-
-// heldMetaOfAny asks members, all at once, for their held version of o,
-// and returns the first (in members' order) that holds one; failed: how
-// many did not answer.
-func (s *Server) heldMetaOfAny(ctx context.Context, c caller, o chunk.Object, members []ring.Member) (m chunk.Meta, ok bool, failed int, err error) {
-	newest, errs := s.newestHeld(ctx, c.tenant.Name, o, members, "held_meta")
-	for _, err := range errs {
+	wg.Wait()
+	failed := 0
+	for _, err := range slices.Concat(errs[0], errs[1]) {
 		if err != nil {
 			failed++
 		}
 	}
-	if newest == nil {
-		return m, false, failed, nil
+	e := newest[0]
+	if d := newest[1]; d != nil && (e == nil || d.Version > e.Version) {
+		e = d
 	}
-	m, err = heldAnswer(*newest, s.cfg.Now())
-	return m, true, 0, err
+	if e == nil {
+		return m, false, failed >= copies, nil
+	}
+	m, err = heldAnswer(*e, s.cfg.Now())
+	return m, true, false, err
 }
+
+// heldDownAskTimeout bounds how long a held metadata miss waits for a
+// member marked down (heldMetaFromPeers): long enough for one back since,
+// not the whole peer timeout for one still gone.
+const heldDownAskTimeout = 2 * time.Second
 
 // newestHeld asks members' journals, all at once, for their held version
 // of o (counted as peer requests of kind), and returns the newest any of
