@@ -199,26 +199,24 @@ func (s *Server) getObject(w http.ResponseWriter, r *http.Request, bucket, key s
 		firstData   []byte
 		firstResult string
 	)
-	if rng.Len > 0 {
+	for again := query.etag == ""; rng.Len > 0; again = false {
 		idx, _ := chunk.Span(rng.Off, rng.Len, s.cfg.ChunkSize)
 		_, firstData, firstResult, err = s.readChunk(r.Context(), q.caller, q.obj, idx, version{meta: m, known: true})
-		if err != nil && query.etag == "" && errors.Is(err, s3backend.ErrPreconditionFailed) {
-			if m, err = s.meta(r.Context(), q.caller, q.obj, true); err == nil {
-				if rng, partial, aerr = objectRange(r, m); aerr != nil {
-					s.fail(w, opGetObject, tenant, q.start, aerr)
-					return
-				}
-				if rng.Len > 0 {
-					idx, _ = chunk.Span(rng.Off, rng.Len, s.cfg.ChunkSize)
-					_, firstData, firstResult, err = s.readChunk(r.Context(), q.caller, q.obj, idx, version{meta: m, known: true})
-				}
-			}
+		if err == nil || !again || !errors.Is(err, s3backend.ErrPreconditionFailed) {
+			break
 		}
-		if err != nil {
-			s.countChunk(tenant, metrics.ResultError)
-			s.fail(w, opGetObject, tenant, q.start, asAPIError(err))
+		if m, err = s.meta(r.Context(), q.caller, q.obj, true); err != nil {
+			break
+		}
+		if rng, partial, aerr = objectRange(r, m); aerr != nil {
+			s.fail(w, opGetObject, tenant, q.start, aerr)
 			return
 		}
+	}
+	if err != nil {
+		s.countChunk(tenant, metrics.ResultError)
+		s.fail(w, opGetObject, tenant, q.start, asAPIError(err))
+		return
 	}
 	h := w.Header()
 	// Headers go out with the first chunk: an error before it must not

@@ -350,15 +350,15 @@ func (s *Server) heldMetaFromPeers(ctx context.Context, c caller, o chunk.Object
 	}
 	// All at once: every metadata miss of a held key comes here (mostly
 	// for objects S3 has long had), so it costs one round trip, not one
-	// per member asked. Members marked down are asked too, at the same
-	// time but given heldDownAskTimeout: one that failed a moment ago may
-	// be back (a pod of a rolling restart, Ready again with its disk) and
-	// the only one holding the newest version, while a member that is up
-	// still holds an older one the ring's handoff has not yet taken from
-	// it (e2e/gateway TestGatewaysReadTheirWritesThroughNodeChurn read a
-	// delete's 404, and a copy read an older version's bytes, when the up
-	// members were asked first and answered alone). S3's answer for a held
-	// key is wrong (a 404 or 403, or an older version).
+	// per member asked. Members marked down are asked too (newestHeld):
+	// one that failed a moment ago may be back (a pod of a rolling
+	// restart, Ready again with its disk) and the only one holding the
+	// newest version, while a member that is up still holds an older one
+	// the ring's handoff has not yet taken from it (e2e/gateway
+	// TestGatewaysReadTheirWritesThroughNodeChurn read a delete's 404, and
+	// a copy read an older version's bytes, when the up members were asked
+	// first and answered alone). S3's answer for a held key is wrong (a
+	// 404 or 403, or an older version).
 	//
 	// The candidates under the previous membership are asked too: a pod
 	// of a rolling restart is out of the ring until it is Ready again, with
@@ -366,76 +366,50 @@ func (s *Server) heldMetaFromPeers(ctx context.Context, c caller, o chunk.Object
 	// others copy what it held only as they see the new epoch). With 3
 	// members, one restarting, the current ring lists 2: this node and one
 	// other, whose failure alone would never make copies unanswered.
-	now := time.Now()
-	var up, down []ring.Member
 	id := nodeapi.MetaID(o)
-	members := r.Candidates(id, copies+1)
-	for _, mem := range r.PreviousCandidates(id, copies+1) {
-		if !slices.ContainsFunc(members, func(m ring.Member) bool { return m.Name == mem.Name }) {
-			members = append(members, mem)
+	var asked []ring.Member
+	for _, mem := range slices.Concat(r.Candidates(id, copies+1), r.PreviousCandidates(id, copies+1)) {
+		if mem.Name != s.cfg.Self && !slices.ContainsFunc(asked, func(m ring.Member) bool { return m.Name == mem.Name }) {
+			asked = append(asked, mem)
 		}
 	}
-	for _, mem := range members {
-		switch {
-		case mem.Name == s.cfg.Self:
-		case s.peers.down.Down(mem.Name, now):
-			down = append(down, mem)
-		default:
-			up = append(up, mem)
-		}
-	}
-	var (
-		wg     sync.WaitGroup
-		newest [2]*writeback.Entry
-		errs   [2][]error
-	)
-	for i, asked := range [][]ring.Member{up, down} {
-		if len(asked) == 0 {
-			continue
-		}
-		wg.Go(func() {
-			ctx := ctx
-			if i == 1 {
-				var cancel context.CancelFunc
-				ctx, cancel = context.WithTimeout(ctx, heldDownAskTimeout)
-				defer cancel()
-			}
-			newest[i], errs[i] = s.newestHeld(ctx, c.tenant.Name, o, asked, "held_meta")
-		})
-	}
-	wg.Wait()
+	newest, errs := s.newestHeld(ctx, c.tenant.Name, o, asked, "held_meta")
 	failed := 0
-	for _, err := range slices.Concat(errs[0], errs[1]) {
+	for _, err := range errs {
 		if err != nil {
 			failed++
 		}
 	}
-	e := newest[0]
-	if d := newest[1]; d != nil && (e == nil || d.Version > e.Version) {
-		e = d
-	}
-	if e == nil {
+	if newest == nil {
 		return m, false, failed >= copies, nil
 	}
-	m, err = heldAnswer(*e, s.cfg.Now())
+	m, err = heldAnswer(*newest, s.cfg.Now())
 	return m, true, false, err
 }
 
-// heldDownAskTimeout bounds how long a held metadata miss waits for a
-// member marked down (heldMetaFromPeers): long enough for one back since,
-// not the whole peer timeout for one still gone.
+// heldDownAskTimeout bounds how long newestHeld waits for a member marked
+// down: long enough for one back since, not the whole peer timeout for
+// one still gone.
 const heldDownAskTimeout = 2 * time.Second
 
 // newestHeld asks members' journals, all at once, for their held version
 // of o (counted as peer requests of kind), and returns the newest any of
 // them holds (nil: none; one may have kept an older copy across a restart
-// while the others took a newer write) and each member's error.
+// while the others took a newer write) and each member's error. A member
+// marked down is given heldDownAskTimeout.
 func (s *Server) newestHeld(ctx context.Context, tenant string, o chunk.Object, members []ring.Member, kind string) (*writeback.Entry, []error) {
 	answers := make([][]writeback.Entry, len(members))
 	errs := make([]error, len(members))
+	now := time.Now()
 	var wg sync.WaitGroup
 	for i, mem := range members {
 		wg.Go(func() {
+			ctx := ctx
+			if s.peers.down.Down(mem.Name, now) {
+				var cancel context.CancelFunc
+				ctx, cancel = context.WithTimeout(ctx, heldDownAskTimeout)
+				defer cancel()
+			}
 			es, err := s.peers.listHeld(ctx, mem, tenant, o.Bucket, o.Key)
 			result := "ok"
 			if err != nil {

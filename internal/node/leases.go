@@ -181,10 +181,10 @@ func (s *Server) invalidateAt(ctx context.Context, c caller, owner ring.Member, 
 		s.peers.down.MarkUp(owner.Name)
 	case !errors.As(err, &pe):
 		// Unreachable: most likely dead. Its gateways keep what it
-		// answered until the leases it granted before then end: the
-		// write waits for them, as for a gateway that stopped polling.
+		// answered until the leases it granted before it failed end (a
+		// lease after the poll that got it): the write waits for them,
+		// as for a gateway that stopped polling.
 		s.peers.down.MarkDown(owner.Name)
-		// (Leases end lease after the poll that granted them was sent.)
 		if from, ok := s.peers.down.FailingSince(owner.Name); ok {
 			if wait := time.Until(from.Add(s.leases.Lease())); wait > 0 {
 				_ = ctxtime.Sleep(ctx, wait)

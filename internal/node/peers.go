@@ -385,7 +385,7 @@ func (p *Peers) head(ctx context.Context, m ring.Member, tenant string, o chunk.
 }
 
 // invalidate tells a member to drop what it cached of o, on behalf of
-// member from, which chose m by its ring of epoch (see passInvalidationOn).
+// member from, which chose m by its ring of epoch (see takeInvalidation).
 func (p *Peers) invalidate(ctx context.Context, m ring.Member, tenant string, o chunk.Object, from string, epoch int64) error {
 	q := url.Values{"invalidate": {"1"}, "from": {from}, "epoch": {strconv.FormatInt(epoch, 10)}}
 	resp, err := p.send(ctx, http.MethodPost, m, tenant, nodeapi.ObjectPath(o.Bucket, o.Key), q, http.NoBody, nil)
