@@ -57,6 +57,7 @@ import (
 	"github.com/distcache/distcache/internal/testutil/gobin"
 	"github.com/distcache/distcache/internal/testutil/logbuf"
 	"github.com/distcache/distcache/internal/testutil/miniotest"
+	"github.com/distcache/distcache/internal/testutil/s3proxy"
 	"github.com/distcache/distcache/tools/benchmark/benchkit"
 )
 
@@ -107,8 +108,11 @@ type env struct {
 	// s3Endpoint is where the nodes send their S3 requests: MinIO, or an
 	// s3proxy in front of it (set before the nodes start).
 	s3Endpoint string
-	s3         *s3.Client // MinIO directly, for the ground truth
-	http       *http.Client
+	// proxy is that s3proxy, if any: its record of requests explains a
+	// key MinIO ends with wrongly.
+	proxy *s3proxy.Proxy
+	s3    *s3.Client // MinIO directly, for the ground truth
+	http  *http.Client
 }
 
 func newEnv(t *testing.T) *env {
@@ -249,7 +253,7 @@ func (n *node) launch(t *testing.T) error {
 		"--tls-cert", n.e.path("server.crt"), "--tls-key", n.e.path("server.key"),
 		"--client-ca", n.e.path("ca.crt"), "--tenants-file", n.e.path("tenants.yaml"),
 		"--s3-endpoint", n.e.s3Endpoint, "--s3-path-style",
-		"--data-dir", n.dataDir, "--chunk-size", "1Mi", "--log-level", "info",
+		"--data-dir", n.dataDir, "--chunk-size", "1Mi", "--log-level", logLevel(),
 	}, n.args...)
 	n.cmd = exec.Command(gobin.Cachenode(t), args...)
 	n.cmd.Env = append(os.Environ(), "AWS_ACCESS_KEY_ID="+n.e.minio.AccessKey, "AWS_SECRET_ACCESS_KEY="+n.e.minio.SecretKey)
@@ -419,6 +423,26 @@ func (m metricSet) s3Gets() float64 {
 // chunkReads is distcache_chunk_reads_total for one result.
 func (m metricSet) chunkReads(result string) float64 {
 	return m.Sum("distcache_chunk_reads_total", `result="`+result+`"`)
+}
+
+// logLevel is the nodes' --log-level: DISTCACHE_PROCESS_FAULT_LOG_LEVEL, or
+// info (debug logs every request the persisters send to S3).
+func logLevel() string {
+	if l := os.Getenv("DISTCACHE_PROCESS_FAULT_LOG_LEVEL"); l != "" {
+		return l
+	}
+	return "info"
+}
+
+// lines are the lines of the output that contain s.
+func (b *logBuffer) lines(s string) []string {
+	var out []string
+	for l := range strings.Lines(b.String()) {
+		if strings.Contains(l, s) {
+			out = append(out, strings.TrimSuffix(l, "\n"))
+		}
+	}
+	return out
 }
 
 // logBuffer collects a process's output across restarts.

@@ -21,6 +21,7 @@ import (
 	"github.com/distcache/distcache/internal/chunk"
 	"github.com/distcache/distcache/internal/nodeapi"
 	"github.com/distcache/distcache/internal/testutil/s3proxy"
+	"github.com/distcache/distcache/internal/writeback"
 )
 
 // The write-back crash tests with two copies (issue 27): two `cachenode
@@ -208,6 +209,13 @@ func (e *env) s3State(t *testing.T, key string, full bool) s3State {
 // with its owner.
 func (h *wbHistory) mismatches(t *testing.T, e *env, c *cluster, full bool, only func(key string) bool) []string {
 	t.Helper()
+	return h.check(t, e, c, full, false, only)
+}
+
+// check is mismatches, each key with explain followed by what explains
+// it (env.explain).
+func (h *wbHistory) check(t *testing.T, e *env, c *cluster, full, explain bool, only func(key string) bool) []string {
+	t.Helper()
 	var bad []string
 	for _, key := range h.sortedKeys() {
 		if only != nil && !only(key) {
@@ -228,6 +236,9 @@ func (h *wbHistory) mismatches(t *testing.T, e *env, c *cluster, full bool, only
 				got = fmt.Sprintf("%d bytes, ETag %s", st.size, st.etag)
 			}
 			bad = append(bad, fmt.Sprintf("%s (owner %s): MinIO has %s, want %v; its last operations: %v", key, c.owner(key).name, got, allowed, h.recent(key, 4)))
+			if explain {
+				bad = append(bad, e.explain(t, c, h, key, st)...)
+			}
 		}
 	}
 	return bad
@@ -245,11 +256,12 @@ func (h *wbHistory) waitS3Matches(t *testing.T, e *env, c *cluster, what string,
 			break
 		}
 		if time.Now().After(deadline) {
+			bad = h.check(t, e, c, false, true, only)
 			t.Fatalf("%s: %d keys not as acknowledged in MinIO after %v:\n%s", what, len(bad), wbPersistTimeout, strings.Join(bad, "\n"))
 		}
 		time.Sleep(250 * time.Millisecond)
 	}
-	if bad := h.mismatches(t, e, c, true, only); len(bad) > 0 {
+	if bad := h.check(t, e, c, true, true, only); len(bad) > 0 {
 		t.Fatalf("%s: %d keys not byte-exact as acknowledged in MinIO:\n%s", what, len(bad), strings.Join(bad, "\n"))
 	}
 }
@@ -461,7 +473,7 @@ func newWBCluster(t *testing.T, n int) (*env, *s3proxy.Proxy, *cluster) {
 		t.Fatal(err)
 	}
 	proxy := s3proxy.New(t, e.minio.Endpoint)
-	e.s3Endpoint = proxy.URL()
+	e.s3Endpoint, e.proxy = proxy.URL(), proxy
 	c := e.newCluster(t, n, "--disk-bytes", "512Mi", "--ram-bytes", "16Mi", "--s3-max-attempts", "2")
 	c.start(t)
 	return e, proxy, c
@@ -637,4 +649,41 @@ func TestWriteBackEmptyObjectTwoCopies(t *testing.T) {
 	}
 	h.ack(o, etag)
 	h.waitS3Matches(t, e, c, "an empty object", nil)
+}
+
+// explain says what MinIO holds of key (its distcache version, when it was
+// written, which operation of the history it is), the nodes' log lines
+// naming the key and the writes the nodes sent S3 for it.
+func (e *env) explain(t *testing.T, c *cluster, h *wbHistory, key string, st s3State) []string {
+	t.Helper()
+	var out []string
+	if st.exists {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if head, err := e.s3.HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String(bucket), Key: aws.String(key)}); err == nil {
+			which := "no operation of the history"
+			h.mu.Lock()
+			for _, o := range h.keys[key] {
+				if !o.del && int64(o.size) == st.size && (o.etag == "" || o.etag == st.etag) {
+					which = o.String()
+				}
+			}
+			h.mu.Unlock()
+			out = append(out, fmt.Sprintf("  MinIO's object: %s, version %s, last modified %v",
+				which, head.Metadata[writeback.VersionMetadata], aws.ToTime(head.LastModified).Format(time.RFC3339Nano)))
+		}
+	}
+	for _, n := range c.nodes {
+		for _, l := range n.logs.lines(key) {
+			out = append(out, "  "+n.name+": "+l)
+		}
+	}
+	if e.proxy != nil {
+		for _, r := range e.proxy.Requests() {
+			if r.Method != http.MethodGet && strings.HasSuffix(r.Path, "/"+key) {
+				out = append(out, fmt.Sprintf("  S3 request at %v: %s %s If-Match %q If-None-Match %q, answered %d", r.At, r.Method, r.Path, r.IfMatch, r.IfNoneMatch, r.Status))
+			}
+		}
+	}
+	return out
 }

@@ -138,6 +138,10 @@ type Journal struct {
 	// lastWrite is when the last held write was taken (yield.go).
 	lastWrite  time.Time
 	background sync.WaitGroup
+	// late are the looks at applied deletes' keys still to come, at
+	// lateSteps after each was applied (late.go).
+	late      lateHeap
+	lateSteps []time.Duration
 }
 
 // place is where a version is on disk.
@@ -211,7 +215,7 @@ func Open(dir string, limit int64) (*Journal, error) {
 		return nil, err
 	}
 	j := &Journal{dir: dir, limit: limit, now: time.Now, keys: map[Name]*keyState{}, places: map[*Entry]place{},
-		changed: make(chan struct{})}
+		changed: make(chan struct{}), lateSteps: LateUploadChecks}
 	if err := j.recover(); err != nil {
 		return nil, err
 	}

@@ -129,6 +129,9 @@ func (j *Journal) recover() error {
 	for n, ks := range j.keys {
 		if e := ks.latest; e != nil {
 			j.enqueueLocked(n, ks)
+			if e.Done && e.Op == OpDelete {
+				j.scheduleLateLocked(e, e.Expires.Add(-TombstoneLife))
+			}
 			p := places[e]
 			j.places[e] = p
 			p.pin(j.log, e.Op)

@@ -123,14 +123,20 @@ func (p *Persister) Run(ctx context.Context) {
 	for range workers {
 		wg.Go(func() { p.work(ctx) })
 	}
+	wg.Go(func() { p.checkLateUploads(ctx, p.poll()) })
 	wg.Wait()
 }
 
-func (p *Persister) work(ctx context.Context) {
-	poll := p.Poll
-	if poll <= 0 {
-		poll = time.Second
+// poll is Poll or its default.
+func (p *Persister) poll() time.Duration {
+	if p.Poll <= 0 {
+		return time.Second
 	}
+	return p.Poll
+}
+
+func (p *Persister) work(ctx context.Context) {
+	poll := p.poll()
 	for ctx.Err() == nil {
 		if d := p.yieldFor(time.Now()); d > 0 {
 			select {
@@ -261,6 +267,13 @@ func (p *Persister) send(ctx context.Context, e *Entry, look bool) (etag string,
 			return "", false, err
 		}
 	}
+	if p.Log != nil {
+		p.Log.Debug("write-back: sending to S3", "object", e.String(), "op", e.Op, "looked", seen.Looked,
+			"s3Holds", seen.Exists, "s3Version", seen.Version, "s3ETag", seen.ETag)
+		defer func() {
+			p.Log.Debug("write-back: sent to S3", "object", e.String(), "op", e.Op, "stale", stale, "err", err)
+		}()
+	}
 	switch {
 	case seen.Exists && seen.Version > e.Version:
 		return "", true, nil
@@ -384,6 +397,7 @@ func (j *Journal) keepTombstoneLocked(e *Entry) (uint64, bool) {
 		return 0, false
 	}
 	e.Done, e.Expires = true, done.Expires
+	j.scheduleLateLocked(e, j.now())
 	return lsn, true
 }
 

@@ -1,0 +1,155 @@
+package writeback
+
+// Late uploads. S3 may apply a PUT it received whole after the process
+// that sent it gave up on it: the process was killed with the request on
+// the wire, or the SDK timed an attempt out and sent another. Conditional
+// writes keep such a late upload from replacing anything newer but for one
+// case: an upload on the condition that S3 holds nothing of its key
+// (If-None-Match: *) that lands after a newer DELETE was applied finds the
+// key absent again, and the deleted object would stay in S3 for good. So
+// the holders of an applied delete look at its key again later
+// (LateUploadChecks), while the delete is still the key's newest version
+// here: an object the cache persisted (VersionMetadata) of an older
+// version is deleted (If-Match on its ETag). One S3 holds without the
+// cache's version (written around the cache) or of a newer one stays.
+
+import (
+	"container/heap"
+	"context"
+	"time"
+)
+
+// LateUploadChecks are how long after a delete was applied its key is
+// looked at again. A late PUT lands within seconds of its sender giving
+// up; a CompleteMultipartUpload of many parts may take minutes.
+var LateUploadChecks = []time.Duration{30 * time.Second, 2 * time.Minute, 10 * time.Minute}
+
+// lateRetry is how soon a check S3 failed is tried again.
+const lateRetry = 30 * time.Second
+
+// lateCheck is one look at a deleted key, due at due.
+type lateCheck struct {
+	due, applied time.Time
+	name         Name
+	version      uint64 // the delete's
+	step         int    // of the journal's lateSteps
+}
+
+type lateHeap []lateCheck
+
+func (h lateHeap) Len() int           { return len(h) }
+func (h lateHeap) Less(a, b int) bool { return h[a].due.Before(h[b].due) }
+func (h lateHeap) Swap(a, b int)      { h[a], h[b] = h[b], h[a] }
+func (h *lateHeap) Push(x any)        { *h = append(*h, x.(lateCheck)) }
+func (h *lateHeap) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
+}
+
+// scheduleLateLocked plans the checks of delete e, applied at applied,
+// from the first step not yet past; a restarted journal that slept
+// through an earlier step checks at once as well.
+func (j *Journal) scheduleLateLocked(e *Entry, applied time.Time) {
+	now := j.now()
+	for i, d := range j.lateSteps {
+		if due := applied.Add(d); due.After(now) {
+			if i > 0 {
+				heap.Push(&j.late, lateCheck{due: now, applied: applied, name: e.Name, version: e.Version, step: i - 1})
+			} else {
+				heap.Push(&j.late, lateCheck{due: due, applied: applied, name: e.Name, version: e.Version, step: i})
+			}
+			return
+		}
+	}
+}
+
+// dueLate takes the checks due by now whose delete is still its key's
+// newest version (a newer write is persisted over whatever S3 holds).
+func (j *Journal) dueLate() []lateCheck {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	now := j.now()
+	var out []lateCheck
+	for j.late.Len() > 0 && !j.late[0].due.After(now) {
+		c := heap.Pop(&j.late).(lateCheck)
+		if ks := j.keys[c.name]; ks != nil && ks.latest != nil && ks.latest.Version == c.version && ks.latest.Done {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// lateEntry is the delete c checks, if still held.
+func (j *Journal) lateEntry(c lateCheck) (Entry, bool) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if ks := j.keys[c.name]; ks != nil && ks.latest != nil && ks.latest.Version == c.version && ks.latest.Done {
+		return *ks.latest, true
+	}
+	return Entry{}, false
+}
+
+// lateAgain plans c's next check: the next step, or the same one again
+// after lateRetry when S3 could not be asked.
+func (j *Journal) lateAgain(c lateCheck, failed bool) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if failed {
+		c.due = j.now().Add(lateRetry)
+	} else {
+		if c.step++; c.step >= len(j.lateSteps) {
+			return
+		}
+		c.due = c.applied.Add(j.lateSteps[c.step])
+	}
+	heap.Push(&j.late, c)
+}
+
+// checkLateUploads looks at the keys of applied deletes again as
+// LateUploadChecks says, until ctx ends.
+func (p *Persister) checkLateUploads(ctx context.Context, every time.Duration) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		for _, c := range p.Journal.dueLate() {
+			e, ok := p.Journal.lateEntry(c)
+			if !ok {
+				continue
+			}
+			if !p.owns(e) {
+				p.Journal.lateAgain(c, false) // its persister looks; this node may be that by the next step
+				continue
+			}
+			p.Journal.lateAgain(c, p.deleteLateUpload(ctx, e) != nil)
+		}
+	}
+}
+
+// deleteLateUpload deletes what S3 holds of delete e's key if it is an
+// older version the cache persisted: an upload that landed after e.
+func (p *Persister) deleteLateUpload(ctx context.Context, e Entry) error {
+	seen, err := p.S3.Version(ctx, e)
+	if err != nil || !seen.Exists || seen.Version == 0 || seen.Version >= e.Version {
+		return err
+	}
+	start := time.Now()
+	err = p.S3.Delete(ctx, e, seen)
+	if p.Observe != nil {
+		p.Observe(OpDelete, err, time.Since(start))
+	}
+	if p.Log != nil {
+		if err != nil {
+			p.Log.Warn("write-back: cannot delete an upload that landed in S3 after a newer delete; looking again later", "delete", e.String(), "landed", seen.Version, "err", err)
+		} else {
+			p.Log.Warn("write-back: an upload sent before a delete landed in S3 after it: deleted it again", "delete", e.String(), "landed", seen.Version)
+		}
+	}
+	return err
+}
