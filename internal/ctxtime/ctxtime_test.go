@@ -34,3 +34,25 @@ func TestSleepOfNothingReturnsNil(t *testing.T) {
 		}
 	}
 }
+
+func TestEveryCallsUntilTheContextEnds(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	calls := 0
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		Every(ctx, time.Millisecond, func() {
+			if calls++; calls == 3 {
+				cancel()
+			}
+		})
+	}()
+	select {
+	case <-done:
+	case <-time.After(time.Minute):
+		t.Fatal("Every still running a minute after its context ended")
+	}
+	if calls != 3 {
+		t.Fatalf("fn called %d times; want 3 (the context ended in the third)", calls)
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/distcache/distcache/internal/ctxtime"
 	"github.com/distcache/distcache/internal/nodeapi"
 	"github.com/distcache/distcache/internal/ring"
 	"github.com/distcache/distcache/internal/tenancy"
@@ -41,21 +42,16 @@ const heldPlacementInterval = 2 * time.Second
 // keepHeldPlaced hands held versions over whenever the ring changes, until
 // ctx ends.
 func (s *Server) keepHeldPlaced(ctx context.Context) {
-	t := time.NewTicker(heldPlacementInterval)
-	defer t.Stop()
 	var placed int64 = -1 // the ring epoch every version was placed for
-	for tick := 1; ; tick++ {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	tick := 0
+	ctxtime.Every(ctx, heldPlacementInterval, func() {
+		tick++
 		r := s.currentRing()
 		if r != nil && tick%heldCheckTicks == 0 {
 			s.checkHeldCopies(ctx, r)
 		}
 		if r == nil || r.Epoch() == placed {
-			continue
+			return
 		}
 		s.cfg.Journal.Reconsider() // the ring may make this node the persister of versions it holds
 		if pending := s.placeHeld(ctx, r); pending == 0 {
@@ -63,7 +59,7 @@ func (s *Server) keepHeldPlaced(ctx context.Context) {
 		} else {
 			s.log.Info("held versions not yet where the ring wants them; retrying", "pending", pending, "epoch", r.Epoch())
 		}
-	}
+	})
 }
 
 // placeHeld copies each held version to the holders r wants that lack it

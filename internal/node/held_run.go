@@ -5,6 +5,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/distcache/distcache/internal/ctxtime"
 	"github.com/distcache/distcache/internal/s3backend"
 	"github.com/distcache/distcache/internal/tenancy"
 	"github.com/distcache/distcache/internal/writeback"
@@ -33,34 +34,25 @@ func (s *Server) RunHeld(ctx context.Context) {
 		}}
 	var wg sync.WaitGroup
 	wg.Go(func() { p.Run(ctx) })
-	wg.Go(func() { s.expireHeld(ctx) })
+	wg.Go(func() { ctxtime.Every(ctx, heldExpiryInterval, s.expireHeld) })
 	wg.Go(func() { s.keepHeldPlaced(ctx) })
 	wg.Wait()
 }
 
-// expireHeld ends expired Transient objects every few seconds (the copy
-// goes, and what was cached of it) and multipart uploads into held keys
-// abandoned for heldUploadLife.
-func (s *Server) expireHeld(ctx context.Context) {
-	t := time.NewTicker(heldExpiryInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
+// expireHeld ends expired Transient objects (the copy goes, and what was
+// cached of it) and multipart uploads into held keys abandoned for
+// heldUploadLife; it runs every heldExpiryInterval.
+func (s *Server) expireHeld() {
+	if u := s.cfg.Uploads; u != nil {
+		if n := u.Sweep(s.cfg.Now().Add(-heldUploadLife)); n > 0 {
+			s.log.Info("removed abandoned multipart uploads into held keys", "uploads", n)
 		}
-		if u := s.cfg.Uploads; u != nil {
-			if n := u.Sweep(s.cfg.Now().Add(-heldUploadLife)); n > 0 {
-				s.log.Info("removed abandoned multipart uploads into held keys", "uploads", n)
-			}
-		}
-		for _, e := range s.cfg.Journal.Expire() {
-			if e.Op == writeback.OpPut {
-				s.leases.Changed(e.Tenant, e.Bucket, e.Key)
-				if err := s.store.DeleteObject(heldObject(e.Name)); err != nil {
-					s.storeFailed("delete_object", err)
-				}
+	}
+	for _, e := range s.cfg.Journal.Expire() {
+		if e.Op == writeback.OpPut {
+			s.leases.Changed(e.Tenant, e.Bucket, e.Key)
+			if err := s.store.DeleteObject(heldObject(e.Name)); err != nil {
+				s.storeFailed("delete_object", err)
 			}
 		}
 	}

@@ -107,28 +107,19 @@ func (j *Journal) lateAgain(c lateCheck, failed bool) {
 	heap.Push(&j.late, c)
 }
 
-// checkLateUploads looks at the keys of applied deletes again as
-// LateUploadChecks says, until ctx ends.
-func (p *Persister) checkLateUploads(ctx context.Context, every time.Duration) {
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
+// checkLateUploads looks at the keys of the applied deletes whose checks
+// are due (the persister calls it every Poll).
+func (p *Persister) checkLateUploads(ctx context.Context) {
+	for _, c := range p.Journal.dueLate() {
+		e, ok := p.Journal.lateEntry(c)
+		if !ok {
+			continue
 		}
-		for _, c := range p.Journal.dueLate() {
-			e, ok := p.Journal.lateEntry(c)
-			if !ok {
-				continue
-			}
-			if !p.owns(e) {
-				p.Journal.lateAgain(c, false) // its persister looks; this node may be that by the next step
-				continue
-			}
-			p.Journal.lateAgain(c, p.deleteLateUpload(ctx, e) != nil)
+		if !p.owns(e) {
+			p.Journal.lateAgain(c, false) // its persister looks; this node may be that by the next step
+			continue
 		}
+		p.Journal.lateAgain(c, p.deleteLateUpload(ctx, e) != nil)
 	}
 }
 

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/distcache/distcache/internal/ctxtime"
 )
 
 // S3 is where the persister sends what the journal holds.
@@ -123,7 +125,7 @@ func (p *Persister) Run(ctx context.Context) {
 	for range workers {
 		wg.Go(func() { p.work(ctx) })
 	}
-	wg.Go(func() { p.checkLateUploads(ctx, p.poll()) })
+	wg.Go(func() { ctxtime.Every(ctx, p.poll(), func() { p.checkLateUploads(ctx) }) })
 	wg.Wait()
 }
 
