@@ -473,6 +473,9 @@ func newWBCluster(t *testing.T, n int) (*env, *s3proxy.Proxy, *cluster) {
 		t.Fatal(err)
 	}
 	proxy := s3proxy.New(t, e.minio.Endpoint)
+	// As S3: a node killed while the proxy holds its upload back does not
+	// take the upload with it.
+	proxy.KeepAbandonedWrites()
 	e.s3Endpoint, e.proxy = proxy.URL(), proxy
 	c := e.newCluster(t, n, "--disk-bytes", "512Mi", "--ram-bytes", "16Mi", "--s3-max-attempts", "2")
 	c.start(t)

@@ -1,6 +1,7 @@
 package s3proxy
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -267,6 +268,33 @@ func (p *Proxy) ConditionalDeletes(head func(ctx context.Context, path string) (
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.condDel = head
+}
+
+// KeepAbandonedWrites makes the proxy apply a write (PUT, POST, DELETE) it
+// received whole even when its client has gone by the time it is
+// forwarded (killed, or it gave up on the request), as S3 applies a
+// request it received: the body is read at arrival (a body cut short is
+// never forwarded), and neither a delay nor the forwarding ends with the
+// client's connection. Without it a held write is dropped when the proxy
+// notices its client gone, which for a request with a body is only once
+// it reads that body. A killed node's uploads then land late, as they can
+// in S3.
+func (p *Proxy) KeepAbandonedWrites() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.keepAbandoned = true
+}
+
+// detach reads r's body whole and returns r on a context its client's
+// going does not end (KeepAbandonedWrites); false: the body was cut short.
+func detach(r *http.Request) (*http.Request, bool) {
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		return r, false
+	}
+	r = r.WithContext(context.WithoutCancel(r.Context()))
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	return r, true
 }
 
 // HeadWith is a head for ConditionalDeletes that asks c (a client of the

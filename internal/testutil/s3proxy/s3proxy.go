@@ -62,7 +62,10 @@ type Proxy struct {
 	ignoreIfM func(path string) (string, error)
 	condDel   func(ctx context.Context, path string) (etag string, ok bool, err error)
 	pathLocks map[string]*sync.Mutex // ConditionalDeletes
-	start     time.Time
+	// keepAbandoned: writes are applied although their client has gone
+	// (KeepAbandonedWrites).
+	keepAbandoned bool
+	start         time.Time
 }
 
 type request struct{ method, path string }
@@ -207,7 +210,7 @@ func (p *Proxy) serve(w http.ResponseWriter, r *http.Request) {
 	rec.Fault = injected
 	idx, gen := len(p.log), p.gen
 	p.log = append(p.log, rec)
-	before, ignoreIfMatch, condDel := p.before, p.ignoreIfM, p.condDel
+	before, ignoreIfMatch, condDel, keepAbandoned := p.before, p.ignoreIfM, p.condDel, p.keepAbandoned
 	p.mu.Unlock()
 	release := sync.OnceFunc(func() {
 		p.mu.Lock()
@@ -217,6 +220,12 @@ func (p *Proxy) serve(w http.ResponseWriter, r *http.Request) {
 	defer release()
 	if before != nil {
 		before(rec)
+	}
+	if keepAbandoned && (r.Method == http.MethodPut || r.Method == http.MethodPost || r.Method == http.MethodDelete) {
+		var whole bool
+		if r, whole = detach(r); !whole {
+			return
+		}
 	}
 	sw := &statusWriter{ResponseWriter: w, head: r.Method == http.MethodHead, release: release, left: -1,
 		onStatus: func(code int) { p.setStatus(gen, idx, code) }}

@@ -253,3 +253,33 @@ func TestConditionalDeletes(t *testing.T) {
 		t.Fatalf("DELETE with If-Match of a missing object: %v; want 404", err)
 	}
 }
+
+// With KeepAbandonedWrites, a PUT held by a delay lands although its
+// client gave up on it before the delay was over, as S3 applies a request
+// it received whole; the client got no answer.
+func TestKeepAbandonedWrites(t *testing.T) {
+	srv := miniotest.Start(t)
+	srv.CreateBucket(t, "bkt")
+	p := s3proxy.New(t, srv.Endpoint)
+	p.KeepAbandonedWrites()
+	p.Inject(s3proxy.Rule{Method: http.MethodPut, Fault: s3proxy.Spike(time.Second)})
+	c := testutil.S3Client(p.URL(), srv.AccessKey, srv.SecretKey)
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	body := strings.Repeat("abandoned ", 4<<10)
+	if _, err := c.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String("bkt"), Key: aws.String("late"), Body: strings.NewReader(body),
+		IfNoneMatch: aws.String("*")}); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("a PUT given up on after 200ms = %v; want its deadline exceeded", err)
+	}
+	deadline := time.Now().Add(time.Minute)
+	for {
+		got := miniotest.Object(t, srv.Client(t), "bkt", "late")
+		if string(got) == body {
+			return
+		}
+		if got != nil || time.Now().After(deadline) {
+			t.Fatalf("MinIO holds %d bytes a minute after the abandoned PUT; want its %d", len(got), len(body))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
