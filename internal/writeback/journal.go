@@ -397,6 +397,11 @@ func (j *Journal) write(e *Entry, body io.Reader) (Entry, error) {
 	}
 	ks.retryAt, ks.failures = time.Time{}, 0
 	j.enqueueLocked(e.Name, ks)
+	if e.Done && e.Op == OpDelete {
+		// An applied delete handed over: its new holder looks for late
+		// uploads too (late.go).
+		j.scheduleLateLocked(e, e.Expires.Add(-TombstoneLife))
+	}
 	j.collectLocked(e.Name, ks)
 	j.signal()
 	return *e, nil

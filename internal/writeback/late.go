@@ -7,15 +7,20 @@ package writeback
 // case: an upload on the condition that S3 holds nothing of its key
 // (If-None-Match: *) that lands after a newer DELETE was applied finds the
 // key absent again, and the deleted object would stay in S3 for good. So
-// the holders of an applied delete look at its key again later
-// (LateUploadChecks), while the delete is still the key's newest version
-// here: an object the cache persisted (VersionMetadata) of an older
-// version is deleted (If-Match on its ETag). One S3 holds without the
-// cache's version (written around the cache) or of a newer one stays.
+// every holder of an applied delete (its tombstone: the one that applied
+// it, those it told, and those it is handed to) looks at its key again
+// later (LateUploadChecks), while the delete is still the key's newest
+// version there: an object the cache persisted (VersionMetadata) of an
+// older version is deleted (If-Match on its ETag). One S3 holds without
+// the cache's version (written around the cache) or of a newer one stays.
+// Every holder looks, not only the key's persister: the ring may have
+// moved the key to a member the tombstone was handed to, and a HEAD per
+// holder and look is cheap beside a delete lost for good.
 
 import (
 	"container/heap"
 	"context"
+	"errors"
 	"time"
 )
 
@@ -115,10 +120,6 @@ func (p *Persister) checkLateUploads(ctx context.Context) {
 		if !ok {
 			continue
 		}
-		if !p.owns(e) {
-			p.Journal.lateAgain(c, false) // its persister looks; this node may be that by the next step
-			continue
-		}
 		p.Journal.lateAgain(c, p.deleteLateUpload(ctx, e) != nil)
 	}
 }
@@ -134,6 +135,9 @@ func (p *Persister) deleteLateUpload(ctx context.Context, e Entry) error {
 	err = p.S3.Delete(ctx, e, seen)
 	if p.Observe != nil {
 		p.Observe(OpDelete, err, time.Since(start))
+	}
+	if errors.Is(err, ErrChanged) {
+		return nil // another holder deleted it first, or a newer write replaced it: the next look tells
 	}
 	if p.Log != nil {
 		if err != nil {

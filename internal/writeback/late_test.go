@@ -98,6 +98,27 @@ func TestUploadLandingAfterADeleteIsDeletedAgain(t *testing.T) {
 	}
 }
 
+// A holder the applied delete was handed to (a ring change moved the key
+// to it) looks for late uploads too, and so does a holder that is not the
+// key's persister.
+func TestHandedOverDeleteLooksForLateUploads(t *testing.T) {
+	saved := LateUploadChecks
+	LateUploadChecks = []time.Duration{300 * time.Millisecond, time.Second}
+	t.Cleanup(func() { LateUploadChecks = saved })
+	e := newS3(t)
+	j, err := Open(t.TempDir(), 1<<30)
+	testutil.Must(t, err)
+	defer j.Close()
+	name := Name{"team-a", "bucket-a", "handed-over"}
+	v1 := j.NextVersion()
+	del := Entry{Name: name, Version: j.NextVersion(), Op: OpDelete, Done: true, Expires: time.Now().Add(TombstoneLife)}
+	_, err = j.Write(del, nil)
+	testutil.Must(t, err)
+	e.landLate(t, name.Key, []byte("handed-over version 1"), v1)
+	run(t, &Persister{Journal: j, S3: e.backend, Poll: 50 * time.Millisecond, Owns: func(Entry) bool { return false }})
+	waitGone(t, e, name.Key)
+}
+
 // waitGone waits until MinIO holds nothing of key.
 func waitGone(t *testing.T, e *s3env, key string) {
 	t.Helper()
