@@ -87,8 +87,12 @@ func TestWriteBackThroughRingChurn(t *testing.T) {
 	for _, n := range c.nodes {
 		h.checkReads(t, n, "after the churn")
 	}
-	t.Logf("%d rounds of a node going and coming back: %d keys, %d operations acknowledged (%d retries of 503); "+
-		"MinIO ends with the last acknowledged operation of every key, byte-exact", rounds, len(h.sortedKeys()), h.gen, retries)
+	late := 0
+	for _, n := range c.nodes {
+		late += len(n.logs.lines("landed in S3 after it"))
+	}
+	t.Logf("%d rounds of a node going and coming back: %d keys, %d operations acknowledged (%d retries of 503), %d uploads that landed after a delete deleted again; "+
+		"MinIO ends with the last acknowledged operation of every key, byte-exact", rounds, len(h.sortedKeys()), h.gen, retries, late)
 }
 
 // churnEvents are the ways a node goes in TestWriteBackThroughRingChurn.
