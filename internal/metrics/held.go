@@ -30,6 +30,9 @@ type Held struct {
 	PersistDuration prometheus.Histogram
 	// JournalSync is how long each sync of the journal took.
 	JournalSync prometheus.Histogram
+	// LateUploads counts uploads found in S3 after a newer delete of
+	// their key and deleted again (writeback/late.go).
+	LateUploads prometheus.Counter
 
 	collector heldCollector
 }
@@ -44,6 +47,8 @@ func NewHeld(reg prometheus.Registerer, stats func() map[string]HeldStats, limit
 			"Attempts to send held WriteBack versions to S3, by op (put, delete) and result (ok, error); errors are retried with backoff.", "op", "result"),
 		PersistDuration: node.Histogram("writeback_persist_duration_seconds",
 			"Time of each attempt to send a held version to S3.", latencyBuckets),
+		LateUploads: node.Counter("writeback_late_uploads_total",
+			"Held versions S3 applied after a newer delete of their key (their node gave up on the upload: killed with it on the wire, or an attempt timed out), found by the delete's holders and deleted again."),
 		JournalSync: node.Histogram("writeback_journal_sync_duration_seconds",
 			"Time of each fdatasync of the write-back journal, which every held write waits for (one for a group of writes): the disk's flush latency, part of each WriteBack PUT's.", latencyBuckets),
 	}
@@ -59,7 +64,7 @@ func NewHeld(reg prometheus.Registerer, stats func() map[string]HeldStats, limit
 		pinnedDesc: node.Desc("writeback_pinned_bytes",
 			"Bytes of the node's pinned space in use, what its limit bounds: every held version still kept (older ones being persisted too) and the parts of held multipart uploads."),
 	}
-	reg.MustRegister(h.Full, h.Persisted, h.PersistDuration, h.JournalSync, &h.collector)
+	reg.MustRegister(h.Full, h.Persisted, h.PersistDuration, h.JournalSync, h.LateUploads, &h.collector)
 	return h
 }
 

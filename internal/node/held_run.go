@@ -31,6 +31,11 @@ func (s *Server) RunHeld(ctx context.Context) {
 				m.Persisted.WithLabelValues(string(op), result).Inc()
 				m.PersistDuration.Observe(took.Seconds())
 			}
+		},
+		LateUpload: func(writeback.Entry, uint64) {
+			if m := s.cfg.HeldMetrics; m != nil {
+				m.LateUploads.Inc()
+			}
 		}}
 	var wg sync.WaitGroup
 	wg.Go(func() { p.Run(ctx) })

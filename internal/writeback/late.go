@@ -146,5 +146,8 @@ func (p *Persister) deleteLateUpload(ctx context.Context, e Entry) error {
 			p.Log.Warn("write-back: an upload sent before a delete landed in S3 after it: deleted it again", "delete", e.String(), "landed", seen.Version)
 		}
 	}
+	if err == nil && p.LateUpload != nil {
+		p.LateUpload(e, seen.Version)
+	}
 	return err
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"strconv"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -61,11 +62,17 @@ func TestUploadLandingAfterADeleteIsDeletedAgain(t *testing.T) {
 	_, _ = putDeleted(t, j, "around")
 	_, newerDel := putDeleted(t, j, "newer")
 	afterRestart, _ := putDeleted(t, j, "after-restart")
+	var told atomic.Int32 // LateUpload calls for "late"
 	ctx, stop := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		(&Persister{Journal: j, S3: e.backend, Poll: 50 * time.Millisecond}).Run(ctx)
+		(&Persister{Journal: j, S3: e.backend, Poll: 50 * time.Millisecond,
+			LateUpload: func(del Entry, landed uint64) {
+				if del.Key == late.Key && landed == late.Version {
+					told.Add(1)
+				}
+			}}).Run(ctx)
 	}()
 	drained(t, j, time.Minute)
 	e.landLate(t, "late", []byte("late version 1"), late.Version)
@@ -74,6 +81,9 @@ func TestUploadLandingAfterADeleteIsDeletedAgain(t *testing.T) {
 	waitGone(t, e, "late")
 	stop()
 	<-done
+	if n := told.Load(); n != 1 {
+		t.Errorf("LateUpload was told %d times of the late upload deleted again; want once", n)
+	}
 	testutil.Must(t, j.Close())
 
 	// Restarted: its journal plans the looks again from the tombstones.

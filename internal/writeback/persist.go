@@ -90,7 +90,10 @@ type Persister struct {
 	Confirm func(ctx context.Context, e Entry) (newer *Entry, err error)
 	// Observe, when set, is told of every attempt.
 	Observe func(op Op, err error, took time.Duration)
-	Workers int // uploads at once (default DefaultWorkers)
+	// LateUpload, when set, is told of every upload found in S3 after a
+	// newer delete of its key and deleted again (late.go).
+	LateUpload func(delete Entry, landed uint64)
+	Workers    int // uploads at once (default DefaultWorkers)
 	// MinBackoff and MaxBackoff space the retries of a failing key
 	// (defaults 100 ms and 30 s).
 	MinBackoff, MaxBackoff time.Duration
