@@ -21,6 +21,7 @@ import (
 	"container/heap"
 	"context"
 	"errors"
+	"sync"
 	"time"
 )
 
@@ -115,14 +116,26 @@ func (j *Journal) lateAgain(c lateCheck, failed bool) {
 // checkLateUploads looks at the keys of the applied deletes whose checks
 // are due (the persister calls it every Poll).
 func (p *Persister) checkLateUploads(ctx context.Context) {
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, lateLooksAtOnce)
 	for _, c := range p.Journal.dueLate() {
 		e, ok := p.Journal.lateEntry(c)
 		if !ok {
 			continue
 		}
-		p.Journal.lateAgain(c, p.deleteLateUpload(ctx, e) != nil)
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			p.Journal.lateAgain(c, p.deleteLateUpload(ctx, e) != nil)
+		})
 	}
+	wg.Wait()
 }
+
+// lateLooksAtOnce bounds the looks in flight: a burst of deletes (a
+// ClickHouse merge drops many parts' files) is looked at in seconds, not
+// one S3 round trip after another.
+const lateLooksAtOnce = 8
 
 // deleteLateUpload deletes what S3 holds of delete e's key if it is an
 // older version the cache persisted: an upload that landed after e.
