@@ -140,7 +140,7 @@ type Journal struct {
 	background sync.WaitGroup
 	// late are the looks at applied deletes' keys still to come, at
 	// lateSteps after each was applied (late.go).
-	late      lateHeap
+	late      minHeap[lateCheck]
 	lateSteps []time.Duration
 }
 

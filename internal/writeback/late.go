@@ -18,7 +18,6 @@ package writeback
 // holder and look is cheap beside a delete lost for good.
 
 import (
-	"container/heap"
 	"context"
 	"errors"
 	"sync"
@@ -41,18 +40,7 @@ type lateCheck struct {
 	step         int    // of the journal's lateSteps
 }
 
-type lateHeap []lateCheck
-
-func (h lateHeap) Len() int           { return len(h) }
-func (h lateHeap) Less(a, b int) bool { return h[a].due.Before(h[b].due) }
-func (h lateHeap) Swap(a, b int)      { h[a], h[b] = h[b], h[a] }
-func (h *lateHeap) Push(x any)        { *h = append(*h, x.(lateCheck)) }
-func (h *lateHeap) Pop() any {
-	old := *h
-	x := old[len(old)-1]
-	*h = old[:len(old)-1]
-	return x
-}
+func (c lateCheck) before(o lateCheck) bool { return c.due.Before(o.due) }
 
 // scheduleLateLocked plans the checks of delete e, applied at applied,
 // from the first step not yet past; a restarted journal that slept
@@ -62,9 +50,9 @@ func (j *Journal) scheduleLateLocked(e *Entry, applied time.Time) {
 	for i, d := range j.lateSteps {
 		if due := applied.Add(d); due.After(now) {
 			if i > 0 {
-				heap.Push(&j.late, lateCheck{due: now, applied: applied, name: e.Name, version: e.Version, step: i - 1})
+				j.late.push(lateCheck{due: now, applied: applied, name: e.Name, version: e.Version, step: i - 1})
 			} else {
-				heap.Push(&j.late, lateCheck{due: due, applied: applied, name: e.Name, version: e.Version, step: i})
+				j.late.push(lateCheck{due: due, applied: applied, name: e.Name, version: e.Version, step: i})
 			}
 			return
 		}
@@ -79,7 +67,7 @@ func (j *Journal) dueLate() []lateCheck {
 	now := j.now()
 	var out []lateCheck
 	for j.late.Len() > 0 && !j.late[0].due.After(now) {
-		c := heap.Pop(&j.late).(lateCheck)
+		c := j.late.pop()
 		if ks := j.keys[c.name]; ks != nil && ks.latest != nil && ks.latest.Version == c.version && ks.latest.Done {
 			out = append(out, c)
 		}
@@ -110,7 +98,7 @@ func (j *Journal) lateAgain(c lateCheck, failed bool) {
 		}
 		c.due = c.applied.Add(j.lateSteps[c.step])
 	}
-	heap.Push(&j.late, c)
+	j.late.push(c)
 }
 
 // checkLateUploads looks at the keys of the applied deletes whose checks

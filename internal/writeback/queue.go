@@ -13,7 +13,6 @@ package writeback
 // may have changed who persists them (Reconsider).
 
 import (
-	"container/heap"
 	"slices"
 	"time"
 )
@@ -33,22 +32,11 @@ type queued struct {
 	name    Name
 }
 
-type versionHeap []queued
-
-func (h versionHeap) Len() int           { return len(h) }
-func (h versionHeap) Less(a, b int) bool { return h[a].version < h[b].version }
-func (h versionHeap) Swap(a, b int)      { h[a], h[b] = h[b], h[a] }
-func (h *versionHeap) Push(x any)        { *h = append(*h, x.(queued)) }
-func (h *versionHeap) Pop() any {
-	old := *h
-	x := old[len(old)-1]
-	*h = old[:len(old)-1]
-	return x
-}
+func (q queued) before(o queued) bool { return q.version < o.version }
 
 // pickQueue is the Journal's queue; j.mu guards it.
 type pickQueue struct {
-	ready versionHeap
+	ready minHeap[queued]
 	// retrying are keys waiting out a backoff, notMine keys another
 	// holder persists; each is moved back to ready at its recheck time.
 	retrying, notMine []Name
@@ -58,7 +46,7 @@ type pickQueue struct {
 // enqueueLocked queues n if its newest version is one to persist.
 func (j *Journal) enqueueLocked(n Name, ks *keyState) {
 	if e := ks.latest; e != nil && !e.Transient && !e.Done {
-		heap.Push(&j.queue.ready, queued{e.Version, n})
+		j.queue.ready.push(queued{e.Version, n})
 	}
 }
 
@@ -107,7 +95,7 @@ func (j *Journal) next(owns func(Entry) bool) (*Entry, bool) {
 	j.unparkLocked(now)
 	q := &j.queue
 	for q.ready.Len() > 0 {
-		it := heap.Pop(&q.ready).(queued)
+		it := q.ready.pop()
 		ks := j.keys[it.name]
 		if ks == nil || ks.latest == nil || ks.latest.Version != it.version || ks.latest.Transient || ks.latest.Done ||
 			ks.inflight != nil {
