@@ -40,7 +40,7 @@ type lateCheck struct {
 	step         int    // of the journal's lateSteps
 }
 
-func (c lateCheck) before(o lateCheck) bool { return c.due.Before(o.due) }
+func (c lateCheck) Before(o lateCheck) bool { return c.due.Before(o.due) }
 
 // scheduleLateLocked plans the checks of delete e, applied at applied,
 // from the first step not yet past; a restarted journal that slept

@@ -32,7 +32,7 @@ type queued struct {
 	name    Name
 }
 
-func (q queued) before(o queued) bool { return q.version < o.version }
+func (q queued) Before(o queued) bool { return q.version < o.version }
 
 // pickQueue is the Journal's queue; j.mu guards it.
 type pickQueue struct {
