@@ -400,7 +400,7 @@ func (j *Journal) write(e *Entry, body io.Reader) (Entry, error) {
 	if e.Done && e.Op == OpDelete {
 		// An applied delete handed over: its new holder looks for late
 		// uploads too (late.go).
-		j.scheduleLateLocked(e, e.Expires.Add(-TombstoneLife))
+		j.scheduleLateLocked(e)
 	}
 	j.collectLocked(e.Name, ks)
 	j.signal()

@@ -130,7 +130,7 @@ func (j *Journal) recover() error {
 		if e := ks.latest; e != nil {
 			j.enqueueLocked(n, ks)
 			if e.Done && e.Op == OpDelete {
-				j.scheduleLateLocked(e, e.Expires.Add(-TombstoneLife))
+				j.scheduleLateLocked(e)
 			}
 			p := places[e]
 			j.places[e] = p

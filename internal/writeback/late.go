@@ -42,11 +42,12 @@ type lateCheck struct {
 
 func (c lateCheck) Before(o lateCheck) bool { return c.due.Before(o.due) }
 
-// scheduleLateLocked plans the checks of delete e, applied at applied,
-// from the first step not yet past; a restarted journal that slept
-// through an earlier step checks at once as well.
-func (j *Journal) scheduleLateLocked(e *Entry, applied time.Time) {
-	now := j.now()
+// scheduleLateLocked plans the checks of applied delete e (a tombstone:
+// applied TombstoneLife before it expires) from the first step not yet
+// past; a restarted journal that slept through an earlier step checks at
+// once as well.
+func (j *Journal) scheduleLateLocked(e *Entry) {
+	applied, now := e.Expires.Add(-TombstoneLife), j.now()
 	for i, d := range j.lateSteps {
 		if due := applied.Add(d); due.After(now) {
 			if i > 0 {
@@ -59,30 +60,26 @@ func (j *Journal) scheduleLateLocked(e *Entry, applied time.Time) {
 	}
 }
 
+// lateLook is a due check and the delete it checks.
+type lateLook struct {
+	check lateCheck
+	del   Entry
+}
+
 // dueLate takes the checks due by now whose delete is still its key's
 // newest version (a newer write is persisted over whatever S3 holds).
-func (j *Journal) dueLate() []lateCheck {
+func (j *Journal) dueLate() []lateLook {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	now := j.now()
-	var out []lateCheck
+	var out []lateLook
 	for j.late.Len() > 0 && !j.late[0].due.After(now) {
 		c := j.late.pop()
 		if ks := j.keys[c.name]; ks != nil && ks.latest != nil && ks.latest.Version == c.version && ks.latest.Done {
-			out = append(out, c)
+			out = append(out, lateLook{c, *ks.latest})
 		}
 	}
 	return out
-}
-
-// lateEntry is the delete c checks, if still held.
-func (j *Journal) lateEntry(c lateCheck) (Entry, bool) {
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	if ks := j.keys[c.name]; ks != nil && ks.latest != nil && ks.latest.Version == c.version && ks.latest.Done {
-		return *ks.latest, true
-	}
-	return Entry{}, false
 }
 
 // lateAgain plans c's next check: the next step, or the same one again
@@ -106,15 +103,11 @@ func (j *Journal) lateAgain(c lateCheck, failed bool) {
 func (p *Persister) checkLateUploads(ctx context.Context) {
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, lateLooksAtOnce)
-	for _, c := range p.Journal.dueLate() {
-		e, ok := p.Journal.lateEntry(c)
-		if !ok {
-			continue
-		}
+	for _, l := range p.Journal.dueLate() {
 		sem <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-sem }()
-			p.Journal.lateAgain(c, p.deleteLateUpload(ctx, e) != nil)
+			p.Journal.lateAgain(l.check, p.deleteLateUpload(ctx, l.del) != nil)
 		})
 	}
 	wg.Wait()

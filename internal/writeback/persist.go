@@ -402,7 +402,7 @@ func (j *Journal) keepTombstoneLocked(e *Entry) (uint64, bool) {
 		return 0, false
 	}
 	e.Done, e.Expires = true, done.Expires
-	j.scheduleLateLocked(e, j.now())
+	j.scheduleLateLocked(e)
 	return lsn, true
 }
 
